@@ -1,0 +1,333 @@
+//! A binary buddy allocator over the heap blocks.
+//!
+//! Invariants:
+//! * a free piece of order `k` starts at a multiple of `2^k` blocks relative
+//!   to the heap base, and lies wholly inside the heap;
+//! * no two free pieces overlap, and two free buddies of the same order are
+//!   always merged (so a free list never holds both halves of a parent);
+//! * `free_blocks` equals the sum of the sizes of all free pieces.
+
+use std::collections::BTreeSet;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::meta::tuple::Piece;
+
+/// Power-of-two piece allocator; positions are absolute block numbers.
+#[derive(Debug)]
+pub struct BuddyAllocator {
+    base: u64,
+    total: u64,
+    max_order: u8,
+    /// Free pieces per order, as heap-relative block numbers.
+    free: Vec<BTreeSet<u64>>,
+    free_blocks: u64,
+}
+
+impl BuddyAllocator {
+    /// All of `[base, base + total)` free, pieces up to `2^max_order` blocks.
+    pub fn new(base: u64, total: u64, max_order: u8) -> Self {
+        let mut a = BuddyAllocator {
+            base,
+            total,
+            max_order,
+            free: vec![BTreeSet::new(); max_order as usize + 1],
+            free_blocks: 0,
+        };
+        let mut pos = 0u64;
+        while pos < total {
+            let mut k = max_order;
+            while k > 0 && (pos % (1 << k) != 0 || pos + (1 << k) > total) {
+                k -= 1;
+            }
+            a.free[k as usize].insert(pos);
+            a.free_blocks += 1 << k;
+            pos += 1 << k;
+        }
+        a
+    }
+
+    /// Largest order handed out.
+    pub fn max_order(&self) -> u8 {
+        self.max_order
+    }
+
+    /// Blocks currently free.
+    pub fn free_blocks(&self) -> u64 {
+        self.free_blocks
+    }
+
+    /// Blocks managed in total.
+    pub fn total_blocks(&self) -> u64 {
+        self.total
+    }
+
+    /// Order of the largest free piece, if any.
+    pub fn largest_free_order(&self) -> Option<u8> {
+        (0..=self.max_order)
+            .rev()
+            .find(|&k| !self.free[k as usize].is_empty())
+    }
+
+    /// Allocates one piece of `2^order` blocks (lowest address first).
+    pub fn alloc(&mut self, order: u8) -> Option<Piece> {
+        if order > self.max_order {
+            return None;
+        }
+        let from = (order..=self.max_order).find(|&k| !self.free[k as usize].is_empty())?;
+        let rel = self.free[from as usize].pop_first()?;
+        // Split down, returning the upper halves to the free lists.
+        for k in (order..from).rev() {
+            self.free[k as usize].insert(rel + (1 << k));
+        }
+        self.free_blocks -= 1 << order;
+        Some(Piece {
+            start: self.base + rel,
+            order,
+        })
+    }
+
+    /// Returns a piece, merging it with its free buddies.
+    pub fn free(&mut self, piece: Piece) {
+        debug_assert!(piece.start >= self.base && piece.order <= self.max_order);
+        let mut rel = piece.start - self.base;
+        let mut k = piece.order;
+        self.free_blocks += 1 << k;
+        while k < self.max_order {
+            let buddy = rel ^ (1 << k);
+            if !self.free[k as usize].remove(&buddy) {
+                break;
+            }
+            rel = rel.min(buddy);
+            k += 1;
+        }
+        self.free[k as usize].insert(rel);
+    }
+
+    /// Marks a specific piece as allocated (rebuild at open). Fails with
+    /// `Corrupt` when the piece is outside the heap, misaligned, or overlaps
+    /// a piece already marked.
+    pub fn mark_allocated(&mut self, piece: Piece) -> Result<()> {
+        let bad = |why: &str| {
+            Error::new(
+                ErrorKind::Corrupt,
+                format!("piece at block {} order {} {why}", piece.start, piece.order),
+            )
+        };
+        if piece.order > self.max_order || piece.start < self.base {
+            return Err(bad("is outside the heap"));
+        }
+        let rel = piece.start - self.base;
+        let size = 1u64 << piece.order;
+        if rel % size != 0 || rel + size > self.total {
+            return Err(bad("is misaligned or past the end"));
+        }
+        // Find the free piece that contains it.
+        let mut found = None;
+        for k in piece.order..=self.max_order {
+            let parent = rel & !((1u64 << k) - 1);
+            if self.free[k as usize].contains(&parent) {
+                found = Some((k, parent));
+                break;
+            }
+        }
+        let Some((mut k, mut at)) = found else {
+            return Err(bad("overlaps another live piece"));
+        };
+        self.free[k as usize].remove(&at);
+        // Split towards the target, freeing the halves that do not contain it.
+        while k > piece.order {
+            k -= 1;
+            let half = 1u64 << k;
+            if rel >= at + half {
+                self.free[k as usize].insert(at);
+                at += half;
+            } else {
+                self.free[k as usize].insert(at + half);
+            }
+        }
+        self.free_blocks -= size;
+        Ok(())
+    }
+
+    /// Allocates the pieces for an object of `size` bytes: as many max-order
+    /// pieces as fit, then the tail split into the binary digits of its block
+    /// count, so waste is under one block. When a piece of some order is not
+    /// available the request falls back to two of the order below, so free
+    /// but fragmented space is still used. All-or-nothing: on `NoSpace`
+    /// nothing stays allocated.
+    pub fn alloc_object(&mut self, size: u64) -> Result<Vec<Piece>> {
+        let blocks = size.div_ceil(crate::format::BLOCK_SIZE as u64);
+        if blocks > self.free_blocks {
+            return Err(self.no_space(size));
+        }
+        let mut out = Vec::new();
+        let max = 1u64 << self.max_order;
+        let mut wanted: Vec<u8> = Vec::new();
+        for _ in 0..blocks / max {
+            wanted.push(self.max_order);
+        }
+        let tail = blocks % max;
+        for k in (0..self.max_order).rev() {
+            if tail & (1 << k) != 0 {
+                wanted.push(k);
+            }
+        }
+        for order in wanted {
+            if !self.alloc_split(order, &mut out) {
+                for p in out.drain(..) {
+                    self.free(p);
+                }
+                return Err(self.no_space(size));
+            }
+        }
+        Ok(out)
+    }
+
+    fn alloc_split(&mut self, order: u8, out: &mut Vec<Piece>) -> bool {
+        if let Some(p) = self.alloc(order) {
+            out.push(p);
+            return true;
+        }
+        order > 0 && self.alloc_split(order - 1, out) && self.alloc_split(order - 1, out)
+    }
+
+    fn no_space(&self, size: u64) -> Error {
+        Error::new(
+            ErrorKind::NoSpace,
+            format!(
+                "no room for {size} bytes: {} bytes free in the heap",
+                self.free_blocks * crate::format::BLOCK_SIZE as u64
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn check(a: &BuddyAllocator) {
+        let mut sum = 0;
+        let mut spans = vec![];
+        for (k, set) in a.free.iter().enumerate() {
+            for &rel in set {
+                assert_eq!(rel % (1 << k), 0, "misaligned free piece");
+                assert!(rel + (1 << k) <= a.total);
+                if k < a.max_order as usize {
+                    assert!(!set.contains(&(rel ^ (1 << k))), "unmerged buddies");
+                }
+                sum += 1 << k;
+                spans.push((rel, rel + (1 << k)));
+            }
+        }
+        spans.sort();
+        for w in spans.windows(2) {
+            assert!(w[0].1 <= w[1].0, "free pieces overlap");
+        }
+        assert_eq!(sum, a.free_blocks);
+    }
+
+    #[test]
+    fn odd_sized_heap_is_fully_usable() {
+        let a = BuddyAllocator::new(2, 1000, 6);
+        check(&a);
+        assert_eq!(a.free_blocks(), 1000);
+    }
+
+    #[test]
+    fn object_waste_is_under_one_block() {
+        let mut a = BuddyAllocator::new(0, 1 << 14, 8);
+        for size in [
+            1u64,
+            4095,
+            4096,
+            4097,
+            40_000,
+            1 << 20,
+            (1 << 20) + 1,
+            3 << 22,
+        ] {
+            let pieces = a.alloc_object(size).unwrap();
+            let got: u64 = pieces.iter().map(|p| p.len_bytes()).sum();
+            assert!(got >= size && got - size < 4096, "size {size} got {got}");
+            for p in pieces {
+                a.free(p);
+            }
+            check(&a);
+        }
+        assert_eq!(a.free_blocks(), 1 << 14);
+    }
+
+    #[test]
+    fn fragmented_space_is_still_used() {
+        let mut a = BuddyAllocator::new(0, 64, 4);
+        let all: Vec<_> = (0..64).map(|_| a.alloc(0).unwrap()).collect();
+        for p in all.iter().step_by(2) {
+            a.free(*p);
+        }
+        // 32 free single blocks, no two adjacent: 8 blocks still fit.
+        let pieces = a.alloc_object(8 * 4096).unwrap();
+        assert_eq!(pieces.len(), 8);
+        check(&a);
+    }
+
+    #[test]
+    fn no_space_allocates_nothing() {
+        let mut a = BuddyAllocator::new(0, 16, 4);
+        let _keep = a.alloc(3).unwrap();
+        let err = a.alloc_object(9 * 4096).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::NoSpace);
+        assert_eq!(a.free_blocks(), 8);
+        check(&a);
+    }
+
+    #[test]
+    fn mark_allocated_rebuilds_and_detects_overlap() {
+        let mut live = BuddyAllocator::new(10, 500, 5);
+        let pieces: Vec<_> = (0..40)
+            .map(|i| live.alloc((i % 4) as u8).unwrap())
+            .collect();
+        let mut rebuilt = BuddyAllocator::new(10, 500, 5);
+        for p in &pieces {
+            rebuilt.mark_allocated(*p).unwrap();
+        }
+        check(&rebuilt);
+        assert_eq!(rebuilt.free_blocks(), live.free_blocks());
+        let err = rebuilt.mark_allocated(pieces[3]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Corrupt);
+        let outside = Piece { start: 9, order: 0 };
+        assert_eq!(
+            rebuilt.mark_allocated(outside).unwrap_err().kind(),
+            ErrorKind::Corrupt
+        );
+    }
+
+    #[test]
+    fn random_alloc_free_sequences_keep_invariants() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut a = BuddyAllocator::new(3, 3000, 7);
+        let mut held: Vec<Vec<Piece>> = vec![];
+        for _ in 0..3000 {
+            if rng.random_bool(0.55) {
+                let size = rng.random_range(0..600_000u64);
+                if let Ok(p) = a.alloc_object(size) {
+                    held.push(p);
+                }
+            } else if !held.is_empty() {
+                let i = rng.random_range(0..held.len());
+                for p in held.swap_remove(i) {
+                    a.free(p);
+                }
+            }
+        }
+        check(&a);
+        for ps in held.drain(..) {
+            for p in ps {
+                a.free(p);
+            }
+        }
+        check(&a);
+        assert_eq!(a.free_blocks(), 3000);
+    }
+}

@@ -1,0 +1,93 @@
+//! The same store, with blocking calls, for code without an async runtime.
+//! Each call drives the async one to completion on the calling thread.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::executor::block_on;
+
+use crate::io::IoEngine;
+use crate::{ObjectInfo, Options, Result, Stats};
+
+/// Blocking handle over [`crate::Store`]; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    inner: crate::Store,
+}
+
+/// Blocking handle over [`crate::Upload`].
+#[derive(Debug)]
+pub struct Upload {
+    inner: crate::Upload,
+}
+
+impl Store {
+    /// See [`crate::Store::open`].
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Store> {
+        block_on(crate::Store::open(path, options)).map(|inner| Store { inner })
+    }
+    /// See [`crate::Store::open_with_engine`].
+    pub fn open_with_engine(engine: Arc<dyn IoEngine>, options: Options) -> Result<Store> {
+        block_on(crate::Store::open_with_engine(engine, options)).map(|inner| Store { inner })
+    }
+    /// The async handle sharing this store.
+    pub fn as_async(&self) -> &crate::Store {
+        &self.inner
+    }
+    /// See [`crate::Store::put`].
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl Into<Bytes>) -> Result<ObjectInfo> {
+        block_on(self.inner.put(key, value))
+    }
+    /// See [`crate::Store::get`].
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Bytes> {
+        block_on(self.inner.get(key))
+    }
+    /// See [`crate::Store::read`].
+    pub fn read(&self, key: impl AsRef<[u8]>, offset: u64, len: u64) -> Result<Bytes> {
+        block_on(self.inner.read(key, offset, len))
+    }
+    /// See [`crate::Store::stat`].
+    pub fn stat(&self, key: impl AsRef<[u8]>) -> Result<ObjectInfo> {
+        block_on(self.inner.stat(key))
+    }
+    /// See [`crate::Store::delete`].
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        block_on(self.inner.delete(key))
+    }
+    /// See [`crate::Store::contains`].
+    pub fn contains(&self, key: impl AsRef<[u8]>) -> bool {
+        self.inner.contains(key)
+    }
+    /// See [`crate::Store::begin_upload`].
+    pub fn begin_upload(&self, key: impl AsRef<[u8]>, size: u64) -> Result<Upload> {
+        block_on(self.inner.begin_upload(key, size)).map(|inner| Upload { inner })
+    }
+    /// See [`crate::Store::stats`].
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+    /// See [`crate::Store::sync`].
+    pub fn sync(&self) -> Result<()> {
+        block_on(self.inner.sync())
+    }
+    /// See [`crate::Store::close`].
+    pub fn close(&self) -> Result<()> {
+        block_on(self.inner.close())
+    }
+}
+
+impl Upload {
+    /// See [`crate::Upload::write_part`].
+    pub fn write_part(&self, offset: u64, bytes: impl Into<Bytes>) -> Result<()> {
+        block_on(self.inner.write_part(offset, bytes))
+    }
+    /// See [`crate::Upload::commit`].
+    pub fn commit(self) -> Result<ObjectInfo> {
+        block_on(self.inner.commit())
+    }
+    /// See [`crate::Upload::abort`].
+    pub fn abort(self) -> Result<()> {
+        block_on(self.inner.abort())
+    }
+}

@@ -1,0 +1,39 @@
+//! Hash backend: `hashbrown` map with its default (foldhash) hasher.
+
+use hashbrown::HashMap;
+
+use super::{EntryId, KeyIndex};
+
+/// Unordered, fastest point lookups.
+#[derive(Default)]
+pub struct HashIndex {
+    map: HashMap<Box<[u8]>, EntryId>,
+}
+
+impl KeyIndex for HashIndex {
+    fn get(&self, key: &[u8]) -> Option<EntryId> {
+        self.map.get(key).copied()
+    }
+
+    fn insert(&mut self, key: &[u8], id: EntryId) -> Option<EntryId> {
+        match self.map.get_mut(key) {
+            Some(slot) => Some(std::mem::replace(slot, id)),
+            None => {
+                self.map.insert(key.into(), id);
+                None
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &[u8]) -> Option<EntryId> {
+        self.map.remove(key)
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    fn is_ordered(&self) -> bool {
+        false
+    }
+}

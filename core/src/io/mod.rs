@@ -1,0 +1,124 @@
+//! How bytes reach the device.
+//!
+//! [`IoEngine`] separates *how* I/O is done (io_uring, pread/pwrite, or an
+//! in-memory device with fault injection for tests) from the engine logic.
+//! Every operation takes an owned [`AlignedBuf`] and hands it back with the
+//! result, so the kernel never sees a buffer Rust code could free or move.
+//!
+//! Contract shared by all engines:
+//! * offsets and lengths are multiples of [`BLOCK_SIZE`](crate::format::BLOCK_SIZE);
+//! * `read_at` fills the buffer's whole capacity; `write_at` writes its valid
+//!   length;
+//! * a completed write is not durable until a later `sync` completes.
+
+mod buf;
+pub mod fault;
+mod portable;
+#[cfg(target_os = "linux")]
+mod uring;
+
+use std::fs::File;
+use std::future::Future;
+use std::io;
+use std::path::Path;
+use std::pin::Pin;
+
+pub use buf::{round_up, AlignedBuf};
+pub use portable::PortableEngine;
+#[cfg(target_os = "linux")]
+pub use uring::UringEngine;
+
+/// A boxed `Send` future, the return type of engine operations.
+pub type IoFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+/// Result of an owned-buffer operation: the outcome and the buffer back.
+pub type BufResult<T> = (io::Result<T>, AlignedBuf);
+
+/// Block I/O against one store file or device.
+pub trait IoEngine: Send + Sync + 'static {
+    /// Reads `buf.capacity()` bytes at `offset` into `buf`.
+    fn read_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>>;
+    /// Writes `buf.len()` bytes at `offset`.
+    fn write_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>>;
+    /// Makes every completed write durable (fdatasync).
+    fn sync(&self) -> IoFuture<io::Result<()>>;
+    /// Size of the file or device in bytes.
+    fn size(&self) -> io::Result<u64>;
+    /// Short name for stats and logs.
+    fn name(&self) -> &'static str;
+    /// Whether the data path bypasses the page cache.
+    fn direct_io(&self) -> bool;
+}
+
+/// Which engine [`Options`](crate::Options) asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IoEngineKind {
+    /// io_uring where the kernel allows it, else portable. The default.
+    #[default]
+    Auto,
+    /// io_uring (tokio-uring on a dedicated thread); fails where unavailable.
+    IoUring,
+    /// pread/pwrite on a thread pool; works everywhere.
+    Portable,
+}
+
+/// An open store file: the handle that holds the lock and knows whether
+/// the file system accepted `O_DIRECT`.
+pub(crate) struct OpenFile {
+    pub file: File,
+    pub direct: bool,
+}
+
+/// Opens (or creates) the file with `O_DIRECT` when asked, falling back to
+/// buffered I/O only where the file system refuses direct I/O (`EINVAL`).
+pub(crate) fn open_file(path: &Path, create: bool, want_direct: bool) -> io::Result<OpenFile> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let open = |direct: bool| {
+        let mut o = std::fs::OpenOptions::new();
+        o.read(true).write(true).create(create);
+        if direct {
+            o.custom_flags(libc::O_DIRECT);
+        }
+        o.open(path)
+    };
+    if want_direct {
+        match open(true) {
+            Ok(file) => return Ok(OpenFile { file, direct: true }),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(OpenFile {
+        file: open(false)?,
+        direct: false,
+    })
+}
+
+/// Size of a regular file or a block device.
+pub(crate) fn file_size(file: &File) -> io::Result<u64> {
+    use std::io::{Seek, SeekFrom};
+    let meta = file.metadata()?;
+    if meta.is_file() {
+        return Ok(meta.len());
+    }
+    // Block devices report length 0 in metadata; seek to the end instead.
+    let mut f = file;
+    let end = f.seek(SeekFrom::End(0))?;
+    f.seek(SeekFrom::Start(0))?;
+    Ok(end)
+}
+
+/// Sets the file's length and reserves its blocks, so a full file system
+/// shows up at creation instead of in the middle of a write.
+#[allow(unsafe_code)]
+pub(crate) fn preallocate(file: &File, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    file.set_len(len)?;
+    // SAFETY: plain syscall on a descriptor we own; no memory is passed.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len as libc::off_t) };
+    match rc {
+        0 => Ok(()),
+        // File systems without fallocate: the sparse length is enough.
+        libc::EOPNOTSUPP | libc::EINVAL => Ok(()),
+        e => Err(io::Error::from_raw_os_error(e)),
+    }
+}

@@ -1,0 +1,62 @@
+//! pread/pwrite engine: blocking syscalls on the `blocking` crate's thread
+//! pool, so the returned futures are `Send` and runtime-agnostic.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use super::{AlignedBuf, BufResult, IoEngine, IoFuture};
+
+/// Portable engine over a shared file handle.
+pub struct PortableEngine {
+    file: Arc<File>,
+    direct: bool,
+}
+
+impl PortableEngine {
+    /// Wraps an open file; `direct` says whether it was opened `O_DIRECT`.
+    pub fn new(file: File, direct: bool) -> Self {
+        PortableEngine {
+            file: Arc::new(file),
+            direct,
+        }
+    }
+}
+
+impl IoEngine for PortableEngine {
+    fn read_at(&self, mut buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>> {
+        let file = self.file.clone();
+        Box::pin(blocking::unblock(move || {
+            let r = file.read_exact_at(buf.full_mut(), offset);
+            let cap = buf.capacity();
+            buf.set_len(cap);
+            (r, buf)
+        }))
+    }
+
+    fn write_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>> {
+        let file = self.file.clone();
+        Box::pin(blocking::unblock(move || {
+            let r = file.write_all_at(buf.as_slice(), offset);
+            (r, buf)
+        }))
+    }
+
+    fn sync(&self) -> IoFuture<io::Result<()>> {
+        let file = self.file.clone();
+        Box::pin(blocking::unblock(move || file.sync_data()))
+    }
+
+    fn size(&self) -> io::Result<u64> {
+        super::file_size(&self.file)
+    }
+
+    fn name(&self) -> &'static str {
+        "portable"
+    }
+
+    fn direct_io(&self) -> bool {
+        self.direct
+    }
+}

@@ -1,0 +1,41 @@
+//! blobcask: an embedded blob store.
+//!
+//! One preallocated file or block device holds millions of objects; an
+//! in-memory index maps keys to their metadata; a buddy allocator manages
+//! the heap; direct I/O moves the bytes; metadata is a flat set of tuples in
+//! checksummed, double-slotted tuple blocks, so a commit is one block write
+//! and recovery needs no journal. See `core/FORMAT.md` for the byte layout.
+//!
+//! ```no_run
+//! # async fn demo() -> blobcask::Result<()> {
+//! use blobcask::{Options, Store};
+//! let store = Store::open("/tmp/demo.blobcask", Options::new().capacity(1 << 30)).await?;
+//! store.put("thumbs/cat.jpg", vec![0u8; 20_000]).await?;
+//! let head = store.read("thumbs/cat.jpg", 0, 4096).await?;
+//! assert_eq!(head.len(), 4096);
+//! store.close().await?;
+//! # Ok(()) }
+//! ```
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod alloc;
+pub mod blocking;
+mod error;
+pub mod format;
+pub mod index;
+pub mod io;
+pub mod meta;
+mod options;
+mod store;
+
+pub use bytes::Bytes;
+pub use error::{Error, ErrorKind, Result};
+pub use index::IndexKind;
+pub use io::IoEngineKind;
+pub use meta::tuple::MAX_KEY_LEN;
+pub use options::{
+    Options, DEFAULT_CAPACITY, DEFAULT_INLINE_THRESHOLD, DEFAULT_MAX_PIECE_SIZE,
+    MAX_INLINE_THRESHOLD, MIN_CAPACITY,
+};
+pub use store::{ObjectInfo, Stats, Store, Upload, PART_ALIGN};

@@ -1,0 +1,133 @@
+//! Store options. Each setter documents its trade-off and default; the
+//! defaults are named constants checked by `tests/options.rs`.
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::index::IndexKind;
+use crate::io::IoEngineKind;
+
+/// Capacity of a newly created store when none is given: 1 GiB.
+pub const DEFAULT_CAPACITY: u64 = 1 << 30;
+/// Smallest capacity accepted: 1 MiB.
+pub const MIN_CAPACITY: u64 = 1 << 20;
+/// Values up to this many bytes are stored inside their tuple by default.
+pub const DEFAULT_INLINE_THRESHOLD: usize = 512;
+/// Largest inline threshold accepted (a tuple must fit in one block with a
+/// maximum-length key).
+pub const MAX_INLINE_THRESHOLD: usize = 2048;
+/// Largest heap piece of a newly created store: 16 MiB.
+pub const DEFAULT_MAX_PIECE_SIZE: u64 = 16 << 20;
+
+/// How a store is opened or created. Build with [`Options::new`] and the
+/// setters; pass to [`Store::open`](crate::Store::open).
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub(crate) capacity: u64,
+    pub(crate) index: IndexKind,
+    pub(crate) inline_threshold: usize,
+    pub(crate) io_engine: IoEngineKind,
+    pub(crate) direct_io: bool,
+    pub(crate) max_piece_size: u64,
+    pub(crate) create: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            capacity: DEFAULT_CAPACITY,
+            index: IndexKind::default(),
+            inline_threshold: DEFAULT_INLINE_THRESHOLD,
+            io_engine: IoEngineKind::default(),
+            direct_io: true,
+            max_piece_size: DEFAULT_MAX_PIECE_SIZE,
+            create: true,
+        }
+    }
+}
+
+impl Options {
+    /// Default options.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Bytes of the file created for a new store (rounded down to 4 KiB).
+    /// Ignored when opening an existing store, whose stored geometry wins;
+    /// a block device always uses its own size.
+    /// Defaults to [`DEFAULT_CAPACITY`].
+    pub fn capacity(mut self, bytes: u64) -> Self {
+        self.capacity = bytes;
+        self
+    }
+
+    /// Index backend built in memory at open. Any backend opens any store.
+    /// Defaults to [`IndexKind::Hash`].
+    pub fn index(mut self, kind: IndexKind) -> Self {
+        self.index = kind;
+        self
+    }
+
+    /// Values of at most this many bytes live inside their tuple: no heap
+    /// piece, so a small value costs about its own size instead of a 4 KiB
+    /// block, at the price of making tuple blocks fuller (fewer tuples per
+    /// metadata write). At most [`MAX_INLINE_THRESHOLD`]; 0 keeps every
+    /// non-empty value on the heap.
+    /// Defaults to [`DEFAULT_INLINE_THRESHOLD`].
+    pub fn inline_threshold(mut self, bytes: usize) -> Self {
+        self.inline_threshold = bytes;
+        self
+    }
+
+    /// Which I/O engine moves the bytes. `Auto` uses io_uring where the
+    /// kernel allows it and the portable pread/pwrite engine otherwise.
+    /// Defaults to [`IoEngineKind::Auto`].
+    pub fn io_engine(mut self, kind: IoEngineKind) -> Self {
+        self.io_engine = kind;
+        self
+    }
+
+    /// Use `O_DIRECT` so reads and writes bypass the page cache. When the
+    /// file system refuses it (tmpfs) the store falls back to buffered I/O
+    /// with `fdatasync`, and [`Stats::direct_io`](crate::Stats) says so.
+    /// Turning it off trades predictable latency for page-cache hits.
+    /// Defaults to `true`.
+    pub fn direct_io(mut self, on: bool) -> Self {
+        self.direct_io = on;
+        self
+    }
+
+    /// Largest heap piece of a new store (a power of two, 4 KiB..=1 GiB).
+    /// Larger pieces mean fewer pieces (and reads) per large object; smaller
+    /// ones mean less contiguous space needed. Stored in the superblock.
+    /// Defaults to [`DEFAULT_MAX_PIECE_SIZE`].
+    pub fn max_piece_size(mut self, bytes: u64) -> Self {
+        self.max_piece_size = bytes;
+        self
+    }
+
+    /// Create the store when the path does not exist (or is an empty file).
+    /// With `false`, a missing store is `NotFound`.
+    /// Defaults to `true`.
+    pub fn create(mut self, yes: bool) -> Self {
+        self.create = yes;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::new(ErrorKind::InvalidArgument, m));
+        if self.inline_threshold > MAX_INLINE_THRESHOLD {
+            return bad(format!(
+                "inline_threshold {} exceeds the maximum {MAX_INLINE_THRESHOLD}",
+                self.inline_threshold
+            ));
+        }
+        if !self.max_piece_size.is_power_of_two()
+            || !(4096..=(1 << 30)).contains(&self.max_piece_size)
+        {
+            return bad(format!(
+                "max_piece_size {} must be a power of two between 4 KiB and 1 GiB",
+                self.max_piece_size
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,440 @@
+//! The commit thread: the only writer of metadata.
+//!
+//! Requests queue up while a group is being written; the thread takes all
+//! of them as one group and:
+//!
+//! 0. if the previous group moved a tuple to another block, first rewrites
+//!    the blocks still holding the superseded copy and syncs (see below);
+//! 1. syncs once if any request carries heap data, so object bytes are
+//!    durable before any tuple that points at them can be;
+//! 2. applies the requests in order, assigning strictly increasing versions;
+//! 3. writes every changed tuple block to its spare slot, syncs once, and
+//!    only then acknowledges the requests and lets freed pieces go.
+//!
+//! Moving tuples: an overwrite whose new tuple no longer fits its block is
+//! placed in another block while the old tuple stays (as a stale copy) in
+//! the old one. Removing both in one group could persist only the removal
+//! and lose the key; so the stale copy is removed in step 0 of the next
+//! group, and further changes to that key wait for that step. After a crash
+//! in between, open sees both copies and keeps the larger version.
+
+use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crossbeam_channel::Receiver;
+use futures::channel::oneshot::Sender;
+use futures::executor::block_on;
+
+use super::{now_micros, Entry, ObjectData, ObjectInfo, Shared};
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::{MetaExtent, Superblock, BLOCK_SIZE, MAX_META_EXTENTS};
+use crate::io::AlignedBuf;
+use crate::meta::block::{encode_slot, SlotIdentity};
+use crate::meta::table::TupleBlockTable;
+use crate::meta::tuple::{self, TupleValue};
+
+/// Most requests folded into one group.
+const MAX_GROUP: usize = 1024;
+/// Largest zero-fill write when a metadata extent is added.
+const ZERO_CHUNK: usize = 1 << 20;
+
+/// A change for the commit thread.
+pub(crate) enum Request {
+    Put {
+        key: Box<[u8]>,
+        size: u64,
+        data: ObjectData,
+        reply: Sender<Result<ObjectInfo>>,
+    },
+    Delete {
+        key: Box<[u8]>,
+        reply: Sender<Result<()>>,
+    },
+    /// Replies after the group's sync.
+    Barrier { reply: Sender<Result<()>> },
+}
+
+enum Ack {
+    Info(Sender<Result<ObjectInfo>>, ObjectInfo),
+    Done(Sender<Result<()>>),
+}
+
+impl Ack {
+    fn send(self, err: Option<&Error>) {
+        let fail = |e: &Error| Error::new(e.kind(), e.message().to_string());
+        match (self, err) {
+            (Ack::Info(tx, info), None) => drop(tx.send(Ok(info))),
+            (Ack::Info(tx, _), Some(e)) => drop(tx.send(Err(fail(e)))),
+            (Ack::Done(tx), None) => drop(tx.send(Ok(()))),
+            (Ack::Done(tx), Some(e)) => drop(tx.send(Err(fail(e)))),
+        }
+    }
+}
+
+fn fail_request(req: Request, e: &Error) {
+    let err = || Error::new(e.kind(), e.message().to_string());
+    match req {
+        Request::Put { reply, .. } => drop(reply.send(Err(err()))),
+        Request::Delete { reply, .. } | Request::Barrier { reply } => drop(reply.send(Err(err()))),
+    }
+}
+
+/// State owned by the commit thread.
+pub(crate) struct Committer {
+    shared: Arc<Shared>,
+    table: TupleBlockTable,
+    superblock: Superblock,
+    next_version: u64,
+    /// Blocks holding stale copies of moved tuples.
+    stale_blocks: BTreeSet<u32>,
+    /// Keys whose stale copy is not yet removed: their changes wait.
+    stale_keys: HashSet<Box<[u8]>>,
+    deferred: VecDeque<Request>,
+}
+
+impl Committer {
+    pub fn new(
+        shared: Arc<Shared>,
+        table: TupleBlockTable,
+        superblock: Superblock,
+        next_version: u64,
+    ) -> Self {
+        Committer {
+            shared,
+            table,
+            superblock,
+            next_version,
+            stale_blocks: BTreeSet::new(),
+            stale_keys: HashSet::new(),
+            deferred: VecDeque::new(),
+        }
+    }
+
+    pub fn bump(&mut self) -> u64 {
+        let v = self.next_version;
+        self.next_version += 1;
+        v
+    }
+
+    pub fn run(mut self, rx: Receiver<Request>) {
+        loop {
+            let mut batch: Vec<Request> = self.deferred.drain(..).collect();
+            if batch.is_empty() {
+                match rx.recv() {
+                    Ok(r) => batch.push(r),
+                    Err(_) => break,
+                }
+            }
+            while batch.len() < MAX_GROUP {
+                match rx.try_recv() {
+                    Ok(r) => batch.push(r),
+                    Err(_) => break,
+                }
+            }
+            self.commit_group(batch);
+        }
+        if !self.stale_blocks.is_empty() && !self.shared.failed.load(Ordering::Acquire) {
+            if let Err(e) = self.remove_stale() {
+                self.poison(&e);
+            }
+        }
+    }
+
+    fn poison(&self, _cause: &Error) {
+        self.shared.failed.store(true, Ordering::Release);
+    }
+
+    fn commit_group(&mut self, batch: Vec<Request>) {
+        if let Err(e) = self.shared.check_failed() {
+            batch.into_iter().for_each(|r| fail_request(r, &e));
+            return;
+        }
+        let step0 = if self.stale_blocks.is_empty() {
+            Ok(())
+        } else {
+            self.remove_stale()
+        };
+        let needs_data_sync = batch.iter().any(|r| {
+            matches!(
+                r,
+                Request::Put {
+                    data: ObjectData::Heap(_),
+                    ..
+                }
+            )
+        });
+        let step1 = step0.and_then(|()| {
+            if needs_data_sync {
+                block_on(self.shared.engine.sync()).map_err(|e| Error::io("syncing object data", e))
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = step1 {
+            self.poison(&e);
+            batch.into_iter().for_each(|r| fail_request(r, &e));
+            return;
+        }
+
+        let mut acks = Vec::new();
+        let mut release = Vec::new();
+        let mut dirty = BTreeSet::new();
+        let mut barrier = false;
+        for req in batch {
+            match req {
+                Request::Barrier { reply } => {
+                    barrier = true;
+                    acks.push(Ack::Done(reply));
+                }
+                Request::Put {
+                    key,
+                    size,
+                    data,
+                    reply,
+                } => {
+                    if self.stale_keys.contains(&key) {
+                        self.deferred.push_back(Request::Put {
+                            key,
+                            size,
+                            data,
+                            reply,
+                        });
+                        continue;
+                    }
+                    match self.apply_put(key, size, data, &mut dirty, &mut release) {
+                        Ok(info) => acks.push(Ack::Info(reply, info)),
+                        Err(e) => drop(reply.send(Err(e))),
+                    }
+                }
+                Request::Delete { key, reply } => {
+                    if self.stale_keys.contains(&key) {
+                        self.deferred.push_back(Request::Delete { key, reply });
+                        continue;
+                    }
+                    let removed = self.shared.state.write().unlink(&key);
+                    match removed {
+                        None => {
+                            drop(reply.send(Err(Error::new(ErrorKind::NotFound, "no such key"))))
+                        }
+                        Some((id, entry)) => {
+                            self.bump();
+                            self.table.remove(entry.block, id, entry.tuple_len());
+                            dirty.insert(entry.block);
+                            release.push(entry);
+                            acks.push(Ack::Done(reply));
+                        }
+                    }
+                }
+            }
+        }
+
+        let mut result = self.shared.check_failed();
+        if result.is_ok() && !dirty.is_empty() {
+            let seq = self.next_version - 1;
+            result = self.write_blocks(&dirty, seq);
+        } else if result.is_ok() && barrier {
+            result = block_on(self.shared.engine.sync()).map_err(|e| Error::io("sync", e));
+        }
+        if let Err(e) = &result {
+            self.poison(e);
+        }
+        self.shared.commit_groups.fetch_add(1, Ordering::Relaxed);
+        for ack in acks {
+            if let (Ack::Info(_, info), Ok(())) = (&ack, &result) {
+                self.shared
+                    .user_bytes_written
+                    .fetch_add(info.size, Ordering::Relaxed);
+            }
+            ack.send(result.as_ref().err());
+        }
+        // Superseded versions are unlinked on disk now: their pieces may go
+        // as soon as the last reader lets go of them.
+        drop(release);
+    }
+
+    fn apply_put(
+        &mut self,
+        key: Box<[u8]>,
+        size: u64,
+        data: ObjectData,
+        dirty: &mut BTreeSet<u32>,
+        release: &mut Vec<Entry>,
+    ) -> Result<ObjectInfo> {
+        let value = match &data {
+            ObjectData::Inline(b) => TupleValue::Inline(b.clone()),
+            ObjectData::Heap(e) => TupleValue::Pieces(e.pieces.clone()),
+        };
+        let len = tuple::encoded_len(key.len(), &value);
+        let old = {
+            let st = self.shared.state.read();
+            st.index
+                .get(&key)
+                .and_then(|id| st.entry(id).map(|e| (id, e.block, e.tuple_len())))
+        };
+        let block = match old {
+            Some((_, b, old_len)) if self.table.blocks[b as usize].free() + old_len >= len => b,
+            _ => match self.table.place(len) {
+                Some(b) => b,
+                None => {
+                    self.grow()?;
+                    self.table.place(len).ok_or_else(|| {
+                        Error::new(
+                            ErrorKind::NoSpace,
+                            "metadata area has no room for the tuple",
+                        )
+                    })?
+                }
+            },
+        };
+        let entry = Entry {
+            key,
+            version: self.bump(),
+            created_micros: now_micros(),
+            size,
+            data,
+            block,
+        };
+        let info = entry.info();
+        let (id, replaced) = self.shared.state.write().link(entry);
+        if let (Some((old_id, old_block, old_len)), Some(old_entry)) = (old, replaced) {
+            self.table.remove(old_block, old_id, old_len);
+            if old_block != block {
+                let mut encoded = Vec::with_capacity(old_len);
+                old_entry.tuple().encode_into(&mut encoded);
+                self.table.keep_stale(old_block, encoded);
+                self.stale_blocks.insert(old_block);
+                self.stale_keys.insert(old_entry.key.clone());
+            }
+            release.push(old_entry);
+        }
+        self.table.add(block, id, len);
+        dirty.insert(block);
+        Ok(info)
+    }
+
+    /// Step 0: drops stale copies from their blocks and makes that durable.
+    fn remove_stale(&mut self) -> Result<()> {
+        let blocks = std::mem::take(&mut self.stale_blocks);
+        for &b in &blocks {
+            self.table.clear_stale(b);
+        }
+        let seq = self.bump();
+        self.write_blocks(&blocks, seq)?;
+        self.stale_keys.clear();
+        Ok(())
+    }
+
+    /// Writes each block's current content to its spare slot, then syncs.
+    pub fn write_blocks(&mut self, blocks: &BTreeSet<u32>, seq: u64) -> Result<()> {
+        let store_id = self.shared.geometry.store_id;
+        let mut writes = Vec::with_capacity(blocks.len());
+        {
+            let st = self.shared.state.read();
+            let mut payload = Vec::with_capacity(BLOCK_SIZE);
+            for &b in blocks {
+                let state = &self.table.blocks[b as usize];
+                payload.clear();
+                for &m in &state.members {
+                    let e = st.entry(m).expect("tuple block member has an entry");
+                    e.tuple().encode_into(&mut payload);
+                }
+                for s in &state.stale {
+                    payload.extend_from_slice(s);
+                }
+                let count = state.members.len() + state.stale.len();
+                let mut buf = AlignedBuf::zeroed(BLOCK_SIZE);
+                let id = SlotIdentity {
+                    store_id,
+                    block_no: b,
+                };
+                encode_slot(id, seq, count, &payload, buf.as_mut_slice());
+                writes.push(
+                    self.shared
+                        .engine
+                        .write_at(buf, state.slot_offset(state.next_slot)),
+                );
+            }
+        }
+        for (r, _) in block_on(futures::future::join_all(writes)) {
+            r.map_err(|e| Error::io("writing a tuple block", e))?;
+        }
+        block_on(self.shared.engine.sync()).map_err(|e| Error::io("syncing tuple blocks", e))?;
+        for &b in blocks {
+            let state = &mut self.table.blocks[b as usize];
+            state.next_slot ^= 1;
+        }
+        self.shared
+            .device_bytes_written
+            .fetch_add((blocks.len() * BLOCK_SIZE) as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Adds a metadata extent: allocate from the heap, zero it, sync, then
+    /// publish it in the superblock's spare slot and sync again. Until the
+    /// superblock write is durable the extent is just free heap space.
+    fn grow(&mut self) -> Result<()> {
+        let full = || Error::new(ErrorKind::NoSpace, "metadata area is full and cannot grow");
+        if self.superblock.meta_extents.len() >= MAX_META_EXTENTS {
+            return Err(full());
+        }
+        let max = self.superblock.max_order;
+        let want = self
+            .superblock
+            .meta_extents
+            .last()
+            .map_or(1, |e| e.order + 1)
+            .min(max);
+        let piece = {
+            let mut a = self.shared.alloc.lock();
+            (1..=want).rev().find_map(|k| a.alloc(k))
+        };
+        let piece = piece.ok_or_else(full)?;
+        let extent = MetaExtent {
+            start: piece.start,
+            order: piece.order,
+        };
+        let result = self.publish_extent(extent);
+        if let Err(e) = &result {
+            self.poison(e);
+            return result;
+        }
+        self.table.add_extent(extent);
+        self.shared
+            .metadata_bytes
+            .fetch_add(piece.len_bytes(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn publish_extent(&mut self, extent: MetaExtent) -> Result<()> {
+        let engine = &self.shared.engine;
+        let total = (1usize << extent.order) * BLOCK_SIZE;
+        let mut done = 0;
+        while done < total {
+            let len = ZERO_CHUNK.min(total - done);
+            let at = extent.start * BLOCK_SIZE as u64 + done as u64;
+            let (r, _) = block_on(engine.write_at(AlignedBuf::zeroed(len), at));
+            r.map_err(|e| Error::io("zeroing a new metadata extent", e))?;
+            done += len;
+        }
+        block_on(engine.sync()).map_err(|e| Error::io("syncing a new metadata extent", e))?;
+        let mut sb = self.superblock.clone();
+        sb.seq += 1;
+        sb.meta_extents.push(extent);
+        write_superblock(&self.shared, &sb)?;
+        self.shared
+            .device_bytes_written
+            .fetch_add((total + BLOCK_SIZE) as u64, Ordering::Relaxed);
+        self.superblock = sb;
+        Ok(())
+    }
+}
+
+/// Writes `sb` to the slot its sequence selects and syncs.
+pub(crate) fn write_superblock(shared: &Shared, sb: &Superblock) -> Result<()> {
+    let buf = AlignedBuf::copy_from(&sb.encode());
+    let at = (sb.seq % 2) * BLOCK_SIZE as u64;
+    let (r, _) = block_on(shared.engine.write_at(buf, at));
+    r.map_err(|e| Error::io("writing the superblock", e))?;
+    block_on(shared.engine.sync()).map_err(|e| Error::io("syncing the superblock", e))
+}

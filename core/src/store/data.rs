@@ -1,0 +1,202 @@
+//! Moving object bytes between user buffers and heap pieces.
+//!
+//! Large transfers are cut into `IO_CHUNK` requests with up to `IO_DEPTH` in
+//! flight, so a multi-gigabyte object never needs a buffer of its size and
+//! the device sees a deep sequential queue. A range read that falls inside
+//! one chunk (the common case for small ranges) is one device read and is
+//! returned without a copy.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use futures::{StreamExt, TryStreamExt};
+
+use super::{Extent, Shared};
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::BLOCK_SIZE;
+use crate::io::{round_up, AlignedBuf};
+use crate::meta::block::BLOCK_PAYLOAD;
+use crate::meta::tuple::{self, TupleValue};
+
+/// Largest single device request.
+pub(crate) const IO_CHUNK: u64 = 1 << 20;
+/// Device requests in flight per transfer.
+const IO_DEPTH: usize = 16;
+
+/// One device request: `len` bytes of the object at `obj_pos` live at
+/// device byte `dev`.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    obj_pos: u64,
+    dev: u64,
+    len: u64,
+}
+
+/// Splits the object range `[offset, offset + len)` into device spans of at
+/// most `IO_CHUNK` bytes, in object order.
+fn spans(extent: &Extent, offset: u64, len: u64) -> Vec<Span> {
+    let end = offset + len;
+    let mut out = Vec::new();
+    let mut piece_start = 0u64;
+    for p in &extent.pieces {
+        let piece_end = piece_start + p.len_bytes();
+        let lo = offset.max(piece_start);
+        let hi = end.min(piece_end);
+        let mut pos = lo;
+        while pos < hi {
+            // Chunk boundaries fall on multiples of IO_CHUNK within the
+            // piece, so every span but the first starts block-aligned.
+            let chunk_end = ((pos - piece_start) / IO_CHUNK + 1) * IO_CHUNK + piece_start;
+            let stop = hi.min(chunk_end);
+            out.push(Span {
+                obj_pos: pos,
+                dev: p.offset() + (pos - piece_start),
+                len: stop - pos,
+            });
+            pos = stop;
+        }
+        piece_start = piece_end;
+        if piece_start >= end {
+            break;
+        }
+    }
+    out
+}
+
+/// Allocates the pieces of a `size`-byte object whose tuple carries `key`.
+pub(crate) fn allocate(shared: &Shared, key: &[u8], size: u64) -> Result<Arc<Extent>> {
+    let heap = shared.alloc.lock().total_blocks() * BLOCK_SIZE as u64;
+    if size > heap {
+        return Err(Error::new(
+            ErrorKind::TooLarge,
+            format!("object of {size} bytes is larger than the store's heap ({heap} bytes)"),
+        ));
+    }
+    let pieces = shared.alloc.lock().alloc_object(size)?;
+    let extent = shared.new_extent(pieces);
+    let need = tuple::encoded_len(key.len(), &TupleValue::Pieces(extent.pieces.clone()));
+    if need > BLOCK_PAYLOAD {
+        return Err(Error::new(
+            ErrorKind::TooLarge,
+            format!(
+                "object of {size} bytes needs {} heap pieces; its tuple ({need} bytes) exceeds a tuple block ({BLOCK_PAYLOAD} bytes)",
+                extent.pieces.len()
+            ),
+        ));
+    }
+    Ok(extent)
+}
+
+/// Writes `data` at object offset `offset` (block-aligned) into the extent.
+/// The tail of the last block is zero-padded.
+pub(crate) async fn write_range(
+    shared: &Shared,
+    extent: &Extent,
+    offset: u64,
+    data: &[u8],
+) -> Result<()> {
+    debug_assert_eq!(offset % BLOCK_SIZE as u64, 0);
+    let engine = &shared.engine;
+    futures::stream::iter(spans(extent, offset, data.len() as u64))
+        .map(|s| {
+            let at = (s.obj_pos - offset) as usize;
+            let mut buf = AlignedBuf::copy_from(&data[at..at + s.len as usize]);
+            buf.set_len(round_up(s.len as usize, BLOCK_SIZE));
+            shared
+                .device_bytes_written
+                .fetch_add(buf.len() as u64, Ordering::Relaxed);
+            let fut = engine.write_at(buf, s.dev);
+            async move {
+                let (r, _) = fut.await;
+                r.map_err(|e| Error::io(format!("writing object data at device byte {}", s.dev), e))
+            }
+        })
+        .buffer_unordered(IO_DEPTH)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// Writes a whole value into a freshly allocated extent.
+pub(crate) async fn write_object(shared: &Shared, extent: &Extent, value: &[u8]) -> Result<()> {
+    write_range(shared, extent, 0, value).await
+}
+
+/// Reads `len` bytes at object offset `offset` (already clipped).
+pub(crate) async fn read_range(
+    shared: &Shared,
+    extent: &Extent,
+    offset: u64,
+    len: u64,
+) -> Result<Bytes> {
+    if len == 0 {
+        return Ok(Bytes::new());
+    }
+    let engine = &shared.engine;
+    let read_span = |s: Span| {
+        let dev_start = s.dev & !(BLOCK_SIZE as u64 - 1);
+        let skip = (s.dev - dev_start) as usize;
+        let buf = AlignedBuf::zeroed(round_up(skip + s.len as usize, BLOCK_SIZE));
+        let fut = engine.read_at(buf, dev_start);
+        async move {
+            let (r, buf) = fut.await;
+            r.map_err(|e| Error::io(format!("reading object data at device byte {dev_start}"), e))?;
+            Ok::<_, Error>((s, skip, buf))
+        }
+    };
+    let parts = spans(extent, offset, len);
+    if let [one] = parts[..] {
+        let (s, skip, buf) = read_span(one).await?;
+        return Ok(Bytes::from_owner(buf).slice(skip..skip + s.len as usize));
+    }
+    let mut out = BytesMut::zeroed(len as usize);
+    let mut reads = futures::stream::iter(parts)
+        .map(read_span)
+        .buffer_unordered(IO_DEPTH);
+    while let Some(r) = reads.next().await {
+        let (s, skip, buf) = r?;
+        let at = (s.obj_pos - offset) as usize;
+        out[at..at + s.len as usize].copy_from_slice(&buf.as_slice()[skip..skip + s.len as usize]);
+    }
+    Ok(out.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alloc::BuddyAllocator;
+    use crate::meta::tuple::Piece;
+    use parking_lot::Mutex;
+
+    #[test]
+    fn spans_cover_the_range_in_order_and_respect_chunks() {
+        let alloc = Arc::new(Mutex::new(BuddyAllocator::new(0, 1 << 14, 12)));
+        let pieces = vec![
+            Piece {
+                start: 4096,
+                order: 9,
+            },
+            Piece {
+                start: 16,
+                order: 1,
+            },
+        ];
+        let ext = Extent {
+            pieces: pieces.clone(),
+            alloc: alloc.clone(),
+        };
+        let total = (2 << 20) + 8192;
+        for (off, len) in [(0, total), (5, 100), ((2 << 20) - 10, 20), (1 << 20, 1)] {
+            let s = spans(&ext, off, len);
+            assert_eq!(s.iter().map(|x| x.len).sum::<u64>(), len);
+            assert_eq!(s[0].obj_pos, off);
+            for w in s.windows(2) {
+                assert_eq!(w[0].obj_pos + w[0].len, w[1].obj_pos);
+            }
+            assert!(s.iter().all(|x| x.len <= IO_CHUNK));
+        }
+        // Keep the allocator from freeing pieces it never handed out.
+        std::mem::forget(ext);
+    }
+}

@@ -1,0 +1,610 @@
+//! The engine: the public [`Store`] and the state it shares with the commit
+//! thread.
+//!
+//! Concurrency protocol:
+//! * every metadata change goes through the single commit thread
+//!   (`commit.rs`), which assigns versions in order, writes tuple blocks and
+//!   syncs once per group, and only then acknowledges;
+//! * readers look a key up under a short read lock, clone the entry's
+//!   [`Extent`] handle and read without any lock;
+//! * heap pieces return to the allocator when the last handle of their
+//!   extent drops. The index drops its handle only after the change that
+//!   unlinked the extent is durable, and every in-flight read holds one, so
+//!   space is never reused under a reader nor before its tuple is gone from
+//!   the disk (invariant 2).
+
+mod commit;
+mod data;
+mod open;
+mod upload;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures::channel::oneshot;
+use parking_lot::{Mutex, RwLock};
+
+use crate::alloc::BuddyAllocator;
+use crate::error::{show_key, Error, ErrorKind, Result};
+use crate::format::BLOCK_SIZE;
+use crate::index::{EntryId, IndexKind, KeyIndex};
+use crate::io::IoEngine;
+use crate::meta::tuple::{self, Piece, Tuple, TupleValue, MAX_KEY_LEN};
+use crate::options::Options;
+
+pub use upload::{Upload, PART_ALIGN};
+
+/// What a commit produced, and what `stat` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// Object size in bytes.
+    pub size: u64,
+    /// Version assigned at commit: strictly larger for every later commit
+    /// in this store, across reopens.
+    pub version: u64,
+    /// When this version was committed.
+    pub created: SystemTime,
+    /// Whether the value is stored inline in its tuple (small-value path).
+    pub inline: bool,
+}
+
+/// A snapshot of the store's space and content.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stats {
+    /// Committed objects.
+    pub objects: u64,
+    /// Sum of the sizes of committed objects.
+    pub logical_bytes: u64,
+    /// Heap bytes held by committed objects' pieces.
+    pub allocated_bytes: u64,
+    /// Bytes of the metadata area (tuple blocks, both slots).
+    pub metadata_bytes: u64,
+    /// Bytes not allocated to anything.
+    pub free_bytes: u64,
+    /// Size of the store file or device.
+    pub capacity: u64,
+    /// Bytes written to the device since open (data, metadata, superblock).
+    pub device_bytes_written: u64,
+    /// Bytes of values committed since open.
+    pub user_bytes_written: u64,
+    /// Tuple-block group commits since open (each ends with one sync).
+    pub commit_groups: u64,
+    /// Name of the I/O engine in use.
+    pub io_engine: &'static str,
+    /// Whether reads and writes bypass the page cache.
+    pub direct_io: bool,
+    /// Index backend in use.
+    pub index: IndexKind,
+}
+
+impl Stats {
+    /// Bytes the store occupies on the device (everything not free) per
+    /// byte of committed values; `None` while empty.
+    pub fn space_amplification(&self) -> Option<f64> {
+        (self.logical_bytes > 0)
+            .then(|| (self.capacity - self.free_bytes) as f64 / self.logical_bytes as f64)
+    }
+
+    /// Device bytes written per user byte committed since open.
+    pub fn write_amplification(&self) -> Option<f64> {
+        (self.user_bytes_written > 0)
+            .then(|| self.device_bytes_written as f64 / self.user_bytes_written as f64)
+    }
+}
+
+/// Heap pieces of one object version. Dropping the last handle returns the
+/// pieces to the allocator.
+pub(crate) struct Extent {
+    pub pieces: Vec<Piece>,
+    alloc: Arc<Mutex<BuddyAllocator>>,
+}
+
+impl Drop for Extent {
+    fn drop(&mut self) {
+        let mut a = self.alloc.lock();
+        for p in self.pieces.drain(..) {
+            a.free(p);
+        }
+    }
+}
+
+impl Extent {
+    pub fn bytes(&self) -> u64 {
+        self.pieces.iter().map(Piece::len_bytes).sum()
+    }
+}
+
+/// Where an object's value is.
+#[derive(Clone)]
+pub(crate) enum ObjectData {
+    Inline(Bytes),
+    Heap(Arc<Extent>),
+}
+
+/// One committed object version, as the index sees it.
+pub(crate) struct Entry {
+    pub key: Box<[u8]>,
+    pub version: u64,
+    pub created_micros: u64,
+    pub size: u64,
+    pub data: ObjectData,
+    /// Tuple block holding this entry's tuple.
+    pub block: u32,
+}
+
+impl Entry {
+    pub fn tuple_value(&self) -> TupleValue {
+        match &self.data {
+            ObjectData::Inline(b) => TupleValue::Inline(b.clone()),
+            ObjectData::Heap(e) => TupleValue::Pieces(e.pieces.clone()),
+        }
+    }
+
+    pub fn tuple(&self) -> Tuple {
+        Tuple {
+            key: self.key.clone(),
+            version: self.version,
+            created_micros: self.created_micros,
+            size: self.size,
+            value: self.tuple_value(),
+        }
+    }
+
+    pub fn tuple_len(&self) -> usize {
+        tuple::encoded_len(self.key.len(), &self.tuple_value())
+    }
+
+    pub fn info(&self) -> ObjectInfo {
+        ObjectInfo {
+            size: self.size,
+            version: self.version,
+            created: UNIX_EPOCH + Duration::from_micros(self.created_micros),
+            inline: matches!(self.data, ObjectData::Inline(_)),
+        }
+    }
+}
+
+/// Reader-visible state: the index and the entry table.
+pub(crate) struct State {
+    pub index: Box<dyn KeyIndex>,
+    entries: Vec<Option<Entry>>,
+    free_ids: Vec<EntryId>,
+    pub logical_bytes: u64,
+    pub heap_bytes: u64,
+}
+
+impl State {
+    fn new(index: Box<dyn KeyIndex>) -> Self {
+        State {
+            index,
+            entries: Vec::new(),
+            free_ids: Vec::new(),
+            logical_bytes: 0,
+            heap_bytes: 0,
+        }
+    }
+
+    pub fn lookup(&self, key: &[u8]) -> Option<&Entry> {
+        self.index.get(key).and_then(|id| self.entry(id))
+    }
+
+    pub fn entry(&self, id: EntryId) -> Option<&Entry> {
+        self.entries.get(id as usize).and_then(Option::as_ref)
+    }
+
+    /// Adds an entry and points its key at it; returns the replaced entry.
+    pub fn link(&mut self, entry: Entry) -> (EntryId, Option<Entry>) {
+        self.logical_bytes += entry.size;
+        if let ObjectData::Heap(e) = &entry.data {
+            self.heap_bytes += e.bytes();
+        }
+        let key = entry.key.clone();
+        let id = match self.free_ids.pop() {
+            Some(id) => {
+                self.entries[id as usize] = Some(entry);
+                id
+            }
+            None => {
+                self.entries.push(Some(entry));
+                self.entries.len() as EntryId - 1
+            }
+        };
+        let old = self.index.insert(&key, id).and_then(|o| self.take(o));
+        (id, old)
+    }
+
+    /// Removes `key`'s entry from the index and the table.
+    pub fn unlink(&mut self, key: &[u8]) -> Option<(EntryId, Entry)> {
+        let id = self.index.remove(key)?;
+        self.take(id).map(|e| (id, e))
+    }
+
+    fn take(&mut self, id: EntryId) -> Option<Entry> {
+        let e = self.entries.get_mut(id as usize)?.take()?;
+        self.free_ids.push(id);
+        self.logical_bytes -= e.size;
+        if let ObjectData::Heap(x) = &e.data {
+            self.heap_bytes -= x.bytes();
+        }
+        Some(e)
+    }
+}
+
+/// Fixed facts about an open store.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Geometry {
+    pub store_id: u64,
+    pub capacity: u64,
+}
+
+/// What the store handles and the commit thread share.
+pub(crate) struct Shared {
+    pub engine: Arc<dyn IoEngine>,
+    pub geometry: Geometry,
+    pub options: Options,
+    pub state: RwLock<State>,
+    pub alloc: Arc<Mutex<BuddyAllocator>>,
+    /// Set after a failed metadata write: the on-disk state is unknown, so
+    /// every later change is refused until the store is reopened.
+    pub failed: AtomicBool,
+    pub device_bytes_written: AtomicU64,
+    pub user_bytes_written: AtomicU64,
+    pub commit_groups: AtomicU64,
+    pub metadata_bytes: AtomicU64,
+}
+
+impl Shared {
+    pub fn check_failed(&self) -> Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(Error::new(
+                ErrorKind::Io,
+                "the store stopped accepting changes after a failed metadata write; reopen it",
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn new_extent(&self, pieces: Vec<Piece>) -> Arc<Extent> {
+        Arc::new(Extent {
+            pieces,
+            alloc: self.alloc.clone(),
+        })
+    }
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    commits: Mutex<Option<crossbeam_channel::Sender<commit::Request>>>,
+    committer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Separate open file description holding the `flock`; dropped on close.
+    lock: Mutex<Option<std::fs::File>>,
+    closed: AtomicBool,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+impl Inner {
+    /// Stops the commit thread after it drains its queue, then releases the
+    /// lock. Idempotent.
+    fn shut_down(&self) {
+        self.closed.store(true, Ordering::Release);
+        drop(self.commits.lock().take());
+        if let Some(h) = self.committer.lock().take() {
+            let _ = h.join();
+        }
+        drop(self.lock.lock().take());
+    }
+}
+
+/// An open blob store. Cheap to clone: clones share one engine.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("capacity", &self.inner.shared.geometry.capacity)
+            .field("closed", &self.inner.closed.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+pub(crate) fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+pub(crate) fn check_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::new(ErrorKind::InvalidArgument, "key is empty"));
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::new(
+            ErrorKind::TooLarge,
+            format!(
+                "key of {} bytes exceeds the maximum of {MAX_KEY_LEN}",
+                key.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Opens the store at `path` (file or block device), creating it with
+    /// `options.capacity` when missing. Fails with `Locked` while another
+    /// handle has it open, `Corrupt` for a file that is not a store.
+    pub async fn open(path: impl AsRef<Path>, options: Options) -> Result<Store> {
+        let path = path.as_ref().to_path_buf();
+        blocking::unblock(move || futures::executor::block_on(open::open_path(&path, options)))
+            .await
+    }
+
+    /// Opens a store on a caller-supplied I/O engine (for example the
+    /// in-memory [`MemDevice`](crate::io::fault::MemDevice)); the engine's
+    /// size is the capacity. No file lock is taken.
+    pub async fn open_with_engine(engine: Arc<dyn IoEngine>, options: Options) -> Result<Store> {
+        open::open_engine(engine, None, options).await
+    }
+
+    pub(crate) fn start(
+        shared: Arc<Shared>,
+        committer: commit::Committer,
+        lock: Option<std::fs::File>,
+    ) -> Store {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let handle = std::thread::Builder::new()
+            .name("blobcask-commit".into())
+            .spawn(move || committer.run(rx))
+            .expect("spawn commit thread");
+        Store {
+            inner: Arc::new(Inner {
+                shared,
+                commits: Mutex::new(Some(tx)),
+                committer: Mutex::new(Some(handle)),
+                lock: Mutex::new(lock),
+                closed: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.inner.shared
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::new(ErrorKind::Closed, "the store is closed"));
+        }
+        Ok(())
+    }
+
+    async fn submit<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T>>) -> commit::Request,
+    ) -> Result<T> {
+        let (tx, rx) = oneshot::channel();
+        {
+            let guard = self.inner.commits.lock();
+            let Some(commits) = guard.as_ref() else {
+                return Err(Error::new(ErrorKind::Closed, "the store is closed"));
+            };
+            if commits.send(make(tx)).is_err() {
+                return Err(Error::new(ErrorKind::Closed, "the store is closed"));
+            }
+        }
+        rx.await.unwrap_or_else(|_| {
+            Err(Error::new(
+                ErrorKind::Closed,
+                "the store closed during the call",
+            ))
+        })
+    }
+
+    /// Stores `value` under `key`, replacing any previous object atomically.
+    /// Returns once the object is durable.
+    pub async fn put(&self, key: impl AsRef<[u8]>, value: impl Into<Bytes>) -> Result<ObjectInfo> {
+        let key = key.as_ref();
+        let value: Bytes = value.into();
+        let ctx = || format!("put {}", show_key(key));
+        self.check_open().map_err(|e| e.context(ctx()))?;
+        check_key(key).map_err(|e| e.context(ctx()))?;
+        self.shared().check_failed().map_err(|e| e.context(ctx()))?;
+        let size = value.len() as u64;
+        let data = if self.is_inline(size) {
+            ObjectData::Inline(value)
+        } else {
+            let extent = data::allocate(self.shared(), key, size).map_err(|e| e.context(ctx()))?;
+            data::write_object(self.shared(), &extent, &value)
+                .await
+                .map_err(|e| e.context(ctx()))?;
+            ObjectData::Heap(extent)
+        };
+        self.commit_object(key, size, data)
+            .await
+            .map_err(|e| e.context(ctx()))
+    }
+
+    pub(crate) fn is_inline(&self, size: u64) -> bool {
+        size == 0 || size <= self.shared().options.inline_threshold as u64
+    }
+
+    pub(crate) async fn commit_object(
+        &self,
+        key: &[u8],
+        size: u64,
+        data: ObjectData,
+    ) -> Result<ObjectInfo> {
+        let key: Box<[u8]> = key.into();
+        self.submit(|reply| commit::Request::Put {
+            key,
+            size,
+            data,
+            reply,
+        })
+        .await
+    }
+
+    /// The whole object.
+    pub async fn get(&self, key: impl AsRef<[u8]>) -> Result<Bytes> {
+        self.read(key, 0, u64::MAX).await
+    }
+
+    /// `len` bytes from `offset`, clipped at the end of the object. An
+    /// offset equal to the size gives an empty result; beyond it is
+    /// `InvalidArgument`.
+    pub async fn read(&self, key: impl AsRef<[u8]>, offset: u64, len: u64) -> Result<Bytes> {
+        let key = key.as_ref();
+        let ctx = || format!("read {} at {offset}", show_key(key));
+        self.check_open().map_err(|e| e.context(ctx()))?;
+        check_key(key).map_err(|e| e.context(ctx()))?;
+        let (size, data) = {
+            let st = self.shared().state.read();
+            let e = st
+                .lookup(key)
+                .ok_or_else(|| Error::new(ErrorKind::NotFound, "no such key").context(ctx()))?;
+            (e.size, e.data.clone())
+        };
+        if offset > size {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("offset {offset} is past the end of the {size}-byte object"),
+            )
+            .context(ctx()));
+        }
+        let len = len.min(size - offset);
+        match data {
+            ObjectData::Inline(b) => Ok(b.slice(offset as usize..(offset + len) as usize)),
+            ObjectData::Heap(extent) => data::read_range(self.shared(), &extent, offset, len)
+                .await
+                .map_err(|e| e.context(ctx())),
+        }
+    }
+
+    /// Size, version and commit time of `key`.
+    pub async fn stat(&self, key: impl AsRef<[u8]>) -> Result<ObjectInfo> {
+        let key = key.as_ref();
+        let ctx = || format!("stat {}", show_key(key));
+        self.check_open().map_err(|e| e.context(ctx()))?;
+        check_key(key).map_err(|e| e.context(ctx()))?;
+        let st = self.shared().state.read();
+        st.lookup(key)
+            .map(Entry::info)
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, "no such key").context(ctx()))
+    }
+
+    /// Deletes `key`; `NotFound` when absent. Returns once durable.
+    pub async fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        let key = key.as_ref();
+        let ctx = || format!("delete {}", show_key(key));
+        self.check_open().map_err(|e| e.context(ctx()))?;
+        check_key(key).map_err(|e| e.context(ctx()))?;
+        self.shared().check_failed().map_err(|e| e.context(ctx()))?;
+        let key: Box<[u8]> = key.into();
+        self.submit(|reply| commit::Request::Delete { key, reply })
+            .await
+            .map_err(|e| e.context(ctx()))
+    }
+
+    /// Whether `key` has a committed object (false once closed).
+    pub fn contains(&self, key: impl AsRef<[u8]>) -> bool {
+        !self.inner.closed.load(Ordering::Acquire)
+            && self.shared().state.read().index.get(key.as_ref()).is_some()
+    }
+
+    /// Starts a multipart upload of an object of exactly `size` bytes. Space
+    /// is reserved now; parts are written with [`Upload::write_part`] in any
+    /// order, concurrently, then [`Upload::commit`] makes the object visible
+    /// atomically. Dropping the upload aborts it.
+    pub async fn begin_upload(&self, key: impl AsRef<[u8]>, size: u64) -> Result<Upload> {
+        let key = key.as_ref();
+        let ctx = || format!("begin_upload {}", show_key(key));
+        self.check_open().map_err(|e| e.context(ctx()))?;
+        check_key(key).map_err(|e| e.context(ctx()))?;
+        self.shared().check_failed().map_err(|e| e.context(ctx()))?;
+        Upload::begin(self.clone(), key, size).map_err(|e| e.context(ctx()))
+    }
+
+    /// Space and content figures.
+    pub fn stats(&self) -> Stats {
+        let s = self.shared();
+        let (objects, logical_bytes, allocated_bytes) = {
+            let st = s.state.read();
+            (st.index.len() as u64, st.logical_bytes, st.heap_bytes)
+        };
+        let free_bytes = s.alloc.lock().free_blocks() * BLOCK_SIZE as u64;
+        Stats {
+            objects,
+            logical_bytes,
+            allocated_bytes,
+            metadata_bytes: s.metadata_bytes.load(Ordering::Relaxed),
+            free_bytes,
+            capacity: s.geometry.capacity,
+            device_bytes_written: s.device_bytes_written.load(Ordering::Relaxed),
+            user_bytes_written: s.user_bytes_written.load(Ordering::Relaxed),
+            commit_groups: s.commit_groups.load(Ordering::Relaxed),
+            io_engine: s.engine.name(),
+            direct_io: s.engine.direct_io(),
+            index: s.options.index,
+        }
+    }
+
+    /// Waits until every change acknowledged before the call is durable and
+    /// issues a device sync. (Acknowledged changes already are durable in
+    /// the default mode; this is a barrier.)
+    pub async fn sync(&self) -> Result<()> {
+        self.check_open()?;
+        self.submit(|reply| commit::Request::Barrier { reply })
+            .await
+    }
+
+    /// Finishes pending commits, syncs, stops the engine threads and
+    /// releases the lock. Later calls on any clone fail with `Closed`.
+    pub async fn close(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let synced = self.sync().await;
+        let inner = self.inner.clone();
+        blocking::unblock(move || inner.shut_down()).await;
+        synced
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync + Clone>() {}
+    fn assert_send<T: Send>(_: &T) {}
+
+    #[test]
+    fn store_is_clone_send_sync_and_futures_are_send() {
+        assert_send_sync::<Store>();
+        let f = |s: Store| async move {
+            let _ = s.put("k", vec![1u8]).await;
+            let _ = s.get("k").await;
+            let _ = s.read("k", 0, 1).await;
+            let _ = s.stat("k").await;
+            let _ = s.delete("k").await;
+            let u = s.begin_upload("k", 3).await.unwrap();
+            let _ = u.write_part(0, vec![1u8, 2, 3]).await;
+            let _ = u.commit().await;
+            let _ = s.sync().await;
+            let _ = s.close().await;
+        };
+        let _ = |s: Store| assert_send(&f(s));
+        let _ = |p: &'static str| assert_send(&Store::open(p, Options::new()));
+    }
+}

@@ -1,0 +1,362 @@
+//! Creating a store and rebuilding one at open.
+//!
+//! Open is recovery: there is no journal. The superblock gives the
+//! geometry and the metadata extents; every tuple block is read; for each
+//! key the tuple with the largest version wins and the others are dropped
+//! (their blocks rewritten before the store is served); the allocator starts
+//! all free and every live piece is claimed again, a piece claimed twice
+//! meaning corruption.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use super::commit::Committer;
+use super::{now_micros, Entry, Geometry, ObjectData, Shared, State, Store};
+use crate::alloc::BuddyAllocator;
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::{
+    MetaExtent, Superblock, BLOCK_SHIFT, BLOCK_SIZE, FORMAT_VERSION, SUPER_BLOCKS,
+};
+use crate::io::{self, AlignedBuf, IoEngine, IoEngineKind, PortableEngine};
+use crate::meta::recovery;
+use crate::meta::table::TupleBlockTable;
+use crate::meta::tuple::{Piece, Tuple, TupleValue};
+use crate::options::{Options, MIN_CAPACITY};
+
+pub(crate) async fn open_path(path: &Path, options: Options) -> Result<Store> {
+    options.validate()?;
+    let shown = path.display().to_string();
+    let ctx = |e: Error| e.context(format!("open {shown}"));
+    let exists = path.exists();
+    if !exists && !options.create {
+        return Err(ctx(Error::new(
+            ErrorKind::NotFound,
+            "no store at this path",
+        )));
+    }
+    let lock = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(options.create)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| ctx(Error::io("opening the store file", e)))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => {
+            return Err(ctx(Error::new(
+                ErrorKind::Locked,
+                "the store is open in another handle or process",
+            )))
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(ctx(Error::io("locking the store file", e)))
+        }
+    }
+    let meta = lock
+        .metadata()
+        .map_err(|e| ctx(Error::io("stat of the store file", e)))?;
+    if meta.is_file() && meta.len() == 0 {
+        let capacity = options.capacity & !(BLOCK_SIZE as u64 - 1);
+        if capacity < MIN_CAPACITY {
+            return Err(ctx(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "capacity {} is below the minimum of {MIN_CAPACITY} bytes",
+                    options.capacity
+                ),
+            )));
+        }
+        io::preallocate(&lock, capacity).map_err(|e| {
+            let kind = if e.raw_os_error() == Some(libc::ENOSPC) {
+                ErrorKind::NoSpace
+            } else {
+                ErrorKind::Io
+            };
+            ctx(Error::new(kind, format!("reserving {capacity} bytes: {e}")))
+        })?;
+    }
+    let file = io::open_file(path, false, options.direct_io)
+        .map_err(|e| ctx(Error::io("opening the store file for I/O", e)))?;
+    let engine = make_engine(file, options.io_engine).map_err(ctx)?;
+    open_engine(engine, Some(lock), options).await.map_err(ctx)
+}
+
+fn make_engine(file: io::OpenFile, kind: IoEngineKind) -> Result<Arc<dyn IoEngine>> {
+    #[cfg(target_os = "linux")]
+    {
+        if kind != IoEngineKind::Portable {
+            let dup = file
+                .file
+                .try_clone()
+                .map_err(|e| Error::io("duplicating the store descriptor", e))?;
+            match io::UringEngine::new(dup, file.direct) {
+                Ok(e) => return Ok(Arc::new(e)),
+                Err(e) if kind == IoEngineKind::IoUring => {
+                    return Err(Error::new(
+                        ErrorKind::Unsupported,
+                        format!("io_uring is unavailable: {e}"),
+                    ))
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    if kind == IoEngineKind::IoUring {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            "io_uring exists only on Linux",
+        ));
+    }
+    Ok(Arc::new(PortableEngine::new(file.file, file.direct)))
+}
+
+async fn read_blocks(engine: &dyn IoEngine, first: u64, count: usize) -> Result<AlignedBuf> {
+    let (r, buf) = engine
+        .read_at(
+            AlignedBuf::zeroed(count * BLOCK_SIZE),
+            first * BLOCK_SIZE as u64,
+        )
+        .await;
+    r.map_err(|e| Error::io("reading the superblock", e))?;
+    Ok(buf)
+}
+
+/// Opens (creating when blank) a store on `engine`.
+pub(crate) async fn open_engine(
+    engine: Arc<dyn IoEngine>,
+    lock: Option<std::fs::File>,
+    options: Options,
+) -> Result<Store> {
+    options.validate()?;
+    let size = engine
+        .size()
+        .map_err(|e| Error::io("size of the store", e))?;
+    if size < MIN_CAPACITY {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("{size} bytes is below the minimum store size of {MIN_CAPACITY}"),
+        ));
+    }
+    let head = read_blocks(engine.as_ref(), 0, SUPER_BLOCKS as usize).await?;
+    let (a, b) = head.as_slice().split_at(BLOCK_SIZE);
+    let sb = match (Superblock::decode(a), Superblock::decode(b)) {
+        (Err(e), _) | (_, Err(e)) if e.kind() == ErrorKind::Unsupported => return Err(e),
+        (Ok(Some(x)), Ok(Some(y))) => {
+            if x.seq >= y.seq {
+                x
+            } else {
+                y
+            }
+        }
+        (Ok(Some(x)), _) | (_, Ok(Some(x))) => x,
+        (Ok(None), Ok(None)) => {
+            if !head.as_slice().iter().all(|&x| x == 0) {
+                return Err(Error::new(
+                    ErrorKind::Corrupt,
+                    "not a blobcask store (no superblock magic)",
+                ));
+            }
+            if !options.create {
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    "no store here (blank device)",
+                ));
+            }
+            create(engine.as_ref(), size, &options).await?
+        }
+        (Err(e), _) | (_, Err(e)) => return Err(e),
+    };
+    recover(engine, lock, options, sb, size).await
+}
+
+/// Writes a fresh superblock and a zeroed first metadata extent.
+async fn create(engine: &dyn IoEngine, size: u64, options: &Options) -> Result<Superblock> {
+    let capacity = size & !(BLOCK_SIZE as u64 - 1);
+    let total = capacity >> BLOCK_SHIFT;
+    let heap = total - SUPER_BLOCKS;
+    let piece_order = (options.max_piece_size >> BLOCK_SHIFT).trailing_zeros() as u8;
+    let max_order = piece_order.min(63 - heap.leading_zeros() as u8);
+    let mut alloc = BuddyAllocator::new(SUPER_BLOCKS, heap, max_order);
+    // First metadata extent: about 1/512 of the store, between one tuple
+    // block and 1 MiB; it grows by doubling later.
+    let init = (63 - (total / 512).max(2).leading_zeros() as u8).clamp(1, 8.min(max_order));
+    let piece = alloc
+        .alloc(init)
+        .ok_or_else(|| Error::new(ErrorKind::NoSpace, "no room for the metadata area"))?;
+    let mut id = [0u8; 8];
+    getrandom::fill(&mut id)
+        .map_err(|e| Error::new(ErrorKind::Io, format!("random store id: {e}")))?;
+    let sb = Superblock {
+        format_version: FORMAT_VERSION,
+        block_size: BLOCK_SIZE as u32,
+        capacity,
+        max_order,
+        store_id: u64::from_le_bytes(id),
+        seq: 0,
+        created_micros: now_micros(),
+        meta_extents: vec![MetaExtent {
+            start: piece.start,
+            order: piece.order,
+        }],
+    };
+    let (r, _) = engine
+        .write_at(
+            AlignedBuf::zeroed(piece.len_bytes() as usize),
+            piece.offset(),
+        )
+        .await;
+    r.map_err(|e| Error::io("zeroing the metadata area", e))?;
+    engine
+        .sync()
+        .await
+        .map_err(|e| Error::io("syncing a new store", e))?;
+    // The superblock goes last: a crash before it leaves a blank device.
+    let (r, _) = engine
+        .write_at(AlignedBuf::copy_from(&sb.encode()), 0)
+        .await;
+    r.map_err(|e| Error::io("writing the superblock", e))?;
+    engine
+        .sync()
+        .await
+        .map_err(|e| Error::io("syncing a new store", e))?;
+    Ok(sb)
+}
+
+fn corrupt(msg: String) -> Error {
+    Error::new(ErrorKind::Corrupt, msg)
+}
+
+async fn recover(
+    engine: Arc<dyn IoEngine>,
+    lock: Option<std::fs::File>,
+    options: Options,
+    sb: Superblock,
+    size: u64,
+) -> Result<Store> {
+    if sb.capacity > size {
+        return Err(corrupt(format!(
+            "store geometry says {} bytes but the file holds {size}",
+            sb.capacity
+        )));
+    }
+    let total = sb.total_blocks();
+    if total <= SUPER_BLOCKS {
+        return Err(corrupt("store geometry is too small".into()));
+    }
+    let alloc = Arc::new(Mutex::new(BuddyAllocator::new(
+        SUPER_BLOCKS,
+        total - SUPER_BLOCKS,
+        sb.max_order,
+    )));
+    let mut metadata_bytes = 0;
+    for e in &sb.meta_extents {
+        if e.order == 0 {
+            return Err(corrupt(
+                "metadata extent smaller than one tuple block".into(),
+            ));
+        }
+        let piece = Piece {
+            start: e.start,
+            order: e.order,
+        };
+        alloc.lock().mark_allocated(piece)?;
+        metadata_bytes += piece.len_bytes();
+    }
+    let scanned = recovery::scan(engine.as_ref(), sb.store_id, &sb.meta_extents).await?;
+
+    // Resolve duplicates: the largest version of each key wins.
+    let mut table = TupleBlockTable::default();
+    let mut winners: HashMap<Box<[u8]>, (u32, Tuple)> = HashMap::new();
+    let mut dirty = BTreeSet::new();
+    let mut max_seq = 0;
+    for (no, block) in scanned.into_iter().enumerate() {
+        let no = no as u32;
+        let next_slot = block.slot.map_or(0, |s| 1 - s as u8);
+        table.push_block(block.offset, next_slot);
+        max_seq = max_seq.max(block.seq);
+        for t in block.tuples {
+            match winners.get(&t.key) {
+                None => {
+                    winners.insert(t.key.clone(), (no, t));
+                }
+                Some((wb, w)) if w.version == t.version => {
+                    return Err(corrupt(format!(
+                        "two tuples of one key carry version {} (blocks {wb} and {no})",
+                        t.version
+                    )))
+                }
+                Some((wb, w)) => {
+                    if t.version > w.version {
+                        dirty.insert(*wb);
+                        winners.insert(t.key.clone(), (no, t));
+                    } else {
+                        dirty.insert(no);
+                    }
+                }
+            }
+        }
+    }
+
+    let shared = Arc::new(Shared {
+        engine,
+        geometry: Geometry {
+            store_id: sb.store_id,
+            capacity: sb.capacity,
+        },
+        state: RwLock::new(State::new(crate::index::build(options.index))),
+        options,
+        alloc: alloc.clone(),
+        failed: AtomicBool::new(false),
+        device_bytes_written: AtomicU64::new(0),
+        user_bytes_written: AtomicU64::new(0),
+        commit_groups: AtomicU64::new(0),
+        metadata_bytes: AtomicU64::new(metadata_bytes),
+    });
+    {
+        let mut st = shared.state.write();
+        for (_, (block, t)) in winners {
+            let len = t.encoded_len();
+            let data = match t.value {
+                TupleValue::Inline(b) => ObjectData::Inline(b),
+                TupleValue::Pieces(pieces) => {
+                    let mut a = alloc.lock();
+                    for (i, p) in pieces.iter().enumerate() {
+                        if let Err(e) = a.mark_allocated(*p) {
+                            for q in &pieces[..i] {
+                                a.free(*q);
+                            }
+                            return Err(
+                                e.context(format!("object {}", crate::error::show_key(&t.key)))
+                            );
+                        }
+                    }
+                    drop(a);
+                    ObjectData::Heap(shared.new_extent(pieces))
+                }
+            };
+            let (id, _) = st.link(Entry {
+                key: t.key,
+                version: t.version,
+                created_micros: t.created_micros,
+                size: t.size,
+                data,
+                block,
+            });
+            table.add(block, id, len);
+        }
+    }
+    let mut committer = Committer::new(shared.clone(), table, sb, max_seq + 1);
+    if !dirty.is_empty() {
+        // Drop the losing duplicates from disk before anything can reuse
+        // the pieces they point at.
+        let seq = committer.bump();
+        committer.write_blocks(&dirty, seq)?;
+    }
+    Ok(Store::start(shared, committer, lock))
+}

@@ -1,0 +1,151 @@
+//! Multipart uploads: space reserved up front, parts written in any order
+//! and concurrently, one atomic commit.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use super::{data, Extent, ObjectData, ObjectInfo, Store};
+use crate::error::{show_key, Error, ErrorKind, Result};
+use crate::format::BLOCK_SIZE;
+
+/// Parts start at multiples of this many bytes, and every part but the one
+/// that ends the object is a multiple of it long.
+pub const PART_ALIGN: u64 = BLOCK_SIZE as u64;
+
+enum Target {
+    /// Small objects are assembled in memory and committed inline.
+    Inline(Mutex<Vec<u8>>),
+    /// Heap pieces reserved at `begin_upload`; freed if never committed.
+    Heap(Arc<Extent>),
+}
+
+/// An upload in progress; see [`Store::begin_upload`].
+pub struct Upload {
+    store: Store,
+    key: Box<[u8]>,
+    size: u64,
+    target: Target,
+    /// One bit per `PART_ALIGN` unit of the object: set once written.
+    written: Mutex<Vec<u64>>,
+}
+
+impl std::fmt::Debug for Upload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upload")
+            .field("key", &show_key(&self.key))
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
+impl Upload {
+    pub(crate) fn begin(store: Store, key: &[u8], size: u64) -> Result<Upload> {
+        let target = if store.is_inline(size) {
+            Target::Inline(Mutex::new(vec![0; size as usize]))
+        } else {
+            Target::Heap(data::allocate(store.shared(), key, size)?)
+        };
+        let units = size.div_ceil(PART_ALIGN);
+        Ok(Upload {
+            store,
+            key: key.into(),
+            size,
+            target,
+            written: Mutex::new(vec![0; units.div_ceil(64) as usize]),
+        })
+    }
+
+    /// The object size given at `begin_upload`.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Writes `bytes` at `offset`. `offset` must be a multiple of
+    /// [`PART_ALIGN`] and the part must end at a multiple of it or at the
+    /// object's end. Parts may come in any order, from many tasks at once;
+    /// writing a range twice keeps the later bytes.
+    pub async fn write_part(&self, offset: u64, bytes: impl Into<Bytes>) -> Result<()> {
+        let bytes: Bytes = bytes.into();
+        let ctx = || format!("write_part {} at {offset}", show_key(&self.key));
+        self.store.check_open().map_err(|e| e.context(ctx()))?;
+        let len = bytes.len() as u64;
+        let invalid = |m: String| Err(Error::new(ErrorKind::InvalidArgument, m).context(ctx()));
+        if len == 0 {
+            return invalid("empty part".into());
+        }
+        if offset % PART_ALIGN != 0 {
+            return invalid(format!("part offset must be a multiple of {PART_ALIGN}"));
+        }
+        let end = match offset.checked_add(len) {
+            Some(end) if end <= self.size => end,
+            _ => {
+                return invalid(format!(
+                    "part of {len} bytes at {offset} runs past the object size {}",
+                    self.size
+                ))
+            }
+        };
+        if end % PART_ALIGN != 0 && end != self.size {
+            return invalid(format!(
+                "a part that does not end the object must be a multiple of {PART_ALIGN} bytes long"
+            ));
+        }
+        match &self.target {
+            Target::Inline(buf) => {
+                buf.lock()[offset as usize..end as usize].copy_from_slice(&bytes)
+            }
+            Target::Heap(extent) => data::write_range(self.store.shared(), extent, offset, &bytes)
+                .await
+                .map_err(|e| e.context(ctx()))?,
+        }
+        let mut bits = self.written.lock();
+        for unit in offset / PART_ALIGN..end.div_ceil(PART_ALIGN) {
+            bits[(unit / 64) as usize] |= 1 << (unit % 64);
+        }
+        Ok(())
+    }
+
+    /// First byte not yet written, if any.
+    fn first_gap(&self) -> Option<u64> {
+        let bits = self.written.lock();
+        let units = self.size.div_ceil(PART_ALIGN);
+        (0..units)
+            .find(|u| bits[(u / 64) as usize] & (1 << (u % 64)) == 0)
+            .map(|u| u * PART_ALIGN)
+    }
+
+    /// Makes the object visible atomically, replacing any previous one.
+    /// Every byte must have been written (`InvalidArgument` otherwise, and
+    /// the upload is aborted).
+    pub async fn commit(self) -> Result<ObjectInfo> {
+        let ctx = format!("commit upload {}", show_key(&self.key));
+        self.store.check_open().map_err(|e| e.context(&ctx))?;
+        self.store
+            .shared()
+            .check_failed()
+            .map_err(|e| e.context(&ctx))?;
+        if let Some(gap) = self.first_gap() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("bytes from {gap} were never written"),
+            )
+            .context(ctx));
+        }
+        let data = match self.target {
+            Target::Inline(buf) => ObjectData::Inline(Bytes::from(buf.into_inner())),
+            Target::Heap(extent) => ObjectData::Heap(extent),
+        };
+        self.store
+            .commit_object(&self.key, self.size, data)
+            .await
+            .map_err(|e| e.context(ctx))
+    }
+
+    /// Abandons the upload and frees its space. Dropping it does the same.
+    pub async fn abort(self) -> Result<()> {
+        drop(self);
+        Ok(())
+    }
+}
