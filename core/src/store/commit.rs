@@ -240,6 +240,11 @@ impl Committer {
             self.poison(e);
         }
         self.shared.commit_groups.fetch_add(1, Ordering::Relaxed);
+        // Superseded versions are unlinked on disk now (or the store is
+        // failed and refuses changes): their pieces may go as soon as the
+        // last reader lets go of them, before the acknowledgement so a
+        // caller sees the space free once its delete returns.
+        drop(release);
         for ack in acks {
             if let (Ack::Info(_, info), Ok(())) = (&ack, &result) {
                 self.shared
@@ -248,9 +253,6 @@ impl Committer {
             }
             ack.send(result.as_ref().err());
         }
-        // Superseded versions are unlinked on disk now: their pieces may go
-        // as soon as the last reader lets go of them.
-        drop(release);
     }
 
     fn apply_put(

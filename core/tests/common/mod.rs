@@ -17,7 +17,10 @@ pub struct TempStore {
 pub fn temp_path() -> TempStore {
     let dir = tempfile::Builder::new()
         .prefix("blobcask-test")
-        .tempdir_in(std::env::var("BLOBCASK_TEST_DIR").unwrap_or_else(|_| std::env::temp_dir().display().to_string()))
+        .tempdir_in(
+            std::env::var("BLOBCASK_TEST_DIR")
+                .unwrap_or_else(|_| std::env::temp_dir().display().to_string()),
+        )
         .expect("tempdir");
     let path = dir.path().join("store.blobcask");
     TempStore { dir, path }
@@ -28,7 +31,9 @@ pub fn options(engine: IoEngineKind) -> Options {
 }
 
 pub async fn open(t: &TempStore, engine: IoEngineKind) -> Store {
-    Store::open(&t.path, options(engine)).await.expect("open store")
+    Store::open(&t.path, options(engine))
+        .await
+        .expect("open store")
 }
 
 /// Deterministic pseudo-random bytes for a value.

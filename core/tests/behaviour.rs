@@ -1,0 +1,458 @@
+//! Behaviour suite: every public operation and every error kind, run on
+//! both I/O engines.
+
+mod common;
+
+use blobcask::{ErrorKind, Options, Store, MAX_KEY_LEN, PART_ALIGN};
+use common::*;
+
+/// Runs an async behaviour once per engine on a fresh store.
+macro_rules! on_every_engine {
+    ($name:ident, |$store:ident, $t:ident, $engine:ident| $body:block) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            for $engine in ENGINES {
+                let $t = temp_path();
+                let $store = open(&$t, $engine).await;
+                $body
+            }
+        }
+    };
+}
+
+on_every_engine!(put_then_get_returns_the_same_bytes, |s, _t, _e| {
+    for (i, size) in [
+        0usize,
+        1,
+        100,
+        512,
+        513,
+        4095,
+        4096,
+        4097,
+        65_536,
+        1 << 20,
+        3_000_001,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let v = pattern(i as u64, size);
+        let key = format!("obj/{size}");
+        let info = s.put(&key, v.clone()).await.unwrap();
+        assert_eq!(info.size, size as u64);
+        assert_eq!(s.get(&key).await.unwrap(), v, "size {size}");
+    }
+});
+
+on_every_engine!(objects_larger_than_the_max_piece_work, |s, _t, _e| {
+    // 40 MiB > the 16 MiB max piece: the object spans several pieces.
+    let v = pattern(9, 40 << 20);
+    s.put("big", v.clone()).await.unwrap();
+    let got = s.get("big").await.unwrap();
+    assert!(got == v, "40 MiB object differs");
+    let mid = (16 << 20) - 100;
+    assert_eq!(
+        s.read("big", mid, 300).await.unwrap(),
+        v[mid as usize..mid as usize + 300]
+    );
+});
+
+on_every_engine!(read_returns_any_range_and_clips_at_the_end, |s, _t, _e| {
+    let v = pattern(3, 200_000);
+    s.put("r", v.clone()).await.unwrap();
+    for (off, len) in [
+        (0u64, 1u64),
+        (1, 4096),
+        (4095, 2),
+        (100_000, 4096),
+        (199_999, 1),
+        (7, 150_000),
+    ] {
+        let got = s.read("r", off, len).await.unwrap();
+        assert_eq!(got, v[off as usize..(off + len) as usize], "{off}+{len}");
+    }
+    let tail = s.read("r", 199_000, 10_000).await.unwrap();
+    assert_eq!(tail, v[199_000..]);
+    assert!(s.read("r", 200_000, 10).await.unwrap().is_empty());
+    let small = b"inline value".to_vec();
+    s.put("i", small.clone()).await.unwrap();
+    assert_eq!(s.read("i", 7, 100).await.unwrap(), small[7..]);
+});
+
+on_every_engine!(read_past_the_end_is_invalid_argument, |s, _t, _e| {
+    s.put("k", vec![1u8; 10_000]).await.unwrap();
+    let err = s.read("k", 10_001, 1).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("past the end"), "{err}");
+});
+
+on_every_engine!(
+    overwrite_replaces_atomically_with_a_larger_version,
+    |s, _t, _e| {
+        let a = s.put("k", pattern(1, 50_000)).await.unwrap();
+        let b = s.put("k", pattern(2, 3)).await.unwrap();
+        let c = s.put("k", pattern(3, 70_000)).await.unwrap();
+        assert!(a.version < b.version && b.version < c.version);
+        assert_eq!(s.get("k").await.unwrap(), pattern(3, 70_000));
+        assert_eq!(s.stat("k").await.unwrap(), c);
+        assert_eq!(s.stats().objects, 1);
+    }
+);
+
+on_every_engine!(stat_reports_size_version_and_time, |s, _t, _e| {
+    let before = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
+    let info = s.put("k", vec![0u8; 12_345]).await.unwrap();
+    let st = s.stat("k").await.unwrap();
+    assert_eq!(st.size, 12_345);
+    assert_eq!(st.version, info.version);
+    assert!(st.created >= before);
+    assert!(!st.inline);
+    assert!(s.stat("tiny").await.is_err());
+    s.put("tiny", vec![1u8; 10]).await.unwrap();
+    assert!(s.stat("tiny").await.unwrap().inline);
+});
+
+on_every_engine!(delete_removes_and_missing_key_is_not_found, |s, _t, _e| {
+    s.put("k", vec![5u8; 9000]).await.unwrap();
+    assert!(s.contains("k"));
+    s.delete("k").await.unwrap();
+    assert!(!s.contains("k"));
+    assert_eq!(s.get("k").await.unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(s.stat("k").await.unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(s.delete("k").await.unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(
+        s.read("nope", 0, 1).await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+});
+
+on_every_engine!(keys_are_checked_up_front, |s, _t, _e| {
+    let longest = vec![b'k'; MAX_KEY_LEN];
+    s.put(&longest, vec![1u8; 5000]).await.unwrap();
+    assert_eq!(s.get(&longest).await.unwrap().len(), 5000);
+    let too_long = vec![b'k'; MAX_KEY_LEN + 1];
+    assert_eq!(
+        s.put(&too_long, vec![1u8]).await.unwrap_err().kind(),
+        ErrorKind::TooLarge
+    );
+    assert_eq!(
+        s.put("", vec![1u8]).await.unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        s.get("").await.unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    let binary = [0u8, 255, 10, 0];
+    s.put(binary, vec![2u8; 3]).await.unwrap();
+    assert_eq!(s.get(binary).await.unwrap(), vec![2u8; 3]);
+    assert_eq!(s.stats().objects, 2);
+});
+
+on_every_engine!(
+    multipart_upload_in_any_order_commits_atomically,
+    |s, _t, _e| {
+        let size = 10 * PART_ALIGN as usize + 123;
+        let v = pattern(11, size);
+        let up = s.begin_upload("up", size as u64).await.unwrap();
+        assert!(!s.contains("up"), "an upload is invisible before commit");
+        let mut parts: Vec<usize> = (0..11).collect();
+        parts.reverse();
+        parts.swap(2, 7);
+        let futs = parts.iter().map(|&i| {
+            let start = i * PART_ALIGN as usize;
+            let end = (start + PART_ALIGN as usize).min(size);
+            up.write_part(start as u64, v[start..end].to_vec())
+        });
+        for r in futures::future::join_all(futs).await {
+            r.unwrap();
+        }
+        let info = up.commit().await.unwrap();
+        assert_eq!(info.size, size as u64);
+        assert_eq!(s.get("up").await.unwrap(), v);
+    }
+);
+
+on_every_engine!(
+    upload_parts_are_written_concurrently_from_tasks,
+    |s, _t, _e| {
+        let size = (48 << 20) + 5;
+        let v = std::sync::Arc::new(pattern(12, size));
+        let up = std::sync::Arc::new(s.begin_upload("par", size as u64).await.unwrap());
+        let part = 4 << 20;
+        let mut tasks = vec![];
+        for start in (0..size).step_by(part) {
+            let (up, v) = (up.clone(), v.clone());
+            tasks.push(tokio::spawn(async move {
+                let end = (start + part).min(size);
+                up.write_part(start as u64, v[start..end].to_vec()).await
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+        let up = std::sync::Arc::into_inner(up).unwrap();
+        up.commit().await.unwrap();
+        assert!(s.get("par").await.unwrap() == v[..]);
+    }
+);
+
+on_every_engine!(
+    upload_rejects_bad_parts_and_incomplete_commit,
+    |s, _t, _e| {
+        let up = s.begin_upload("u", 3 * PART_ALIGN + 10).await.unwrap();
+        let kind = |r: blobcask::Result<()>| r.unwrap_err().kind();
+        assert_eq!(
+            kind(up.write_part(1, vec![0u8; 4096]).await),
+            ErrorKind::InvalidArgument
+        );
+        assert_eq!(
+            kind(up.write_part(0, vec![0u8; 100]).await),
+            ErrorKind::InvalidArgument
+        );
+        assert_eq!(
+            kind(up.write_part(3 * PART_ALIGN, vec![0u8; 11]).await),
+            ErrorKind::InvalidArgument
+        );
+        assert_eq!(
+            kind(up.write_part(0, Vec::<u8>::new()).await),
+            ErrorKind::InvalidArgument
+        );
+        up.write_part(3 * PART_ALIGN, vec![7u8; 10]).await.unwrap();
+        let err = up.commit().await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+        assert!(err.to_string().contains("never written"), "{err}");
+        assert!(!s.contains("u"));
+    }
+);
+
+on_every_engine!(abort_and_drop_release_reserved_space, |s, _t, _e| {
+    let free = s.stats().free_bytes;
+    let up = s.begin_upload("a", 8 << 20).await.unwrap();
+    assert!(s.stats().free_bytes <= free - (8 << 20));
+    up.abort().await.unwrap();
+    assert_eq!(s.stats().free_bytes, free);
+    let up = s.begin_upload("b", 8 << 20).await.unwrap();
+    drop(up);
+    assert_eq!(s.stats().free_bytes, free);
+    assert!(!s.contains("a") && !s.contains("b"));
+});
+
+on_every_engine!(full_store_says_no_space_and_stays_usable, |s, _t, _e| {
+    let chunk = pattern(5, 4 << 20);
+    let mut stored = vec![];
+    let err = loop {
+        let key = format!("fill/{}", stored.len());
+        match s.put(&key, chunk.clone()).await {
+            Ok(_) => stored.push(key),
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err.kind(), ErrorKind::NoSpace, "{err}");
+    assert!(stored.len() >= 10);
+    let up = s.begin_upload("big", 32 << 20).await;
+    assert_eq!(up.unwrap_err().kind(), ErrorKind::NoSpace);
+    for k in &stored[..3] {
+        s.delete(k).await.unwrap();
+    }
+    s.put("after", chunk.clone()).await.unwrap();
+    assert_eq!(s.get("after").await.unwrap(), chunk);
+    assert_eq!(s.get(&stored[5]).await.unwrap(), chunk);
+});
+
+on_every_engine!(object_larger_than_the_store_is_too_large, |s, _t, _e| {
+    let err = s.begin_upload("huge", 1 << 40).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TooLarge);
+});
+
+on_every_engine!(reopen_after_close_keeps_everything, |s, t, e| {
+    let mut infos = vec![];
+    for i in 0..300u64 {
+        let v = pattern(i, (i as usize * 997) % 40_000);
+        infos.push(s.put(format!("k{i}"), v).await.unwrap());
+    }
+    for i in (0..300u64).step_by(3) {
+        s.delete(format!("k{i}")).await.unwrap();
+    }
+    let before = s.stats();
+    s.close().await.unwrap();
+    let s = open(&t, e).await;
+    let after = s.stats();
+    assert_eq!(after.objects, before.objects);
+    assert_eq!(after.logical_bytes, before.logical_bytes);
+    assert_eq!(after.free_bytes, before.free_bytes);
+    for i in 0..300u64 {
+        let key = format!("k{i}");
+        if i % 3 == 0 {
+            assert!(!s.contains(&key));
+        } else {
+            assert_eq!(
+                s.get(&key).await.unwrap(),
+                pattern(i, (i as usize * 997) % 40_000)
+            );
+            assert_eq!(
+                s.stat(&key).await.unwrap().version,
+                infos[i as usize].version
+            );
+        }
+    }
+    let next = s.put("new", vec![1u8]).await.unwrap();
+    assert!(
+        infos.iter().all(|i| i.version < next.version),
+        "versions stay monotonic across reopen"
+    );
+});
+
+on_every_engine!(second_open_is_locked_until_close, |s, t, e| {
+    let err = Store::open(&t.path, options(e)).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Locked);
+    s.close().await.unwrap();
+    let again = Store::open(&t.path, options(e)).await.unwrap();
+    again.close().await.unwrap();
+});
+
+on_every_engine!(closed_store_refuses_calls, |s, _t, _e| {
+    s.put("k", vec![1u8; 5]).await.unwrap();
+    let clone = s.clone();
+    s.close().await.unwrap();
+    assert_eq!(clone.get("k").await.unwrap_err().kind(), ErrorKind::Closed);
+    assert_eq!(
+        clone.put("k", vec![1u8]).await.unwrap_err().kind(),
+        ErrorKind::Closed
+    );
+    assert_eq!(
+        clone.delete("k").await.unwrap_err().kind(),
+        ErrorKind::Closed
+    );
+    assert!(!clone.contains("k"));
+    s.close().await.unwrap();
+});
+
+on_every_engine!(many_concurrent_writers_commit_in_groups, |s, _t, _e| {
+    let mut tasks = vec![];
+    for w in 0..32u64 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..20u64 {
+                let v = pattern(w * 1000 + i, 5000 + (i as usize) * 10);
+                s.put(format!("w{w}/{i}"), v).await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let st = s.stats();
+    assert_eq!(st.objects, 640);
+    assert!(
+        st.commit_groups < 640,
+        "640 puts from 32 writers took {} groups",
+        st.commit_groups
+    );
+    for w in 0..32u64 {
+        assert_eq!(
+            s.get(format!("w{w}/7")).await.unwrap(),
+            pattern(w * 1000 + 7, 5070)
+        );
+    }
+});
+
+on_every_engine!(stats_account_for_space, |s, _t, _e| {
+    let empty = s.stats();
+    assert_eq!(empty.objects, 0);
+    assert_eq!(empty.space_amplification(), None);
+    s.put("a", vec![1u8; 16 << 10]).await.unwrap();
+    s.put("b", vec![1u8; 100]).await.unwrap();
+    let st = s.stats();
+    assert_eq!(st.objects, 2);
+    assert_eq!(st.logical_bytes, (16 << 10) + 100);
+    assert_eq!(st.allocated_bytes, 16 << 10);
+    assert_eq!(st.free_bytes, empty.free_bytes - (16 << 10));
+    assert_eq!(st.capacity, 64 << 20);
+    assert!(st.device_bytes_written >= 16 << 10);
+});
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_file_is_refused_and_left_untouched() {
+    let t = temp_path();
+    let junk = pattern(1, 2 << 20);
+    std::fs::write(&t.path, &junk).unwrap();
+    let err = Store::open(&t.path, Options::new()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Corrupt);
+    assert!(err.to_string().contains("not a blobcask store"), "{err}");
+    assert_eq!(std::fs::read(&t.path).unwrap(), junk);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn newer_format_version_is_unsupported() {
+    let t = temp_path();
+    let s = Store::open(&t.path, options(blobcask::IoEngineKind::Portable))
+        .await
+        .unwrap();
+    s.close().await.unwrap();
+    let mut bytes = std::fs::read(&t.path).unwrap();
+    let mut sb = blobcask::format::Superblock::decode(&bytes[..4096])
+        .unwrap()
+        .unwrap();
+    sb.format_version += 1;
+    bytes[..4096].copy_from_slice(&sb.encode());
+    std::fs::write(&t.path, &bytes).unwrap();
+    let err = Store::open(&t.path, Options::new()).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unsupported);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_store_without_create_is_not_found() {
+    let t = temp_path();
+    let err = Store::open(&t.path, Options::new().create(false))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert!(!t.path.exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_options_are_invalid_argument() {
+    let t = temp_path();
+    for o in [
+        Options::new().capacity(1000),
+        Options::new().inline_threshold(1 << 20),
+        Options::new().max_piece_size(3 << 20),
+    ] {
+        let err = Store::open(&t.path, o).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    }
+}
+
+#[test]
+fn blocking_store_offers_the_same_calls() {
+    let t = temp_path();
+    let s =
+        blobcask::blocking::Store::open(&t.path, options(blobcask::IoEngineKind::Auto)).unwrap();
+    s.put("k", pattern(1, 30_000)).unwrap();
+    assert_eq!(s.get("k").unwrap(), pattern(1, 30_000));
+    assert_eq!(s.read("k", 10, 5).unwrap(), pattern(1, 30_000)[10..15]);
+    assert_eq!(s.stat("k").unwrap().size, 30_000);
+    let up = s.begin_upload("u", 5).unwrap();
+    up.write_part(0, b"hello".to_vec()).unwrap();
+    up.commit().unwrap();
+    assert_eq!(s.get("u").unwrap(), b"hello"[..]);
+    s.delete("k").unwrap();
+    assert!(!s.contains("k"));
+    s.sync().unwrap();
+    s.close().unwrap();
+}
+
+#[test]
+fn auto_engine_prefers_io_uring_here() {
+    let t = temp_path();
+    let s = blobcask::blocking::Store::open(&t.path, Options::new().capacity(8 << 20)).unwrap();
+    let name = s.stats().io_engine;
+    assert!(name == "io_uring" || name == "portable");
+    if std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+        .map_or(false, |v| v.trim() == "0")
+    {
+        assert_eq!(name, "io_uring");
+    }
+}
