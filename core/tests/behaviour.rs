@@ -450,8 +450,7 @@ fn auto_engine_prefers_io_uring_here() {
     let s = blobcask::blocking::Store::open(&t.path, Options::new().capacity(8 << 20)).unwrap();
     let name = s.stats().io_engine;
     assert!(name == "io_uring" || name == "portable");
-    if std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
-        .map_or(false, |v| v.trim() == "0")
+    if std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled").is_ok_and(|v| v.trim() == "0")
     {
         assert_eq!(name, "io_uring");
     }

@@ -36,7 +36,7 @@ impl BuddyAllocator {
         let mut pos = 0u64;
         while pos < total {
             let mut k = max_order;
-            while k > 0 && (pos % (1 << k) != 0 || pos + (1 << k) > total) {
+            while k > 0 && (!pos.is_multiple_of(1 << k) || pos + (1 << k) > total) {
                 k -= 1;
             }
             a.free[k as usize].insert(pos);
@@ -118,7 +118,7 @@ impl BuddyAllocator {
         }
         let rel = piece.start - self.base;
         let size = 1u64 << piece.order;
-        if rel % size != 0 || rel + size > self.total {
+        if !rel.is_multiple_of(size) || rel + size > self.total {
             return Err(bad("is misaligned or past the end"));
         }
         // Find the free piece that contains it.

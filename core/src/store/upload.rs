@@ -75,7 +75,7 @@ impl Upload {
         if len == 0 {
             return invalid("empty part".into());
         }
-        if offset % PART_ALIGN != 0 {
+        if !offset.is_multiple_of(PART_ALIGN) {
             return invalid(format!("part offset must be a multiple of {PART_ALIGN}"));
         }
         let end = match offset.checked_add(len) {

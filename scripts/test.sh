@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Every check of every language, in one command. Does its own set-up.
+# Usage: scripts/test.sh            (what CI runs)
+#        LONG=1 scripts/test.sh     (longer randomized runs where supported)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "toolchain"
+command -v cargo >/dev/null || { echo "cargo is required (rustup stable)"; exit 1; }
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo test (unit, behaviour, model, crash, loop device)"
+cargo test --workspace --locked
+
+step "doc tests and docs build without warnings"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked -q
+
+step "quickstart demo on this repository"
+cargo run --release --locked -q -p blobcask-examples --bin quickstart -- .
+
+echo
+echo "all checks passed"
