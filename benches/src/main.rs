@@ -1,0 +1,294 @@
+//! Core-engine benchmark: blobcask next to the raw device, in one run.
+//!
+//! ```text
+//! cargo run --release -p blobcask-bench -- [--dir DIR] [--quick]
+//! ```
+//!
+//! Phases (each reports blobcask and its raw baseline on the same file):
+//! * `read`: random 4 KiB range reads, one in flight, through `Store::read`
+//!   vs `pread` with `O_DIRECT` at random offsets of the same store file;
+//!   rounds alternate between the two so machine noise hits both.
+//! * `upload`: 64 MiB objects through `put` vs sequential `O_DIRECT`
+//!   `pwrite` of the same bytes (1 MiB requests, 16 in flight) + fdatasync.
+//! * `commit`: durable 16 KiB puts from 1 and 16 concurrent writers vs one
+//!   writer doing `O_DIRECT` write + fdatasync of 16 KiB.
+
+use std::fs::File;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use blobcask::{IoEngineKind, Options, Store};
+use rand::{Rng, SeedableRng};
+
+#[repr(C, align(4096))]
+struct Block([u8; 4096]);
+
+fn aligned(len: usize) -> Vec<Block> {
+    (0..len / 4096).map(|_| Block([0x5a; 4096])).collect()
+}
+
+fn as_bytes(v: &[Block]) -> &[u8] {
+    let len = std::mem::size_of_val(v);
+    // Plain reinterpretation of an array of byte arrays.
+    unsafe_bytes(v.as_ptr().cast(), len)
+}
+
+#[allow(unsafe_code)]
+fn unsafe_bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
+    // SAFETY: ptr/len come from a live Vec<Block> borrowed for 'a.
+    unsafe { std::slice::from_raw_parts(ptr, len) }
+}
+
+#[allow(unsafe_code)]
+fn unsafe_bytes_mut<'a>(ptr: *mut u8, len: usize) -> &'a mut [u8] {
+    // SAFETY: ptr/len come from a live Vec<Block> borrowed mutably for 'a.
+    unsafe { std::slice::from_raw_parts_mut(ptr, len) }
+}
+
+fn open_direct(path: &Path) -> File {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .expect("open O_DIRECT")
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+struct Config {
+    dir: PathBuf,
+    quick: bool,
+}
+
+fn main() {
+    let mut cfg = Config {
+        dir: PathBuf::from("target/bench"),
+        quick: false,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--dir" => cfg.dir = PathBuf::from(args.next().expect("--dir DIR")),
+            "--quick" => cfg.quick = true,
+            _ => {
+                eprintln!("usage: blobcask-bench [--dir DIR] [--quick]");
+                std::process::exit(2);
+            }
+        }
+    }
+    std::fs::create_dir_all(&cfg.dir).expect("bench dir");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        for engine in [IoEngineKind::IoUring, IoEngineKind::Portable] {
+            println!("\n## engine {engine:?}");
+            read_phase(&cfg, engine).await;
+            upload_phase(&cfg, engine).await;
+            commit_phase(&cfg, engine).await;
+        }
+    });
+}
+
+async fn fresh(cfg: &Config, engine: IoEngineKind, capacity: u64) -> (Store, PathBuf) {
+    let path = cfg.dir.join("bench.blobcask");
+    let _ = std::fs::remove_file(&path);
+    let store = Store::open(&path, Options::new().capacity(capacity).io_engine(engine))
+        .await
+        .expect("open");
+    (store, path)
+}
+
+async fn read_phase(cfg: &Config, engine: IoEngineKind) {
+    let objects = if cfg.quick { 64 } else { 512 };
+    let obj = 1usize << 20;
+    let (store, path) = fresh(cfg, engine, (objects as u64 * obj as u64) * 2).await;
+    let value = blobcask::Bytes::from(vec![7u8; obj]);
+    for i in 0..objects {
+        store.put(format!("obj/{i}"), value.clone()).await.unwrap();
+    }
+    let raw = open_direct(&path);
+    let file_blocks = std::fs::metadata(&path).unwrap().len() / 4096;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    let mut buf = aligned(4096);
+    let rounds = if cfg.quick { 4 } else { 10 };
+    let per = 1000;
+    let (mut t_raw, mut t_bc, mut t_bc_unaligned) = (vec![], vec![], vec![]);
+    for _ in 0..rounds {
+        for _ in 0..per {
+            let off = rng.random_range(0..file_blocks) * 4096;
+            let b = unsafe_bytes_mut(buf.as_mut_ptr().cast(), 4096);
+            let t = Instant::now();
+            raw.read_exact_at(b, off).unwrap();
+            t_raw.push(t.elapsed());
+        }
+        for _ in 0..per {
+            let key = format!("obj/{}", rng.random_range(0..objects));
+            let off = rng.random_range(0..(obj as u64 / 4096)) * 4096;
+            let t = Instant::now();
+            let got = store.read(&key, off, 4096).await.unwrap();
+            t_bc.push(t.elapsed());
+            assert_eq!(got.len(), 4096);
+        }
+        for _ in 0..per {
+            let key = format!("obj/{}", rng.random_range(0..objects));
+            let off = rng.random_range(0..obj as u64 - 4096);
+            let t = Instant::now();
+            let got = store.read(&key, off, 4096).await.unwrap();
+            t_bc_unaligned.push(t.elapsed());
+            assert_eq!(got.len(), 4096);
+        }
+    }
+    for v in [&mut t_raw, &mut t_bc, &mut t_bc_unaligned] {
+        v.sort();
+    }
+    println!(
+        "read: random 4 KiB, 1 in flight, {} samples each",
+        t_raw.len()
+    );
+    println!("| path | p50 µs | p99 µs | p50 ratio to raw |");
+    println!("|---|---|---|---|");
+    let raw50 = us(pct(&t_raw, 0.5));
+    for (name, v) in [
+        ("raw pread O_DIRECT", &t_raw),
+        ("Store::read, 4 KiB-aligned offset", &t_bc),
+        ("Store::read, any offset (2 blocks)", &t_bc_unaligned),
+    ] {
+        println!(
+            "| {name} | {:.1} | {:.1} | {:.2} |",
+            us(pct(v, 0.5)),
+            us(pct(v, 0.99)),
+            us(pct(v, 0.5)) / raw50
+        );
+    }
+    store.close().await.unwrap();
+}
+
+async fn upload_phase(cfg: &Config, engine: IoEngineKind) {
+    let obj = 64usize << 20;
+    let count = if cfg.quick { 2 } else { 8 };
+    let total = obj * count;
+    let (store, path) = fresh(cfg, engine, total as u64 * 3).await;
+    let value = blobcask::Bytes::from(vec![3u8; obj]);
+    // Warm-up put so the first extent writes are not only in one figure.
+    store.put("warm", value.clone()).await.unwrap();
+    store.delete("warm").await.unwrap();
+    let t = Instant::now();
+    for i in 0..count {
+        store.put(format!("big/{i}"), value.clone()).await.unwrap();
+    }
+    let bc = t.elapsed();
+    store.close().await.unwrap();
+
+    // Raw: the same bytes, sequential O_DIRECT pwrite of 1 MiB requests,
+    // 16 threads in flight, then one fdatasync - into the same file's heap
+    // region that blobcask just wrote (already-allocated space for both).
+    let raw = Arc::new(open_direct(&path));
+    let next = Arc::new(AtomicU64::new(0));
+    let chunk = 1u64 << 20;
+    let base = 64u64 << 20;
+    let t = Instant::now();
+    let threads: Vec<_> = (0..16)
+        .map(|_| {
+            let (raw, next) = (raw.clone(), next.clone());
+            std::thread::spawn(move || {
+                let buf = aligned(chunk as usize);
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i * chunk >= total as u64 {
+                        break;
+                    }
+                    raw.write_all_at(as_bytes(&buf), base + i * chunk).unwrap();
+                }
+            })
+        })
+        .collect();
+    for th in threads {
+        th.join().unwrap();
+    }
+    raw.sync_data().unwrap();
+    let rw = t.elapsed();
+    let mbs = |d: Duration| total as f64 / d.as_secs_f64() / (1 << 20) as f64;
+    println!("upload: {count} x 64 MiB");
+    println!("| path | MiB/s | ratio to raw |");
+    println!("|---|---|---|");
+    println!(
+        "| raw O_DIRECT pwrite 1 MiB x16 + fdatasync | {:.0} | 1.00 |",
+        mbs(rw)
+    );
+    println!(
+        "| Store::put (durable) | {:.0} | {:.2} |",
+        mbs(bc),
+        mbs(bc) / mbs(rw)
+    );
+}
+
+async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
+    let size = 16usize << 10;
+    let secs = Duration::from_secs(if cfg.quick { 2 } else { 5 });
+    let (store, path) = fresh(cfg, engine, 4 << 30).await;
+    let value = blobcask::Bytes::from(vec![9u8; size]);
+    let mut results = vec![];
+    for writers in [1usize, 16, 64] {
+        let done = Arc::new(AtomicU64::new(0));
+        let stop = Instant::now() + secs;
+        let t = Instant::now();
+        let tasks: Vec<_> = (0..writers)
+            .map(|w| {
+                let (store, value, done) = (store.clone(), value.clone(), done.clone());
+                tokio::spawn(async move {
+                    let mut i = 0u64;
+                    while Instant::now() < stop {
+                        // A bounded key space: later rounds overwrite.
+                        store
+                            .put(format!("w{w}/{}", i % 512), value.clone())
+                            .await
+                            .unwrap();
+                        done.fetch_add(1, Ordering::Relaxed);
+                        i += 1;
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let rate = done.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64();
+        results.push((writers, rate));
+    }
+    store.close().await.unwrap();
+
+    // Raw: one writer, 16 KiB O_DIRECT write + fdatasync into already
+    // written space of the same file.
+    let raw = open_direct(&path);
+    let buf = aligned(size);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    let mut n = 0u64;
+    let t = Instant::now();
+    while t.elapsed() < secs {
+        let off = (64u64 << 20) + rng.random_range(0..4096u64) * size as u64;
+        raw.write_all_at(as_bytes(&buf), off).unwrap();
+        raw.sync_data().unwrap();
+        n += 1;
+    }
+    let raw_rate = n as f64 / t.elapsed().as_secs_f64();
+    println!("commit: durable 16 KiB puts");
+    println!("| path | ops/s | ratio to raw 1-writer write+fdatasync |");
+    println!("|---|---|---|");
+    println!("| raw O_DIRECT write + fdatasync, 1 writer | {raw_rate:.0} | 1.00 |");
+    for (w, r) in results {
+        println!("| Store::put, {w} writers | {r:.0} | {:.2} |", r / raw_rate);
+    }
+}
