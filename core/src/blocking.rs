@@ -1,5 +1,6 @@
 //! The same store, with blocking calls, for code without an async runtime.
-//! Each call drives the async one to completion on the calling thread.
+//! Each call drives the async one to completion on the calling thread;
+//! small reads skip the engine thread and `pread` on the calling thread.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -22,6 +23,13 @@ pub struct Upload {
     inner: crate::Upload,
 }
 
+impl From<crate::Store> for Store {
+    /// A blocking handle on an open async store (they share the engine).
+    fn from(inner: crate::Store) -> Self {
+        Store { inner }
+    }
+}
+
 impl Store {
     /// See [`crate::Store::open`].
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Store> {
@@ -41,11 +49,11 @@ impl Store {
     }
     /// See [`crate::Store::get`].
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Bytes> {
-        block_on(self.inner.get(key))
+        self.inner.read_blocking(key.as_ref(), 0, u64::MAX)
     }
     /// See [`crate::Store::read`].
     pub fn read(&self, key: impl AsRef<[u8]>, offset: u64, len: u64) -> Result<Bytes> {
-        block_on(self.inner.read(key, offset, len))
+        self.inner.read_blocking(key.as_ref(), offset, len)
     }
     /// See [`crate::Store::stat`].
     pub fn stat(&self, key: impl AsRef<[u8]>) -> Result<ObjectInfo> {

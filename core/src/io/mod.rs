@@ -37,6 +37,12 @@ pub type BufResult<T> = (io::Result<T>, AlignedBuf);
 pub trait IoEngine: Send + Sync + 'static {
     /// Reads `buf.capacity()` bytes at `offset` into `buf`.
     fn read_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>>;
+    /// [`read_at`](Self::read_at) on the calling thread, for blocking
+    /// callers: engines with a file descriptor use `pread` directly, with no
+    /// hop to an I/O thread.
+    fn read_at_sync(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
+        futures::executor::block_on(self.read_at(buf, offset))
+    }
     /// Writes `buf.len()` bytes at `offset`.
     fn write_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>>;
     /// Makes every completed write durable (fdatasync).
@@ -91,6 +97,15 @@ pub(crate) fn open_file(path: &Path, create: bool, want_direct: bool) -> io::Res
         file: open(false)?,
         direct: false,
     })
+}
+
+/// Fills `buf`'s whole capacity from `file` at `offset` with `pread`.
+pub(crate) fn pread_full(file: &File, mut buf: AlignedBuf, offset: u64) -> BufResult<()> {
+    use std::os::unix::fs::FileExt;
+    let r = file.read_exact_at(buf.full_mut(), offset);
+    let cap = buf.capacity();
+    buf.set_len(cap);
+    (r, buf)
 }
 
 /// Size of a regular file or a block device.

@@ -25,14 +25,15 @@ impl PortableEngine {
 }
 
 impl IoEngine for PortableEngine {
-    fn read_at(&self, mut buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>> {
+    fn read_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>> {
         let file = self.file.clone();
         Box::pin(blocking::unblock(move || {
-            let r = file.read_exact_at(buf.full_mut(), offset);
-            let cap = buf.capacity();
-            buf.set_len(cap);
-            (r, buf)
+            super::pread_full(&file, buf, offset)
         }))
+    }
+
+    fn read_at_sync(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
+        super::pread_full(&self.file, buf, offset)
     }
 
     fn write_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>> {

@@ -24,6 +24,7 @@ enum Request {
 /// io_uring engine; dropping it stops the ring thread once idle.
 pub struct UringEngine {
     tx: mpsc::UnboundedSender<Request>,
+    /// The original descriptor: sizes and synchronous reads.
     size_file: File,
     direct: bool,
 }
@@ -128,6 +129,12 @@ impl IoEngine for UringEngine {
             rx.await
                 .unwrap_or_else(|_| (Err(closed()), AlignedBuf::zeroed(0)))
         })
+    }
+
+    fn read_at_sync(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
+        // One request, one waiter: a plain pread on the caller's thread is
+        // faster than a round trip through the ring thread.
+        super::pread_full(&self.size_file, buf, offset)
     }
 
     fn write_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>> {

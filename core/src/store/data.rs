@@ -162,6 +162,26 @@ pub(crate) async fn read_range(
     Ok(out.freeze())
 }
 
+/// [`read_range`] on the calling thread: a range inside one device request
+/// is one synchronous read; larger ones run the async path to completion.
+pub(crate) fn read_range_blocking(
+    shared: &Shared,
+    extent: &Extent,
+    offset: u64,
+    len: u64,
+) -> Result<Bytes> {
+    let parts = spans(extent, offset, len);
+    let [s] = parts[..] else {
+        return futures::executor::block_on(read_range(shared, extent, offset, len));
+    };
+    let dev_start = s.dev & !(BLOCK_SIZE as u64 - 1);
+    let skip = (s.dev - dev_start) as usize;
+    let buf = AlignedBuf::zeroed(round_up(skip + s.len as usize, BLOCK_SIZE));
+    let (r, buf) = shared.engine.read_at_sync(buf, dev_start);
+    r.map_err(|e| Error::io(format!("reading object data at device byte {dev_start}"), e))?;
+    Ok(Bytes::from_owner(buf).slice(skip..skip + s.len as usize))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -124,6 +124,14 @@ pub(crate) enum ObjectData {
     Heap(Arc<Extent>),
 }
 
+/// A read resolved against the index.
+enum Located {
+    /// The bytes are at hand (inline values).
+    Ready(Bytes),
+    /// Read `len` bytes at `offset` of this extent.
+    Heap(Arc<Extent>, u64, u64),
+}
+
 /// One committed object version, as the index sees it.
 pub(crate) struct Entry {
     pub key: Box<[u8]>,
@@ -466,6 +474,32 @@ impl Store {
     /// `InvalidArgument`.
     pub async fn read(&self, key: impl AsRef<[u8]>, offset: u64, len: u64) -> Result<Bytes> {
         let key = key.as_ref();
+        match self.locate(key, offset, len)? {
+            Located::Ready(b) => Ok(b),
+            Located::Heap(extent, offset, len) => {
+                data::read_range(self.shared(), &extent, offset, len)
+                    .await
+                    .map_err(|e| e.context(format!("read {} at {offset}", show_key(key))))
+            }
+        }
+    }
+
+    /// [`read`](Self::read) for blocking callers: a range inside one device
+    /// request is read with a plain `pread` on the calling thread, with no
+    /// hop to an engine thread.
+    pub(crate) fn read_blocking(&self, key: &[u8], offset: u64, len: u64) -> Result<Bytes> {
+        match self.locate(key, offset, len)? {
+            Located::Ready(b) => Ok(b),
+            Located::Heap(extent, offset, len) => {
+                data::read_range_blocking(self.shared(), &extent, offset, len)
+                    .map_err(|e| e.context(format!("read {} at {offset}", show_key(key))))
+            }
+        }
+    }
+
+    /// Checks the call and resolves `key` to its bytes or to its extent,
+    /// pinned (the `Arc`) so its pieces outlive the read.
+    fn locate(&self, key: &[u8], offset: u64, len: u64) -> Result<Located> {
         let ctx = || format!("read {} at {offset}", show_key(key));
         self.check_open().map_err(|e| e.context(ctx()))?;
         check_key(key).map_err(|e| e.context(ctx()))?;
@@ -484,12 +518,12 @@ impl Store {
             .context(ctx()));
         }
         let len = len.min(size - offset);
-        match data {
-            ObjectData::Inline(b) => Ok(b.slice(offset as usize..(offset + len) as usize)),
-            ObjectData::Heap(extent) => data::read_range(self.shared(), &extent, offset, len)
-                .await
-                .map_err(|e| e.context(ctx())),
-        }
+        Ok(match data {
+            ObjectData::Inline(b) => {
+                Located::Ready(b.slice(offset as usize..(offset + len) as usize))
+            }
+            ObjectData::Heap(extent) => Located::Heap(extent, offset, len),
+        })
     }
 
     /// Size, version and commit time of `key`.
