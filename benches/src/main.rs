@@ -1,7 +1,7 @@
 //! Core-engine benchmark: blobcask next to the raw device, in one run.
 //!
 //! ```text
-//! cargo run --release -p blobcask-bench -- [--dir DIR] [--quick]
+//! cargo run --release -p blobcask-bench -- [--dir DIR] [--quick] [--phase P] [--engine E]
 //! ```
 //!
 //! Phases (each reports blobcask and its raw baseline on the same file):
@@ -68,20 +68,28 @@ fn us(d: Duration) -> f64 {
 struct Config {
     dir: PathBuf,
     quick: bool,
+    phase: Option<String>,
+    engine: Option<String>,
 }
 
 fn main() {
     let mut cfg = Config {
         dir: PathBuf::from("target/bench"),
         quick: false,
+        phase: None,
+        engine: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--dir" => cfg.dir = PathBuf::from(args.next().expect("--dir DIR")),
             "--quick" => cfg.quick = true,
+            "--phase" => cfg.phase = args.next(),
+            "--engine" => cfg.engine = args.next(),
             _ => {
-                eprintln!("usage: blobcask-bench [--dir DIR] [--quick]");
+                eprintln!(
+                    "usage: blobcask-bench [--dir DIR] [--quick] [--phase read|upload|commit] [--engine io_uring|portable]"
+                );
                 std::process::exit(2);
             }
         }
@@ -93,11 +101,21 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        for engine in [IoEngineKind::IoUring, IoEngineKind::Portable] {
-            println!("\n## engine {engine:?}");
-            read_phase(&cfg, engine).await;
-            upload_phase(&cfg, engine).await;
-            commit_phase(&cfg, engine).await;
+        for (name, engine) in [("io_uring", IoEngineKind::IoUring), ("portable", IoEngineKind::Portable)] {
+            if cfg.engine.as_deref().is_some_and(|e| e != name) {
+                continue;
+            }
+            println!("\n## engine {name}");
+            let run = |p: &str| cfg.phase.as_deref().is_none_or(|x| x == p);
+            if run("read") {
+                read_phase(&cfg, engine).await;
+            }
+            if run("upload") {
+                upload_phase(&cfg, engine).await;
+            }
+            if run("commit") {
+                commit_phase(&cfg, engine).await;
+            }
         }
     });
 }
@@ -206,45 +224,62 @@ async fn upload_phase(cfg: &Config, engine: IoEngineKind) {
     store.close().await.unwrap();
 
     // Raw: the same bytes, sequential O_DIRECT pwrite of 1 MiB requests,
-    // 16 threads in flight, then one fdatasync - into the same file's heap
-    // region that blobcask just wrote (already-allocated space for both).
+    // 16 threads in flight, into the heap region blobcask just wrote
+    // (already-allocated space for both); once with one fdatasync at the
+    // end, once with an fdatasync after every 64 MiB (durable per object,
+    // as each put is).
     let raw = Arc::new(open_direct(&path));
-    let next = Arc::new(AtomicU64::new(0));
     let chunk = 1u64 << 20;
     let base = 64u64 << 20;
-    let t = Instant::now();
-    let threads: Vec<_> = (0..16)
-        .map(|_| {
-            let (raw, next) = (raw.clone(), next.clone());
-            std::thread::spawn(move || {
-                let buf = aligned(chunk as usize);
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i * chunk >= total as u64 {
-                        break;
-                    }
-                    raw.write_all_at(as_bytes(&buf), base + i * chunk).unwrap();
-                }
-            })
-        })
-        .collect();
-    for th in threads {
-        th.join().unwrap();
-    }
-    raw.sync_data().unwrap();
-    let rw = t.elapsed();
+    let write_raw = |sync_every: u64| {
+        let next = Arc::new(AtomicU64::new(0));
+        let t = Instant::now();
+        let per_obj = obj as u64 / chunk;
+        for o in 0..count as u64 {
+            let threads: Vec<_> = (0..16)
+                .map(|_| {
+                    let (raw, next) = (raw.clone(), next.clone());
+                    std::thread::spawn(move || {
+                        let buf = aligned(chunk as usize);
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            if i >= (o + 1) * per_obj {
+                                break;
+                            }
+                            raw.write_all_at(as_bytes(&buf), base + i * chunk).unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for th in threads {
+                th.join().unwrap();
+            }
+            next.store((o + 1) * per_obj, Ordering::Relaxed);
+            if sync_every == 1 || o + 1 == count as u64 {
+                raw.sync_data().unwrap();
+            }
+        }
+        t.elapsed()
+    };
+    let rw_one_sync = write_raw(0);
+    let rw_sync_each = write_raw(1);
     let mbs = |d: Duration| total as f64 / d.as_secs_f64() / (1 << 20) as f64;
     println!("upload: {count} x 64 MiB");
-    println!("| path | MiB/s | ratio to raw |");
-    println!("|---|---|---|");
+    println!("| path | MiB/s | ratio to raw (one sync) | ratio to raw (sync per object) |");
+    println!("|---|---|---|---|");
     println!(
-        "| raw O_DIRECT pwrite 1 MiB x16 + fdatasync | {:.0} | 1.00 |",
-        mbs(rw)
+        "| raw O_DIRECT pwrite 1 MiB x16, one fdatasync at the end | {:.0} | 1.00 | |",
+        mbs(rw_one_sync)
     );
     println!(
-        "| Store::put (durable) | {:.0} | {:.2} |",
+        "| raw O_DIRECT pwrite 1 MiB x16, fdatasync per 64 MiB | {:.0} | | 1.00 |",
+        mbs(rw_sync_each)
+    );
+    println!(
+        "| Store::put (durable) | {:.0} | {:.2} | {:.2} |",
         mbs(bc),
-        mbs(bc) / mbs(rw)
+        mbs(bc) / mbs(rw_one_sync),
+        mbs(bc) / mbs(rw_sync_each)
     );
 }
 

@@ -40,11 +40,29 @@ impl AlignedBuf {
         AlignedBuf { ptr, cap, len }
     }
 
-    /// A buffer holding a copy of `data`, zero-padded to the block.
+    /// A buffer holding a copy of `data`, zero-padded to the block. One
+    /// pass over the memory: the copy initialises the data bytes and only
+    /// the padding is zeroed.
     pub fn copy_from(data: &[u8]) -> Self {
-        let mut buf = AlignedBuf::zeroed(data.len());
-        buf.as_mut_slice()[..data.len()].copy_from_slice(data);
-        buf
+        let cap = round_up(data.len().max(1), BLOCK_SIZE);
+        let layout = Layout::from_size_align(cap, BLOCK_SIZE).expect("aligned layout");
+        // SAFETY: layout has non-zero size.
+        let raw = unsafe { alloc::alloc(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            alloc::handle_alloc_error(layout)
+        };
+        // SAFETY: the allocation holds cap >= data.len() bytes and cannot
+        // overlap `data`; after these two writes all cap bytes are
+        // initialised, which is the invariant every other method relies on.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), ptr.as_ptr(), data.len());
+            std::ptr::write_bytes(ptr.as_ptr().add(data.len()), 0, cap - data.len());
+        }
+        AlignedBuf {
+            ptr,
+            cap,
+            len: data.len(),
+        }
     }
 
     /// Valid length in bytes.

@@ -88,27 +88,32 @@ pub(crate) fn allocate(shared: &Shared, key: &[u8], size: u64) -> Result<Arc<Ext
     Ok(extent)
 }
 
+/// Chunks at least this large are copied into aligned memory on the
+/// blocking pool, so copies run in parallel with each other and with the
+/// device instead of serialising on the task that submits the writes.
+const PARALLEL_COPY: u64 = 256 << 10;
+
 /// Writes `data` at object offset `offset` (block-aligned) into the extent.
 /// The tail of the last block is zero-padded.
-pub(crate) async fn write_range(
-    shared: &Shared,
-    extent: &Extent,
-    offset: u64,
-    data: &[u8],
-) -> Result<()> {
+pub(crate) async fn write_range(shared: &Shared, extent: &Extent, offset: u64, data: &Bytes) -> Result<()> {
     debug_assert_eq!(offset % BLOCK_SIZE as u64, 0);
     let engine = &shared.engine;
     futures::stream::iter(spans(extent, offset, data.len() as u64))
         .map(|s| {
             let at = (s.obj_pos - offset) as usize;
-            let mut buf = AlignedBuf::copy_from(&data[at..at + s.len as usize]);
-            buf.set_len(round_up(s.len as usize, BLOCK_SIZE));
+            let part = data.slice(at..at + s.len as usize);
+            let padded = round_up(s.len as usize, BLOCK_SIZE);
             shared
                 .device_bytes_written
-                .fetch_add(buf.len() as u64, Ordering::Relaxed);
-            let fut = engine.write_at(buf, s.dev);
+                .fetch_add(padded as u64, Ordering::Relaxed);
             async move {
-                let (r, _) = fut.await;
+                let mut buf = if s.len >= PARALLEL_COPY {
+                    blocking::unblock(move || AlignedBuf::copy_from(&part)).await
+                } else {
+                    AlignedBuf::copy_from(&part)
+                };
+                buf.set_len(padded);
+                let (r, _) = engine.write_at(buf, s.dev).await;
                 r.map_err(|e| Error::io(format!("writing object data at device byte {}", s.dev), e))
             }
         })
@@ -119,7 +124,7 @@ pub(crate) async fn write_range(
 }
 
 /// Writes a whole value into a freshly allocated extent.
-pub(crate) async fn write_object(shared: &Shared, extent: &Extent, value: &[u8]) -> Result<()> {
+pub(crate) async fn write_object(shared: &Shared, extent: &Extent, value: &Bytes) -> Result<()> {
     write_range(shared, extent, 0, value).await
 }
 
