@@ -101,7 +101,10 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        for (name, engine) in [("io_uring", IoEngineKind::IoUring), ("portable", IoEngineKind::Portable)] {
+        for (name, engine) in [
+            ("io_uring", IoEngineKind::IoUring),
+            ("portable", IoEngineKind::Portable),
+        ] {
             if cfg.engine.as_deref().is_some_and(|e| e != name) {
                 continue;
             }
@@ -316,6 +319,22 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
         let rate = done.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64();
         results.push((writers, rate));
     }
+    // The blocking API from one thread: data pwrite on the caller's thread.
+    let blocking = blobcask::blocking::Store::from(store.clone());
+    let value_b = value.clone();
+    let blocking_rate = tokio::task::spawn_blocking(move || {
+        let t = Instant::now();
+        let mut n = 0u64;
+        while t.elapsed() < secs {
+            blocking
+                .put(format!("b/{}", n % 512), value_b.clone())
+                .unwrap();
+            n += 1;
+        }
+        n as f64 / t.elapsed().as_secs_f64()
+    })
+    .await
+    .unwrap();
     store.close().await.unwrap();
 
     // Raw: one writer, 16 KiB O_DIRECT write + fdatasync into already
@@ -336,7 +355,14 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
     println!("| path | ops/s | ratio to raw 1-writer write+fdatasync |");
     println!("|---|---|---|");
     println!("| raw O_DIRECT write + fdatasync, 1 writer | {raw_rate:.0} | 1.00 |");
+    println!(
+        "| blocking::Store::put, 1 writer | {blocking_rate:.0} | {:.2} |",
+        blocking_rate / raw_rate
+    );
     for (w, r) in results {
-        println!("| Store::put, {w} writers | {r:.0} | {:.2} |", r / raw_rate);
+        println!(
+            "| Store::put (async), {w} writers | {r:.0} | {:.2} |",
+            r / raw_rate
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! The same store, with blocking calls, for code without an async runtime.
 //! Each call drives the async one to completion on the calling thread;
-//! small reads skip the engine thread and `pread` on the calling thread.
+//! small reads and writes skip the engine thread and use `pread`/`pwrite`
+//! on the calling thread.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -45,7 +46,7 @@ impl Store {
     }
     /// See [`crate::Store::put`].
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl Into<Bytes>) -> Result<ObjectInfo> {
-        block_on(self.inner.put(key, value))
+        self.inner.put_blocking(key.as_ref(), value.into())
     }
     /// See [`crate::Store::get`].
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Bytes> {

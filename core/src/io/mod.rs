@@ -40,8 +40,17 @@ pub trait IoEngine: Send + Sync + 'static {
     /// [`read_at`](Self::read_at) on the calling thread, for blocking
     /// callers: engines with a file descriptor use `pread` directly, with no
     /// hop to an I/O thread.
-    fn read_at_sync(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
+    fn read_at_blocking(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
         futures::executor::block_on(self.read_at(buf, offset))
+    }
+    /// [`write_at`](Self::write_at) on the calling thread (the commit thread
+    /// and blocking callers), with no hop to an I/O thread.
+    fn write_at_blocking(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
+        futures::executor::block_on(self.write_at(buf, offset))
+    }
+    /// [`sync`](Self::sync) on the calling thread.
+    fn sync_blocking(&self) -> io::Result<()> {
+        futures::executor::block_on(self.sync())
     }
     /// Writes `buf.len()` bytes at `offset`.
     fn write_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>>;
@@ -105,6 +114,13 @@ pub(crate) fn pread_full(file: &File, mut buf: AlignedBuf, offset: u64) -> BufRe
     let r = file.read_exact_at(buf.full_mut(), offset);
     let cap = buf.capacity();
     buf.set_len(cap);
+    (r, buf)
+}
+
+/// Writes `buf`'s valid bytes to `file` at `offset` with `pwrite`.
+pub(crate) fn pwrite_all(file: &File, buf: AlignedBuf, offset: u64) -> BufResult<()> {
+    use std::os::unix::fs::FileExt;
+    let r = file.write_all_at(buf.as_slice(), offset);
     (r, buf)
 }
 

@@ -3,7 +3,6 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use super::{AlignedBuf, BufResult, IoEngine, IoFuture};
@@ -32,15 +31,22 @@ impl IoEngine for PortableEngine {
         }))
     }
 
-    fn read_at_sync(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
+    fn read_at_blocking(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
         super::pread_full(&self.file, buf, offset)
+    }
+
+    fn write_at_blocking(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
+        super::pwrite_all(&self.file, buf, offset)
+    }
+
+    fn sync_blocking(&self) -> io::Result<()> {
+        self.file.sync_data()
     }
 
     fn write_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>> {
         let file = self.file.clone();
         Box::pin(blocking::unblock(move || {
-            let r = file.write_all_at(buf.as_slice(), offset);
-            (r, buf)
+            super::pwrite_all(&file, buf, offset)
         }))
     }
 

@@ -131,10 +131,18 @@ impl IoEngine for UringEngine {
         })
     }
 
-    fn read_at_sync(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
+    fn read_at_blocking(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
         // One request, one waiter: a plain pread on the caller's thread is
         // faster than a round trip through the ring thread.
         super::pread_full(&self.size_file, buf, offset)
+    }
+
+    fn write_at_blocking(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
+        super::pwrite_all(&self.size_file, buf, offset)
+    }
+
+    fn sync_blocking(&self) -> io::Result<()> {
+        self.size_file.sync_data()
     }
 
     fn write_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>> {

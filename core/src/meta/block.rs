@@ -11,8 +11,9 @@
 //! ```text
 //! 0  magic u32 "BCTB"     4  block_no u32     8  store_id u64
 //! 16 seq u64              24 count u16        26 payload_len u16
-//! 28 crc32c u32 over bytes [0,28) ++ payload
-//! 32 payload: `count` tuples back to back
+//! 28 crc32c u32 over bytes [0,28) ++ [32,40) ++ payload
+//! 32 group_first u64: first version assigned by the group that wrote it
+//! 40 payload: `count` tuples back to back
 //! ```
 
 use crate::error::{Error, ErrorKind, Result};
@@ -22,7 +23,7 @@ use crate::meta::tuple::Tuple;
 /// Slot magic.
 pub const BLOCK_MAGIC: u32 = u32::from_le_bytes(*b"BCTB");
 /// Header bytes before the tuples.
-pub const BLOCK_HEADER_LEN: usize = 32;
+pub const BLOCK_HEADER_LEN: usize = 40;
 /// Room for tuples in one block.
 pub const BLOCK_PAYLOAD: usize = BLOCK_SIZE - BLOCK_HEADER_LEN;
 
@@ -36,7 +37,14 @@ pub struct SlotIdentity {
 }
 
 /// Encodes a slot image from already encoded tuples.
-pub fn encode_slot(id: SlotIdentity, seq: u64, count: usize, payload: &[u8], out: &mut [u8]) {
+pub fn encode_slot(
+    id: SlotIdentity,
+    seq: u64,
+    group_first: u64,
+    count: usize,
+    payload: &[u8],
+    out: &mut [u8],
+) {
     assert!(payload.len() <= BLOCK_PAYLOAD && out.len() == BLOCK_SIZE);
     out.fill(0);
     put_u32(out, 0, BLOCK_MAGIC);
@@ -45,6 +53,7 @@ pub fn encode_slot(id: SlotIdentity, seq: u64, count: usize, payload: &[u8], out
     put_u64(out, 16, seq);
     put_u16(out, 24, count as u16);
     put_u16(out, 26, payload.len() as u16);
+    put_u64(out, 32, group_first);
     out[BLOCK_HEADER_LEN..BLOCK_HEADER_LEN + payload.len()].copy_from_slice(payload);
     let crc = slot_crc(out, payload.len());
     put_u32(out, 28, crc);
@@ -52,7 +61,7 @@ pub fn encode_slot(id: SlotIdentity, seq: u64, count: usize, payload: &[u8], out
 
 fn slot_crc(b: &[u8], payload_len: usize) -> u32 {
     let head = crc32c::crc32c(&b[..28]);
-    crc32c::crc32c_append(head, &b[BLOCK_HEADER_LEN..BLOCK_HEADER_LEN + payload_len])
+    crc32c::crc32c_append(head, &b[32..BLOCK_HEADER_LEN + payload_len])
 }
 
 /// What one physical slot holds.
@@ -66,6 +75,9 @@ pub enum SlotContent {
     Valid {
         /// Sequence of the group that wrote it.
         seq: u64,
+        /// First version that group assigned: tuples at or above it are
+        /// that group's own commits.
+        group_first: u64,
         /// Its tuples, in slot order.
         tuples: Vec<Tuple>,
     },
@@ -93,6 +105,7 @@ pub fn decode_slot(id: SlotIdentity, b: &[u8]) -> SlotContent {
         return SlotContent::Invalid("slot belongs to another store or place".into());
     }
     let seq = get_u64(b, 16);
+    let group_first = get_u64(b, 32);
     let count = get_u16(b, 24) as usize;
     let payload = &b[BLOCK_HEADER_LEN..BLOCK_HEADER_LEN + payload_len];
     let mut tuples = Vec::with_capacity(count);
@@ -112,43 +125,42 @@ pub fn decode_slot(id: SlotIdentity, b: &[u8]) -> SlotContent {
     if at != payload_len {
         return SlotContent::Invalid("payload length disagrees with tuples".into());
     }
-    SlotContent::Valid { seq, tuples }
+    SlotContent::Valid {
+        seq,
+        group_first,
+        tuples,
+    }
 }
 
-/// Picks the state of a logical block from its two slots. Returns the
-/// winning slot index (0/1, or None when empty) with its content.
-pub fn choose_slot(a: SlotContent, b: SlotContent) -> Result<(Option<usize>, u64, Vec<Tuple>)> {
+impl SlotContent {
+    /// Sequence of a valid slot.
+    pub fn seq(&self) -> Option<u64> {
+        match self {
+            SlotContent::Valid { seq, .. } => Some(*seq),
+            _ => None,
+        }
+    }
+}
+
+/// Picks which slot holds a logical block's state: the valid one with the
+/// larger sequence; `None` for an empty block (never written, or its first
+/// write torn before it was acknowledged); `Corrupt` when both are damaged.
+pub fn choose_slot(slots: &[SlotContent; 2]) -> Result<Option<usize>> {
     use SlotContent::*;
-    match (a, b) {
-        (
-            Valid {
-                seq: sa,
-                tuples: ta,
-            },
-            Valid {
-                seq: sb,
-                tuples: tb,
-            },
-        ) => {
+    match slots {
+        [Valid { seq: sa, .. }, Valid { seq: sb, .. }] => {
             if sa == sb {
                 return Err(Error::new(
                     ErrorKind::Corrupt,
                     "both slots of a tuple block carry the same sequence",
                 ));
             }
-            Ok(if sa > sb {
-                (Some(0), sa, ta)
-            } else {
-                (Some(1), sb, tb)
-            })
+            Ok(Some(if sa > sb { 0 } else { 1 }))
         }
-        (Valid { seq, tuples }, _) => Ok((Some(0), seq, tuples)),
-        (_, Valid { seq, tuples }) => Ok((Some(1), seq, tuples)),
-        (Empty, Empty) => Ok((None, 0, Vec::new())),
-        // One slot never written, the other torn: the block's first write
-        // was interrupted before it was acknowledged.
-        (Empty, Invalid(_)) | (Invalid(_), Empty) => Ok((None, 0, Vec::new())),
-        (Invalid(ea), Invalid(eb)) => Err(Error::new(
+        [Valid { .. }, _] => Ok(Some(0)),
+        [_, Valid { .. }] => Ok(Some(1)),
+        [Empty, Empty] | [Empty, Invalid(_)] | [Invalid(_), Empty] => Ok(None),
+        [Invalid(ea), Invalid(eb)] => Err(Error::new(
             ErrorKind::Corrupt,
             format!("both slots of a tuple block are damaged ({ea}; {eb})"),
         )),
@@ -172,10 +184,13 @@ mod tests {
                 version: i + 1,
                 created_micros: 0,
                 size: 4096,
-                value: TupleValue::Pieces(vec![Piece {
-                    start: 100 + i,
-                    order: 0,
-                }]),
+                value: TupleValue::Heap {
+                    pieces: vec![Piece {
+                        start: 100 + i,
+                        order: 0,
+                    }],
+                    crc: None,
+                },
             })
             .collect()
     }
@@ -186,14 +201,14 @@ mod tests {
             t.encode_into(&mut payload);
         }
         let mut out = vec![0u8; BLOCK_SIZE];
-        encode_slot(ID, seq, 10, &payload, &mut out);
+        encode_slot(ID, seq, seq, 10, &payload, &mut out);
         out
     }
 
     #[test]
     fn slot_round_trips() {
         match decode_slot(ID, &slot(20)) {
-            SlotContent::Valid { seq, tuples: t } => {
+            SlotContent::Valid { seq, tuples: t, .. } => {
                 assert_eq!(seq, 20);
                 assert_eq!(t, tuples());
             }
@@ -234,9 +249,13 @@ mod tests {
             // The new image was written over an older copy (seq 10) of slot A.
             let mut torn = slot(10);
             torn[..tear].copy_from_slice(&new[..tear]);
-            let (_, seq, t) = choose_slot(decode_slot(ID, &torn), decode_slot(ID, &old)).unwrap();
-            assert!(seq == 20 || seq == 30, "tear at {tear} gave seq {seq}");
-            assert_eq!(t, tuples());
+            let slots = [decode_slot(ID, &torn), decode_slot(ID, &old)];
+            let winner = choose_slot(&slots).unwrap().unwrap();
+            let SlotContent::Valid { seq, tuples: t, .. } = &slots[winner] else {
+                panic!("winner is not valid")
+            };
+            assert!(*seq == 20 || *seq == 30, "tear at {tear} gave seq {seq}");
+            assert_eq!(t, &tuples());
         }
     }
 

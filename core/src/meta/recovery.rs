@@ -8,19 +8,16 @@
 use crate::error::{Error, Result};
 use crate::format::{MetaExtent, BLOCK_SIZE};
 use crate::io::{AlignedBuf, IoEngine};
-use crate::meta::block::{choose_slot, decode_slot, SlotIdentity};
-use crate::meta::tuple::Tuple;
+use crate::meta::block::{decode_slot, SlotContent, SlotIdentity};
 
 /// Most bytes read by one I/O while scanning.
 const SCAN_CHUNK: usize = 1 << 20;
 
-/// The recovered state of one logical tuple block.
+/// Both decoded slots of one logical tuple block.
 pub(crate) struct ScannedBlock {
+    /// Byte offset of slot 0.
     pub offset: u64,
-    /// Slot holding the state, `None` when the block is empty.
-    pub slot: Option<usize>,
-    pub seq: u64,
-    pub tuples: Vec<Tuple>,
+    pub slots: [SlotContent; 2],
 }
 
 /// Reads and decodes every tuple block of `extents`.
@@ -49,16 +46,11 @@ pub(crate) async fn scan(
                     store_id,
                     block_no: out.len() as u32,
                 };
-                let a = decode_slot(id, &pair[..BLOCK_SIZE]);
-                let b = decode_slot(id, &pair[BLOCK_SIZE..]);
-                let (slot, seq, tuples) = choose_slot(a, b)
-                    .map_err(|e| e.context(format!("tuple block at byte {offset}")))?;
-                out.push(ScannedBlock {
-                    offset,
-                    slot,
-                    seq,
-                    tuples,
-                });
+                let slots = [
+                    decode_slot(id, &pair[..BLOCK_SIZE]),
+                    decode_slot(id, &pair[BLOCK_SIZE..]),
+                ];
+                out.push(ScannedBlock { offset, slots });
             }
             done += len;
         }

@@ -5,6 +5,7 @@
 //! ```text
 //! key_len u16 | kind u8 | version u64 | created_micros u64 | size u64
 //! kind 0 (heap):   piece_count u16 | piece u64 * piece_count
+//! kind 2 (heap, checksummed): as kind 0, then crc32c u32 of the object
 //! kind 1 (inline): value bytes * size
 //! key bytes * key_len
 //! ```
@@ -23,6 +24,7 @@ pub const MAX_KEY_LEN: usize = 1024;
 pub const TUPLE_HEADER_LEN: usize = 2 + 1 + 8 + 8 + 8;
 const KIND_HEAP: u8 = 0;
 const KIND_INLINE: u8 = 1;
+const KIND_HEAP_CRC: u8 = 2;
 
 /// A buddy piece of the heap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -58,8 +60,15 @@ impl Piece {
 pub enum TupleValue {
     /// Stored inside the tuple (small-value path).
     Inline(Bytes),
-    /// Stored in heap pieces, in object byte order.
-    Pieces(Vec<Piece>),
+    /// Stored in heap pieces, in object byte order. `crc` is the CRC32C of
+    /// the object's bytes when its data was not synced before the tuple
+    /// (recovery verifies it for the last group written; see FORMAT.md).
+    Heap {
+        /// Pieces in object byte order.
+        pieces: Vec<Piece>,
+        /// CRC32C of the object bytes, if the tuple carries one.
+        crc: Option<u32>,
+    },
 }
 
 /// The decoded form of a tuple.
@@ -83,7 +92,9 @@ pub fn encoded_len(key_len: usize, value: &TupleValue) -> usize {
         + key_len
         + match value {
             TupleValue::Inline(b) => b.len(),
-            TupleValue::Pieces(p) => 2 + 8 * p.len(),
+            TupleValue::Heap { pieces, crc } => {
+                2 + 8 * pieces.len() + if crc.is_some() { 4 } else { 0 }
+            }
         }
 }
 
@@ -109,13 +120,21 @@ impl Tuple {
                 b[at..at + v.len()].copy_from_slice(v);
                 at += v.len();
             }
-            TupleValue::Pieces(pieces) => {
-                b[2] = KIND_HEAP;
+            TupleValue::Heap { pieces, crc } => {
+                b[2] = if crc.is_some() {
+                    KIND_HEAP_CRC
+                } else {
+                    KIND_HEAP
+                };
                 put_u16(b, at, pieces.len() as u16);
                 at += 2;
                 for p in pieces {
                     put_u64(b, at, p.pack());
                     at += 8;
+                }
+                if let Some(c) = crc {
+                    b[at..at + 4].copy_from_slice(&c.to_le_bytes());
+                    at += 4;
                 }
             }
         }
@@ -146,7 +165,7 @@ impl Tuple {
                 at = end;
                 TupleValue::Inline(v)
             }
-            KIND_HEAP => {
+            kind @ (KIND_HEAP | KIND_HEAP_CRC) => {
                 if at + 2 > b.len() {
                     return Err(corrupt("piece count truncated"));
                 }
@@ -171,7 +190,16 @@ impl Tuple {
                 if covered < size {
                     return Err(corrupt("pieces shorter than the object"));
                 }
-                TupleValue::Pieces(pieces)
+                let crc = if kind == KIND_HEAP_CRC {
+                    let c = b
+                        .get(at..at + 4)
+                        .ok_or_else(|| corrupt("checksum truncated"))?;
+                    at += 4;
+                    Some(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                } else {
+                    None
+                };
+                TupleValue::Heap { pieces, crc }
             }
             _ => return Err(corrupt("unknown kind")),
         };
@@ -203,16 +231,19 @@ mod tests {
             version: 42,
             created_micros: 7,
             size: 20_000,
-            value: TupleValue::Pieces(vec![
-                Piece {
-                    start: 64,
-                    order: 2,
-                },
-                Piece {
-                    start: 80,
-                    order: 0,
-                },
-            ]),
+            value: TupleValue::Heap {
+                pieces: vec![
+                    Piece {
+                        start: 64,
+                        order: 2,
+                    },
+                    Piece {
+                        start: 80,
+                        order: 0,
+                    },
+                ],
+                crc: Some(0xfeed_f00d),
+            },
         }
     }
 
@@ -225,7 +256,12 @@ mod tests {
             size: 3,
             value: TupleValue::Inline(Bytes::from_static(b"abc")),
         };
-        for t in [heap_tuple(), inline] {
+        let mut unchecked = heap_tuple();
+        unchecked.value = TupleValue::Heap {
+            pieces: vec![Piece { start: 9, order: 3 }],
+            crc: None,
+        };
+        for t in [heap_tuple(), unchecked, inline] {
             let mut out = vec![];
             t.encode_into(&mut out);
             assert_eq!(out.len(), t.encoded_len());

@@ -32,10 +32,13 @@ use crate::format::{MetaExtent, Superblock, BLOCK_SIZE, MAX_META_EXTENTS};
 use crate::io::AlignedBuf;
 use crate::meta::block::{encode_slot, SlotIdentity};
 use crate::meta::table::TupleBlockTable;
-use crate::meta::tuple::{self, TupleValue};
+use crate::meta::tuple;
 
 /// Most requests folded into one group.
 const MAX_GROUP: usize = 1024;
+/// Groups touching at most this many tuple blocks write them one after the
+/// other from the commit thread; larger ones in parallel.
+const SEQUENTIAL_BLOCK_WRITES: usize = 2;
 /// Largest zero-fill write when a metadata extent is added.
 const ZERO_CHUNK: usize = 1 << 20;
 
@@ -159,14 +162,17 @@ impl Committer {
             matches!(
                 r,
                 Request::Put {
-                    data: ObjectData::Heap(_),
+                    data: ObjectData::Heap { crc: None, .. },
                     ..
                 }
             )
         });
         let step1 = step0.and_then(|()| {
             if needs_data_sync {
-                block_on(self.shared.engine.sync()).map_err(|e| Error::io("syncing object data", e))
+                self.shared
+                    .engine
+                    .sync_blocking()
+                    .map_err(|e| Error::io("syncing object data", e))
             } else {
                 Ok(())
             }
@@ -177,6 +183,7 @@ impl Committer {
             return;
         }
 
+        let group_first = self.next_version;
         let mut acks = Vec::new();
         let mut release = Vec::new();
         let mut dirty = BTreeSet::new();
@@ -232,9 +239,13 @@ impl Committer {
         let mut result = self.shared.check_failed();
         if result.is_ok() && !dirty.is_empty() {
             let seq = self.next_version - 1;
-            result = self.write_blocks(&dirty, seq);
+            result = self.write_blocks_now(&dirty, seq, group_first);
         } else if result.is_ok() && barrier {
-            result = block_on(self.shared.engine.sync()).map_err(|e| Error::io("sync", e));
+            result = self
+                .shared
+                .engine
+                .sync_blocking()
+                .map_err(|e| Error::io("sync", e));
         }
         if let Err(e) = &result {
             self.poison(e);
@@ -263,11 +274,7 @@ impl Committer {
         dirty: &mut BTreeSet<u32>,
         release: &mut Vec<Entry>,
     ) -> Result<ObjectInfo> {
-        let value = match &data {
-            ObjectData::Inline(b) => TupleValue::Inline(b.clone()),
-            ObjectData::Heap(e) => TupleValue::Pieces(e.pieces.clone()),
-        };
-        let len = tuple::encoded_len(key.len(), &value);
+        let len = tuple::encoded_len(key.len(), &data.tuple_value());
         let old = {
             let st = self.shared.state.read();
             st.index
@@ -322,53 +329,109 @@ impl Committer {
             self.table.clear_stale(b);
         }
         let seq = self.bump();
-        self.write_blocks(&blocks, seq)?;
+        self.write_blocks_now(&blocks, seq, seq)?;
         self.stale_keys.clear();
         Ok(())
     }
 
-    /// Writes each block's current content to its spare slot, then syncs.
-    pub fn write_blocks(&mut self, blocks: &BTreeSet<u32>, seq: u64) -> Result<()> {
+    /// Encodes each block's current content for its spare slot. `seq` is
+    /// the group's last version, `group_first` its first.
+    fn encode_blocks(
+        &self,
+        blocks: &BTreeSet<u32>,
+        seq: u64,
+        group_first: u64,
+    ) -> Vec<(u64, AlignedBuf)> {
         let store_id = self.shared.geometry.store_id;
-        let mut writes = Vec::with_capacity(blocks.len());
-        {
-            let st = self.shared.state.read();
-            let mut payload = Vec::with_capacity(BLOCK_SIZE);
-            for &b in blocks {
-                let state = &self.table.blocks[b as usize];
-                payload.clear();
-                for &m in &state.members {
-                    let e = st.entry(m).expect("tuple block member has an entry");
-                    e.tuple().encode_into(&mut payload);
-                }
-                for s in &state.stale {
-                    payload.extend_from_slice(s);
-                }
-                let count = state.members.len() + state.stale.len();
-                let mut buf = AlignedBuf::zeroed(BLOCK_SIZE);
-                let id = SlotIdentity {
-                    store_id,
-                    block_no: b,
-                };
-                encode_slot(id, seq, count, &payload, buf.as_mut_slice());
-                writes.push(
-                    self.shared
-                        .engine
-                        .write_at(buf, state.slot_offset(state.next_slot)),
-                );
-            }
-        }
-        for (r, _) in block_on(futures::future::join_all(writes)) {
-            r.map_err(|e| Error::io("writing a tuple block", e))?;
-        }
-        block_on(self.shared.engine.sync()).map_err(|e| Error::io("syncing tuple blocks", e))?;
+        let st = self.shared.state.read();
+        let mut payload = Vec::with_capacity(BLOCK_SIZE);
+        let mut out = Vec::with_capacity(blocks.len());
         for &b in blocks {
-            let state = &mut self.table.blocks[b as usize];
-            state.next_slot ^= 1;
+            let state = &self.table.blocks[b as usize];
+            payload.clear();
+            for &m in &state.members {
+                let e = st.entry(m).expect("tuple block member has an entry");
+                e.tuple().encode_into(&mut payload);
+            }
+            for s in &state.stale {
+                payload.extend_from_slice(s);
+            }
+            let count = state.members.len() + state.stale.len();
+            let mut buf = AlignedBuf::zeroed(BLOCK_SIZE);
+            let id = SlotIdentity {
+                store_id,
+                block_no: b,
+            };
+            encode_slot(id, seq, group_first, count, &payload, buf.as_mut_slice());
+            out.push((state.slot_offset(state.next_slot), buf));
+        }
+        out
+    }
+
+    /// After the writes and the sync: the slots just written hold the
+    /// blocks' state, so the next writes go to the other ones.
+    fn blocks_written(&mut self, blocks: &BTreeSet<u32>) {
+        for &b in blocks {
+            self.table.blocks[b as usize].next_slot ^= 1;
         }
         self.shared
             .device_bytes_written
             .fetch_add((blocks.len() * BLOCK_SIZE) as u64, Ordering::Relaxed);
+    }
+
+    /// Writes each block to its spare slot and syncs, on the commit thread
+    /// itself: a few blocks go out as plain pwrites (no hop to an I/O
+    /// thread), larger groups concurrently through the engine.
+    fn write_blocks_now(
+        &mut self,
+        blocks: &BTreeSet<u32>,
+        seq: u64,
+        group_first: u64,
+    ) -> Result<()> {
+        let writes = self.encode_blocks(blocks, seq, group_first);
+        let engine = &self.shared.engine;
+        let results: Vec<_> = if writes.len() <= SEQUENTIAL_BLOCK_WRITES {
+            writes
+                .into_iter()
+                .map(|(at, buf)| engine.write_at_blocking(buf, at).0)
+                .collect()
+        } else {
+            let futs = writes.into_iter().map(|(at, buf)| engine.write_at(buf, at));
+            block_on(futures::future::join_all(futs))
+                .into_iter()
+                .map(|(r, _)| r)
+                .collect()
+        };
+        for r in results {
+            r.map_err(|e| Error::io("writing a tuple block", e))?;
+        }
+        engine
+            .sync_blocking()
+            .map_err(|e| Error::io("syncing tuple blocks", e))?;
+        self.blocks_written(blocks);
+        Ok(())
+    }
+
+    /// [`write_blocks_now`](Self::write_blocks_now) for async callers (open).
+    pub async fn write_blocks(
+        &mut self,
+        blocks: &BTreeSet<u32>,
+        seq: u64,
+        group_first: u64,
+    ) -> Result<()> {
+        let writes = self.encode_blocks(blocks, seq, group_first);
+        let futs = writes
+            .into_iter()
+            .map(|(at, buf)| self.shared.engine.write_at(buf, at));
+        for (r, _) in futures::future::join_all(futs).await {
+            r.map_err(|e| Error::io("writing a tuple block", e))?;
+        }
+        self.shared
+            .engine
+            .sync()
+            .await
+            .map_err(|e| Error::io("syncing tuple blocks", e))?;
+        self.blocks_written(blocks);
         Ok(())
     }
 

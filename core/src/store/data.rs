@@ -75,7 +75,12 @@ pub(crate) fn allocate(shared: &Shared, key: &[u8], size: u64) -> Result<Arc<Ext
     }
     let pieces = shared.alloc.lock().alloc_object(size)?;
     let extent = shared.new_extent(pieces);
-    let need = tuple::encoded_len(key.len(), &TupleValue::Pieces(extent.pieces.clone()));
+    // Sized with a checksum, the larger of the two heap tuple forms.
+    let value = TupleValue::Heap {
+        pieces: extent.pieces.clone(),
+        crc: Some(0),
+    };
+    let need = tuple::encoded_len(key.len(), &value);
     if need > BLOCK_PAYLOAD {
         return Err(Error::new(
             ErrorKind::TooLarge,
@@ -95,7 +100,12 @@ const PARALLEL_COPY: u64 = 256 << 10;
 
 /// Writes `data` at object offset `offset` (block-aligned) into the extent.
 /// The tail of the last block is zero-padded.
-pub(crate) async fn write_range(shared: &Shared, extent: &Extent, offset: u64, data: &Bytes) -> Result<()> {
+pub(crate) async fn write_range(
+    shared: &Shared,
+    extent: &Extent,
+    offset: u64,
+    data: &Bytes,
+) -> Result<()> {
     debug_assert_eq!(offset % BLOCK_SIZE as u64, 0);
     let engine = &shared.engine;
     futures::stream::iter(spans(extent, offset, data.len() as u64))
@@ -126,6 +136,23 @@ pub(crate) async fn write_range(shared: &Shared, extent: &Extent, offset: u64, d
 /// Writes a whole value into a freshly allocated extent.
 pub(crate) async fn write_object(shared: &Shared, extent: &Extent, value: &Bytes) -> Result<()> {
     write_range(shared, extent, 0, value).await
+}
+
+/// [`write_object`] on the calling thread: a value that fits one device
+/// request is one `pwrite`; larger ones run the async path to completion.
+pub(crate) fn write_object_blocking(shared: &Shared, extent: &Extent, value: &Bytes) -> Result<()> {
+    let parts = spans(extent, 0, value.len() as u64);
+    let [s] = parts[..] else {
+        return futures::executor::block_on(write_range(shared, extent, 0, value));
+    };
+    let mut buf = AlignedBuf::copy_from(value);
+    let padded = round_up(s.len as usize, BLOCK_SIZE);
+    buf.set_len(padded);
+    shared
+        .device_bytes_written
+        .fetch_add(padded as u64, Ordering::Relaxed);
+    let (r, _) = shared.engine.write_at_blocking(buf, s.dev);
+    r.map_err(|e| Error::io(format!("writing object data at device byte {}", s.dev), e))
 }
 
 /// Reads `len` bytes at object offset `offset` (already clipped).
@@ -182,7 +209,7 @@ pub(crate) fn read_range_blocking(
     let dev_start = s.dev & !(BLOCK_SIZE as u64 - 1);
     let skip = (s.dev - dev_start) as usize;
     let buf = AlignedBuf::zeroed(round_up(skip + s.len as usize, BLOCK_SIZE));
-    let (r, buf) = shared.engine.read_at_sync(buf, dev_start);
+    let (r, buf) = shared.engine.read_at_blocking(buf, dev_start);
     r.map_err(|e| Error::io(format!("reading object data at device byte {dev_start}"), e))?;
     Ok(Bytes::from_owner(buf).slice(skip..skip + s.len as usize))
 }

@@ -121,7 +121,43 @@ impl Extent {
 #[derive(Clone)]
 pub(crate) enum ObjectData {
     Inline(Bytes),
-    Heap(Arc<Extent>),
+    /// Heap pieces; `crc` is set when the bytes were not synced before the
+    /// tuple (small puts), so recovery can tell whether they reached the disk.
+    Heap {
+        extent: Arc<Extent>,
+        crc: Option<u32>,
+    },
+}
+
+impl ObjectData {
+    pub fn tuple_value(&self) -> TupleValue {
+        match self {
+            ObjectData::Inline(b) => TupleValue::Inline(b.clone()),
+            ObjectData::Heap { extent, crc } => TupleValue::Heap {
+                pieces: extent.pieces.clone(),
+                crc: *crc,
+            },
+        }
+    }
+
+    fn heap_bytes(&self) -> u64 {
+        match self {
+            ObjectData::Inline(_) => 0,
+            ObjectData::Heap { extent, .. } => extent.bytes(),
+        }
+    }
+}
+
+/// Heap objects up to this size carry a CRC32C in their tuple instead of
+/// costing a data sync before the tuple write: a put is then one sync.
+/// Larger objects (uploads always) are synced before their tuple, because
+/// verifying them at open would mean reading them.
+pub(crate) const CHECKSUM_LIMIT: u64 = 1 << 20;
+
+/// A put after its checks: the value to commit, or pieces to fill first.
+enum Staged {
+    Ready(ObjectData),
+    Write(Arc<Extent>, Option<u32>),
 }
 
 /// A read resolved against the index.
@@ -145,10 +181,7 @@ pub(crate) struct Entry {
 
 impl Entry {
     pub fn tuple_value(&self) -> TupleValue {
-        match &self.data {
-            ObjectData::Inline(b) => TupleValue::Inline(b.clone()),
-            ObjectData::Heap(e) => TupleValue::Pieces(e.pieces.clone()),
-        }
+        self.data.tuple_value()
     }
 
     pub fn tuple(&self) -> Tuple {
@@ -206,9 +239,7 @@ impl State {
     /// Adds an entry and points its key at it; returns the replaced entry.
     pub fn link(&mut self, entry: Entry) -> (EntryId, Option<Entry>) {
         self.logical_bytes += entry.size;
-        if let ObjectData::Heap(e) = &entry.data {
-            self.heap_bytes += e.bytes();
-        }
+        self.heap_bytes += entry.data.heap_bytes();
         let key = entry.key.clone();
         let id = match self.free_ids.pop() {
             Some(id) => {
@@ -234,9 +265,7 @@ impl State {
         let e = self.entries.get_mut(id as usize)?.take()?;
         self.free_ids.push(id);
         self.logical_bytes -= e.size;
-        if let ObjectData::Heap(x) = &e.data {
-            self.heap_bytes -= x.bytes();
-        }
+        self.heap_bytes -= e.data.heap_bytes();
         Some(e)
     }
 }
@@ -425,23 +454,48 @@ impl Store {
     pub async fn put(&self, key: impl AsRef<[u8]>, value: impl Into<Bytes>) -> Result<ObjectInfo> {
         let key = key.as_ref();
         let value: Bytes = value.into();
-        let ctx = || format!("put {}", show_key(key));
-        self.check_open().map_err(|e| e.context(ctx()))?;
-        check_key(key).map_err(|e| e.context(ctx()))?;
-        self.shared().check_failed().map_err(|e| e.context(ctx()))?;
-        let size = value.len() as u64;
-        let data = if self.is_inline(size) {
-            ObjectData::Inline(value)
-        } else {
-            let extent = data::allocate(self.shared(), key, size).map_err(|e| e.context(ctx()))?;
-            data::write_object(self.shared(), &extent, &value)
-                .await
-                .map_err(|e| e.context(ctx()))?;
-            ObjectData::Heap(extent)
+        let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
+        let data = match self.stage_put(key, &value).map_err(ctx)? {
+            Staged::Ready(data) => data,
+            Staged::Write(extent, crc) => {
+                data::write_object(self.shared(), &extent, &value)
+                    .await
+                    .map_err(ctx)?;
+                ObjectData::Heap { extent, crc }
+            }
         };
-        self.commit_object(key, size, data)
+        self.commit_object(key, value.len() as u64, data)
             .await
-            .map_err(|e| e.context(ctx()))
+            .map_err(ctx)
+    }
+
+    /// [`put`](Self::put) for blocking callers: a value that fits one device
+    /// request is written with `pwrite` on the calling thread.
+    pub(crate) fn put_blocking(&self, key: &[u8], value: Bytes) -> Result<ObjectInfo> {
+        let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
+        let data = match self.stage_put(key, &value).map_err(ctx)? {
+            Staged::Ready(data) => data,
+            Staged::Write(extent, crc) => {
+                data::write_object_blocking(self.shared(), &extent, &value).map_err(ctx)?;
+                ObjectData::Heap { extent, crc }
+            }
+        };
+        futures::executor::block_on(self.commit_object(key, value.len() as u64, data)).map_err(ctx)
+    }
+
+    /// Checks a put and decides where its value goes: inline, or into
+    /// freshly allocated pieces (with a checksum when small enough).
+    fn stage_put(&self, key: &[u8], value: &Bytes) -> Result<Staged> {
+        self.check_open()?;
+        check_key(key)?;
+        self.shared().check_failed()?;
+        let size = value.len() as u64;
+        if self.is_inline(size) {
+            return Ok(Staged::Ready(ObjectData::Inline(value.clone())));
+        }
+        let extent = data::allocate(self.shared(), key, size)?;
+        let crc = (size <= CHECKSUM_LIMIT).then(|| crc32c::crc32c(value));
+        Ok(Staged::Write(extent, crc))
     }
 
     pub(crate) fn is_inline(&self, size: u64) -> bool {
@@ -522,7 +576,7 @@ impl Store {
             ObjectData::Inline(b) => {
                 Located::Ready(b.slice(offset as usize..(offset + len) as usize))
             }
-            ObjectData::Heap(extent) => Located::Heap(extent, offset, len),
+            ObjectData::Heap { extent, .. } => Located::Heap(extent, offset, len),
         })
     }
 

@@ -21,8 +21,9 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::{
     MetaExtent, Superblock, BLOCK_SHIFT, BLOCK_SIZE, FORMAT_VERSION, SUPER_BLOCKS,
 };
-use crate::io::{self, AlignedBuf, IoEngine, IoEngineKind, PortableEngine};
-use crate::meta::recovery;
+use crate::io::{self, round_up, AlignedBuf, IoEngine, IoEngineKind, PortableEngine};
+use crate::meta::block::{choose_slot, SlotContent};
+use crate::meta::recovery::{self, ScannedBlock};
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{Piece, Tuple, TupleValue};
 use crate::options::{Options, MIN_CAPACITY};
@@ -268,19 +269,71 @@ async fn recover(
         alloc.lock().mark_allocated(piece)?;
         metadata_bytes += piece.len_bytes();
     }
-    let scanned = recovery::scan(engine.as_ref(), sb.store_id, &sb.meta_extents).await?;
+    let mut scanned = recovery::scan(engine.as_ref(), sb.store_id, &sb.meta_extents).await?;
+
+    // Each block's state is its newer valid slot. The newest group may have
+    // been cut before its final sync: its checksummed objects are verified,
+    // and a block whose new slot points at bytes that never reached the disk
+    // falls back to its other slot (the state before that group), which is
+    // then the one kept: the next write goes over the rejected slot.
+    let mut chosen = Vec::with_capacity(scanned.len());
+    for b in &scanned {
+        chosen.push(
+            choose_slot(&b.slots)
+                .map_err(|e| e.context(format!("tuple block at byte {}", b.offset)))?,
+        );
+    }
+    let seq_of = |b: &ScannedBlock, w: Option<usize>| w.and_then(|w| b.slots[w].seq()).unwrap_or(0);
+    let last_seq = scanned
+        .iter()
+        .zip(&chosen)
+        .map(|(b, w)| seq_of(b, *w))
+        .max()
+        .unwrap_or(0);
+    let max_seq = scanned
+        .iter()
+        .flat_map(|b| b.slots.iter().filter_map(SlotContent::seq))
+        .max()
+        .unwrap_or(0);
+    let mut next_slots = Vec::with_capacity(scanned.len());
+    let mut dirty = BTreeSet::new();
+    for (no, b) in scanned.iter().enumerate() {
+        let mut next = chosen[no].map_or(0, |w| 1 - w as u8);
+        if let Some(w) = chosen[no] {
+            if seq_of(b, Some(w)) == last_seq
+                && !verify_new_objects(engine.as_ref(), &b.slots[w], total).await?
+            {
+                chosen[no] = match &b.slots[1 - w] {
+                    SlotContent::Valid { .. } => Some(1 - w),
+                    SlotContent::Empty => None,
+                    SlotContent::Invalid(why) => {
+                        return Err(corrupt(format!(
+                            "tuple block at byte {}: newest slot points at unwritten data and the other is damaged ({why})",
+                            b.offset
+                        )))
+                    }
+                };
+                next = w as u8;
+                dirty.insert(no as u32);
+            }
+        }
+        next_slots.push(next);
+    }
 
     // Resolve duplicates: the largest version of each key wins.
     let mut table = TupleBlockTable::default();
     let mut winners: HashMap<Box<[u8]>, (u32, Tuple)> = HashMap::new();
-    let mut dirty = BTreeSet::new();
-    let mut max_seq = 0;
-    for (no, block) in scanned.into_iter().enumerate() {
+    for (no, block) in scanned.iter_mut().enumerate() {
         let no = no as u32;
-        let next_slot = block.slot.map_or(0, |s| 1 - s as u8);
-        table.push_block(block.offset, next_slot);
-        max_seq = max_seq.max(block.seq);
-        for t in block.tuples {
+        table.push_block(block.offset, next_slots[no as usize]);
+        let tuples = match chosen[no as usize] {
+            Some(w) => match std::mem::replace(&mut block.slots[w], SlotContent::Empty) {
+                SlotContent::Valid { tuples, .. } => tuples,
+                _ => Vec::new(),
+            },
+            None => Vec::new(),
+        };
+        for t in tuples {
             match winners.get(&t.key) {
                 None => {
                     winners.insert(t.key.clone(), (no, t));
@@ -324,7 +377,7 @@ async fn recover(
             let len = t.encoded_len();
             let data = match t.value {
                 TupleValue::Inline(b) => ObjectData::Inline(b),
-                TupleValue::Pieces(pieces) => {
+                TupleValue::Heap { pieces, crc } => {
                     let mut a = alloc.lock();
                     for (i, p) in pieces.iter().enumerate() {
                         if let Err(e) = a.mark_allocated(*p) {
@@ -337,7 +390,10 @@ async fn recover(
                         }
                     }
                     drop(a);
-                    ObjectData::Heap(shared.new_extent(pieces))
+                    ObjectData::Heap {
+                        extent: shared.new_extent(pieces),
+                        crc,
+                    }
                 }
             };
             let (id, _) = st.link(Entry {
@@ -352,11 +408,74 @@ async fn recover(
         }
     }
     let mut committer = Committer::new(shared.clone(), table, sb, max_seq + 1);
-    if !dirty.is_empty() {
-        // Drop the losing duplicates from disk before anything can reuse
-        // the pieces they point at.
+    if dirty.is_empty() {
+        // What was verified may so far sit only in a volatile cache (the
+        // previous process died before its sync): make it durable before
+        // anything is served on top of it.
+        shared
+            .engine
+            .sync()
+            .await
+            .map_err(|e| Error::io("syncing at open", e))?;
+    } else {
+        // Drop losing duplicates and rejected slots from disk before
+        // anything can reuse the pieces they point at (this syncs too).
         let seq = committer.bump();
-        committer.write_blocks(&dirty, seq)?;
+        committer.write_blocks(&dirty, seq, seq).await?;
     }
     Ok(Store::start(shared, committer, lock))
+}
+
+/// Checks the checksummed objects that the group which wrote `slot`
+/// committed itself (version ≥ its first version): `false` when any of
+/// them does not hold the bytes its tuple promises.
+async fn verify_new_objects(
+    engine: &dyn IoEngine,
+    slot: &SlotContent,
+    total_blocks: u64,
+) -> Result<bool> {
+    let SlotContent::Valid {
+        group_first,
+        tuples,
+        ..
+    } = slot
+    else {
+        return Ok(true);
+    };
+    for t in tuples.iter().filter(|t| t.version >= *group_first) {
+        let TupleValue::Heap {
+            pieces,
+            crc: Some(crc),
+        } = &t.value
+        else {
+            continue;
+        };
+        let mut left = t.size;
+        let mut sum = 0u32;
+        for p in pieces {
+            if left == 0 {
+                break;
+            }
+            if p.start + (1u64 << p.order) > total_blocks {
+                return Err(corrupt(format!(
+                    "piece at block {} lies past the end of the store",
+                    p.start
+                )));
+            }
+            let n = left.min(p.len_bytes());
+            let (r, buf) = engine
+                .read_at(
+                    AlignedBuf::zeroed(round_up(n as usize, BLOCK_SIZE)),
+                    p.offset(),
+                )
+                .await;
+            r.map_err(|e| Error::io("verifying recently committed objects", e))?;
+            sum = crc32c::crc32c_append(sum, &buf.as_slice()[..n as usize]);
+            left -= n;
+        }
+        if sum != *crc {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }

@@ -135,7 +135,7 @@ impl Upload {
         }
         let data = match self.target {
             Target::Inline(buf) => ObjectData::Inline(Bytes::from(buf.into_inner())),
-            Target::Heap(extent) => ObjectData::Heap(extent),
+            Target::Heap(extent) => ObjectData::Heap { extent, crc: None },
         };
         self.store
             .commit_object(&self.key, self.size, data)
