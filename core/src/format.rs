@@ -62,6 +62,10 @@ pub struct Superblock {
     pub seq: u64,
     /// Creation time, microseconds since the Unix epoch.
     pub created_micros: u64,
+    /// Sequence of the last tuple-block group when the store was closed
+    /// cleanly (0 otherwise): open skips verifying that group's objects
+    /// when the newest tuple blocks still carry it.
+    pub clean_seq: u64,
     /// Metadata extents in allocation order.
     pub meta_extents: Vec<MetaExtent>,
 }
@@ -75,7 +79,8 @@ const SB_STORE_ID: usize = 32;
 const SB_SEQ: usize = 40;
 const SB_CREATED: usize = 48;
 const SB_EXTENT_COUNT: usize = 56;
-const SB_EXTENTS: usize = 64;
+const SB_CLEAN_SEQ: usize = 64;
+const SB_EXTENTS: usize = 72;
 const SB_EXTENT_LEN: usize = 9;
 const SB_CRC: usize = BLOCK_SIZE - 4;
 
@@ -93,6 +98,7 @@ impl Superblock {
         put_u64(&mut b, SB_CREATED, self.created_micros);
         assert!(self.meta_extents.len() <= MAX_META_EXTENTS);
         put_u16(&mut b, SB_EXTENT_COUNT, self.meta_extents.len() as u16);
+        put_u64(&mut b, SB_CLEAN_SEQ, self.clean_seq);
         for (i, e) in self.meta_extents.iter().enumerate() {
             let at = SB_EXTENTS + i * SB_EXTENT_LEN;
             put_u64(&mut b, at, e.start);
@@ -166,6 +172,7 @@ impl Superblock {
             store_id: get_u64(b, SB_STORE_ID),
             seq: get_u64(b, SB_SEQ),
             created_micros: get_u64(b, SB_CREATED),
+            clean_seq: get_u64(b, SB_CLEAN_SEQ),
             meta_extents,
         }))
     }
@@ -212,6 +219,7 @@ mod tests {
             store_id: 0xdead_beef,
             seq: 3,
             created_micros: 1_700_000_000_000_000,
+            clean_seq: 2,
             meta_extents: vec![MetaExtent {
                 start: 64,
                 order: 6,

@@ -142,6 +142,16 @@ impl Committer {
                 self.poison(&e);
             }
         }
+        // Every group is synced: record that in the superblock, so the next
+        // open need not read back the newest group's objects to verify them.
+        if !self.shared.failed.load(Ordering::Acquire) {
+            let mut sb = self.superblock.clone();
+            sb.seq += 1;
+            sb.clean_seq = self.next_version - 1;
+            if write_superblock(&self.shared, &sb).is_ok() {
+                self.superblock = sb;
+            }
+        }
     }
 
     fn poison(&self, _cause: &Error) {

@@ -201,6 +201,7 @@ async fn create(engine: &dyn IoEngine, size: u64, options: &Options) -> Result<S
         store_id: u64::from_le_bytes(id),
         seq: 0,
         created_micros: now_micros(),
+        clean_seq: 0,
         meta_extents: vec![MetaExtent {
             start: piece.start,
             order: piece.order,
@@ -301,6 +302,7 @@ async fn recover(
         let mut next = chosen[no].map_or(0, |w| 1 - w as u8);
         if let Some(w) = chosen[no] {
             if seq_of(b, Some(w)) == last_seq
+                && last_seq != sb.clean_seq
                 && !verify_new_objects(engine.as_ref(), &b.slots[w], total).await?
             {
                 chosen[no] = match &b.slots[1 - w] {
