@@ -455,3 +455,65 @@ fn auto_engine_prefers_io_uring_here() {
         assert_eq!(name, "io_uring");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_held_by_another_process_is_locked_and_a_killed_holder_leaves_none() {
+    let t = temp_path();
+    Store::open(&t.path, options(blobcask::IoEngineKind::Portable))
+        .await
+        .unwrap()
+        .close()
+        .await
+        .unwrap();
+    // `flock(1)` takes the same kind of lock (flock(2)) on the file and,
+    // with -o, holds it in its own process only (not in the command).
+    let Ok(mut holder) = std::process::Command::new("flock")
+        .arg("-o")
+        .arg(&t.path)
+        .args(["sleep", "20"])
+        .spawn()
+    else {
+        eprintln!("skipping: flock(1) is not installed");
+        return;
+    };
+    let mut locked = false;
+    for _ in 0..100 {
+        match Store::open(&t.path, Options::new()).await {
+            Err(e) if e.kind() == ErrorKind::Locked => {
+                locked = true;
+                break;
+            }
+            Ok(s) => {
+                s.close().await.unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(locked, "another process's lock was not seen");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let s = Store::open(&t.path, Options::new()).await.unwrap();
+    s.close().await.unwrap();
+}
+
+#[test]
+fn device_errors_are_io_and_stop_changes_until_reopen() {
+    use blobcask::io::fault::MemDevice;
+    let dev = std::sync::Arc::new(MemDevice::new(4 << 20));
+    let s = blobcask::blocking::Store::open_with_engine(dev.clone(), Options::new()).unwrap();
+    s.put("a", pattern(1, 10_000)).unwrap();
+    dev.crash_now();
+    assert_eq!(
+        s.put("b", pattern(2, 10_000)).unwrap_err().kind(),
+        ErrorKind::Io
+    );
+    assert_eq!(s.get("a").unwrap_err().kind(), ErrorKind::Io);
+    drop(s);
+    // After the cut, the durable image still holds the acknowledged put.
+    let image = dev.crash_image(blobcask::io::fault::CrashMode::DropUnsynced);
+    let dev = std::sync::Arc::new(MemDevice::from_image(image));
+    let s = blobcask::blocking::Store::open_with_engine(dev, Options::new()).unwrap();
+    assert_eq!(s.get("a").unwrap(), pattern(1, 10_000));
+    assert!(!s.contains("b"));
+}
