@@ -1,18 +1,25 @@
-//! The committer's view of the tuple blocks: which entries each block holds,
-//! how full it is, and which of its two slots the next write goes to.
+//! The committer's view of the tuple blocks: how full each is, which of its
+//! two slots the next write goes to, and a bounded cache of block contents.
+//!
+//! Keys live in RAM only in the index; a block's tuples are kept here only
+//! while the block is being changed or was changed recently. A block whose
+//! content is not cached is read back from its current slot before it is
+//! changed (read-modify-write), so memory stays bounded by the cache.
 //!
 //! Owned by the commit thread alone; readers never touch it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use crate::format::{MetaExtent, BLOCK_SIZE};
-use crate::index::EntryId;
 use crate::meta::block::BLOCK_PAYLOAD;
+use crate::meta::tuple::Tuple;
 
 /// Blocks with at least this much free payload are candidates for new tuples.
 const MIN_ROOM: usize = 128;
 /// How many candidate blocks a placement looks at before asking for growth.
 const PLACE_SCAN: usize = 64;
+/// Block contents kept decoded between groups.
+pub(crate) const IMAGE_CACHE: usize = 256;
 
 /// One logical tuple block.
 #[derive(Debug)]
@@ -22,22 +29,24 @@ pub(crate) struct BlockState {
     /// Slot the next write goes to: never the one holding the last synced
     /// state, so a torn write cannot destroy it.
     pub next_slot: u8,
-    /// Entries whose tuples live here.
-    pub members: Vec<EntryId>,
-    /// Encoded tuples of superseded versions that moved to another block.
-    /// They stay until the new block is durable, then go (see commit.rs).
-    pub stale: Vec<Vec<u8>>,
-    /// Payload bytes used by members and stale tuples.
+    /// Whether the other slot holds the block's state (false: empty block).
+    pub has_state: bool,
+    /// Payload bytes used by the block's tuples.
     pub used: usize,
 }
 
 impl BlockState {
     pub fn free(&self) -> usize {
-        BLOCK_PAYLOAD - self.used
+        BLOCK_PAYLOAD.saturating_sub(self.used)
     }
 
     pub fn slot_offset(&self, slot: u8) -> u64 {
         self.offset + slot as u64 * BLOCK_SIZE as u64
+    }
+
+    /// Offset of the slot holding the current state.
+    pub fn current_offset(&self) -> u64 {
+        self.slot_offset(self.next_slot ^ 1)
     }
 }
 
@@ -49,6 +58,8 @@ pub(crate) struct TupleBlockTable {
     /// Block that took the last new tuple: filled first so a group touches
     /// as few blocks as possible.
     last_placed: Option<u32>,
+    /// Decoded contents of recently changed blocks.
+    pub images: HashMap<u32, Vec<Tuple>>,
 }
 
 impl TupleBlockTable {
@@ -56,19 +67,19 @@ impl TupleBlockTable {
     pub fn add_extent(&mut self, extent: MetaExtent) {
         for i in 0..extent.tuple_blocks() {
             let offset = (extent.start + 2 * i) * BLOCK_SIZE as u64;
-            self.push_block(offset, 0);
+            let no = self.push_block(offset, 0, false);
+            self.images.insert(no, Vec::new());
         }
     }
 
     /// Adds one block found at open; `next_slot` is the slot not holding its
-    /// state.
-    pub fn push_block(&mut self, offset: u64, next_slot: u8) -> u32 {
+    /// state, `has_state` whether the other one does.
+    pub fn push_block(&mut self, offset: u64, next_slot: u8, has_state: bool) -> u32 {
         let no = self.blocks.len() as u32;
         self.blocks.push(BlockState {
             offset,
             next_slot,
-            members: Vec::new(),
-            stale: Vec::new(),
+            has_state,
             used: 0,
         });
         self.with_room.insert(no);
@@ -90,41 +101,38 @@ impl TupleBlockTable {
             .find(|&b| self.blocks[b as usize].free() >= len)
     }
 
-    /// Records that `id` (tuple of `len` bytes) now lives in `block`.
-    pub fn add(&mut self, block: u32, id: EntryId, len: usize) {
-        let b = &mut self.blocks[block as usize];
-        b.members.push(id);
-        b.used += len;
-        debug_assert!(b.used <= BLOCK_PAYLOAD);
-        self.last_placed = Some(block);
-        self.refresh(block);
-    }
-
-    /// Records that `id`'s tuple (`len` bytes) left `block`.
-    pub fn remove(&mut self, block: u32, id: EntryId, len: usize) {
-        let b = &mut self.blocks[block as usize];
-        if let Some(i) = b.members.iter().position(|&m| m == id) {
-            b.members.swap_remove(i);
-            b.used -= len;
+    /// Accounts `len` more payload bytes in `block`.
+    pub fn grow_used(&mut self, block: u32, len: usize, placed: bool) {
+        self.blocks[block as usize].used += len;
+        if placed {
+            self.last_placed = Some(block);
         }
         self.refresh(block);
     }
 
-    /// Keeps a superseded tuple's bytes in `block` until they may go.
-    pub fn keep_stale(&mut self, block: u32, encoded: Vec<u8>) {
+    /// Accounts `len` fewer payload bytes in `block`.
+    pub fn shrink_used(&mut self, block: u32, len: usize) {
         let b = &mut self.blocks[block as usize];
-        b.used += encoded.len();
-        b.stale.push(encoded);
+        b.used = b.used.saturating_sub(len);
         self.refresh(block);
     }
 
-    /// Drops every stale tuple of `block`.
-    pub fn clear_stale(&mut self, block: u32) {
-        let b = &mut self.blocks[block as usize];
-        let freed: usize = b.stale.iter().map(Vec::len).sum();
-        b.stale.clear();
-        b.used -= freed;
-        self.refresh(block);
+    /// Drops cached contents beyond the cache size, keeping `keep`.
+    pub fn trim_images(&mut self, keep: &BTreeSet<u32>) {
+        if self.images.len() <= IMAGE_CACHE {
+            return;
+        }
+        let excess = self.images.len() - IMAGE_CACHE;
+        let victims: Vec<u32> = self
+            .images
+            .keys()
+            .copied()
+            .filter(|b| !keep.contains(b))
+            .take(excess)
+            .collect();
+        for b in victims {
+            self.images.remove(&b);
+        }
     }
 
     fn refresh(&mut self, block: u32) {
@@ -150,15 +158,26 @@ mod tests {
         assert_eq!(t.blocks.len(), 2);
         assert_eq!(t.blocks[1].offset, 12 * BLOCK_SIZE as u64);
         let b = t.place(1000).unwrap();
-        t.add(b, 1, 1000);
+        t.grow_used(b, 1000, true);
         assert_eq!(t.place(1000), Some(b));
-        t.add(b, 2, BLOCK_PAYLOAD - 1000 - 50);
+        t.grow_used(b, BLOCK_PAYLOAD - 1000 - 50, true);
         let other = t.place(100).unwrap();
         assert_ne!(other, b);
-        t.remove(b, 2, BLOCK_PAYLOAD - 1000 - 50);
+        t.shrink_used(b, BLOCK_PAYLOAD - 1000 - 50);
         assert_eq!(t.blocks[b as usize].used, 1000);
-        t.keep_stale(b, vec![0; 300]);
-        t.clear_stale(b);
-        assert_eq!(t.blocks[b as usize].used, 1000);
+    }
+
+    #[test]
+    fn image_cache_is_bounded_and_keeps_dirty_blocks() {
+        let mut t = TupleBlockTable::default();
+        t.add_extent(MetaExtent {
+            start: 0,
+            order: 10,
+        });
+        assert_eq!(t.images.len(), 512);
+        let keep: BTreeSet<u32> = [0, 1, 511].into_iter().collect();
+        t.trim_images(&keep);
+        assert_eq!(t.images.len(), IMAGE_CACHE);
+        assert!(keep.iter().all(|b| t.images.contains_key(b)));
     }
 }

@@ -30,9 +30,9 @@ use super::{now_micros, Entry, ObjectData, ObjectInfo, Shared};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{MetaExtent, Superblock, BLOCK_SIZE, MAX_META_EXTENTS};
 use crate::io::AlignedBuf;
-use crate::meta::block::{encode_slot, SlotIdentity};
+use crate::meta::block::{decode_slot, encode_slot, SlotContent, SlotIdentity};
 use crate::meta::table::TupleBlockTable;
-use crate::meta::tuple;
+use crate::meta::tuple::{self, Tuple};
 
 /// Most requests folded into one group.
 const MAX_GROUP: usize = 1024;
@@ -89,8 +89,9 @@ pub(crate) struct Committer {
     table: TupleBlockTable,
     superblock: Superblock,
     next_version: u64,
-    /// Blocks holding stale copies of moved tuples.
-    stale_blocks: BTreeSet<u32>,
+    /// Superseded tuples left in their old block when a key moved: (block,
+    /// key, version), removed in step 0 of the next group.
+    stale: Vec<(u32, Box<[u8]>, u64)>,
     /// Keys whose stale copy is not yet removed: their changes wait.
     stale_keys: HashSet<Box<[u8]>>,
     deferred: VecDeque<Request>,
@@ -108,7 +109,7 @@ impl Committer {
             table,
             superblock,
             next_version,
-            stale_blocks: BTreeSet::new(),
+            stale: Vec::new(),
             stale_keys: HashSet::new(),
             deferred: VecDeque::new(),
         }
@@ -137,7 +138,7 @@ impl Committer {
             }
             self.commit_group(batch);
         }
-        if !self.stale_blocks.is_empty() && !self.shared.failed.load(Ordering::Acquire) {
+        if !self.stale.is_empty() && !self.shared.failed.load(Ordering::Acquire) {
             if let Err(e) = self.remove_stale() {
                 self.poison(&e);
             }
@@ -163,7 +164,7 @@ impl Committer {
             batch.into_iter().for_each(|r| fail_request(r, &e));
             return;
         }
-        let step0 = if self.stale_blocks.is_empty() {
+        let step0 = if self.stale.is_empty() {
             Ok(())
         } else {
             self.remove_stale()
@@ -229,18 +230,12 @@ impl Committer {
                         self.deferred.push_back(Request::Delete { key, reply });
                         continue;
                     }
-                    let removed = self.shared.state.write().unlink(&key);
-                    match removed {
-                        None => {
+                    match self.apply_delete(&key, &mut dirty, &mut release) {
+                        Ok(true) => acks.push(Ack::Done(reply)),
+                        Ok(false) => {
                             drop(reply.send(Err(Error::new(ErrorKind::NotFound, "no such key"))))
                         }
-                        Some((id, entry)) => {
-                            self.bump();
-                            self.table.remove(entry.block, id, entry.tuple_len());
-                            dirty.insert(entry.block);
-                            release.push(entry);
-                            acks.push(Ack::Done(reply));
-                        }
+                        Err(e) => drop(reply.send(Err(e))),
                     }
                 }
             }
@@ -284,15 +279,16 @@ impl Committer {
         dirty: &mut BTreeSet<u32>,
         release: &mut Vec<Entry>,
     ) -> Result<ObjectInfo> {
-        let len = tuple::encoded_len(key.len(), &data.tuple_value());
+        let value = data.tuple_value();
+        let len = tuple::encoded_len(key.len(), &value);
         let old = {
             let st = self.shared.state.read();
             st.index
                 .get(&key)
-                .and_then(|id| st.entry(id).map(|e| (id, e.block, e.tuple_len())))
+                .and_then(|id| st.entry(id).map(|e| (e.block, e.tuple_len(), e.version)))
         };
         let block = match old {
-            Some((_, b, old_len)) if self.table.blocks[b as usize].free() + old_len >= len => b,
+            Some((b, old_len, _)) if self.table.blocks[b as usize].free() + old_len >= len => b,
             _ => match self.table.place(len) {
                 Some(b) => b,
                 None => {
@@ -306,46 +302,145 @@ impl Committer {
                 }
             },
         };
-        let entry = Entry {
+        // Load the block before anything changes, so a failed read leaves
+        // the in-memory state untouched.
+        self.load_image(block)?;
+        let tuple = Tuple {
             key,
             version: self.bump(),
             created_micros: now_micros(),
+            size,
+            value,
+        };
+        let entry = Entry {
+            key_len: tuple.key.len() as u16,
+            version: tuple.version,
+            created_micros: tuple.created_micros,
             size,
             data,
             block,
         };
         let info = entry.info();
-        let (id, replaced) = self.shared.state.write().link(entry);
-        if let (Some((old_id, old_block, old_len)), Some(old_entry)) = (old, replaced) {
-            self.table.remove(old_block, old_id, old_len);
-            if old_block != block {
-                let mut encoded = Vec::with_capacity(old_len);
-                old_entry.tuple().encode_into(&mut encoded);
-                self.table.keep_stale(old_block, encoded);
-                self.stale_blocks.insert(old_block);
-                self.stale_keys.insert(old_entry.key.clone());
+        let (_, replaced) = self.shared.state.write().link(&tuple.key, entry);
+        let image = self.table.images.get_mut(&block).expect("image loaded");
+        match old {
+            Some((old_block, old_len, old_version)) if old_block == block => {
+                let at = image
+                    .iter()
+                    .position(|t| t.key == tuple.key && t.version == old_version);
+                match at {
+                    Some(i) => image[i] = tuple,
+                    None => image.push(tuple),
+                }
+                self.table.shrink_used(block, old_len);
+                self.table.grow_used(block, len, false);
             }
-            release.push(old_entry);
+            Some((old_block, _, old_version)) => {
+                // The old tuple stays where it is until the new one is
+                // durable; step 0 of the next group removes it.
+                self.stale.push((old_block, tuple.key.clone(), old_version));
+                self.stale_keys.insert(tuple.key.clone());
+                image.push(tuple);
+                self.table.grow_used(block, len, true);
+            }
+            None => {
+                image.push(tuple);
+                self.table.grow_used(block, len, true);
+            }
         }
-        self.table.add(block, id, len);
+        release.extend(replaced);
         dirty.insert(block);
         Ok(info)
     }
 
+    fn apply_delete(
+        &mut self,
+        key: &[u8],
+        dirty: &mut BTreeSet<u32>,
+        release: &mut Vec<Entry>,
+    ) -> Result<bool> {
+        let block = {
+            let st = self.shared.state.read();
+            match st.lookup(key) {
+                Some(e) => e.block,
+                None => return Ok(false),
+            }
+        };
+        self.load_image(block)?;
+        let Some((_, entry)) = self.shared.state.write().unlink(key) else {
+            return Ok(false);
+        };
+        self.bump();
+        let image = self.table.images.get_mut(&block).expect("image loaded");
+        image.retain(|t| !(&*t.key == key && t.version == entry.version));
+        self.table.shrink_used(block, entry.tuple_len());
+        dirty.insert(block);
+        release.push(entry);
+        Ok(true)
+    }
+
+    /// Makes sure `block`'s content is in the image cache, reading its
+    /// current slot when it is not.
+    fn load_image(&mut self, block: u32) -> Result<()> {
+        if self.table.images.contains_key(&block) {
+            return Ok(());
+        }
+        let state = &self.table.blocks[block as usize];
+        let tuples = if state.has_state {
+            let (r, buf) = self
+                .shared
+                .engine
+                .read_at_blocking(AlignedBuf::zeroed(BLOCK_SIZE), state.current_offset());
+            r.map_err(|e| Error::io("reading a tuple block to change it", e))?;
+            let id = SlotIdentity {
+                store_id: self.shared.geometry.store_id,
+                block_no: block,
+            };
+            match decode_slot(id, buf.as_slice()) {
+                SlotContent::Valid { tuples, .. } => tuples,
+                SlotContent::Empty => Vec::new(),
+                SlotContent::Invalid(why) => {
+                    let e = Error::new(
+                        ErrorKind::Corrupt,
+                        format!("tuple block {block} no longer reads back: {why}"),
+                    );
+                    self.poison(&e);
+                    return Err(e);
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        self.table.images.insert(block, tuples);
+        Ok(())
+    }
+
     /// Step 0: drops stale copies from their blocks and makes that durable.
     fn remove_stale(&mut self) -> Result<()> {
-        let blocks = std::mem::take(&mut self.stale_blocks);
-        for &b in &blocks {
-            self.table.clear_stale(b);
+        let stale = std::mem::take(&mut self.stale);
+        let mut blocks = BTreeSet::new();
+        for (block, key, version) in stale {
+            self.load_image(block)?;
+            let image = self.table.images.get_mut(&block).expect("image loaded");
+            if let Some(i) = image
+                .iter()
+                .position(|t| t.key == key && t.version == version)
+            {
+                let gone = image.swap_remove(i);
+                self.table.shrink_used(block, gone.encoded_len());
+                blocks.insert(block);
+            }
         }
-        let seq = self.bump();
-        self.write_blocks_now(&blocks, seq, seq)?;
+        if !blocks.is_empty() {
+            let seq = self.bump();
+            self.write_blocks_now(&blocks, seq, seq)?;
+        }
         self.stale_keys.clear();
         Ok(())
     }
 
-    /// Encodes each block's current content for its spare slot. `seq` is
-    /// the group's last version, `group_first` its first.
+    /// Encodes each block's cached content for its spare slot. `seq` is the
+    /// group's last version, `group_first` its first.
     fn encode_blocks(
         &self,
         blocks: &BTreeSet<u32>,
@@ -353,26 +448,28 @@ impl Committer {
         group_first: u64,
     ) -> Vec<(u64, AlignedBuf)> {
         let store_id = self.shared.geometry.store_id;
-        let st = self.shared.state.read();
         let mut payload = Vec::with_capacity(BLOCK_SIZE);
         let mut out = Vec::with_capacity(blocks.len());
         for &b in blocks {
             let state = &self.table.blocks[b as usize];
+            let tuples = &self.table.images[&b];
             payload.clear();
-            for &m in &state.members {
-                let e = st.entry(m).expect("tuple block member has an entry");
-                e.tuple().encode_into(&mut payload);
+            for t in tuples {
+                t.encode_into(&mut payload);
             }
-            for s in &state.stale {
-                payload.extend_from_slice(s);
-            }
-            let count = state.members.len() + state.stale.len();
             let mut buf = AlignedBuf::zeroed(BLOCK_SIZE);
             let id = SlotIdentity {
                 store_id,
                 block_no: b,
             };
-            encode_slot(id, seq, group_first, count, &payload, buf.as_mut_slice());
+            encode_slot(
+                id,
+                seq,
+                group_first,
+                tuples.len(),
+                &payload,
+                buf.as_mut_slice(),
+            );
             out.push((state.slot_offset(state.next_slot), buf));
         }
         out
@@ -382,8 +479,11 @@ impl Committer {
     /// blocks' state, so the next writes go to the other ones.
     fn blocks_written(&mut self, blocks: &BTreeSet<u32>) {
         for &b in blocks {
-            self.table.blocks[b as usize].next_slot ^= 1;
+            let state = &mut self.table.blocks[b as usize];
+            state.next_slot ^= 1;
+            state.has_state = true;
         }
+        self.table.trim_images(blocks);
         self.shared
             .device_bytes_written
             .fetch_add((blocks.len() * BLOCK_SIZE) as u64, Ordering::Relaxed);

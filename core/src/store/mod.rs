@@ -32,7 +32,7 @@ use crate::error::{show_key, Error, ErrorKind, Result};
 use crate::format::BLOCK_SIZE;
 use crate::index::{EntryId, IndexKind, KeyIndex};
 use crate::io::IoEngine;
-use crate::meta::tuple::{self, Piece, Tuple, TupleValue, MAX_KEY_LEN};
+use crate::meta::tuple::{self, Piece, TupleValue, MAX_KEY_LEN};
 use crate::options::Options;
 
 pub use upload::{Upload, PART_ALIGN};
@@ -168,9 +168,11 @@ enum Located {
     Heap(Arc<Extent>, u64, u64),
 }
 
-/// One committed object version, as the index sees it.
+/// One committed object version, as the index sees it. The key itself is
+/// not here: it lives in the index (and on disk in the tuple), so a backend
+/// that compresses keys (FST) really saves their memory.
 pub(crate) struct Entry {
-    pub key: Box<[u8]>,
+    pub key_len: u16,
     pub version: u64,
     pub created_micros: u64,
     pub size: u64,
@@ -184,18 +186,8 @@ impl Entry {
         self.data.tuple_value()
     }
 
-    pub fn tuple(&self) -> Tuple {
-        Tuple {
-            key: self.key.clone(),
-            version: self.version,
-            created_micros: self.created_micros,
-            size: self.size,
-            value: self.tuple_value(),
-        }
-    }
-
     pub fn tuple_len(&self) -> usize {
-        tuple::encoded_len(self.key.len(), &self.tuple_value())
+        tuple::encoded_len(self.key_len as usize, &self.tuple_value())
     }
 
     pub fn info(&self) -> ObjectInfo {
@@ -236,11 +228,10 @@ impl State {
         self.entries.get(id as usize).and_then(Option::as_ref)
     }
 
-    /// Adds an entry and points its key at it; returns the replaced entry.
-    pub fn link(&mut self, entry: Entry) -> (EntryId, Option<Entry>) {
+    /// Adds an entry and points `key` at it; returns the replaced entry.
+    pub fn link(&mut self, key: &[u8], entry: Entry) -> (EntryId, Option<Entry>) {
         self.logical_bytes += entry.size;
         self.heap_bytes += entry.data.heap_bytes();
-        let key = entry.key.clone();
         let id = match self.free_ids.pop() {
             Some(id) => {
                 self.entries[id as usize] = Some(entry);
@@ -251,7 +242,7 @@ impl State {
                 self.entries.len() as EntryId - 1
             }
         };
-        let old = self.index.insert(&key, id).and_then(|o| self.take(o));
+        let old = self.index.insert(key, id).and_then(|o| self.take(o));
         (id, old)
     }
 

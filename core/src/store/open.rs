@@ -327,7 +327,11 @@ async fn recover(
     let mut winners: HashMap<Box<[u8]>, (u32, Tuple)> = HashMap::new();
     for (no, block) in scanned.iter_mut().enumerate() {
         let no = no as u32;
-        table.push_block(block.offset, next_slots[no as usize]);
+        table.push_block(
+            block.offset,
+            next_slots[no as usize],
+            chosen[no as usize].is_some(),
+        );
         let tuples = match chosen[no as usize] {
             Some(w) => match std::mem::replace(&mut block.slots[w], SlotContent::Empty) {
                 SlotContent::Valid { tuples, .. } => tuples,
@@ -373,10 +377,17 @@ async fn recover(
         commit_groups: AtomicU64::new(0),
         metadata_bytes: AtomicU64::new(metadata_bytes),
     });
+    // Blocks rewritten below hold exactly their winning tuples.
+    for &b in &dirty {
+        table.images.insert(b, Vec::new());
+    }
     {
         let mut st = shared.state.write();
         for (_, (block, t)) in winners {
             let len = t.encoded_len();
+            if let Some(image) = table.images.get_mut(&block) {
+                image.push(t.clone());
+            }
             let data = match t.value {
                 TupleValue::Inline(b) => ObjectData::Inline(b),
                 TupleValue::Heap { pieces, crc } => {
@@ -398,15 +409,18 @@ async fn recover(
                     }
                 }
             };
-            let (id, _) = st.link(Entry {
-                key: t.key,
-                version: t.version,
-                created_micros: t.created_micros,
-                size: t.size,
-                data,
-                block,
-            });
-            table.add(block, id, len);
+            st.link(
+                &t.key,
+                Entry {
+                    key_len: t.key.len() as u16,
+                    version: t.version,
+                    created_micros: t.created_micros,
+                    size: t.size,
+                    data,
+                    block,
+                },
+            );
+            table.grow_used(block, len, false);
         }
     }
     let mut committer = Committer::new(shared.clone(), table, sb, max_seq + 1);
