@@ -72,6 +72,17 @@ impl Store {
     pub fn begin_upload(&self, key: impl AsRef<[u8]>, size: u64) -> Result<Upload> {
         block_on(self.inner.begin_upload(key, size)).map(|inner| Upload { inner })
     }
+    /// See [`crate::Store::list`] (listing never blocks on I/O).
+    pub fn list(&self, prefix: impl AsRef<[u8]>) -> Result<crate::Keys> {
+        self.inner.list(prefix)
+    }
+    /// See [`crate::Store::range`].
+    pub fn range<K: AsRef<[u8]>>(
+        &self,
+        range: impl std::ops::RangeBounds<K>,
+    ) -> Result<crate::Keys> {
+        self.inner.range(range)
+    }
     /// See [`crate::Store::stats`].
     pub fn stats(&self) -> Stats {
         self.inner.stats()

@@ -1,17 +1,18 @@
 //! Behaviour suite: every public operation and every error kind, run on
-//! both I/O engines.
+//! both I/O engines with every index backend.
 
 mod common;
 
-use blobcask::{ErrorKind, Options, Store, MAX_KEY_LEN, PART_ALIGN};
+use blobcask::{ErrorKind, IndexKind, IoEngineKind, Options, Store, MAX_KEY_LEN, PART_ALIGN};
 use common::*;
 
-/// Runs an async behaviour once per engine on a fresh store.
+/// Runs an async behaviour once per engine and index backend on a fresh
+/// store.
 macro_rules! on_every_engine {
     ($name:ident, |$store:ident, $t:ident, $engine:ident| $body:block) => {
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $name() {
-            for $engine in ENGINES {
+            for $engine in setups() {
                 let $t = temp_path();
                 let $store = open(&$t, $engine).await;
                 $body
@@ -387,7 +388,7 @@ async fn foreign_file_is_refused_and_left_untouched() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn newer_format_version_is_unsupported() {
     let t = temp_path();
-    let s = Store::open(&t.path, options(blobcask::IoEngineKind::Portable))
+    let s = Store::open(&t.path, options(IoEngineKind::Portable))
         .await
         .unwrap();
     s.close().await.unwrap();
@@ -428,8 +429,7 @@ async fn bad_options_are_invalid_argument() {
 #[test]
 fn blocking_store_offers_the_same_calls() {
     let t = temp_path();
-    let s =
-        blobcask::blocking::Store::open(&t.path, options(blobcask::IoEngineKind::Auto)).unwrap();
+    let s = blobcask::blocking::Store::open(&t.path, options(IoEngineKind::Auto)).unwrap();
     s.put("k", pattern(1, 30_000)).unwrap();
     assert_eq!(s.get("k").unwrap(), pattern(1, 30_000));
     assert_eq!(s.read("k", 10, 5).unwrap(), pattern(1, 30_000)[10..15]);
@@ -459,7 +459,7 @@ fn auto_engine_prefers_io_uring_here() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_held_by_another_process_is_locked_and_a_killed_holder_leaves_none() {
     let t = temp_path();
-    Store::open(&t.path, options(blobcask::IoEngineKind::Portable))
+    Store::open(&t.path, options(IoEngineKind::Portable))
         .await
         .unwrap()
         .close()
@@ -562,3 +562,83 @@ on_every_engine!(
         assert_eq!(s.stats().objects, keys - (keys - 5).div_ceil(89));
     }
 );
+
+on_every_engine!(
+    ordered_indexes_list_by_prefix_and_range_and_hash_refuses,
+    |s, _t, e| {
+        for i in 0..3000u32 {
+            let dir = ["img", "vid", "doc"][(i % 3) as usize];
+            s.put(
+                format!("{dir}/{i:05}"),
+                pattern(i as u64, (i % 7) as usize * 300),
+            )
+            .await
+            .unwrap();
+        }
+        s.delete("img/00003").await.unwrap();
+        if e.index == blobcask::IndexKind::Hash {
+            let err = s.list("img/").unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Unsupported);
+            assert!(err.to_string().contains("IndexKind::BTree"), "{err}");
+            return;
+        }
+        let imgs: Vec<_> = s.list("img/").unwrap().map(|r| r.unwrap()).collect();
+        assert_eq!(imgs.len(), 999, "{e:?}");
+        assert!(
+            imgs.windows(2).all(|w| w[0].key < w[1].key),
+            "listing is ordered"
+        );
+        assert_eq!(&imgs[0].key[..], b"img/00000");
+        assert_eq!(&imgs[1].key[..], b"img/00006");
+        assert_eq!(imgs[1].size, 6 * 300 % 2100);
+        assert_eq!(imgs[1].version, s.stat("img/00006").await.unwrap().version);
+        let all = s.list("").unwrap().count();
+        assert_eq!(all, 2999);
+        let mid: Vec<_> = s
+            .range("doc/00100".."doc/00200")
+            .unwrap()
+            .map(|r| r.unwrap().key)
+            .collect();
+        assert_eq!(mid.len(), 33);
+        assert!(mid.iter().all(|k| k.starts_with(b"doc/001")));
+        assert_eq!(
+            s.range("z".."a").unwrap().count(),
+            0,
+            "an inverted range is empty"
+        );
+        // A listing does not block writers between pages.
+        let mut it = s.list("vid/").unwrap();
+        let first = it.next().unwrap().unwrap();
+        s.put("vid/zzzz", vec![1u8]).await.unwrap();
+        let rest: Vec<_> = it.map(|r| r.unwrap().key).collect();
+        assert_eq!(&first.key[..], b"vid/00001");
+        assert_eq!(rest.last().map(|k| &k[..]), Some(&b"vid/zzzz"[..]));
+    }
+);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_opens_with_any_index_backend() {
+    let t = temp_path();
+    let s = open(&t, IoEngineKind::Portable).await;
+    for i in 0..500 {
+        s.put(format!("k{i:04}"), pattern(i, 700)).await.unwrap();
+    }
+    s.close().await.unwrap();
+    for index in IndexKind::ALL {
+        let s = open(
+            &t,
+            Setup {
+                engine: IoEngineKind::Portable,
+                index,
+            },
+        )
+        .await;
+        assert_eq!(s.stats().objects, 500);
+        assert_eq!(s.stats().index, index);
+        assert_eq!(s.get("k0123").await.unwrap(), pattern(123, 700));
+        if index != IndexKind::Hash {
+            assert_eq!(s.list("k04").unwrap().count(), 100);
+        }
+        s.close().await.unwrap();
+    }
+}

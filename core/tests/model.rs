@@ -5,7 +5,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use blobcask::{ErrorKind, IoEngineKind, Store, PART_ALIGN};
+use blobcask::{ErrorKind, IndexKind, IoEngineKind, Store, PART_ALIGN};
 use common::*;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -20,7 +20,7 @@ fn random_size(rng: &mut StdRng) -> usize {
     }
 }
 
-async fn run_model(engine: IoEngineKind, seed: u64, ops: usize) {
+async fn run_model(engine: Setup, seed: u64, ops: usize) {
     let t = temp_path();
     let mut store = open(&t, engine).await;
     let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -116,15 +116,33 @@ async fn run_model(engine: IoEngineKind, seed: u64, ops: usize) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn random_operations_match_a_btreemap_on_io_uring() {
+async fn random_operations_match_a_btreemap_on_io_uring_with_each_index() {
     for seed in 0..3 {
-        run_model(IoEngineKind::IoUring, seed, 700).await;
+        let index = IndexKind::ALL[seed as usize % 3];
+        run_model(
+            Setup {
+                engine: IoEngineKind::IoUring,
+                index,
+            },
+            seed,
+            700,
+        )
+        .await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn random_operations_match_a_btreemap_on_portable() {
+async fn random_operations_match_a_btreemap_on_portable_with_each_index() {
     for seed in 10..13 {
-        run_model(IoEngineKind::Portable, seed, 700).await;
+        let index = IndexKind::ALL[seed as usize % 3];
+        run_model(
+            Setup {
+                engine: IoEngineKind::Portable,
+                index,
+            },
+            seed,
+            700,
+        )
+        .await;
     }
 }

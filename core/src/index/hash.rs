@@ -1,8 +1,11 @@
 //! Hash backend: `hashbrown` map with its default (foldhash) hasher.
 
+use std::ops::Bound;
+
 use hashbrown::HashMap;
 
 use super::{EntryId, KeyIndex};
+use crate::error::{Error, ErrorKind, Result};
 
 /// Unordered, fastest point lookups.
 #[derive(Default)]
@@ -33,7 +36,17 @@ impl KeyIndex for HashIndex {
         self.map.len()
     }
 
-    fn is_ordered(&self) -> bool {
-        false
+    fn range(
+        &self,
+        _: Bound<&[u8]>,
+        _: Bound<&[u8]>,
+        _: usize,
+        _: &mut Vec<(Box<[u8]>, EntryId)>,
+    ) -> Result<()> {
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            "the hash index cannot list keys in order; open the store with \
+             Options::index(IndexKind::BTree) or IndexKind::Fst",
+        ))
     }
 }

@@ -1,15 +1,24 @@
 //! The in-memory key index: key → entry id.
 //!
 //! The index only maps keys to ids of entries in the engine's entry table;
-//! everything else about an object lives in the entry. That keeps the trait
-//! small enough for a hash map, an ordered map, or an FST with an overlay.
-//! Backends are picked with [`IndexKind`] and built by [`build`] behind the
-//! [`KeyIndex`] trait; the same store file opens with any backend because the
-//! index is rebuilt from the tuple blocks at open.
+//! everything else about an object lives in the entry, and the key itself
+//! lives only here (and in its tuple on disk). That keeps the trait small
+//! enough for a hash map, an ordered map, or an FST with an overlay, and
+//! lets a compressing backend really save the keys' memory. Backends are
+//! picked with [`IndexKind`] and built by [`build`] behind the [`KeyIndex`]
+//! trait; the same store file opens with any backend because the index is
+//! rebuilt from the tuple blocks at open.
 
+mod btree;
+mod fst;
 mod hash;
 
-pub use hash::HashIndex;
+use std::ops::Bound;
+
+pub use self::btree::BTreeIndex;
+pub use self::fst::FstIndex;
+pub use self::hash::HashIndex;
+use crate::error::Result;
 
 /// Id of an entry in the engine's entry table.
 pub type EntryId = u64;
@@ -21,6 +30,40 @@ pub enum IndexKind {
     /// Hash map: fastest point lookups, no ordered listing. The default.
     #[default]
     Hash,
+    /// Ordered map: listing by prefix or range; lookups a little slower.
+    BTree,
+    /// Finite state transducer of the keys plus a small mutable overlay,
+    /// merged in the background: the least memory per key, ordered.
+    Fst,
+}
+
+impl IndexKind {
+    /// Every backend, for suites that run against all of them.
+    pub const ALL: [IndexKind; 3] = [IndexKind::Hash, IndexKind::BTree, IndexKind::Fst];
+
+    /// Lower-case name (`hash`, `btree`, `fst`), as the bindings spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexKind::Hash => "hash",
+            IndexKind::BTree => "btree",
+            IndexKind::Fst => "fst",
+        }
+    }
+}
+
+impl std::str::FromStr for IndexKind {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        IndexKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                crate::Error::new(
+                    crate::ErrorKind::InvalidArgument,
+                    format!("unknown index {s:?}: expected hash, btree or fst"),
+                )
+            })
+    }
 }
 
 /// What every index backend provides.
@@ -37,25 +80,54 @@ pub trait KeyIndex: Send + Sync {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// Whether keys can be listed in order.
-    fn is_ordered(&self) -> bool;
+    /// Adds many keys at once (at open); backends that build in bulk (FST)
+    /// override it.
+    fn load(&mut self, entries: Vec<(Box<[u8]>, EntryId)>) {
+        for (k, id) in entries {
+            self.insert(&k, id);
+        }
+    }
+    /// Up to `limit` keys in `(start, end)`, in order, appended to `out`.
+    /// Unordered backends return `Unsupported`.
+    fn range(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        limit: usize,
+        out: &mut Vec<(Box<[u8]>, EntryId)>,
+    ) -> Result<()>;
 }
 
 /// Builds the backend `kind` asks for.
 pub fn build(kind: IndexKind) -> Box<dyn KeyIndex> {
     match kind {
         IndexKind::Hash => Box::new(HashIndex::default()),
+        IndexKind::BTree => Box::new(BTreeIndex::default()),
+        IndexKind::Fst => Box::new(FstIndex::default()),
+    }
+}
+
+/// Whether `(start, end)` can hold any key (ordered maps panic on ranges
+/// that end before they start).
+pub(crate) fn nonempty_range(start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+    match (start, end) {
+        (Bound::Included(s), Bound::Included(e)) => s <= e,
+        (Bound::Included(s), Bound::Excluded(e))
+        | (Bound::Excluded(s), Bound::Included(e))
+        | (Bound::Excluded(s), Bound::Excluded(e)) => s < e,
+        _ => true,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
+    use std::collections::BTreeMap;
 
     #[test]
     fn every_backend_maps_inserts_replaces_and_removes() {
-        {
-            let kind = IndexKind::Hash;
+        for kind in IndexKind::ALL {
             let mut ix = build(kind);
             assert!(ix.is_empty());
             assert_eq!(ix.insert(b"a", 1), None);
@@ -65,7 +137,56 @@ mod tests {
             assert_eq!(ix.get(b"zz"), None);
             assert_eq!(ix.remove(b"b"), Some(2));
             assert_eq!(ix.remove(b"b"), None);
-            assert_eq!(ix.len(), 1);
+            assert_eq!(ix.len(), 1, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn hash_index_refuses_ranges_and_names_the_option() {
+        let err = build(IndexKind::Hash)
+            .range(Bound::Unbounded, Bound::Unbounded, 10, &mut vec![])
+            .unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::Unsupported);
+        assert!(err.to_string().contains("IndexKind::BTree"), "{err}");
+    }
+
+    /// Random operations on the ordered backends against a BTreeMap,
+    /// including ranges; enough operations to make the FST merge its
+    /// overlay several times.
+    #[test]
+    fn ordered_backends_match_a_btreemap() {
+        for kind in [IndexKind::BTree, IndexKind::Fst] {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+            let mut ix = build(kind);
+            let mut model = BTreeMap::<Vec<u8>, EntryId>::new();
+            for step in 0..60_000u64 {
+                let key = format!("k/{:05}", rng.random_range(0..20_000)).into_bytes();
+                if rng.random_bool(0.7) {
+                    assert_eq!(
+                        ix.insert(&key, step),
+                        model.insert(key, step),
+                        "{kind:?} insert"
+                    );
+                } else {
+                    assert_eq!(ix.remove(&key), model.remove(&key), "{kind:?} remove");
+                }
+                if step % 5000 == 0 {
+                    let lo = format!("k/{:05}", rng.random_range(0..20_000)).into_bytes();
+                    let mut got = vec![];
+                    ix.range(Bound::Included(&lo), Bound::Unbounded, 300, &mut got)
+                        .unwrap();
+                    let want: Vec<_> = model
+                        .range(lo.clone()..)
+                        .take(300)
+                        .map(|(k, v)| (k.clone().into_boxed_slice(), *v))
+                        .collect();
+                    assert_eq!(got, want, "{kind:?} range at step {step}");
+                }
+            }
+            assert_eq!(ix.len(), model.len());
+            for (k, v) in &model {
+                assert_eq!(ix.get(k), Some(*v));
+            }
         }
     }
 }

@@ -14,10 +14,6 @@ use crate::format::{MetaExtent, BLOCK_SIZE};
 use crate::meta::block::BLOCK_PAYLOAD;
 use crate::meta::tuple::Tuple;
 
-/// Blocks with at least this much free payload are candidates for new tuples.
-const MIN_ROOM: usize = 128;
-/// How many candidate blocks a placement looks at before asking for growth.
-const PLACE_SCAN: usize = 64;
 /// Block contents kept decoded between groups.
 pub(crate) const IMAGE_CACHE: usize = 256;
 
@@ -33,6 +29,8 @@ pub(crate) struct BlockState {
     pub has_state: bool,
     /// Payload bytes used by the block's tuples.
     pub used: usize,
+    /// The free space under which the block is filed in `by_free`.
+    filed_free: usize,
 }
 
 impl BlockState {
@@ -54,7 +52,8 @@ impl BlockState {
 #[derive(Debug, Default)]
 pub(crate) struct TupleBlockTable {
     pub blocks: Vec<BlockState>,
-    with_room: BTreeSet<u32>,
+    /// Every block by (free bytes, number): placement is a best-fit lookup.
+    by_free: BTreeSet<(usize, u32)>,
     /// Block that took the last new tuple: filled first so a group touches
     /// as few blocks as possible.
     last_placed: Option<u32>,
@@ -81,8 +80,9 @@ impl TupleBlockTable {
             next_slot,
             has_state,
             used: 0,
+            filed_free: BLOCK_PAYLOAD,
         });
-        self.with_room.insert(no);
+        self.by_free.insert((BLOCK_PAYLOAD, no));
         no
     }
 
@@ -94,11 +94,8 @@ impl TupleBlockTable {
                 return Some(b);
             }
         }
-        self.with_room
-            .iter()
-            .take(PLACE_SCAN)
-            .copied()
-            .find(|&b| self.blocks[b as usize].free() >= len)
+        // Best fit: the fullest block that still takes the tuple.
+        self.by_free.range((len, 0)..).next().map(|&(_, b)| b)
     }
 
     /// Accounts `len` more payload bytes in `block`.
@@ -136,10 +133,12 @@ impl TupleBlockTable {
     }
 
     fn refresh(&mut self, block: u32) {
-        if self.blocks[block as usize].free() >= MIN_ROOM {
-            self.with_room.insert(block);
-        } else {
-            self.with_room.remove(&block);
+        let b = &mut self.blocks[block as usize];
+        let free = b.free();
+        if free != b.filed_free {
+            self.by_free.remove(&(b.filed_free, block));
+            self.by_free.insert((free, block));
+            b.filed_free = free;
         }
     }
 }

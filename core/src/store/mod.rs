@@ -15,6 +15,7 @@
 
 mod commit;
 mod data;
+mod list;
 mod open;
 mod upload;
 
@@ -35,6 +36,7 @@ use crate::io::IoEngine;
 use crate::meta::tuple::{self, Piece, TupleValue, MAX_KEY_LEN};
 use crate::options::Options;
 
+pub use list::{Keys, ListEntry};
 pub use upload::{Upload, PART_ALIGN};
 
 /// What a commit produced, and what `stat` reports.
@@ -230,9 +232,16 @@ impl State {
 
     /// Adds an entry and points `key` at it; returns the replaced entry.
     pub fn link(&mut self, key: &[u8], entry: Entry) -> (EntryId, Option<Entry>) {
+        let id = self.add(entry);
+        let old = self.index.insert(key, id).and_then(|o| self.take(o));
+        (id, old)
+    }
+
+    /// Adds an entry to the table only (open links keys in bulk after).
+    pub fn add(&mut self, entry: Entry) -> EntryId {
         self.logical_bytes += entry.size;
         self.heap_bytes += entry.data.heap_bytes();
-        let id = match self.free_ids.pop() {
+        match self.free_ids.pop() {
             Some(id) => {
                 self.entries[id as usize] = Some(entry);
                 id
@@ -241,9 +250,7 @@ impl State {
                 self.entries.push(Some(entry));
                 self.entries.len() as EntryId - 1
             }
-        };
-        let old = self.index.insert(key, id).and_then(|o| self.take(o));
-        (id, old)
+        }
     }
 
     /// Removes `key`'s entry from the index and the table.

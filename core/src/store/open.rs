@@ -383,6 +383,7 @@ async fn recover(
     }
     {
         let mut st = shared.state.write();
+        let mut keys = Vec::with_capacity(winners.len());
         for (_, (block, t)) in winners {
             let len = t.encoded_len();
             if let Some(image) = table.images.get_mut(&block) {
@@ -409,19 +410,18 @@ async fn recover(
                     }
                 }
             };
-            st.link(
-                &t.key,
-                Entry {
-                    key_len: t.key.len() as u16,
-                    version: t.version,
-                    created_micros: t.created_micros,
-                    size: t.size,
-                    data,
-                    block,
-                },
-            );
+            let id = st.add(Entry {
+                key_len: t.key.len() as u16,
+                version: t.version,
+                created_micros: t.created_micros,
+                size: t.size,
+                data,
+                block,
+            });
+            keys.push((t.key, id));
             table.grow_used(block, len, false);
         }
+        st.index.load(keys);
     }
     let mut committer = Committer::new(shared.clone(), table, sb, max_seq + 1);
     if dirty.is_empty() {

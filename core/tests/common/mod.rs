@@ -3,10 +3,34 @@
 
 use std::path::PathBuf;
 
-use blobcask::{IoEngineKind, Options, Store};
+use blobcask::{IndexKind, IoEngineKind, Options, Store};
 
-/// The engines every behaviour runs against.
-pub const ENGINES: [IoEngineKind; 2] = [IoEngineKind::IoUring, IoEngineKind::Portable];
+/// One configuration a behaviour runs against.
+#[derive(Debug, Clone, Copy)]
+pub struct Setup {
+    pub engine: IoEngineKind,
+    pub index: IndexKind,
+}
+
+impl From<IoEngineKind> for Setup {
+    fn from(engine: IoEngineKind) -> Self {
+        Setup {
+            engine,
+            index: IndexKind::Hash,
+        }
+    }
+}
+
+/// Every I/O engine with every index backend.
+pub fn setups() -> Vec<Setup> {
+    let mut out = vec![];
+    for engine in [IoEngineKind::IoUring, IoEngineKind::Portable] {
+        for index in IndexKind::ALL {
+            out.push(Setup { engine, index });
+        }
+    }
+    out
+}
 
 /// A temporary directory that lives as long as the returned guard.
 pub struct TempStore {
@@ -26,12 +50,16 @@ pub fn temp_path() -> TempStore {
     TempStore { dir, path }
 }
 
-pub fn options(engine: IoEngineKind) -> Options {
-    Options::new().capacity(64 << 20).io_engine(engine)
+pub fn options(setup: impl Into<Setup>) -> Options {
+    let setup = setup.into();
+    Options::new()
+        .capacity(64 << 20)
+        .io_engine(setup.engine)
+        .index(setup.index)
 }
 
-pub async fn open(t: &TempStore, engine: IoEngineKind) -> Store {
-    Store::open(&t.path, options(engine))
+pub async fn open(t: &TempStore, setup: impl Into<Setup>) -> Store {
+    Store::open(&t.path, options(setup))
         .await
         .expect("open store")
 }

@@ -1,0 +1,246 @@
+//! FST backend: the least memory per key.
+//!
+//! Keys live in an immutable finite state transducer (`fst::Map`, shared
+//! prefixes and suffixes stored once) plus a small ordered overlay of recent
+//! changes (`Some(id)` for a put, `None` for a tombstone). When the overlay
+//! grows past a fraction of the FST it is frozen and merged with the FST into
+//! a new one on a background thread; lookups meanwhile consult the overlay,
+//! then the frozen overlay, then the FST. The finished FST is swapped in on
+//! the next change, an O(1) step, so neither readers nor writers wait for a
+//! merge.
+//!
+//! Invariant: for any key, the newest of (overlay, frozen, base) that
+//! mentions it is its state; `len` counts keys whose state is `Some`.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use fst::{IntoStreamer, Map, MapBuilder, Streamer};
+
+use super::{EntryId, KeyIndex};
+use crate::error::Result;
+
+/// Overlay size that always triggers a merge...
+const MIN_MERGE: usize = 4096;
+/// ...or this fraction (1/n) of the FST, whichever is larger.
+const MERGE_FRACTION: usize = 8;
+
+type Overlay = BTreeMap<Box<[u8]>, Option<EntryId>>;
+
+/// Compressed, ordered key index.
+pub struct FstIndex {
+    base: Arc<Map<Vec<u8>>>,
+    frozen: Arc<Overlay>,
+    overlay: Overlay,
+    len: usize,
+    merge: Option<JoinHandle<Option<Map<Vec<u8>>>>>,
+}
+
+impl Default for FstIndex {
+    fn default() -> Self {
+        FstIndex {
+            base: Arc::new(Map::default()),
+            frozen: Arc::default(),
+            overlay: Overlay::new(),
+            len: 0,
+            merge: None,
+        }
+    }
+}
+
+impl FstIndex {
+    fn lookup(&self, key: &[u8]) -> Option<EntryId> {
+        if let Some(state) = self.overlay.get(key) {
+            return *state;
+        }
+        if let Some(state) = self.frozen.get(key) {
+            return *state;
+        }
+        self.base.get(key)
+    }
+
+    /// Swaps in a finished merge; starts one when the overlay is large.
+    fn maintain(&mut self) {
+        if self.merge.as_ref().is_some_and(JoinHandle::is_finished) {
+            let done = self.merge.take().and_then(|h| h.join().ok()).flatten();
+            match done {
+                Some(map) => self.base = Arc::new(map),
+                // A failed merge keeps its changes: put them back under the
+                // newer ones.
+                None => {
+                    for (k, v) in self.frozen.iter() {
+                        self.overlay.entry(k.clone()).or_insert(*v);
+                    }
+                }
+            }
+            self.frozen = Arc::default();
+        }
+        let threshold = MIN_MERGE.max(self.base.len() / MERGE_FRACTION);
+        if self.merge.is_none() && self.overlay.len() >= threshold {
+            self.frozen = Arc::new(std::mem::take(&mut self.overlay));
+            let (base, frozen) = (self.base.clone(), self.frozen.clone());
+            self.merge = std::thread::Builder::new()
+                .name("blobcask-fst-merge".into())
+                .spawn(move || merge(&base, &frozen))
+                .ok();
+            if self.merge.is_none() {
+                // No thread: keep the changes in the overlay.
+                self.overlay =
+                    Arc::try_unwrap(std::mem::take(&mut self.frozen)).unwrap_or_default();
+            }
+        }
+    }
+
+    /// Bytes of the FST itself (for reports).
+    pub fn fst_bytes(&self) -> usize {
+        self.base.as_fst().as_bytes().len()
+    }
+}
+
+/// A new FST holding `base` updated by `changes`.
+fn merge(base: &Map<Vec<u8>>, changes: &Overlay) -> Option<Map<Vec<u8>>> {
+    let mut out = MapBuilder::memory();
+    let mut changes = changes.iter().peekable();
+    let mut stream = base.stream();
+    while let Some((k, v)) = stream.next() {
+        while let Some((ck, cv)) = changes.next_if(|(ck, _)| &***ck < k) {
+            if let Some(id) = cv {
+                out.insert(ck, *id).ok()?;
+            }
+        }
+        match changes.next_if(|(ck, _)| &***ck == k) {
+            Some((_, Some(id))) => out.insert(k, *id).ok()?,
+            Some((_, None)) => {}
+            None => out.insert(k, v).ok()?,
+        }
+    }
+    for (ck, cv) in changes {
+        if let Some(id) = cv {
+            out.insert(ck, *id).ok()?;
+        }
+    }
+    Map::new(out.into_inner().ok()?).ok()
+}
+
+impl KeyIndex for FstIndex {
+    fn get(&self, key: &[u8]) -> Option<EntryId> {
+        self.lookup(key)
+    }
+
+    fn insert(&mut self, key: &[u8], id: EntryId) -> Option<EntryId> {
+        let prev = self.lookup(key);
+        self.overlay.insert(key.into(), Some(id));
+        if prev.is_none() {
+            self.len += 1;
+        }
+        self.maintain();
+        prev
+    }
+
+    fn remove(&mut self, key: &[u8]) -> Option<EntryId> {
+        let prev = self.lookup(key)?;
+        self.overlay.insert(key.into(), None);
+        self.len -= 1;
+        self.maintain();
+        Some(prev)
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn load(&mut self, mut entries: Vec<(Box<[u8]>, EntryId)>) {
+        if self.len > 0 {
+            for (k, id) in entries {
+                self.insert(&k, id);
+            }
+            return;
+        }
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        entries.dedup_by(|a, b| a.0 == b.0);
+        match Map::from_iter(entries.iter().map(|(k, v)| (k, *v))) {
+            Ok(map) => {
+                self.len = map.len();
+                self.base = Arc::new(map);
+            }
+            Err(_) => {
+                for (k, id) in entries {
+                    self.insert(&k, id);
+                }
+            }
+        }
+    }
+
+    fn range(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        limit: usize,
+        out: &mut Vec<(Box<[u8]>, EntryId)>,
+    ) -> Result<()> {
+        if !super::nonempty_range(start, end) {
+            return Ok(());
+        }
+        // Three sorted sources, newest first on equal keys.
+        let mut builder = self.base.range();
+        builder = match start {
+            Bound::Included(s) => builder.ge(s),
+            Bound::Excluded(s) => builder.gt(s),
+            Bound::Unbounded => builder,
+        };
+        builder = match end {
+            Bound::Included(e) => builder.le(e),
+            Bound::Excluded(e) => builder.lt(e),
+            Bound::Unbounded => builder,
+        };
+        let mut base = builder.into_stream();
+        let mut base_next = || base.next().map(|(k, v)| (Box::<[u8]>::from(k), Some(v)));
+        let mut b = base_next();
+        let mut f = self.frozen.range::<[u8], _>((start, end)).peekable();
+        let mut o = self.overlay.range::<[u8], _>((start, end)).peekable();
+        let limit = out.len() + limit;
+        while out.len() < limit {
+            let candidates = [
+                o.peek().map(|(k, _)| &***k),
+                f.peek().map(|(k, _)| &***k),
+                b.as_ref().map(|(k, _)| &**k),
+            ];
+            let Some(smallest) = candidates.iter().flatten().min().map(|k| k.to_vec()) else {
+                break;
+            };
+            let mut state = None;
+            let mut decided = false;
+            if let Some((_, v)) = o.next_if(|(k, _)| ***k == *smallest) {
+                state = *v;
+                decided = true;
+            }
+            if let Some((_, v)) = f.next_if(|(k, _)| ***k == *smallest) {
+                if !decided {
+                    state = *v;
+                    decided = true;
+                }
+            }
+            if b.as_ref().is_some_and(|(k, _)| **k == *smallest) {
+                let (_, v) = b.take().unwrap_or_default();
+                if !decided {
+                    state = v;
+                }
+                b = base_next();
+            }
+            if let Some(id) = state {
+                out.push((smallest.into_boxed_slice(), id));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for FstIndex {
+    fn drop(&mut self) {
+        if let Some(h) = self.merge.take() {
+            let _ = h.join();
+        }
+    }
+}
