@@ -35,6 +35,17 @@ impl KeyIndex for BTreeIndex {
         self.map.len()
     }
 
+    fn load(&mut self, entries: Vec<(Box<[u8]>, EntryId)>) {
+        if self.map.is_empty() {
+            // Bulk build (sorted input is built in linear time).
+            self.map = entries.into_iter().collect();
+        } else {
+            for (k, id) in entries {
+                self.map.insert(k, id);
+            }
+        }
+    }
+
     fn range(
         &self,
         start: Bound<&[u8]>,

@@ -3,11 +3,14 @@
 //! Keys live in an immutable finite state transducer (`fst::Map`, shared
 //! prefixes and suffixes stored once) plus a small ordered overlay of recent
 //! changes (`Some(id)` for a put, `None` for a tombstone). When the overlay
-//! grows past a fraction of the FST it is frozen and merged with the FST into
-//! a new one on a background thread; lookups meanwhile consult the overlay,
-//! then the frozen overlay, then the FST. The finished FST is swapped in on
-//! the next change, an O(1) step, so neither readers nor writers wait for a
-//! merge.
+//! grows past a fraction of the FST it is frozen (a sorted vector) and
+//! merged with the FST into a new one on a background thread; lookups
+//! meanwhile consult the overlay, then the frozen layer, then the FST. The
+//! finished FST is swapped in on the next change or the commit thread's next
+//! idle tick, an O(1) step, so neither readers nor writers wait for a
+//! merge. At open every key arrives at once: they serve lookups from the
+//! frozen layer while the first FST is built behind them. A merge still
+//! running when the index is dropped finishes on its own and is discarded.
 //!
 //! Invariant: for any key, the newest of (overlay, frozen, base) that
 //! mentions it is its state; `len` counts keys whose state is `Some`.
@@ -28,11 +31,13 @@ const MIN_MERGE: usize = 4096;
 const MERGE_FRACTION: usize = 8;
 
 type Overlay = BTreeMap<Box<[u8]>, Option<EntryId>>;
+/// A frozen overlay: sorted by key, unique keys.
+type Frozen = Vec<(Box<[u8]>, Option<EntryId>)>;
 
 /// Compressed, ordered key index.
 pub struct FstIndex {
     base: Arc<Map<Vec<u8>>>,
-    frozen: Arc<Overlay>,
+    frozen: Arc<Frozen>,
     overlay: Overlay,
     len: usize,
     merge: Option<JoinHandle<Option<Map<Vec<u8>>>>>,
@@ -55,14 +60,14 @@ impl FstIndex {
         if let Some(state) = self.overlay.get(key) {
             return *state;
         }
-        if let Some(state) = self.frozen.get(key) {
-            return *state;
+        if let Ok(i) = self.frozen.binary_search_by(|(k, _)| (**k).cmp(key)) {
+            return self.frozen[i].1;
         }
         self.base.get(key)
     }
 
     /// Swaps in a finished merge; starts one when the overlay is large.
-    fn maintain(&mut self) {
+    fn maintain_now(&mut self) {
         if self.merge.as_ref().is_some_and(JoinHandle::is_finished) {
             let done = self.merge.take().and_then(|h| h.join().ok()).flatten();
             match done {
@@ -79,16 +84,23 @@ impl FstIndex {
         }
         let threshold = MIN_MERGE.max(self.base.len() / MERGE_FRACTION);
         if self.merge.is_none() && self.overlay.len() >= threshold {
-            self.frozen = Arc::new(std::mem::take(&mut self.overlay));
-            let (base, frozen) = (self.base.clone(), self.frozen.clone());
-            self.merge = std::thread::Builder::new()
-                .name("blobcask-fst-merge".into())
-                .spawn(move || merge(&base, &frozen))
-                .ok();
-            if self.merge.is_none() {
-                // No thread: keep the changes in the overlay.
-                self.overlay =
-                    Arc::try_unwrap(std::mem::take(&mut self.frozen)).unwrap_or_default();
+            let frozen: Frozen = std::mem::take(&mut self.overlay).into_iter().collect();
+            self.start_merge(frozen);
+        }
+    }
+
+    /// Freezes `changes` and merges them into a new FST in the background.
+    fn start_merge(&mut self, changes: Frozen) {
+        self.frozen = Arc::new(changes);
+        let (base, frozen) = (self.base.clone(), self.frozen.clone());
+        self.merge = std::thread::Builder::new()
+            .name("blobcask-fst-merge".into())
+            .spawn(move || merge(&base, &frozen))
+            .ok();
+        if self.merge.is_none() {
+            // No thread: keep the changes in the overlay.
+            for (k, v) in std::mem::take(&mut self.frozen).iter() {
+                self.overlay.entry(k.clone()).or_insert(*v);
             }
         }
     }
@@ -100,17 +112,17 @@ impl FstIndex {
 }
 
 /// A new FST holding `base` updated by `changes`.
-fn merge(base: &Map<Vec<u8>>, changes: &Overlay) -> Option<Map<Vec<u8>>> {
+fn merge(base: &Map<Vec<u8>>, changes: &Frozen) -> Option<Map<Vec<u8>>> {
     let mut out = MapBuilder::memory();
     let mut changes = changes.iter().peekable();
     let mut stream = base.stream();
     while let Some((k, v)) = stream.next() {
-        while let Some((ck, cv)) = changes.next_if(|(ck, _)| &***ck < k) {
+        while let Some((ck, cv)) = changes.next_if(|(ck, _)| &**ck < k) {
             if let Some(id) = cv {
                 out.insert(ck, *id).ok()?;
             }
         }
-        match changes.next_if(|(ck, _)| &***ck == k) {
+        match changes.next_if(|(ck, _)| &**ck == k) {
             Some((_, Some(id))) => out.insert(k, *id).ok()?,
             Some((_, None)) => {}
             None => out.insert(k, v).ok()?,
@@ -121,7 +133,9 @@ fn merge(base: &Map<Vec<u8>>, changes: &Overlay) -> Option<Map<Vec<u8>>> {
             out.insert(ck, *id).ok()?;
         }
     }
-    Map::new(out.into_inner().ok()?).ok()
+    let mut bytes = out.into_inner().ok()?;
+    bytes.shrink_to_fit();
+    Map::new(bytes).ok()
 }
 
 impl KeyIndex for FstIndex {
@@ -135,7 +149,7 @@ impl KeyIndex for FstIndex {
         if prev.is_none() {
             self.len += 1;
         }
-        self.maintain();
+        self.maintain_now();
         prev
     }
 
@@ -143,7 +157,7 @@ impl KeyIndex for FstIndex {
         let prev = self.lookup(key)?;
         self.overlay.insert(key.into(), None);
         self.len -= 1;
-        self.maintain();
+        self.maintain_now();
         Some(prev)
     }
 
@@ -152,25 +166,27 @@ impl KeyIndex for FstIndex {
     }
 
     fn load(&mut self, mut entries: Vec<(Box<[u8]>, EntryId)>) {
-        if self.len > 0 {
+        if self.len > 0 || self.merge.is_some() {
             for (k, id) in entries {
                 self.insert(&k, id);
             }
             return;
         }
-        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        entries.dedup_by(|a, b| a.0 == b.0);
-        match Map::from_iter(entries.iter().map(|(k, v)| (k, *v))) {
-            Ok(map) => {
-                self.len = map.len();
-                self.base = Arc::new(map);
-            }
-            Err(_) => {
-                for (k, id) in entries {
-                    self.insert(&k, id);
-                }
-            }
+        if !entries.is_sorted_by(|a, b| a.0 < b.0) {
+            entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            entries.dedup_by(|a, b| a.0 == b.0);
         }
+        self.len = entries.len();
+        let frozen = entries.into_iter().map(|(k, id)| (k, Some(id))).collect();
+        self.start_merge(frozen);
+    }
+
+    fn needs_maintenance(&self) -> bool {
+        self.merge.as_ref().is_some_and(JoinHandle::is_finished)
+    }
+
+    fn maintain(&mut self) {
+        self.maintain_now();
     }
 
     fn range(
@@ -198,49 +214,47 @@ impl KeyIndex for FstIndex {
         let mut base = builder.into_stream();
         let mut base_next = || base.next().map(|(k, v)| (Box::<[u8]>::from(k), Some(v)));
         let mut b = base_next();
-        let mut f = self.frozen.range::<[u8], _>((start, end)).peekable();
+        let from = match start {
+            Bound::Included(s) => self.frozen.partition_point(|(k, _)| &**k < s),
+            Bound::Excluded(s) => self.frozen.partition_point(|(k, _)| &**k <= s),
+            Bound::Unbounded => 0,
+        };
+        let mut f = self.frozen[from..]
+            .iter()
+            .take_while(|(k, _)| match end {
+                Bound::Included(e) => &**k <= e,
+                Bound::Excluded(e) => &**k < e,
+                Bound::Unbounded => true,
+            })
+            .peekable();
         let mut o = self.overlay.range::<[u8], _>((start, end)).peekable();
         let limit = out.len() + limit;
         while out.len() < limit {
             let candidates = [
                 o.peek().map(|(k, _)| &***k),
-                f.peek().map(|(k, _)| &***k),
+                f.peek().map(|(k, _)| &**k),
                 b.as_ref().map(|(k, _)| &**k),
             ];
             let Some(smallest) = candidates.iter().flatten().min().map(|k| k.to_vec()) else {
                 break;
             };
-            let mut state = None;
-            let mut decided = false;
+            // The newest layer that has the key decides its state.
+            let mut state: Option<Option<EntryId>> = None;
             if let Some((_, v)) = o.next_if(|(k, _)| ***k == *smallest) {
-                state = *v;
-                decided = true;
+                state = Some(*v);
             }
-            if let Some((_, v)) = f.next_if(|(k, _)| ***k == *smallest) {
-                if !decided {
-                    state = *v;
-                    decided = true;
-                }
+            if let Some((_, v)) = f.next_if(|(k, _)| **k == *smallest) {
+                state.get_or_insert(*v);
             }
             if b.as_ref().is_some_and(|(k, _)| **k == *smallest) {
                 let (_, v) = b.take().unwrap_or_default();
-                if !decided {
-                    state = v;
-                }
+                state.get_or_insert(v);
                 b = base_next();
             }
-            if let Some(id) = state {
+            if let Some(Some(id)) = state {
                 out.push((smallest.into_boxed_slice(), id));
             }
         }
         Ok(())
-    }
-}
-
-impl Drop for FstIndex {
-    fn drop(&mut self) {
-        if let Some(h) = self.merge.take() {
-            let _ = h.join();
-        }
     }
 }

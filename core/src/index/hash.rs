@@ -36,6 +36,13 @@ impl KeyIndex for HashIndex {
         self.map.len()
     }
 
+    fn load(&mut self, entries: Vec<(Box<[u8]>, EntryId)>) {
+        self.map.reserve(entries.len());
+        for (k, id) in entries {
+            self.map.insert(k, id);
+        }
+    }
+
     fn range(
         &self,
         _: Bound<&[u8]>,

@@ -87,6 +87,12 @@ pub trait KeyIndex: Send + Sync {
             self.insert(&k, id);
         }
     }
+    /// Whether background work has finished and waits for [`maintain`](Self::maintain).
+    fn needs_maintenance(&self) -> bool {
+        false
+    }
+    /// Folds finished background work in (a short step under the write lock).
+    fn maintain(&mut self) {}
     /// Up to `limit` keys in `(start, end)`, in order, appended to `out`.
     /// Unordered backends return `Unsupported`.
     fn range(

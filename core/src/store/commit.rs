@@ -22,7 +22,7 @@ use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use futures::channel::oneshot::Sender;
 use futures::executor::block_on;
 
@@ -34,6 +34,8 @@ use crate::meta::block::{decode_slot, encode_slot, SlotContent, SlotIdentity};
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{self, Tuple};
 
+/// How often an idle commit thread looks for index maintenance.
+const IDLE_TICK: std::time::Duration = std::time::Duration::from_millis(100);
 /// Most requests folded into one group.
 const MAX_GROUP: usize = 1024;
 /// Groups touching at most this many tuple blocks write them one after the
@@ -125,9 +127,13 @@ impl Committer {
         loop {
             let mut batch: Vec<Request> = self.deferred.drain(..).collect();
             if batch.is_empty() {
-                match rx.recv() {
+                match rx.recv_timeout(IDLE_TICK) {
                     Ok(r) => batch.push(r),
-                    Err(_) => break,
+                    Err(RecvTimeoutError::Timeout) => {
+                        self.maintain_index();
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break,
                 }
             }
             while batch.len() < MAX_GROUP {
@@ -152,6 +158,13 @@ impl Committer {
             if write_superblock(&self.shared, &sb).is_ok() {
                 self.superblock = sb;
             }
+        }
+    }
+
+    /// Lets the index fold in finished background work (an FST merge).
+    fn maintain_index(&self) {
+        if self.shared.state.read().index.needs_maintenance() {
+            self.shared.state.write().index.maintain();
         }
     }
 

@@ -7,7 +7,7 @@
 //! all free and every live piece is claimed again, a piece claimed twice
 //! meaning corruption.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
@@ -322,43 +322,38 @@ async fn recover(
         next_slots.push(next);
     }
 
-    // Resolve duplicates: the largest version of each key wins.
+    // Resolve duplicates: the largest version of each key wins. Sorting all
+    // tuples by key puts duplicates side by side without a second copy of
+    // every key, and hands the index its keys in order (entry ids follow
+    // key order too, which the FST stores more compactly).
     let mut table = TupleBlockTable::default();
-    let mut winners: HashMap<Box<[u8]>, (u32, Tuple)> = HashMap::new();
+    let mut all: Vec<(u32, Tuple)> = Vec::new();
     for (no, block) in scanned.iter_mut().enumerate() {
-        let no = no as u32;
-        table.push_block(
-            block.offset,
-            next_slots[no as usize],
-            chosen[no as usize].is_some(),
-        );
-        let tuples = match chosen[no as usize] {
-            Some(w) => match std::mem::replace(&mut block.slots[w], SlotContent::Empty) {
-                SlotContent::Valid { tuples, .. } => tuples,
-                _ => Vec::new(),
-            },
-            None => Vec::new(),
-        };
-        for t in tuples {
-            match winners.get(&t.key) {
-                None => {
-                    winners.insert(t.key.clone(), (no, t));
-                }
-                Some((wb, w)) if w.version == t.version => {
+        table.push_block(block.offset, next_slots[no], chosen[no].is_some());
+        if let Some(w) = chosen[no] {
+            if let SlotContent::Valid { tuples, .. } =
+                std::mem::replace(&mut block.slots[w], SlotContent::Empty)
+            {
+                all.extend(tuples.into_iter().map(|t| (no as u32, t)));
+            }
+        }
+    }
+    drop(scanned);
+    all.sort_unstable_by(|(_, a), (_, b)| a.key.cmp(&b.key).then(b.version.cmp(&a.version)));
+    let mut winners: Vec<(u32, Tuple)> = Vec::with_capacity(all.len());
+    for (no, t) in all {
+        match winners.last() {
+            Some((wb, w)) if w.key == t.key => {
+                if w.version == t.version {
                     return Err(corrupt(format!(
                         "two tuples of one key carry version {} (blocks {wb} and {no})",
                         t.version
-                    )))
+                    )));
                 }
-                Some((wb, w)) => {
-                    if t.version > w.version {
-                        dirty.insert(*wb);
-                        winners.insert(t.key.clone(), (no, t));
-                    } else {
-                        dirty.insert(no);
-                    }
-                }
+                // Sorted newest first: this one lost.
+                dirty.insert(no);
             }
+            _ => winners.push((no, t)),
         }
     }
 
@@ -384,7 +379,8 @@ async fn recover(
     {
         let mut st = shared.state.write();
         let mut keys = Vec::with_capacity(winners.len());
-        for (_, (block, t)) in winners {
+        let mut used = vec![0usize; table.blocks.len()];
+        for (block, t) in winners {
             let len = t.encoded_len();
             if let Some(image) = table.images.get_mut(&block) {
                 image.push(t.clone());
@@ -419,9 +415,14 @@ async fn recover(
                 block,
             });
             keys.push((t.key, id));
-            table.grow_used(block, len, false);
+            used[block as usize] += len;
         }
         st.index.load(keys);
+        for (block, bytes) in used.into_iter().enumerate() {
+            if bytes > 0 {
+                table.grow_used(block as u32, bytes, false);
+            }
+        }
     }
     let mut committer = Committer::new(shared.clone(), table, sb, max_seq + 1);
     if dirty.is_empty() {
