@@ -23,6 +23,10 @@ cargo test --workspace --locked
 step "doc tests and docs build without warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked -q
 
+step "C API: tests (shared, static, valgrind, AddressSanitizer) and the example"
+make -C bindings-c test
+make -C examples/c run
+
 step "quickstart demo on this repository"
 cargo run --release --locked -q -p blobcask-examples --bin quickstart -- .
 

@@ -1,0 +1,22 @@
+//! Generates `blobcask.h` with cbindgen into OUT_DIR; with
+//! BLOBCASK_UPDATE_HEADER=1 it also refreshes the checked-in copy in
+//! `include/`. A test compares the two so a stale header cannot ship.
+
+fn main() {
+    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("manifest dir");
+    let out = std::env::var("OUT_DIR").expect("out dir");
+    println!("cargo:rerun-if-changed=src/lib.rs");
+    println!("cargo:rerun-if-changed=cbindgen.toml");
+    println!("cargo:rerun-if-env-changed=BLOBCASK_UPDATE_HEADER");
+    let config =
+        cbindgen::Config::from_file(format!("{dir}/cbindgen.toml")).expect("cbindgen.toml");
+    let bindings = cbindgen::Builder::new()
+        .with_crate(&dir)
+        .with_config(config)
+        .generate()
+        .expect("generate blobcask.h");
+    bindings.write_to_file(format!("{out}/blobcask.h"));
+    if std::env::var("BLOBCASK_UPDATE_HEADER").is_ok_and(|v| v == "1") {
+        bindings.write_to_file(format!("{dir}/include/blobcask.h"));
+    }
+}

@@ -1,0 +1,674 @@
+//! C API over the blocking blobcask store.
+//!
+//! Every exported function catches panics and reports them as
+//! `BC_INTERNAL`, so nothing unwinds into C; every pointer argument is
+//! checked for NULL; errors carry a `bc_code` mapped one-to-one from
+//! `ErrorKind` plus a message. Ownership rules are in the generated header.
+// FFI: raw pointers cross this boundary; each dereference states why it holds.
+#![allow(unsafe_code)]
+#![allow(non_camel_case_types)]
+// These functions are C entry points: their pointer contract is the one the
+// header states, and every pointer is NULL-checked before use.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
+use std::ffi::{c_char, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::UNIX_EPOCH;
+
+use engine::blocking::{Store, Upload};
+use engine::{Bytes, Error, ErrorKind, IndexKind, IoEngineKind, ObjectInfo, Options};
+
+/// Result codes. `BC_OK` is 0; every other value names an error kind.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum bc_code {
+    BC_OK = 0,
+    BC_NOT_FOUND = 1,
+    BC_INVALID_ARGUMENT = 2,
+    BC_TOO_LARGE = 3,
+    BC_NO_SPACE = 4,
+    BC_CORRUPT = 5,
+    BC_IO = 6,
+    BC_LOCKED = 7,
+    BC_UNSUPPORTED = 8,
+    BC_CLOSED = 9,
+    /// A bug in blobcask (a caught panic); the message says where.
+    BC_INTERNAL = 99,
+}
+
+/// Index backend (see the Rust `IndexKind`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum bc_index {
+    BC_INDEX_HASH = 0,
+    BC_INDEX_BTREE = 1,
+    BC_INDEX_FST = 2,
+}
+
+/// I/O engine (see the Rust `IoEngineKind`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum bc_io_engine {
+    BC_IO_AUTO = 0,
+    BC_IO_URING = 1,
+    BC_IO_PORTABLE = 2,
+}
+
+/// Options for `bc_open`. Start from `bc_options_default()`; fields left at
+/// their default take the engine's defaults.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct bc_options {
+    /// Bytes of a newly created store; 0 = default (1 GiB).
+    pub capacity: u64,
+    /// A `bc_index` value (an integer, so any value C passes is defined).
+    pub index: u32,
+    /// A `bc_io_engine` value.
+    pub io_engine: u32,
+    /// Inline threshold in bytes; -1 = default.
+    pub inline_threshold: i64,
+    /// 1 = O_DIRECT (default), 0 = buffered I/O.
+    pub direct_io: i32,
+    /// 1 = create when missing (default), 0 = fail with BC_NOT_FOUND.
+    pub create: i32,
+}
+
+/// What a commit produced, or what `bc_stat` reports.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct bc_info {
+    pub size: u64,
+    pub version: u64,
+    /// Commit time, microseconds since the Unix epoch.
+    pub created_unix_micros: u64,
+    /// Whether the value is stored inline in its tuple.
+    pub is_inline: bool,
+}
+
+/// Space and content figures of a store.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct bc_stats {
+    pub objects: u64,
+    pub logical_bytes: u64,
+    pub allocated_bytes: u64,
+    pub metadata_bytes: u64,
+    pub free_bytes: u64,
+    pub capacity: u64,
+    pub device_bytes_written: u64,
+    pub user_bytes_written: u64,
+    pub commit_groups: u64,
+    pub direct_io: bool,
+}
+
+/// Bytes returned by blobcask. Read `data[0..len]`; release with
+/// `bc_buf_free` (which also resets the struct).
+#[repr(C)]
+#[derive(Debug)]
+pub struct bc_buf {
+    pub data: *const u8,
+    pub len: usize,
+    /// Owner of the bytes; opaque to C.
+    pub owner: *mut std::ffi::c_void,
+}
+
+/// An open store (opaque). Thread-safe.
+pub struct bc_store {
+    store: Store,
+    closed: AtomicBool,
+}
+
+/// An upload in progress (opaque).
+pub struct bc_upload {
+    upload: Upload,
+}
+
+/// An error: a code and a message (opaque).
+pub struct bc_error {
+    code: bc_code,
+    message: CString,
+}
+
+type Fail = (bc_code, String);
+
+fn code_of(kind: ErrorKind) -> bc_code {
+    match kind {
+        ErrorKind::NotFound => bc_code::BC_NOT_FOUND,
+        ErrorKind::InvalidArgument => bc_code::BC_INVALID_ARGUMENT,
+        ErrorKind::TooLarge => bc_code::BC_TOO_LARGE,
+        ErrorKind::NoSpace => bc_code::BC_NO_SPACE,
+        ErrorKind::Corrupt => bc_code::BC_CORRUPT,
+        ErrorKind::Io => bc_code::BC_IO,
+        ErrorKind::Locked => bc_code::BC_LOCKED,
+        ErrorKind::Unsupported => bc_code::BC_UNSUPPORTED,
+        ErrorKind::Closed => bc_code::BC_CLOSED,
+        _ => bc_code::BC_INTERNAL,
+    }
+}
+
+fn engine_err(e: Error) -> Fail {
+    (code_of(e.kind()), e.to_string())
+}
+
+fn invalid(msg: &str) -> Fail {
+    (
+        bc_code::BC_INVALID_ARGUMENT,
+        format!("INVALID_ARGUMENT: {msg}"),
+    )
+}
+
+/// Runs `f`, turning errors and panics into a code (and `*err`).
+fn call(err: *mut *mut bc_error, f: impl FnOnce() -> Result<(), Fail>) -> bc_code {
+    let outcome = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let what = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Err((bc_code::BC_INTERNAL, format!("INTERNAL: {what}")))
+    });
+    match outcome {
+        Ok(()) => bc_code::BC_OK,
+        Err((code, message)) => {
+            if !err.is_null() {
+                let message = CString::new(message.replace('\0', "?")).unwrap_or_default();
+                // SAFETY: `err` is non-null and, per the header, points to a
+                // writable `bc_error*`.
+                unsafe { *err = Box::into_raw(Box::new(bc_error { code, message })) };
+            }
+            code
+        }
+    }
+}
+
+/// Borrows `len` bytes at `ptr` for the duration of a call.
+fn bytes<'a>(ptr: *const u8, len: usize, what: &str) -> Result<&'a [u8], Fail> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(invalid(&format!("{what} is NULL with length {len}")));
+    }
+    // SAFETY: non-null, and the caller promises `len` readable bytes that
+    // stay valid and unmodified during the call.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
+fn store_ref<'a>(store: *const bc_store) -> Result<&'a bc_store, Fail> {
+    if store.is_null() {
+        return Err(invalid("store is NULL"));
+    }
+    // SAFETY: non-null handles come from bc_open and stay valid until
+    // bc_store_free, which the caller must not race with other calls.
+    let s = unsafe { &*store };
+    if s.closed.load(Ordering::Acquire) {
+        return Err((bc_code::BC_CLOSED, "CLOSED: the store is closed".into()));
+    }
+    Ok(s)
+}
+
+fn out_ref<'a, T>(ptr: *mut T, what: &str) -> Result<&'a mut T, Fail> {
+    if ptr.is_null() {
+        return Err(invalid(&format!("{what} is NULL")));
+    }
+    // SAFETY: non-null and, per the header, points to writable storage.
+    Ok(unsafe { &mut *ptr })
+}
+
+fn info_of(i: &ObjectInfo) -> bc_info {
+    bc_info {
+        size: i.size,
+        version: i.version,
+        created_unix_micros: i
+            .created
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(0),
+        is_inline: i.inline,
+    }
+}
+
+fn fill_buf(out: &mut bc_buf, b: Bytes) {
+    let owner = Box::new(b);
+    out.data = owner.as_ptr();
+    out.len = owner.len();
+    out.owner = Box::into_raw(owner).cast();
+}
+
+/// The default options.
+#[no_mangle]
+pub extern "C" fn bc_options_default() -> bc_options {
+    bc_options {
+        capacity: 0,
+        index: bc_index::BC_INDEX_HASH as u32,
+        io_engine: bc_io_engine::BC_IO_AUTO as u32,
+        inline_threshold: -1,
+        direct_io: 1,
+        create: 1,
+    }
+}
+
+fn options_of(o: &bc_options) -> Result<Options, Fail> {
+    let mut opts = Options::new();
+    if o.capacity > 0 {
+        opts = opts.capacity(o.capacity);
+    }
+    opts = opts.index(match o.index {
+        0 => IndexKind::Hash,
+        1 => IndexKind::BTree,
+        2 => IndexKind::Fst,
+        _ => return Err(invalid("unknown index")),
+    });
+    opts = opts.io_engine(match o.io_engine {
+        0 => IoEngineKind::Auto,
+        1 => IoEngineKind::IoUring,
+        2 => IoEngineKind::Portable,
+        _ => return Err(invalid("unknown io_engine")),
+    });
+    if o.inline_threshold >= 0 {
+        opts = opts.inline_threshold(
+            usize::try_from(o.inline_threshold).map_err(|_| invalid("inline_threshold"))?,
+        );
+    }
+    Ok(opts.direct_io(o.direct_io != 0).create(o.create != 0))
+}
+
+/// Opens (creating when missing) the store at `path`. `opts` may be NULL
+/// for defaults. Returns NULL on failure, with `*err` set when `err` is
+/// not NULL.
+#[no_mangle]
+pub extern "C" fn bc_open(
+    path: *const c_char,
+    opts: *const bc_options,
+    err: *mut *mut bc_error,
+) -> *mut bc_store {
+    let mut handle = std::ptr::null_mut();
+    call(err, || {
+        if path.is_null() {
+            return Err(invalid("path is NULL"));
+        }
+        // SAFETY: non-null and, per the header, a NUL-terminated string.
+        let path = unsafe { CStr::from_ptr(path) }
+            .to_str()
+            .map_err(|_| invalid("path is not valid UTF-8"))?;
+        let options = if opts.is_null() {
+            options_of(&bc_options_default())?
+        } else {
+            // SAFETY: non-null and points to a bc_options.
+            options_of(unsafe { &*opts })?
+        };
+        let store = Store::open(path, options).map_err(engine_err)?;
+        handle = Box::into_raw(Box::new(bc_store {
+            store,
+            closed: AtomicBool::new(false),
+        }));
+        Ok(())
+    });
+    handle
+}
+
+/// Stores `val[0..val_len]` under `key[0..key_len]`, durably. `info` may
+/// be NULL.
+#[no_mangle]
+pub extern "C" fn bc_put(
+    store: *const bc_store,
+    key: *const u8,
+    key_len: usize,
+    val: *const u8,
+    val_len: usize,
+    info: *mut bc_info,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        let s = store_ref(store)?;
+        let key = bytes(key, key_len, "key")?;
+        let val = Bytes::copy_from_slice(bytes(val, val_len, "value")?);
+        let i = s.store.put(key, val).map_err(engine_err)?;
+        if !info.is_null() {
+            *out_ref(info, "info")? = info_of(&i);
+        }
+        Ok(())
+    })
+}
+
+/// The whole object, into `*out` (release with bc_buf_free).
+#[no_mangle]
+pub extern "C" fn bc_get(
+    store: *const bc_store,
+    key: *const u8,
+    key_len: usize,
+    out: *mut bc_buf,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    bc_read(store, key, key_len, 0, u64::MAX, out, err)
+}
+
+/// `len` bytes from `offset` (clipped at the end), into `*out` (release
+/// with bc_buf_free). An offset past the end is BC_INVALID_ARGUMENT.
+#[no_mangle]
+pub extern "C" fn bc_read(
+    store: *const bc_store,
+    key: *const u8,
+    key_len: usize,
+    offset: u64,
+    len: u64,
+    out: *mut bc_buf,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        let s = store_ref(store)?;
+        let out = out_ref(out, "out")?;
+        let key = bytes(key, key_len, "key")?;
+        let b = s.store.read(key, offset, len).map_err(engine_err)?;
+        fill_buf(out, b);
+        Ok(())
+    })
+}
+
+/// Reads up to `dst_len` bytes from `offset` into the caller's buffer;
+/// `*out_len` receives how many were written (fewer at the end).
+#[no_mangle]
+pub extern "C" fn bc_read_into(
+    store: *const bc_store,
+    key: *const u8,
+    key_len: usize,
+    offset: u64,
+    dst: *mut u8,
+    dst_len: usize,
+    out_len: *mut usize,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        let s = store_ref(store)?;
+        let out_len = out_ref(out_len, "out_len")?;
+        let key = bytes(key, key_len, "key")?;
+        if dst.is_null() && dst_len > 0 {
+            return Err(invalid("dst is NULL"));
+        }
+        let b = s
+            .store
+            .read(key, offset, dst_len as u64)
+            .map_err(engine_err)?;
+        if !b.is_empty() {
+            // SAFETY: dst is non-null with room for dst_len >= b.len() bytes.
+            unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), dst, b.len()) };
+        }
+        *out_len = b.len();
+        Ok(())
+    })
+}
+
+/// Size, version and commit time of `key`.
+#[no_mangle]
+pub extern "C" fn bc_stat(
+    store: *const bc_store,
+    key: *const u8,
+    key_len: usize,
+    out: *mut bc_info,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        let s = store_ref(store)?;
+        let out = out_ref(out, "out")?;
+        let key = bytes(key, key_len, "key")?;
+        *out = info_of(&s.store.stat(key).map_err(engine_err)?);
+        Ok(())
+    })
+}
+
+/// Deletes `key` durably (BC_NOT_FOUND when absent).
+#[no_mangle]
+pub extern "C" fn bc_delete(
+    store: *const bc_store,
+    key: *const u8,
+    key_len: usize,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        let s = store_ref(store)?;
+        let key = bytes(key, key_len, "key")?;
+        s.store.delete(key).map_err(engine_err)
+    })
+}
+
+/// Sets `*out` to whether `key` has an object.
+#[no_mangle]
+pub extern "C" fn bc_contains(
+    store: *const bc_store,
+    key: *const u8,
+    key_len: usize,
+    out: *mut bool,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        let s = store_ref(store)?;
+        let out = out_ref(out, "out")?;
+        *out = s.store.contains(bytes(key, key_len, "key")?);
+        Ok(())
+    })
+}
+
+/// Starts a multipart upload of exactly `size` bytes; `*out` receives the
+/// upload, which bc_upload_commit or bc_upload_abort consumes.
+#[no_mangle]
+pub extern "C" fn bc_upload_begin(
+    store: *const bc_store,
+    key: *const u8,
+    key_len: usize,
+    size: u64,
+    out: *mut *mut bc_upload,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        let s = store_ref(store)?;
+        let out = out_ref(out, "out")?;
+        let upload = s
+            .store
+            .begin_upload(bytes(key, key_len, "key")?, size)
+            .map_err(engine_err)?;
+        *out = Box::into_raw(Box::new(bc_upload { upload }));
+        Ok(())
+    })
+}
+
+/// Writes one part at `offset` (a multiple of 4096; parts end on a multiple
+/// of 4096 or at the object's end). Parts may come in any order and from
+/// several threads at once.
+#[no_mangle]
+pub extern "C" fn bc_upload_write(
+    up: *const bc_upload,
+    offset: u64,
+    data: *const u8,
+    len: usize,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        if up.is_null() {
+            return Err(invalid("upload is NULL"));
+        }
+        // SAFETY: non-null uploads come from bc_upload_begin and are valid
+        // until committed or aborted.
+        let up = unsafe { &*up };
+        let part = Bytes::copy_from_slice(bytes(data, len, "data")?);
+        up.upload.write_part(offset, part).map_err(engine_err)
+    })
+}
+
+/// Commits the upload atomically and frees the handle (on failure too).
+/// `info` may be NULL.
+#[no_mangle]
+pub extern "C" fn bc_upload_commit(
+    up: *mut bc_upload,
+    info: *mut bc_info,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        if up.is_null() {
+            return Err(invalid("upload is NULL"));
+        }
+        // SAFETY: uploads are boxed by bc_upload_begin; this call takes
+        // ownership back exactly once.
+        let up = unsafe { Box::from_raw(up) };
+        let i = up.upload.commit().map_err(engine_err)?;
+        if !info.is_null() {
+            *out_ref(info, "info")? = info_of(&i);
+        }
+        Ok(())
+    })
+}
+
+/// Abandons the upload, frees its space and the handle. NULL is a no-op.
+#[no_mangle]
+pub extern "C" fn bc_upload_abort(up: *mut bc_upload) -> bc_code {
+    call(std::ptr::null_mut(), || {
+        if !up.is_null() {
+            // SAFETY: as in bc_upload_commit.
+            let up = unsafe { Box::from_raw(up) };
+            up.upload.abort().map_err(engine_err)?;
+        }
+        Ok(())
+    })
+}
+
+/// Fills `*out` with the store's figures.
+#[no_mangle]
+pub extern "C" fn bc_store_stats(
+    store: *const bc_store,
+    out: *mut bc_stats,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        let s = store_ref(store)?;
+        let out = out_ref(out, "out")?;
+        let st = s.store.stats();
+        *out = bc_stats {
+            objects: st.objects,
+            logical_bytes: st.logical_bytes,
+            allocated_bytes: st.allocated_bytes,
+            metadata_bytes: st.metadata_bytes,
+            free_bytes: st.free_bytes,
+            capacity: st.capacity,
+            device_bytes_written: st.device_bytes_written,
+            user_bytes_written: st.user_bytes_written,
+            commit_groups: st.commit_groups,
+            direct_io: st.direct_io,
+        };
+        Ok(())
+    })
+}
+
+/// Barrier: returns once everything acknowledged before it is durable.
+#[no_mangle]
+pub extern "C" fn bc_sync(store: *const bc_store, err: *mut *mut bc_error) -> bc_code {
+    call(err, || store_ref(store)?.store.sync().map_err(engine_err))
+}
+
+/// Closes the store: pending commits finish, the lock is released. The
+/// handle stays valid (calls return BC_CLOSED) until bc_store_free. A
+/// second close returns BC_CLOSED.
+#[no_mangle]
+pub extern "C" fn bc_close(store: *const bc_store, err: *mut *mut bc_error) -> bc_code {
+    call(err, || {
+        let s = store_ref(store)?;
+        if s.closed.swap(true, Ordering::AcqRel) {
+            return Err((
+                bc_code::BC_CLOSED,
+                "CLOSED: the store is already closed".into(),
+            ));
+        }
+        s.store.close().map_err(engine_err)
+    })
+}
+
+/// Frees the handle (closing the store first if needed). NULL is a no-op.
+#[no_mangle]
+pub extern "C" fn bc_store_free(store: *mut bc_store) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if !store.is_null() {
+            // SAFETY: handles are boxed by bc_open; freed exactly once.
+            drop(unsafe { Box::from_raw(store) });
+        }
+    }));
+}
+
+/// Releases a buffer filled by bc_get/bc_read and resets it. NULL and an
+/// already-released buffer are no-ops.
+#[no_mangle]
+pub extern "C" fn bc_buf_free(buf: *mut bc_buf) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if buf.is_null() {
+            return;
+        }
+        // SAFETY: non-null, points to a bc_buf.
+        let buf = unsafe { &mut *buf };
+        if !buf.owner.is_null() {
+            // SAFETY: owner was produced by fill_buf from a Box<Bytes>.
+            drop(unsafe { Box::from_raw(buf.owner.cast::<Bytes>()) });
+        }
+        buf.data = std::ptr::null();
+        buf.len = 0;
+        buf.owner = std::ptr::null_mut();
+    }));
+}
+
+/// The error's code.
+#[no_mangle]
+pub extern "C" fn bc_error_code(err: *const bc_error) -> bc_code {
+    if err.is_null() {
+        return bc_code::BC_INVALID_ARGUMENT;
+    }
+    // SAFETY: non-null errors come from this library.
+    unsafe { &*err }.code
+}
+
+/// The error's message (valid until bc_error_free); "" for NULL.
+#[no_mangle]
+pub extern "C" fn bc_error_message(err: *const bc_error) -> *const c_char {
+    if err.is_null() {
+        return c"".as_ptr();
+    }
+    // SAFETY: non-null errors come from this library.
+    unsafe { &*err }.message.as_ptr()
+}
+
+/// Frees an error. NULL is a no-op.
+#[no_mangle]
+pub extern "C" fn bc_error_free(err: *mut bc_error) {
+    if !err.is_null() {
+        // SAFETY: errors are boxed by `call`; freed exactly once.
+        drop(unsafe { Box::from_raw(err) });
+    }
+}
+
+/// A static, human-readable name for a code ("NOT_FOUND", ...).
+#[no_mangle]
+pub extern "C" fn bc_code_name(code: i32) -> *const c_char {
+    let name: &'static CStr = match code {
+        0 => c"OK",
+        1 => c"NOT_FOUND",
+        2 => c"INVALID_ARGUMENT",
+        3 => c"TOO_LARGE",
+        4 => c"NO_SPACE",
+        5 => c"CORRUPT",
+        6 => c"IO",
+        7 => c"LOCKED",
+        8 => c"UNSUPPORTED",
+        9 => c"CLOSED",
+        _ => c"INTERNAL",
+    };
+    name.as_ptr()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn checked_in_header_matches_the_generated_one() {
+        let generated = include_str!(concat!(env!("OUT_DIR"), "/blobcask.h"));
+        let checked_in = include_str!("../include/blobcask.h");
+        assert!(
+            generated == checked_in,
+            "bindings-c/include/blobcask.h is stale: run BLOBCASK_UPDATE_HEADER=1 cargo build -p blobcask-c"
+        );
+    }
+}

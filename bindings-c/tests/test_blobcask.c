@@ -1,0 +1,272 @@
+/* C tests for the blobcask C API: every call and every error path.
+ * Built and run by bindings-c/Makefile (plain, under valgrind, with ASan). */
+#include "blobcask.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int failures = 0;
+#define CHECK(cond)                                                         \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            failures++;                                                     \
+        }                                                                   \
+    } while (0)
+#define K(s) (const uint8_t *)(s), strlen(s)
+
+static char path[256];
+
+static void fill(uint8_t *buf, size_t len, unsigned seed) {
+    for (size_t i = 0; i < len; i++) buf[i] = (uint8_t)(seed * 31 + i * 7 + (i >> 9));
+}
+
+static bc_store *open_store(void) {
+    bc_options o = bc_options_default();
+    o.capacity = 64u << 20;
+    bc_error *err = NULL;
+    bc_store *s = bc_open(path, &o, &err);
+    if (!s) {
+        fprintf(stderr, "open failed: %s\n", bc_error_message(err));
+        bc_error_free(err);
+        exit(1);
+    }
+    return s;
+}
+
+static void test_put_get_read_stat_delete(bc_store *s) {
+    static uint8_t val[100000];
+    fill(val, sizeof val, 1);
+    bc_info info = {0};
+    CHECK(bc_put(s, K("photo/1"), val, sizeof val, &info, NULL) == BC_OK);
+    CHECK(info.size == sizeof val && info.version > 0 && !info.is_inline);
+    CHECK(bc_put(s, K("tiny"), (const uint8_t *)"abc", 3, NULL, NULL) == BC_OK);
+
+    bc_buf buf = {0};
+    CHECK(bc_get(s, K("photo/1"), &buf, NULL) == BC_OK);
+    CHECK(buf.len == sizeof val && memcmp(buf.data, val, sizeof val) == 0);
+    bc_buf_free(&buf);
+    CHECK(buf.data == NULL && buf.len == 0);
+    bc_buf_free(&buf); /* a released buffer is a no-op */
+
+    CHECK(bc_read(s, K("photo/1"), 5000, 10, &buf, NULL) == BC_OK);
+    CHECK(buf.len == 10 && memcmp(buf.data, val + 5000, 10) == 0);
+    bc_buf_free(&buf);
+    CHECK(bc_read(s, K("photo/1"), sizeof val - 4, 100, &buf, NULL) == BC_OK);
+    CHECK(buf.len == 4); /* clipped at the end */
+    bc_buf_free(&buf);
+
+    uint8_t dst[64];
+    size_t n = 0;
+    CHECK(bc_read_into(s, K("photo/1"), 4096, dst, sizeof dst, &n, NULL) == BC_OK);
+    CHECK(n == sizeof dst && memcmp(dst, val + 4096, sizeof dst) == 0);
+    CHECK(bc_read_into(s, K("tiny"), 1, dst, sizeof dst, &n, NULL) == BC_OK);
+    CHECK(n == 2 && memcmp(dst, "bc", 2) == 0);
+
+    bc_info st = {0};
+    CHECK(bc_stat(s, K("photo/1"), &st, NULL) == BC_OK);
+    CHECK(st.size == sizeof val && st.version == info.version && st.created_unix_micros > 0);
+    CHECK(bc_stat(s, K("tiny"), &st, NULL) == BC_OK && st.is_inline);
+
+    bool has = false;
+    CHECK(bc_contains(s, K("photo/1"), &has, NULL) == BC_OK && has);
+    CHECK(bc_delete(s, K("photo/1"), NULL) == BC_OK);
+    CHECK(bc_contains(s, K("photo/1"), &has, NULL) == BC_OK && !has);
+}
+
+static void test_errors(bc_store *s) {
+    bc_error *err = NULL;
+    bc_buf buf = {0};
+    CHECK(bc_get(s, K("missing"), &buf, &err) == BC_NOT_FOUND);
+    CHECK(err && bc_error_code(err) == BC_NOT_FOUND);
+    CHECK(strstr(bc_error_message(err), "NOT_FOUND") != NULL);
+    bc_error_free(err);
+    err = NULL;
+    CHECK(bc_delete(s, K("missing"), NULL) == BC_NOT_FOUND);
+    CHECK(bc_stat(s, K("missing"), &(bc_info){0}, NULL) == BC_NOT_FOUND);
+
+    /* Out-of-range read, empty key, huge key. */
+    CHECK(bc_read(s, K("tiny"), 4, 1, &buf, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_put(s, (const uint8_t *)"", 0, (const uint8_t *)"x", 1, NULL, NULL) == BC_INVALID_ARGUMENT);
+    static uint8_t big_key[2000];
+    memset(big_key, 'k', sizeof big_key);
+    CHECK(bc_put(s, big_key, sizeof big_key, (const uint8_t *)"x", 1, NULL, &err) == BC_TOO_LARGE);
+    CHECK(bc_error_code(err) == BC_TOO_LARGE);
+    bc_error_free(err);
+    err = NULL;
+
+    /* NULL pointers never crash. */
+    CHECK(bc_put(NULL, K("k"), (const uint8_t *)"x", 1, NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_put(s, NULL, 3, (const uint8_t *)"x", 1, NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_put(s, K("k"), NULL, 5, NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_put(s, K("empty"), NULL, 0, NULL, NULL) == BC_OK); /* empty value */
+    CHECK(bc_get(s, K("k"), NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_read_into(s, K("tiny"), 0, NULL, 5, &(size_t){0}, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_read_into(s, K("tiny"), 0, (uint8_t[4]){0}, 4, NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_stat(s, K("tiny"), NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_contains(s, K("tiny"), NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_store_stats(s, NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_sync(NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_upload_write(NULL, 0, (const uint8_t *)"x", 1, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_upload_commit(NULL, NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_upload_abort(NULL) == BC_OK);
+    CHECK(bc_error_code(NULL) == BC_INVALID_ARGUMENT);
+    CHECK(strcmp(bc_error_message(NULL), "") == 0);
+    bc_error_free(NULL);
+    bc_buf_free(NULL);
+    bc_store_free(NULL);
+    CHECK(strcmp(bc_code_name(BC_NO_SPACE), "NO_SPACE") == 0);
+    CHECK(strcmp(bc_code_name(12345), "INTERNAL") == 0);
+
+    /* Opening: NULL path, invalid UTF-8, a store already open, a foreign file. */
+    CHECK(bc_open(NULL, NULL, &err) == NULL && bc_error_code(err) == BC_INVALID_ARGUMENT);
+    bc_error_free(err);
+    err = NULL;
+    CHECK(bc_open("/tmp/\xff\xfe-bad", NULL, &err) == NULL && bc_error_code(err) == BC_INVALID_ARGUMENT);
+    bc_error_free(err);
+    err = NULL;
+    CHECK(bc_open(path, NULL, &err) == NULL && bc_error_code(err) == BC_LOCKED);
+    bc_error_free(err);
+    err = NULL;
+    char foreign[300];
+    snprintf(foreign, sizeof foreign, "%s.foreign", path);
+    FILE *f = fopen(foreign, "w");
+    for (int i = 0; i < (2 << 20) / 8; i++) fputs("garbage!", f);
+    fclose(f);
+    CHECK(bc_open(foreign, NULL, &err) == NULL && bc_error_code(err) == BC_CORRUPT);
+    bc_error_free(err);
+    err = NULL;
+    unlink(foreign);
+    bc_options bad = bc_options_default();
+    bad.index = 42;
+    CHECK(bc_open(foreign, &bad, NULL) == NULL);
+    bc_options missing = bc_options_default();
+    missing.create = 0;
+    CHECK(bc_open(foreign, &missing, &err) == NULL && bc_error_code(err) == BC_NOT_FOUND);
+    bc_error_free(err);
+}
+
+static void test_upload(bc_store *s) {
+    enum { SIZE = 3 * 4096 + 100 };
+    static uint8_t val[SIZE];
+    fill(val, SIZE, 9);
+    bc_upload *up = NULL;
+    CHECK(bc_upload_begin(s, K("up"), SIZE, &up, NULL) == BC_OK && up);
+    CHECK(bc_upload_write(up, 8192, val + 8192, 4096, NULL) == BC_OK);
+    CHECK(bc_upload_write(up, 12288, val + 12288, 100, NULL) == BC_OK);
+    CHECK(bc_upload_write(up, 1, val, 10, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_upload_write(up, 0, val, 8192, NULL) == BC_OK);
+    bc_info info = {0};
+    CHECK(bc_upload_commit(up, &info, NULL) == BC_OK && info.size == SIZE);
+    bc_buf buf = {0};
+    CHECK(bc_get(s, K("up"), &buf, NULL) == BC_OK && buf.len == SIZE && memcmp(buf.data, val, SIZE) == 0);
+    bc_buf_free(&buf);
+
+    /* An incomplete upload fails to commit and is freed anyway. */
+    up = NULL;
+    CHECK(bc_upload_begin(s, K("partial"), SIZE, &up, NULL) == BC_OK);
+    CHECK(bc_upload_write(up, 0, val, 4096, NULL) == BC_OK);
+    bc_error *err = NULL;
+    CHECK(bc_upload_commit(up, NULL, &err) == BC_INVALID_ARGUMENT);
+    bc_error_free(err);
+    /* Abort releases the reserved space. */
+    bc_stats before, after;
+    CHECK(bc_store_stats(s, &before, NULL) == BC_OK);
+    CHECK(bc_upload_begin(s, K("aborted"), 8u << 20, &up, NULL) == BC_OK);
+    CHECK(bc_upload_abort(up) == BC_OK);
+    CHECK(bc_store_stats(s, &after, NULL) == BC_OK && after.free_bytes == before.free_bytes);
+    CHECK(bc_upload_begin(s, K("huge"), 1ull << 40, &up, NULL) == BC_TOO_LARGE);
+}
+
+static void test_full_store(bc_store *s) {
+    static uint8_t chunk[4 << 20];
+    fill(chunk, sizeof chunk, 3);
+    char key[32];
+    int stored = 0;
+    bc_code rc = BC_OK;
+    while (rc == BC_OK && stored < 100) {
+        snprintf(key, sizeof key, "fill/%d", stored);
+        rc = bc_put(s, K(key), chunk, sizeof chunk, NULL, NULL);
+        if (rc == BC_OK) stored++;
+    }
+    CHECK(rc == BC_NO_SPACE);
+    for (int i = 0; i < stored; i++) {
+        snprintf(key, sizeof key, "fill/%d", i);
+        CHECK(bc_delete(s, K(key), NULL) == BC_OK);
+    }
+    CHECK(bc_put(s, K("after-full"), chunk, sizeof chunk, NULL, NULL) == BC_OK);
+}
+
+struct worker { bc_store *s; int id; int ok; };
+
+static void *worker_main(void *arg) {
+    struct worker *w = arg;
+    uint8_t val[5000];
+    char key[32];
+    w->ok = 1;
+    for (int i = 0; i < 50; i++) {
+        fill(val, sizeof val, (unsigned)(w->id * 100 + i));
+        snprintf(key, sizeof key, "t%d/%d", w->id, i);
+        if (bc_put(w->s, K(key), val, sizeof val, NULL, NULL) != BC_OK) w->ok = 0;
+        bc_buf buf = {0};
+        if (bc_get(w->s, K(key), &buf, NULL) != BC_OK || buf.len != sizeof val ||
+            memcmp(buf.data, val, sizeof val) != 0)
+            w->ok = 0;
+        bc_buf_free(&buf);
+    }
+    return NULL;
+}
+
+static void test_threads(bc_store *s) {
+    pthread_t t[8];
+    struct worker w[8];
+    for (int i = 0; i < 8; i++) {
+        w[i] = (struct worker){s, i, 0};
+        pthread_create(&t[i], NULL, worker_main, &w[i]);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(t[i], NULL);
+        CHECK(w[i].ok);
+    }
+}
+
+int main(void) {
+    snprintf(path, sizeof path, "/tmp/blobcask-c-test-%d.blobcask", (int)getpid());
+    unlink(path);
+    bc_store *s = open_store();
+    test_put_get_read_stat_delete(s);
+    test_errors(s);
+    test_upload(s);
+    test_threads(s);
+    test_full_store(s);
+
+    bc_stats st;
+    CHECK(bc_store_stats(s, &st, NULL) == BC_OK && st.capacity == (64u << 20) && st.objects > 0);
+    CHECK(bc_sync(s, NULL) == BC_OK);
+    uint64_t objects = st.objects;
+    CHECK(bc_close(s, NULL) == BC_OK);
+    bc_error *err = NULL;
+    CHECK(bc_close(s, &err) == BC_CLOSED); /* double close */
+    bc_error_free(err);
+    CHECK(bc_put(s, K("k"), (const uint8_t *)"x", 1, NULL, NULL) == BC_CLOSED);
+    bc_store_free(s);
+
+    /* Reopen: everything acknowledged is there. */
+    s = open_store();
+    CHECK(bc_store_stats(s, &st, NULL) == BC_OK && st.objects == objects);
+    bc_buf buf = {0};
+    CHECK(bc_get(s, K("tiny"), &buf, NULL) == BC_OK && buf.len == 3 && memcmp(buf.data, "abc", 3) == 0);
+    bc_buf_free(&buf);
+    bc_store_free(s); /* free without close also closes */
+    unlink(path);
+
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("blobcask C tests: all passed\n");
+    return 0;
+}
