@@ -27,6 +27,15 @@ step "C API: tests (shared, static, valgrind, AddressSanitizer) and the example"
 make -C bindings-c test
 make -C examples/c run
 
+step "Python package: pip install ./bindings-python into a fresh venv, then pytest"
+VENV=target/py-venv
+rm -rf "$VENV"
+python3 -m venv "$VENV"
+"$VENV/bin/pip" install -q --upgrade pip
+"$VENV/bin/pip" install -q ./bindings-python pytest
+(cd bindings-python/tests && "../../$VENV/bin/python" -m pytest -q .)
+"$VENV/bin/python" examples/python/quickstart.py >/dev/null
+
 step "quickstart demo on this repository"
 cargo run --release --locked -q -p blobcask-examples --bin quickstart -- .
 

@@ -1,0 +1,91 @@
+"""Type stubs for the native extension (``blobcask._native``)."""
+
+from os import PathLike
+from types import TracebackType
+from typing import Any, Iterator, Optional, Union
+
+Key = Union[str, bytes, bytearray, memoryview]
+BytesLike = Union[bytes, bytearray, memoryview, Any]
+
+MAX_KEY_LEN: int
+PART_ALIGN: int
+
+class ObjectInfo:
+    """What a commit produced, or what ``stat`` reports."""
+
+    @property
+    def size(self) -> int: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def created(self) -> float:
+        """Commit time, seconds since the Unix epoch."""
+    @property
+    def inline(self) -> bool: ...
+
+class KeyIterator(Iterator[bytes]):
+    """Keys of a listing, in byte order."""
+
+    def __iter__(self) -> "KeyIterator": ...
+    def __next__(self) -> bytes: ...
+
+class Upload:
+    """A multipart upload; see ``Store.begin_upload``."""
+
+    def write_part(self, offset: int, data: BytesLike) -> None:
+        """Writes ``data`` at ``offset`` (a multiple of PART_ALIGN)."""
+    def commit(self) -> ObjectInfo:
+        """Makes the object visible atomically."""
+    def abort(self) -> None:
+        """Abandons the upload and frees its space."""
+    def __enter__(self) -> "Upload": ...
+    def __exit__(self, *args: object) -> bool: ...
+
+class Store:
+    """An open blob store. Thread-safe; every I/O call releases the GIL."""
+
+    def __init__(
+        self,
+        path: Union[str, "PathLike[str]"],
+        *,
+        capacity: Optional[int] = None,
+        index: str = "hash",
+        inline_threshold: Optional[int] = None,
+        io_engine: str = "auto",
+        direct_io: bool = True,
+        create: bool = True,
+    ) -> None: ...
+    def put(self, key: Key, value: BytesLike) -> ObjectInfo:
+        """Stores ``value`` under ``key`` (create or replace); durable on return."""
+    def get(self, key: Key) -> bytes:
+        """The whole object."""
+    def read(self, key: Key, offset: int = 0, length: Optional[int] = None) -> bytes:
+        """``length`` bytes from ``offset``, clipped at the end."""
+    def stat(self, key: Key) -> ObjectInfo:
+        """Size, version and commit time."""
+    def delete(self, key: Key) -> None:
+        """Deletes ``key`` (NotFoundError when absent)."""
+    def contains(self, key: Key) -> bool:
+        """Whether ``key`` has an object."""
+    def __contains__(self, key: object) -> bool: ...
+    def __len__(self) -> int: ...
+    def __getitem__(self, key: Key) -> bytes: ...
+    def __setitem__(self, key: Key, value: BytesLike) -> None: ...
+    def __delitem__(self, key: Key) -> None: ...
+    def list(self, prefix: Optional[Key] = None) -> KeyIterator:
+        """Keys starting with ``prefix`` in order (index "btree" or "fst")."""
+    def begin_upload(self, key: Key, size: int) -> Upload:
+        """Starts a multipart upload of exactly ``size`` bytes."""
+    def stats(self) -> dict[str, Any]:
+        """Space and content figures."""
+    def sync(self) -> None:
+        """Barrier: everything acknowledged before is durable."""
+    def close(self) -> None:
+        """Finishes pending commits and releases the lock."""
+    def __enter__(self) -> "Store": ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...

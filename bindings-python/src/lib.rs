@@ -1,0 +1,449 @@
+//! Python bindings: a thin layer over `blobcask::blocking`.
+//!
+//! Every call that may touch the device releases the GIL (`py.detach`), so
+//! Python threads run in parallel. Values come in as any bytes-like object
+//! (`bytes` without a copy, others copied once) and reads return `bytes`
+//! (one copy out of the engine's buffer: `bytes` is what Python code
+//! expects, hashable and immutable). Errors become the exception classes
+//! of `blobcask.errors`, one per `ErrorKind`.
+
+use std::sync::{Arc, Mutex};
+use std::time::UNIX_EPOCH;
+
+use engine::blocking;
+use engine::{Bytes, Error, ErrorKind, IndexKind, IoEngineKind, ObjectInfo as Info, Options};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyString};
+
+/// Maps an engine error to the `blobcask.errors` class of its kind.
+fn py_err(e: Error) -> PyErr {
+    let name = match e.kind() {
+        ErrorKind::NotFound => "NotFoundError",
+        ErrorKind::InvalidArgument => "InvalidArgumentError",
+        ErrorKind::TooLarge => "TooLargeError",
+        ErrorKind::NoSpace => "NoSpaceError",
+        ErrorKind::Corrupt => "CorruptError",
+        ErrorKind::Io => "IOError",
+        ErrorKind::Locked => "LockedError",
+        ErrorKind::Unsupported => "UnsupportedError",
+        ErrorKind::Closed => "ClosedError",
+        _ => "Error",
+    };
+    Python::attach(|py| {
+        let made = py
+            .import("blobcask.errors")
+            .and_then(|m| m.getattr(name))
+            .and_then(|cls| cls.call1((e.to_string(),)));
+        match made {
+            Ok(exc) => PyErr::from_value(exc),
+            Err(import_failed) => import_failed,
+        }
+    })
+}
+
+/// A key: `str` (UTF-8) or any bytes-like object.
+fn key_of(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
+    if obj.is_instance_of::<PyString>() {
+        return Ok(Bytes::from(obj.extract::<String>()?.into_bytes()));
+    }
+    value_of(obj)
+}
+
+/// A value: `bytes` is shared without a copy, `bytearray` and other
+/// buffer objects (memoryview, numpy arrays) are copied once.
+fn value_of(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
+    if let Ok(b) = obj.extract::<Bytes>() {
+        return Ok(b);
+    }
+    if obj.is_instance_of::<PyString>() {
+        return Err(PyValueError::new_err(
+            "values must be bytes-like, not str (encode it first)",
+        ));
+    }
+    let as_bytes = obj
+        .py()
+        .import("builtins")?
+        .getattr("bytes")?
+        .call1((obj,))?;
+    Ok(as_bytes.extract::<Bytes>()?)
+}
+
+fn bytes_out<'py>(py: Python<'py>, b: &Bytes) -> Bound<'py, PyBytes> {
+    PyBytes::new(py, b)
+}
+
+/// What a commit produced, or what `stat` reports.
+#[pyclass(frozen, module = "blobcask", name = "ObjectInfo")]
+struct ObjectInfo {
+    /// Object size in bytes.
+    #[pyo3(get)]
+    size: u64,
+    /// Commit version: larger for every later commit in the store.
+    #[pyo3(get)]
+    version: u64,
+    /// Commit time, seconds since the Unix epoch.
+    #[pyo3(get)]
+    created: f64,
+    /// Whether the value is stored inline in its tuple (small values).
+    #[pyo3(get)]
+    inline: bool,
+}
+
+#[pymethods]
+impl ObjectInfo {
+    fn __repr__(&self) -> String {
+        format!(
+            "ObjectInfo(size={}, version={}, created={:.6}, inline={})",
+            self.size,
+            self.version,
+            self.created,
+            if self.inline { "True" } else { "False" }
+        )
+    }
+}
+
+impl From<Info> for ObjectInfo {
+    fn from(i: Info) -> Self {
+        ObjectInfo {
+            size: i.size,
+            version: i.version,
+            created: i
+                .created
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0),
+            inline: i.inline,
+        }
+    }
+}
+
+/// An open blob store. Thread-safe; every I/O call releases the GIL.
+#[pyclass(frozen, module = "blobcask", name = "Store")]
+struct Store {
+    inner: blocking::Store,
+}
+
+fn options(
+    capacity: Option<u64>,
+    index: &str,
+    inline_threshold: Option<usize>,
+    io_engine: &str,
+    direct_io: bool,
+    create: bool,
+) -> PyResult<Options> {
+    let mut o = Options::new();
+    if let Some(c) = capacity {
+        o = o.capacity(c);
+    }
+    if let Some(t) = inline_threshold {
+        o = o.inline_threshold(t);
+    }
+    let index: IndexKind = index.parse().map_err(py_err)?;
+    let engine = match io_engine {
+        "auto" => IoEngineKind::Auto,
+        "io_uring" => IoEngineKind::IoUring,
+        "portable" => IoEngineKind::Portable,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown io_engine {other:?}: expected auto, io_uring or portable"
+            )))
+        }
+    };
+    Ok(o.index(index)
+        .io_engine(engine)
+        .direct_io(direct_io)
+        .create(create))
+}
+
+#[pymethods]
+impl Store {
+    #[new]
+    #[pyo3(signature = (path, *, capacity=None, index="hash", inline_threshold=None, io_engine="auto", direct_io=true, create=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        capacity: Option<u64>,
+        index: &str,
+        inline_threshold: Option<usize>,
+        io_engine: &str,
+        direct_io: bool,
+        create: bool,
+    ) -> PyResult<Self> {
+        let opts = options(
+            capacity,
+            index,
+            inline_threshold,
+            io_engine,
+            direct_io,
+            create,
+        )?;
+        let inner = py
+            .detach(|| blocking::Store::open(path, opts))
+            .map_err(py_err)?;
+        Ok(Store { inner })
+    }
+
+    /// Stores `value` under `key` (create or replace); durable on return.
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<ObjectInfo> {
+        let (key, value) = (key_of(key)?, value_of(value)?);
+        let s = &self.inner;
+        py.detach(|| s.put(&key, value))
+            .map(ObjectInfo::from)
+            .map_err(py_err)
+    }
+
+    /// The whole object as `bytes`.
+    fn get<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+        let key = key_of(key)?;
+        let s = &self.inner;
+        let b = py.detach(|| s.get(&key)).map_err(py_err)?;
+        Ok(bytes_out(py, &b))
+    }
+
+    /// `length` bytes from `offset` (to the end when `length` is None),
+    /// clipped at the end; an offset past the end raises InvalidArgumentError.
+    #[pyo3(signature = (key, offset=0, length=None))]
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        offset: u64,
+        length: Option<u64>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let key = key_of(key)?;
+        let s = &self.inner;
+        let b = py
+            .detach(|| s.read(&key, offset, length.unwrap_or(u64::MAX)))
+            .map_err(py_err)?;
+        Ok(bytes_out(py, &b))
+    }
+
+    /// Size, version and commit time of `key`.
+    fn stat(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<ObjectInfo> {
+        let key = key_of(key)?;
+        let s = &self.inner;
+        py.detach(|| s.stat(&key))
+            .map(ObjectInfo::from)
+            .map_err(py_err)
+    }
+
+    /// Deletes `key` (NotFoundError when absent); durable on return.
+    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let key = key_of(key)?;
+        let s = &self.inner;
+        py.detach(|| s.delete(&key)).map_err(py_err)
+    }
+
+    /// Whether `key` has an object.
+    fn contains(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self.inner.contains(key_of(key)?))
+    }
+
+    fn __contains__(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        self.contains(key)
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.stats().objects as usize
+    }
+
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        self.get(py, key)
+    }
+
+    fn __setitem__(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.put(py, key, value).map(drop)
+    }
+
+    fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.delete(py, key)
+    }
+
+    /// Iterator over keys (as bytes) starting with `prefix`, in order.
+    /// Needs index="btree" or "fst" (UnsupportedError on "hash").
+    #[pyo3(signature = (prefix=None))]
+    fn list(&self, prefix: Option<&Bound<'_, PyAny>>) -> PyResult<KeyIterator> {
+        let prefix = match prefix {
+            Some(p) => key_of(p)?,
+            None => Bytes::new(),
+        };
+        let keys = self.inner.list(&prefix).map_err(py_err)?;
+        Ok(KeyIterator {
+            keys: Mutex::new(keys),
+        })
+    }
+
+    /// Starts a multipart upload of exactly `size` bytes.
+    fn begin_upload(&self, py: Python<'_>, key: &Bound<'_, PyAny>, size: u64) -> PyResult<Upload> {
+        let key = key_of(key)?;
+        let s = &self.inner;
+        let up = py.detach(|| s.begin_upload(&key, size)).map_err(py_err)?;
+        Ok(Upload {
+            inner: Mutex::new(Some(Arc::new(up))),
+        })
+    }
+
+    /// Space and content figures as a dict.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.inner.stats();
+        let d = PyDict::new(py);
+        d.set_item("objects", s.objects)?;
+        d.set_item("logical_bytes", s.logical_bytes)?;
+        d.set_item("allocated_bytes", s.allocated_bytes)?;
+        d.set_item("metadata_bytes", s.metadata_bytes)?;
+        d.set_item("free_bytes", s.free_bytes)?;
+        d.set_item("capacity", s.capacity)?;
+        d.set_item("device_bytes_written", s.device_bytes_written)?;
+        d.set_item("user_bytes_written", s.user_bytes_written)?;
+        d.set_item("commit_groups", s.commit_groups)?;
+        d.set_item("space_amplification", s.space_amplification())?;
+        d.set_item("io_engine", s.io_engine)?;
+        d.set_item("direct_io", s.direct_io)?;
+        d.set_item("index", s.index.name())?;
+        Ok(d)
+    }
+
+    /// Barrier: returns once everything acknowledged before it is durable.
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        let s = &self.inner;
+        py.detach(|| s.sync()).map_err(py_err)
+    }
+
+    /// Finishes pending commits and releases the store's lock.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let s = &self.inner;
+        py.detach(|| s.close()).map_err(py_err)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+}
+
+/// Iterator returned by `Store.list`.
+#[pyclass(module = "blobcask", name = "KeyIterator")]
+struct KeyIterator {
+    keys: Mutex<engine::Keys>,
+}
+
+#[pymethods]
+impl KeyIterator {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let next = self
+            .keys
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("key iterator poisoned"))?
+            .next();
+        match next {
+            None => Ok(None),
+            Some(Ok(entry)) => Ok(Some(bytes_out(py, &entry.key))),
+            Some(Err(e)) => Err(py_err(e)),
+        }
+    }
+}
+
+/// A multipart upload; see `Store.begin_upload`.
+#[pyclass(frozen, module = "blobcask", name = "Upload")]
+struct Upload {
+    inner: Mutex<Option<Arc<blocking::Upload>>>,
+}
+
+impl Upload {
+    fn handle(&self) -> PyResult<Arc<blocking::Upload>> {
+        self.inner
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("upload poisoned"))?
+            .clone()
+            .ok_or_else(|| PyValueError::new_err("the upload was already committed or aborted"))
+    }
+
+    fn take(&self) -> PyResult<Option<blocking::Upload>> {
+        let taken = self
+            .inner
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("upload poisoned"))?
+            .take();
+        match taken {
+            None => Ok(None),
+            Some(arc) => Arc::try_unwrap(arc)
+                .map(Some)
+                .map_err(|_| PyRuntimeError::new_err("parts are still being written")),
+        }
+    }
+}
+
+#[pymethods]
+impl Upload {
+    /// Writes `data` at `offset` (a multiple of 4096; parts end on a
+    /// multiple of 4096 or at the object's end), from any thread.
+    fn write_part(&self, py: Python<'_>, offset: u64, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let data = value_of(data)?;
+        let up = self.handle()?;
+        py.detach(|| up.write_part(offset, data)).map_err(py_err)
+    }
+
+    /// Makes the object visible atomically.
+    fn commit(&self, py: Python<'_>) -> PyResult<ObjectInfo> {
+        let up = self
+            .take()?
+            .ok_or_else(|| PyValueError::new_err("the upload was already committed or aborted"))?;
+        py.detach(|| up.commit())
+            .map(ObjectInfo::from)
+            .map_err(py_err)
+    }
+
+    /// Abandons the upload and frees its space (no-op when already done).
+    fn abort(&self, py: Python<'_>) -> PyResult<()> {
+        match self.take()? {
+            Some(up) => py.detach(|| up.abort()).map_err(py_err),
+            None => Ok(()),
+        }
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.abort(py)?;
+        Ok(false)
+    }
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Store>()?;
+    m.add_class::<Upload>()?;
+    m.add_class::<ObjectInfo>()?;
+    m.add_class::<KeyIterator>()?;
+    m.add("MAX_KEY_LEN", engine::MAX_KEY_LEN)?;
+    m.add("PART_ALIGN", engine::PART_ALIGN)?;
+    Ok(())
+}
