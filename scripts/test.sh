@@ -36,6 +36,10 @@ python3 -m venv "$VENV"
 (cd bindings-python/tests && "../../$VENV/bin/python" -m pytest -q .)
 "$VENV/bin/python" examples/python/quickstart.py >/dev/null
 
+step "Node package: npm install (builds the addon) and node --test"
+(cd bindings-node && npm install --no-audit --no-fund --loglevel=error && npm test)
+node examples/node/quickstart.mjs >/dev/null
+
 step "quickstart demo on this repository"
 cargo run --release --locked -q -p blobcask-examples --bin quickstart -- .
 

@@ -1,0 +1,109 @@
+/** Options for `Store.open`. */
+export interface OpenOptions {
+  /** Bytes of a newly created store (default 1 GiB). */
+  capacity?: number
+  /** Index backend: 'hash' (default, no listing), 'btree' or 'fst'. */
+  index?: 'hash' | 'btree' | 'fst'
+  /** Values up to this many bytes are stored inline beside their key. */
+  inlineThreshold?: number
+  /** I/O engine: 'auto' (default), 'io_uring' or 'portable'. */
+  ioEngine?: 'auto' | 'io_uring' | 'portable'
+  /** Bypass the page cache (default true). */
+  directIo?: boolean
+  /** Create the store when missing (default true). */
+  create?: boolean
+}
+
+/** What a commit produced, or what `stat` reports. */
+export interface ObjectInfo {
+  size: number
+  /** Strictly larger for every later commit in the store. */
+  version: bigint
+  /** Commit time in milliseconds since the epoch. */
+  created: number
+  /** Whether the value lives inline in its tuple. */
+  inline: boolean
+}
+
+/** Space and content figures. */
+export interface Stats {
+  objects: number
+  logicalBytes: number
+  allocatedBytes: number
+  metadataBytes: number
+  freeBytes: number
+  capacity: number
+  deviceBytesWritten: number
+  userBytesWritten: number
+  commitGroups: number
+  ioEngine: string
+  directIo: boolean
+  index: string
+}
+
+/** The `code` of every error blobcask throws or rejects with. */
+export type ErrorCode =
+  | 'NOT_FOUND'
+  | 'INVALID_ARGUMENT'
+  | 'TOO_LARGE'
+  | 'NO_SPACE'
+  | 'CORRUPT'
+  | 'IO'
+  | 'LOCKED'
+  | 'UNSUPPORTED'
+  | 'CLOSED'
+
+/** An Error with the kind in `code`. */
+export interface BlobcaskError extends Error {
+  code: ErrorCode
+}
+
+export type Key = string | Uint8Array
+
+/** A multipart upload: parts in any order, concurrently, then one atomic commit. */
+export declare class Upload {
+  /** Writes `data` at `offset` (a multiple of 4096). */
+  writePart(offset: number, data: Uint8Array): Promise<void>
+  /** Makes the object visible atomically. */
+  commit(): Promise<ObjectInfo>
+  /** Abandons the upload and frees its space. */
+  abort(): Promise<void>
+}
+
+/** An open blob store. */
+export declare class Store {
+  private constructor()
+  /** Opens (creating when missing) the store at `path`. */
+  static open(path: string, options?: OpenOptions): Promise<Store>
+  /** Synchronous `open`, for scripts. */
+  static openSync(path: string, options?: OpenOptions): Store
+  /** Stores `value` under `key`; resolves once durable. Puts issued together commit together. */
+  put(key: Key, value: Uint8Array): Promise<ObjectInfo>
+  /** The whole object. */
+  get(key: Key): Promise<Buffer>
+  /** `length` bytes from `offset` (to the end when omitted), clipped at the end. */
+  read(key: Key, offset?: number, length?: number): Promise<Buffer>
+  /** Size, version and commit time. */
+  stat(key: Key): Promise<ObjectInfo>
+  /** Deletes `key` (rejects with NOT_FOUND when absent). */
+  delete(key: Key): Promise<void>
+  /** Whether `key` has an object (no I/O). */
+  has(key: Key): boolean
+  /** Keys starting with `prefix`, in order (index 'btree' or 'fst'). */
+  list(prefix?: Key): AsyncIterableIterator<Buffer>
+  /** Starts a multipart upload of exactly `size` bytes. */
+  beginUpload(key: Key, size: number): Promise<Upload>
+  /** Space and content figures. */
+  stats(): Stats
+  /** Barrier: resolves once everything acknowledged before is durable. */
+  sync(): Promise<void>
+  /** Finishes pending commits and releases the lock. */
+  close(): Promise<void>
+  putSync(key: Key, value: Uint8Array): ObjectInfo
+  getSync(key: Key): Buffer
+  readSync(key: Key, offset?: number, length?: number): Buffer
+  statSync(key: Key): ObjectInfo
+  deleteSync(key: Key): void
+  syncSync(): void
+  closeSync(): void
+}

@@ -1,0 +1,156 @@
+'use strict'
+/**
+ * blobcask for Node: an embedded blob store.
+ *
+ * Promise methods run on the engine's own threads and never block the event
+ * loop; `...Sync` twins are for scripts. Errors are `Error` objects whose
+ * `code` names the kind: 'NOT_FOUND', 'INVALID_ARGUMENT', 'TOO_LARGE',
+ * 'NO_SPACE', 'CORRUPT', 'IO', 'LOCKED', 'UNSUPPORTED', 'CLOSED'.
+ */
+const native = require('./index.js')
+
+const CODE = /^([A-Z_]+): /
+
+/** Moves the `CODE: ` prefix the native layer puts in messages into `code`. */
+function withCode(e) {
+  if (e instanceof Error) {
+    const m = CODE.exec(e.message)
+    if (m) {
+      e.code = m[1]
+      e.message = e.message.slice(m[0].length)
+    }
+  }
+  return e
+}
+
+async function call(fn) {
+  try {
+    return await fn()
+  } catch (e) {
+    throw withCode(e)
+  }
+}
+
+function callSync(fn) {
+  try {
+    return fn()
+  } catch (e) {
+    throw withCode(e)
+  }
+}
+
+const PAGE = 1024
+
+/** A multipart upload; parts may be written in any order, concurrently. */
+class Upload {
+  #n
+  constructor(n) {
+    this.#n = n
+  }
+  /** Writes `data` at `offset` (a multiple of 4096). */
+  writePart(offset, data) {
+    return call(() => this.#n.writePart(offset, data))
+  }
+  /** Makes the object visible atomically; resolves to its ObjectInfo. */
+  commit() {
+    return call(() => this.#n.commit())
+  }
+  /** Abandons the upload and frees its space. */
+  abort() {
+    return call(() => this.#n.abort())
+  }
+}
+
+/** An open blob store. Create with `await Store.open(path, options)`. */
+class Store {
+  #n
+  constructor(n) {
+    if (!(n instanceof native.Store)) throw new TypeError('use Store.open(path, options)')
+    this.#n = n
+  }
+  /** Opens (creating when missing) the store at `path`. */
+  static async open(path, options) {
+    return new Store(await call(() => native.open(path, options)))
+  }
+  /** Synchronous `open`, for scripts. */
+  static openSync(path, options) {
+    return new Store(callSync(() => native.openSync(path, options)))
+  }
+  /** Stores `value` under `key`; resolves once durable. */
+  put(key, value) {
+    return call(() => this.#n.put(key, value))
+  }
+  /** The whole object as a Buffer. */
+  get(key) {
+    return call(() => this.#n.get(key))
+  }
+  /** `length` bytes from `offset` (to the end when omitted), clipped at the end. */
+  read(key, offset = 0, length) {
+    return call(() => this.#n.read(key, offset, length))
+  }
+  /** Size, version and commit time. */
+  stat(key) {
+    return call(() => this.#n.stat(key))
+  }
+  /** Deletes `key`; resolves once durable. */
+  delete(key) {
+    return call(() => this.#n.delete(key))
+  }
+  /** Whether `key` has an object (no I/O). */
+  has(key) {
+    return callSync(() => this.#n.has(key))
+  }
+  /**
+   * Keys starting with `prefix`, in byte order, as an async iterator of
+   * Buffers. Needs index 'btree' or 'fst'. Pages through the index without
+   * holding it.
+   */
+  async *list(prefix = '') {
+    let after = null
+    for (;;) {
+      const page = callSync(() => this.#n.listPage(prefix, after, PAGE))
+      for (const key of page) yield key
+      if (page.length < PAGE) return
+      after = page[page.length - 1]
+    }
+  }
+  /** Starts a multipart upload of exactly `size` bytes. */
+  async beginUpload(key, size) {
+    return new Upload(await call(() => this.#n.beginUpload(key, size)))
+  }
+  /** Space and content figures. */
+  stats() {
+    return callSync(() => this.#n.stats())
+  }
+  /** Barrier: resolves once everything acknowledged before is durable. */
+  sync() {
+    return call(() => this.#n.sync())
+  }
+  /** Finishes pending commits and releases the lock. */
+  close() {
+    return call(() => this.#n.close())
+  }
+  putSync(key, value) {
+    return callSync(() => this.#n.putSync(key, value))
+  }
+  getSync(key) {
+    return callSync(() => this.#n.getSync(key))
+  }
+  readSync(key, offset = 0, length) {
+    return callSync(() => this.#n.readSync(key, offset, length))
+  }
+  statSync(key) {
+    return callSync(() => this.#n.statSync(key))
+  }
+  deleteSync(key) {
+    return callSync(() => this.#n.deleteSync(key))
+  }
+  syncSync() {
+    return callSync(() => this.#n.syncSync())
+  }
+  closeSync() {
+    return callSync(() => this.#n.closeSync())
+  }
+}
+
+module.exports = { Store, Upload }

@@ -1,0 +1,5 @@
+// ESM entry point: the same classes as the CommonJS one.
+import cjs from './lib.js'
+
+export const { Store, Upload } = cjs
+export default cjs

@@ -1,0 +1,483 @@
+//! Node bindings: Promise methods over the async engine (run on napi-rs's
+//! runtime, never on the event loop), `...Sync` twins over the blocking
+//! engine for scripts. Errors carry their kind as a `CODE: ` message prefix
+//! that lib.js moves into the error's `code` property (`'NOT_FOUND'`,
+//! `'NO_SPACE'`, `'LOCKED'`, ...).
+
+use std::sync::{Arc, Mutex};
+use std::time::UNIX_EPOCH;
+
+use engine::{Bytes, ErrorKind, IndexKind, IoEngineKind, ObjectInfo as Info, Options};
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+/// Errors cross as `"CODE: message"`; lib.js moves the code into the
+/// error's `code` property (napi-rs Promises only carry its own statuses).
+fn js_err(e: engine::Error) -> Error {
+    let code = match e.kind() {
+        ErrorKind::NotFound => "NOT_FOUND",
+        ErrorKind::InvalidArgument => "INVALID_ARGUMENT",
+        ErrorKind::TooLarge => "TOO_LARGE",
+        ErrorKind::NoSpace => "NO_SPACE",
+        ErrorKind::Corrupt => "CORRUPT",
+        ErrorKind::Io => "IO",
+        ErrorKind::Locked => "LOCKED",
+        ErrorKind::Unsupported => "UNSUPPORTED",
+        ErrorKind::Closed => "CLOSED",
+        _ => "INTERNAL",
+    };
+    Error::new(Status::GenericFailure, format!("{code}: {}", e.message()))
+}
+
+fn invalid(msg: impl Into<String>) -> Error {
+    Error::new(
+        Status::InvalidArg,
+        format!("INVALID_ARGUMENT: {}", msg.into()),
+    )
+}
+
+/// A key: a string (UTF-8) or a Buffer/Uint8Array.
+fn key_of(key: Either<String, Uint8Array>) -> Bytes {
+    match key {
+        Either::A(s) => Bytes::from(s.into_bytes()),
+        Either::B(b) => Bytes::copy_from_slice(&b),
+    }
+}
+
+fn to_buffer(b: Bytes) -> Buffer {
+    Buffer::from(Vec::from(b))
+}
+
+/// What a commit produced, or what `stat` reports.
+#[napi(object)]
+pub struct ObjectInfo {
+    /// Object size in bytes.
+    pub size: f64,
+    /// Commit version: larger for every later commit in the store.
+    pub version: BigInt,
+    /// Commit time, milliseconds since the Unix epoch (as `Date.now()`).
+    pub created: f64,
+    /// Whether the value is stored inline in its tuple.
+    pub inline: bool,
+}
+
+impl From<Info> for ObjectInfo {
+    fn from(i: Info) -> Self {
+        ObjectInfo {
+            size: i.size as f64,
+            version: BigInt::from(i.version),
+            created: i
+                .created
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs_f64() * 1000.0)
+                .unwrap_or(0.0),
+            inline: i.inline,
+        }
+    }
+}
+
+/// Options for `Store.open`.
+#[napi(object)]
+#[derive(Default)]
+pub struct OpenOptions {
+    /// Bytes of a newly created store (default 1 GiB).
+    pub capacity: Option<f64>,
+    /// `'hash'` (default), `'btree'` or `'fst'`.
+    pub index: Option<String>,
+    /// Values up to this many bytes are stored inline.
+    pub inline_threshold: Option<u32>,
+    /// `'auto'` (default), `'io_uring'` or `'portable'`.
+    pub io_engine: Option<String>,
+    /// Bypass the page cache (default true).
+    pub direct_io: Option<bool>,
+    /// Create the store when missing (default true).
+    pub create: Option<bool>,
+}
+
+fn options_of(o: Option<OpenOptions>) -> Result<Options> {
+    let o = o.unwrap_or_default();
+    let mut opts = Options::new();
+    if let Some(c) = o.capacity {
+        if !(c.is_finite() && c >= 0.0) {
+            return Err(invalid("capacity must be a non-negative number"));
+        }
+        opts = opts.capacity(c as u64);
+    }
+    if let Some(i) = o.index {
+        opts = opts.index(i.parse::<IndexKind>().map_err(js_err)?);
+    }
+    if let Some(t) = o.inline_threshold {
+        opts = opts.inline_threshold(t as usize);
+    }
+    if let Some(e) = o.io_engine {
+        opts = opts.io_engine(match e.as_str() {
+            "auto" => IoEngineKind::Auto,
+            "io_uring" => IoEngineKind::IoUring,
+            "portable" => IoEngineKind::Portable,
+            _ => return Err(invalid(format!("unknown ioEngine {e:?}"))),
+        });
+    }
+    Ok(opts
+        .direct_io(o.direct_io.unwrap_or(true))
+        .create(o.create.unwrap_or(true)))
+}
+
+fn offset_of(n: f64, what: &str) -> Result<u64> {
+    if n.is_finite() && n >= 0.0 && n.fract() == 0.0 {
+        Ok(n as u64)
+    } else {
+        Err(invalid(format!("{what} must be a non-negative integer")))
+    }
+}
+
+/// Space and content figures.
+#[napi(object)]
+pub struct Stats {
+    pub objects: f64,
+    pub logical_bytes: f64,
+    pub allocated_bytes: f64,
+    pub metadata_bytes: f64,
+    pub free_bytes: f64,
+    pub capacity: f64,
+    pub device_bytes_written: f64,
+    pub user_bytes_written: f64,
+    pub commit_groups: f64,
+    pub io_engine: String,
+    pub direct_io: bool,
+    pub index: String,
+}
+
+/// Opens (creating when missing) the store at `path`.
+#[napi]
+pub async fn open(path: String, options: Option<OpenOptions>) -> Result<Store> {
+    let opts = options_of(options)?;
+    let store = engine::Store::open(path, opts).await.map_err(js_err)?;
+    Ok(Store { inner: store })
+}
+
+/// Synchronous `open`, for scripts.
+#[napi]
+pub fn open_sync(path: String, options: Option<OpenOptions>) -> Result<Store> {
+    let opts = options_of(options)?;
+    let store = engine::blocking::Store::open(path, opts).map_err(js_err)?;
+    Ok(Store {
+        inner: store.as_async().clone(),
+    })
+}
+
+/// An open blob store.
+#[napi]
+pub struct Store {
+    inner: engine::Store,
+}
+
+#[napi]
+impl Store {
+    fn blocking(&self) -> engine::blocking::Store {
+        engine::blocking::Store::from(self.inner.clone())
+    }
+
+    /// Stores `value` under `key` (create or replace). Resolves once durable;
+    /// puts issued together are committed together.
+    #[napi]
+    pub async fn put(
+        &self,
+        key: Either<String, Uint8Array>,
+        value: Uint8Array,
+    ) -> Result<ObjectInfo> {
+        let (key, value) = (key_of(key), Bytes::copy_from_slice(&value));
+        self.inner
+            .put(key, value)
+            .await
+            .map(Into::into)
+            .map_err(js_err)
+    }
+
+    /// The whole object. Reads run as a libuv work item that calls the
+    /// blocking engine (one `pread` on the worker thread), so a read costs
+    /// the same two thread hand-offs as `fs.promises.readFile`.
+    #[napi(ts_return_type = "Promise<Buffer>")]
+    pub fn get(&self, key: Either<String, Uint8Array>) -> AsyncTask<ReadTask> {
+        AsyncTask::new(ReadTask {
+            store: self.blocking(),
+            key: key_of(key),
+            offset: 0,
+            length: u64::MAX,
+        })
+    }
+
+    /// `length` bytes from `offset` (to the end when omitted), clipped at
+    /// the end; an offset past the end rejects with INVALID_ARGUMENT.
+    #[napi(ts_return_type = "Promise<Buffer>")]
+    pub fn read(
+        &self,
+        key: Either<String, Uint8Array>,
+        offset: f64,
+        length: Option<f64>,
+    ) -> Result<AsyncTask<ReadTask>> {
+        let offset = offset_of(offset, "offset")?;
+        let length = match length {
+            Some(l) => offset_of(l, "length")?,
+            None => u64::MAX,
+        };
+        Ok(AsyncTask::new(ReadTask {
+            store: self.blocking(),
+            key: key_of(key),
+            offset,
+            length,
+        }))
+    }
+
+    /// Size, version and commit time.
+    #[napi]
+    pub async fn stat(&self, key: Either<String, Uint8Array>) -> Result<ObjectInfo> {
+        let key = key_of(key);
+        self.inner.stat(key).await.map(Into::into).map_err(js_err)
+    }
+
+    /// Deletes `key` (NOT_FOUND when absent); resolves once durable.
+    #[napi]
+    pub async fn delete(&self, key: Either<String, Uint8Array>) -> Result<()> {
+        let key = key_of(key);
+        self.inner.delete(key).await.map_err(js_err)
+    }
+
+    /// Whether `key` has an object (memory only, no I/O).
+    #[napi]
+    pub fn has(&self, key: Either<String, Uint8Array>) -> bool {
+        self.inner.contains(key_of(key))
+    }
+
+    /// Up to `limit` keys starting with `prefix`, strictly after `after`
+    /// when given, in order. `list()` in lib.js pages through this.
+    #[napi]
+    pub fn list_page(
+        &self,
+        prefix: Either<String, Uint8Array>,
+        after: Option<Uint8Array>,
+        limit: u32,
+    ) -> Result<Vec<Buffer>> {
+        let prefix = key_of(prefix);
+        let keys = match after {
+            None => self.inner.list(&prefix).map_err(js_err)?,
+            Some(a) => {
+                let after = a.to_vec();
+                let end = prefix_end(&prefix);
+                let start = std::ops::Bound::Excluded(after);
+                self.inner.range((start, end)).map_err(js_err)?
+            }
+        };
+        let mut out = Vec::new();
+        for entry in keys.take(limit as usize) {
+            out.push(Buffer::from(entry.map_err(js_err)?.key.to_vec()));
+        }
+        Ok(out)
+    }
+
+    /// Starts a multipart upload of exactly `size` bytes.
+    #[napi]
+    pub async fn begin_upload(&self, key: Either<String, Uint8Array>, size: f64) -> Result<Upload> {
+        let key = key_of(key);
+        let size = offset_of(size, "size")?;
+        let up = self.inner.begin_upload(key, size).await.map_err(js_err)?;
+        Ok(Upload {
+            inner: Mutex::new(Some(Arc::new(up))),
+        })
+    }
+
+    /// Space and content figures.
+    #[napi]
+    pub fn stats(&self) -> Stats {
+        let s = self.inner.stats();
+        Stats {
+            objects: s.objects as f64,
+            logical_bytes: s.logical_bytes as f64,
+            allocated_bytes: s.allocated_bytes as f64,
+            metadata_bytes: s.metadata_bytes as f64,
+            free_bytes: s.free_bytes as f64,
+            capacity: s.capacity as f64,
+            device_bytes_written: s.device_bytes_written as f64,
+            user_bytes_written: s.user_bytes_written as f64,
+            commit_groups: s.commit_groups as f64,
+            io_engine: s.io_engine.to_string(),
+            direct_io: s.direct_io,
+            index: s.index.name().to_string(),
+        }
+    }
+
+    /// Barrier: resolves once everything acknowledged before is durable.
+    #[napi]
+    pub async fn sync(&self) -> Result<()> {
+        self.inner.sync().await.map_err(js_err)
+    }
+
+    /// Finishes pending commits and releases the lock.
+    #[napi]
+    pub async fn close(&self) -> Result<()> {
+        self.inner.close().await.map_err(js_err)
+    }
+
+    /// Synchronous `put` (blocks the event loop; for scripts).
+    #[napi]
+    pub fn put_sync(
+        &self,
+        key: Either<String, Uint8Array>,
+        value: Uint8Array,
+    ) -> Result<ObjectInfo> {
+        let (key, value) = (key_of(key), Bytes::copy_from_slice(&value));
+        self.blocking()
+            .put(key, value)
+            .map(Into::into)
+            .map_err(js_err)
+    }
+
+    /// Synchronous `get`.
+    #[napi]
+    pub fn get_sync(&self, key: Either<String, Uint8Array>) -> Result<Buffer> {
+        self.blocking()
+            .get(key_of(key))
+            .map(to_buffer)
+            .map_err(js_err)
+    }
+
+    /// Synchronous `read`.
+    #[napi]
+    pub fn read_sync(
+        &self,
+        key: Either<String, Uint8Array>,
+        offset: f64,
+        length: Option<f64>,
+    ) -> Result<Buffer> {
+        let offset = offset_of(offset, "offset")?;
+        let length = match length {
+            Some(l) => offset_of(l, "length")?,
+            None => u64::MAX,
+        };
+        self.blocking()
+            .read(key_of(key), offset, length)
+            .map(to_buffer)
+            .map_err(js_err)
+    }
+
+    /// Synchronous `stat`.
+    #[napi]
+    pub fn stat_sync(&self, key: Either<String, Uint8Array>) -> Result<ObjectInfo> {
+        self.blocking()
+            .stat(key_of(key))
+            .map(Into::into)
+            .map_err(js_err)
+    }
+
+    /// Synchronous `delete`.
+    #[napi]
+    pub fn delete_sync(&self, key: Either<String, Uint8Array>) -> Result<()> {
+        self.blocking().delete(key_of(key)).map_err(js_err)
+    }
+
+    /// Synchronous `sync`.
+    #[napi]
+    pub fn sync_sync(&self) -> Result<()> {
+        self.blocking().sync().map_err(js_err)
+    }
+
+    /// Synchronous `close`.
+    #[napi]
+    pub fn close_sync(&self) -> Result<()> {
+        self.blocking().close().map_err(js_err)
+    }
+}
+
+/// A read on a libuv worker thread.
+pub struct ReadTask {
+    store: engine::blocking::Store,
+    key: Bytes,
+    offset: u64,
+    length: u64,
+}
+
+impl Task for ReadTask {
+    type Output = Bytes;
+    type JsValue = Buffer;
+
+    fn compute(&mut self) -> Result<Bytes> {
+        self.store
+            .read(&self.key, self.offset, self.length)
+            .map_err(js_err)
+    }
+
+    fn resolve(&mut self, _env: Env, output: Bytes) -> Result<Buffer> {
+        Ok(to_buffer(output))
+    }
+}
+
+fn prefix_end(prefix: &[u8]) -> std::ops::Bound<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return std::ops::Bound::Excluded(end);
+        }
+    }
+    std::ops::Bound::Unbounded
+}
+
+/// A multipart upload; see `Store.beginUpload`.
+#[napi]
+pub struct Upload {
+    inner: Mutex<Option<Arc<engine::Upload>>>,
+}
+
+impl Upload {
+    fn handle(&self) -> Result<Arc<engine::Upload>> {
+        self.inner
+            .lock()
+            .map_err(|_| invalid("upload poisoned"))?
+            .clone()
+            .ok_or_else(|| invalid("the upload was already committed or aborted"))
+    }
+
+    fn take(&self) -> Result<Option<engine::Upload>> {
+        let taken = self
+            .inner
+            .lock()
+            .map_err(|_| invalid("upload poisoned"))?
+            .take();
+        match taken {
+            None => Ok(None),
+            Some(arc) => Arc::try_unwrap(arc)
+                .map(Some)
+                .map_err(|_| invalid("parts are still being written")),
+        }
+    }
+}
+
+#[napi]
+impl Upload {
+    /// Writes one part at `offset` (a multiple of 4096; parts end on a
+    /// multiple of 4096 or at the object's end), in any order, concurrently.
+    #[napi]
+    pub async fn write_part(&self, offset: f64, data: Uint8Array) -> Result<()> {
+        let offset = offset_of(offset, "offset")?;
+        let data = Bytes::copy_from_slice(&data);
+        let up = self.handle()?;
+        up.write_part(offset, data).await.map_err(js_err)
+    }
+
+    /// Makes the object visible atomically.
+    #[napi]
+    pub async fn commit(&self) -> Result<ObjectInfo> {
+        let up = self
+            .take()?
+            .ok_or_else(|| invalid("the upload was already committed or aborted"))?;
+        up.commit().await.map(Into::into).map_err(js_err)
+    }
+
+    /// Abandons the upload and frees its space.
+    #[napi]
+    pub async fn abort(&self) -> Result<()> {
+        match self.take()? {
+            Some(up) => up.abort().await.map_err(js_err),
+            None => Ok(()),
+        }
+    }
+}

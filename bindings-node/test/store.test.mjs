@@ -1,0 +1,181 @@
+// Tests for the blobcask Node package (node --test).
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { randomBytes } from 'node:crypto'
+
+import { Store } from '../lib.mjs'
+import cjs from '../lib.js'
+
+function tempPath() {
+  const dir = mkdtempSync(join(tmpdir(), 'blobcask-node-'))
+  return { path: join(dir, 'store.blobcask'), cleanup: () => rmSync(dir, { recursive: true, force: true }) }
+}
+
+async function withStore(options, fn) {
+  const t = tempPath()
+  const store = await Store.open(t.path, { capacity: 64 * 1024 * 1024, ...options })
+  try {
+    await fn(store, t.path)
+  } finally {
+    await store.close()
+    t.cleanup()
+  }
+}
+
+test('CommonJS and ESM export the same class', () => {
+  assert.equal(cjs.Store, Store)
+})
+
+test('put, get, read, stat, has, delete', async () => {
+  await withStore({}, async (s) => {
+    const value = randomBytes(100_000)
+    const info = await s.put('photos/cat.jpg', value)
+    assert.equal(info.size, 100_000)
+    assert.equal(typeof info.version, 'bigint')
+    assert.equal(info.inline, false)
+    assert.ok(Math.abs(info.created - Date.now()) < 60_000)
+    assert.deepEqual(await s.get('photos/cat.jpg'), value)
+    assert.deepEqual(await s.get(Buffer.from('photos/cat.jpg')), value, 'string and Buffer keys match')
+    assert.deepEqual(await s.read('photos/cat.jpg', 5000, 10), value.subarray(5000, 5010))
+    assert.deepEqual(await s.read('photos/cat.jpg', 99_990, 100), value.subarray(99_990))
+    assert.deepEqual(await s.read('photos/cat.jpg', 100), value.subarray(100))
+    const st = await s.stat('photos/cat.jpg')
+    assert.equal(st.version, info.version)
+    assert.ok(s.has('photos/cat.jpg'))
+    await s.delete('photos/cat.jpg')
+    assert.ok(!s.has('photos/cat.jpg'))
+    await s.put('u8', new Uint8Array([1, 2, 3]))
+    assert.deepEqual([...(await s.get('u8'))], [1, 2, 3])
+    assert.ok((await s.stat('u8')).inline)
+  })
+})
+
+test('errors carry a code', async () => {
+  await withStore({}, async (s, path) => {
+    await assert.rejects(s.get('missing'), (e) => e instanceof Error && e.code === 'NOT_FOUND')
+    await assert.rejects(s.delete('missing'), { code: 'NOT_FOUND' })
+    await s.put('k', Buffer.alloc(10))
+    await assert.rejects(s.read('k', 11, 1), { code: 'INVALID_ARGUMENT' })
+    await assert.rejects(s.put('', Buffer.from('x')), { code: 'INVALID_ARGUMENT' })
+    await assert.rejects(s.put('k'.repeat(2000), Buffer.from('x')), { code: 'TOO_LARGE' })
+    await assert.rejects(s.beginUpload('huge', 2 ** 40), { code: 'TOO_LARGE' })
+    await assert.rejects(Store.open(path), { code: 'LOCKED' })
+    await assert.rejects(async () => {
+      for await (const _ of s.list('k')) break
+    }, { code: 'UNSUPPORTED' })
+    await assert.rejects(s.read('k', -1, 1), { code: 'INVALID_ARGUMENT' })
+    await assert.rejects(Store.open(path + '.x', { index: 'nope' }), { code: 'INVALID_ARGUMENT' })
+    assert.throws(() => s.getSync('missing'), { code: 'NOT_FOUND' })
+  })
+  const t = tempPath()
+  writeFileSync(t.path, Buffer.alloc(2 * 1024 * 1024, 'x'))
+  await assert.rejects(Store.open(t.path), { code: 'CORRUPT' })
+  await assert.rejects(Store.open(t.path + '.missing', { create: false }), { code: 'NOT_FOUND' })
+  t.cleanup()
+})
+
+test('a full store rejects with NO_SPACE and recovers after deletes', async () => {
+  const t = tempPath()
+  const s = await Store.open(t.path, { capacity: 16 * 1024 * 1024 })
+  const chunk = randomBytes(1024 * 1024)
+  const stored = []
+  let error
+  for (let i = 0; i < 100 && !error; i++) {
+    try {
+      await s.put(`fill/${i}`, chunk)
+      stored.push(`fill/${i}`)
+    } catch (e) {
+      error = e
+    }
+  }
+  assert.equal(error?.code, 'NO_SPACE')
+  for (const k of stored.slice(0, 3)) await s.delete(k)
+  await s.put('after', chunk)
+  assert.deepEqual(await s.get('after'), chunk)
+  await s.close()
+  await assert.rejects(s.get('after'), { code: 'CLOSED' })
+  t.cleanup()
+})
+
+test('many concurrent promises commit together', async () => {
+  await withStore({}, async (s) => {
+    const before = s.stats().commitGroups
+    const values = Array.from({ length: 200 }, () => randomBytes(8000))
+    await Promise.all(values.map((v, i) => s.put(`c/${i}`, v)))
+    const groups = s.stats().commitGroups - before
+    assert.ok(groups < 200, `200 puts issued in one tick took ${groups} groups`)
+    const back = await Promise.all(values.map((_, i) => s.get(`c/${i}`)))
+    back.forEach((b, i) => assert.deepEqual(b, values[i]))
+  })
+})
+
+test('async calls do not block the event loop', async () => {
+  await withStore({}, async (s) => {
+    let ticks = 0
+    const timer = setInterval(() => ticks++, 1)
+    await Promise.all(Array.from({ length: 8 }, (_, i) => s.put(`big/${i}`, randomBytes(4 * 1024 * 1024))))
+    clearInterval(timer)
+    assert.ok(ticks > 0, 'timers ran while the puts were in flight')
+  })
+})
+
+test('multipart upload in any order, concurrently', async () => {
+  await withStore({}, async (s) => {
+    const size = 3 * 4096 + 123
+    const value = randomBytes(size)
+    const up = await s.beginUpload('up', size)
+    const offsets = [8192, 0, 12288, 4096]
+    await Promise.all(offsets.map((o) => up.writePart(o, value.subarray(o, Math.min(o + 4096, size)))))
+    assert.ok(!s.has('up'))
+    const info = await up.commit()
+    assert.equal(info.size, size)
+    assert.deepEqual(await s.get('up'), value)
+    await assert.rejects(up.commit(), { code: 'INVALID_ARGUMENT' })
+
+    const free = s.stats().freeBytes
+    const aborted = await s.beginUpload('aborted', 8 * 1024 * 1024)
+    await aborted.abort()
+    assert.equal(s.stats().freeBytes, free)
+    const bad = await s.beginUpload('bad', 10_000)
+    await assert.rejects(bad.writePart(1, Buffer.from('x')), { code: 'INVALID_ARGUMENT' })
+    await assert.rejects(bad.commit(), { code: 'INVALID_ARGUMENT' })
+  })
+})
+
+test('list pages through an ordered index', async () => {
+  await withStore({ index: 'btree' }, async (s) => {
+    await Promise.all(Array.from({ length: 2500 }, (_, i) => s.put(`${i % 2 ? 'vid' : 'img'}/${String(i).padStart(5, '0')}`, Buffer.from('x'))))
+    const keys = []
+    for await (const k of s.list('img/')) keys.push(k.toString())
+    assert.equal(keys.length, 1250)
+    assert.deepEqual(keys, [...keys].sort())
+    let all = 0
+    for await (const _ of s.list()) all++
+    assert.equal(all, 2500)
+  })
+})
+
+test('sync twins and reopen', async () => {
+  const t = tempPath()
+  const s = Store.openSync(t.path, { capacity: 32 * 1024 * 1024, index: 'fst' })
+  const values = Array.from({ length: 100 }, (_, i) => randomBytes((i * 997) % 30_000))
+  values.forEach((v, i) => s.putSync(`k${i}`, v))
+  assert.deepEqual(s.getSync('k5'), values[5])
+  assert.deepEqual(s.readSync('k5', 1, 3), values[5].subarray(1, 4))
+  assert.equal(s.statSync('k5').size, values[5].length)
+  s.deleteSync('k7')
+  s.syncSync()
+  s.closeSync()
+  const r = await Store.open(t.path)
+  assert.equal(r.stats().objects, 99)
+  for (let i = 0; i < 100; i++) {
+    if (i === 7) assert.ok(!r.has('k7'))
+    else assert.deepEqual(await r.get(`k${i}`), values[i])
+  }
+  await r.sync()
+  await r.close()
+  t.cleanup()
+})
