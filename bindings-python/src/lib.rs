@@ -7,7 +7,7 @@
 //! expects, hashable and immutable). Errors become the exception classes
 //! of `blobcask.errors`, one per `ErrorKind`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::UNIX_EPOCH;
 
 use engine::blocking;
@@ -40,6 +40,54 @@ fn py_err(e: Error) -> PyErr {
             Err(import_failed) => import_failed,
         }
     })
+}
+
+/// Threads that run asyncio calls: each blocks in the engine with the GIL
+/// released, then hands the result to the event loop. Enough of them that
+/// concurrent awaited puts still meet in one commit group.
+const ASYNC_WORKERS: usize = 64;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+fn async_pool() -> &'static crossbeam_channel::Sender<Job> {
+    static POOL: OnceLock<crossbeam_channel::Sender<Job>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let (tx, rx) = crossbeam_channel::unbounded::<Job>();
+        for i in 0..ASYNC_WORKERS {
+            let rx = rx.clone();
+            let _ = std::thread::Builder::new()
+                .name(format!("blobcask-py-{i}"))
+                .spawn(move || {
+                    while let Ok(job) = rx.recv() {
+                        job();
+                    }
+                });
+        }
+        tx
+    })
+}
+
+/// Runs `work` on the async pool (no GIL), then calls `done(error, result)`
+/// with the GIL held; `done` hands the outcome to the event loop.
+fn submit<T, F, C>(done: Py<PyAny>, work: F, convert: C)
+where
+    T: Send + 'static,
+    F: FnOnce() -> engine::Result<T> + Send + 'static,
+    C: for<'py> FnOnce(Python<'py>, T) -> PyResult<Bound<'py, PyAny>> + Send + 'static,
+{
+    let job: Job = Box::new(move || {
+        let outcome = work();
+        Python::attach(|py| {
+            let call = match outcome.map_err(py_err).and_then(|v| convert(py, v)) {
+                Ok(v) => done.call1(py, (py.None(), v)),
+                Err(e) => done.call1(py, (e.into_value(py), py.None())),
+            };
+            if let Err(e) = call {
+                e.write_unraisable(py, None);
+            }
+        });
+    });
+    let _ = async_pool().send(job);
 }
 
 /// A key: `str` (UTF-8) or any bytes-like object.
@@ -339,6 +387,63 @@ impl Store {
     fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
         self.close(py)?;
         Ok(false)
+    }
+
+    /// asyncio support: reads `length` bytes at `offset` on a worker thread
+    /// and calls `done(error, bytes)`.
+    #[pyo3(signature = (key, offset, length, done))]
+    fn _read_cb(
+        &self,
+        key: &Bound<'_, PyAny>,
+        offset: u64,
+        length: Option<u64>,
+        done: Py<PyAny>,
+    ) -> PyResult<()> {
+        let (key, s) = (key_of(key)?, self.inner.clone());
+        submit(
+            done,
+            move || s.read(&key, offset, length.unwrap_or(u64::MAX)),
+            |py, b| Ok(bytes_out(py, &b).into_any()),
+        );
+        Ok(())
+    }
+
+    /// asyncio support: put on a worker thread, then `done(error, info)`.
+    fn _put_cb(
+        &self,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        done: Py<PyAny>,
+    ) -> PyResult<()> {
+        let (key, value, s) = (key_of(key)?, value_of(value)?, self.inner.clone());
+        submit(
+            done,
+            move || s.put(&key, value),
+            |py, i| Ok(Bound::new(py, ObjectInfo::from(i))?.into_any()),
+        );
+        Ok(())
+    }
+
+    /// asyncio support: stat on a worker thread, then `done(error, info)`.
+    fn _stat_cb(&self, key: &Bound<'_, PyAny>, done: Py<PyAny>) -> PyResult<()> {
+        let (key, s) = (key_of(key)?, self.inner.clone());
+        submit(
+            done,
+            move || s.stat(&key),
+            |py, i| Ok(Bound::new(py, ObjectInfo::from(i))?.into_any()),
+        );
+        Ok(())
+    }
+
+    /// asyncio support: delete on a worker thread, then `done(error, None)`.
+    fn _delete_cb(&self, key: &Bound<'_, PyAny>, done: Py<PyAny>) -> PyResult<()> {
+        let (key, s) = (key_of(key)?, self.inner.clone());
+        submit(
+            done,
+            move || s.delete(&key),
+            |py, ()| Ok(py.None().into_bound(py)),
+        );
+        Ok(())
     }
 }
 

@@ -2,7 +2,7 @@
 
 from os import PathLike
 from types import TracebackType
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
 Key = Union[str, bytes, bytearray, memoryview]
 BytesLike = Union[bytes, bytearray, memoryview, Any]
@@ -82,6 +82,10 @@ class Store:
         """Barrier: everything acknowledged before is durable."""
     def close(self) -> None:
         """Finishes pending commits and releases the lock."""
+    def _read_cb(self, key: Key, offset: int, length: Optional[int], done: Callable[[Optional[BaseException], Any], None]) -> None: ...
+    def _put_cb(self, key: Key, value: BytesLike, done: Callable[[Optional[BaseException], Any], None]) -> None: ...
+    def _stat_cb(self, key: Key, done: Callable[[Optional[BaseException], Any], None]) -> None: ...
+    def _delete_cb(self, key: Key, done: Callable[[Optional[BaseException], Any], None]) -> None: ...
     def __enter__(self) -> "Store": ...
     def __exit__(
         self,

@@ -1,7 +1,9 @@
 """asyncio API: the same calls as ``Store``, as coroutines.
 
-Each call runs the blocking call (which releases the GIL) on a thread pool
-owned by the store, so the event loop never blocks on the device.
+Reads, puts, stats and deletes run on the extension's own worker threads
+(without the GIL) and resolve an asyncio future through
+``call_soon_threadsafe``: one hand-off each way, nothing on the event loop.
+The rarer calls (open, uploads, sync, close) use a thread pool.
 """
 
 from __future__ import annotations
@@ -47,25 +49,36 @@ class AsyncStore:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, fn, *args)
 
+    def _native(self, method: Callable[..., None], *args: Any) -> "asyncio.Future[Any]":
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+
+        def done(error: Optional[BaseException], value: Any) -> None:
+            # Runs on an extension worker thread, with the GIL.
+            loop.call_soon_threadsafe(_resolve, fut, error, value)
+
+        method(*args, done)
+        return fut
+
     async def put(self, key: Key, value: Any) -> ObjectInfo:
         """Stores ``value`` under ``key``; durable when awaited."""
-        return await self._run(self._store.put, key, value)
+        return await self._native(self._store._put_cb, key, value)
 
     async def get(self, key: Key) -> bytes:
         """The whole object."""
-        return await self._run(self._store.get, key)
+        return await self._native(self._store._read_cb, key, 0, None)
 
     async def read(self, key: Key, offset: int = 0, length: Optional[int] = None) -> bytes:
         """``length`` bytes from ``offset``, clipped at the end."""
-        return await self._run(self._store.read, key, offset, length)
+        return await self._native(self._store._read_cb, key, offset, length)
 
     async def stat(self, key: Key) -> ObjectInfo:
         """Size, version and commit time."""
-        return await self._run(self._store.stat, key)
+        return await self._native(self._store._stat_cb, key)
 
     async def delete(self, key: Key) -> None:
         """Deletes ``key``; durable when awaited."""
-        await self._run(self._store.delete, key)
+        await self._native(self._store._delete_cb, key)
 
     def contains(self, key: Key) -> bool:
         """Whether ``key`` has an object (memory only, no I/O)."""
@@ -104,6 +117,15 @@ class AsyncStore:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
+
+
+def _resolve(fut: "asyncio.Future[Any]", error: Optional[BaseException], value: Any) -> None:
+    if fut.cancelled():
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(value)
 
 
 class AsyncUpload:
