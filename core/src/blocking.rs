@@ -83,6 +83,16 @@ impl Store {
     ) -> Result<crate::Keys> {
         self.inner.range(range)
     }
+    /// See [`crate::Store::bulk_load`].
+    pub fn bulk_load<I, K, V>(&self, items: I) -> Result<crate::LoadReport>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        I::IntoIter: Send,
+        K: AsRef<[u8]>,
+        V: Into<Bytes>,
+    {
+        block_on(self.inner.bulk_load(items))
+    }
     /// See [`crate::Store::stats`].
     pub fn stats(&self) -> Stats {
         self.inner.stats()

@@ -38,4 +38,4 @@ pub use options::{
     Options, DEFAULT_CAPACITY, DEFAULT_INLINE_THRESHOLD, DEFAULT_MAX_PIECE_SIZE,
     MAX_INLINE_THRESHOLD, MIN_CAPACITY,
 };
-pub use store::{Keys, ListEntry, ObjectInfo, Stats, Store, Upload, PART_ALIGN};
+pub use store::{Keys, ListEntry, LoadReport, ObjectInfo, Stats, Store, Upload, PART_ALIGN};

@@ -642,3 +642,55 @@ async fn a_store_opens_with_any_index_backend() {
         s.close().await.unwrap();
     }
 }
+
+on_every_engine!(bulk_load_fills_the_store_and_replaces_keys, |s, t, e| {
+    s.put("obj/00005", vec![9u8; 100]).await.unwrap();
+    let items: Vec<(String, Vec<u8>)> = (0..5000u64)
+        .map(|i| {
+            (
+                format!("obj/{i:05}"),
+                pattern(i, [10, 700, 5000, 20_000][i as usize % 4]),
+            )
+        })
+        .collect();
+    let total: u64 = items.iter().map(|(_, v)| v.len() as u64).sum();
+    let report = s.bulk_load(items.clone()).await.unwrap();
+    assert_eq!(report.objects, 5000);
+    assert_eq!(report.bytes, total);
+    assert!(report.batches >= 2, "5000 objects take more than one batch");
+    let st = s.stats();
+    assert_eq!(st.objects, 5000);
+    assert!(
+        st.commit_groups < 100,
+        "5000 loaded objects used {} commit groups",
+        st.commit_groups
+    );
+    for (k, v) in items.iter().step_by(37) {
+        assert_eq!(s.get(k).await.unwrap(), v[..], "{k}");
+    }
+    s.close().await.unwrap();
+    let s = open(&t, e).await;
+    assert_eq!(s.stats().objects, 5000);
+    assert_eq!(s.get("obj/00005").await.unwrap(), pattern(5, 700));
+});
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_load_that_runs_out_of_space_keeps_earlier_batches() {
+    let t = temp_path();
+    let s = Store::open(&t.path, Options::new().capacity(16 << 20))
+        .await
+        .unwrap();
+    let items = (0..400u64).map(|i| (format!("k{i:04}"), pattern(i, 64 << 10)));
+    let err = s.bulk_load(items).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NoSpace);
+    assert!(err.to_string().contains("bulk_load after"), "{err}");
+    let st = s.stats();
+    // Whatever was committed is whole; nothing half-loaded is visible.
+    for i in 0..st.objects {
+        assert_eq!(
+            s.get(format!("k{i:04}")).await.unwrap(),
+            pattern(i, 64 << 10)
+        );
+    }
+    s.put("after", vec![1u8; 10]).await.unwrap();
+}

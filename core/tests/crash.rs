@@ -185,3 +185,71 @@ fn every_crash_point_recovers_the_acknowledged_state() {
     eprintln!("checked {points} crash images");
     assert!(points > 300, "only {points} crash images");
 }
+
+/// A bulk load cut at any write leaves a prefix of its items (in order),
+/// each whole, and the store's earlier content untouched.
+#[test]
+fn bulk_load_cut_anywhere_leaves_a_clean_prefix() {
+    let items: Vec<(String, Vec<u8>)> = (0..2500u64)
+        .map(|i| {
+            (
+                format!("b{i:05}"),
+                pattern(i, [40, 900, 5000][i as usize % 3]),
+            )
+        })
+        .collect();
+    let dev = Arc::new(MemDevice::new(16 << 20));
+    let store = Store::open_with_engine(dev.clone(), options()).unwrap();
+    store.put("before", pattern(7, 3000)).unwrap();
+    store.close().unwrap();
+    let base = dev.volatile_image();
+    // Dry run to count the load's writes.
+    let dev = Arc::new(MemDevice::from_image(base.clone()));
+    let store = Store::open_with_engine(dev.clone(), options()).unwrap();
+    let start = dev.writes();
+    store.bulk_load(items.clone()).unwrap();
+    let total = dev.writes() - start;
+    drop(store);
+    let mut images = 0;
+    // Every write when there are few, else a spread of them.
+    let step = (total / 60).max(1);
+    for cut in (1..=total).step_by(step as usize) {
+        let dev = Arc::new(MemDevice::from_image(base.clone()));
+        let store = Store::open_with_engine(dev.clone(), options()).unwrap();
+        dev.crash_after_writes(cut);
+        assert!(
+            store.bulk_load(items.clone()).is_err(),
+            "cut {cut} of {total}"
+        );
+        drop(store);
+        for mode in [
+            CrashMode::DropUnsynced,
+            CrashMode::KeepUnsynced,
+            CrashMode::Random(cut),
+        ] {
+            let s = Store::open_with_engine(
+                Arc::new(MemDevice::from_image(dev.crash_image(mode))),
+                options(),
+            )
+            .unwrap_or_else(|e| panic!("cut {cut} {mode:?}: {e}"));
+            let loaded = s.stats().objects - 1;
+            assert_eq!(s.get("before").unwrap(), pattern(7, 3000));
+            for (i, (k, v)) in items.iter().enumerate() {
+                if (i as u64) < loaded {
+                    assert_eq!(
+                        s.get(k).unwrap(),
+                        v[..],
+                        "cut {cut} {mode:?}: {k} in the prefix"
+                    );
+                } else {
+                    assert!(
+                        !s.contains(k),
+                        "cut {cut} {mode:?}: {k} after a prefix of {loaded}"
+                    );
+                }
+            }
+            images += 1;
+        }
+    }
+    eprintln!("checked {images} crash images of a {total}-write bulk load");
+}

@@ -11,9 +11,14 @@
 //! ```text
 //! 0  magic u32 "BCTB"     4  block_no u32     8  store_id u64
 //! 16 seq u64              24 count u16        26 payload_len u16
-//! 28 crc32c u32 over bytes [0,28) ++ [32,40) ++ payload
+//! 28 crc32c u32 over bytes [0,28) ++ [32,48) ++ payload
 //! 32 group_first u64: first version assigned by the group that wrote it
-//! 40 payload: `count` tuples back to back
+//! 40 group_blocks u32: how many blocks that group wrote   44 reserved u32
+//! 48 payload: `count` tuples back to back
+//!
+//! `group_blocks` makes a group atomic: at open, a newest group with fewer
+//! landed slots than it declares was cut before its sync and is rolled back
+//! as a whole (each of its blocks falls back to its other slot).
 //! ```
 
 use crate::error::{Error, ErrorKind, Result};
@@ -23,7 +28,7 @@ use crate::meta::tuple::Tuple;
 /// Slot magic.
 pub const BLOCK_MAGIC: u32 = u32::from_le_bytes(*b"BCTB");
 /// Header bytes before the tuples.
-pub const BLOCK_HEADER_LEN: usize = 40;
+pub const BLOCK_HEADER_LEN: usize = 48;
 /// Room for tuples in one block.
 pub const BLOCK_PAYLOAD: usize = BLOCK_SIZE - BLOCK_HEADER_LEN;
 
@@ -36,11 +41,21 @@ pub struct SlotIdentity {
     pub block_no: u32,
 }
 
+/// What a slot records about the commit group that wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupStamp {
+    /// The group's sequence (its last version).
+    pub seq: u64,
+    /// The group's first version.
+    pub first: u64,
+    /// How many tuple blocks the group wrote.
+    pub blocks: u32,
+}
+
 /// Encodes a slot image from already encoded tuples.
 pub fn encode_slot(
     id: SlotIdentity,
-    seq: u64,
-    group_first: u64,
+    stamp: GroupStamp,
     count: usize,
     payload: &[u8],
     out: &mut [u8],
@@ -50,10 +65,11 @@ pub fn encode_slot(
     put_u32(out, 0, BLOCK_MAGIC);
     put_u32(out, 4, id.block_no);
     put_u64(out, 8, id.store_id);
-    put_u64(out, 16, seq);
+    put_u64(out, 16, stamp.seq);
     put_u16(out, 24, count as u16);
     put_u16(out, 26, payload.len() as u16);
-    put_u64(out, 32, group_first);
+    put_u64(out, 32, stamp.first);
+    put_u32(out, 40, stamp.blocks);
     out[BLOCK_HEADER_LEN..BLOCK_HEADER_LEN + payload.len()].copy_from_slice(payload);
     let crc = slot_crc(out, payload.len());
     put_u32(out, 28, crc);
@@ -78,6 +94,8 @@ pub enum SlotContent {
         /// First version that group assigned: tuples at or above it are
         /// that group's own commits.
         group_first: u64,
+        /// How many blocks that group wrote.
+        group_blocks: u32,
         /// Its tuples, in slot order.
         tuples: Vec<Tuple>,
     },
@@ -106,6 +124,7 @@ pub fn decode_slot(id: SlotIdentity, b: &[u8]) -> SlotContent {
     }
     let seq = get_u64(b, 16);
     let group_first = get_u64(b, 32);
+    let group_blocks = get_u32(b, 40);
     let count = get_u16(b, 24) as usize;
     let payload = &b[BLOCK_HEADER_LEN..BLOCK_HEADER_LEN + payload_len];
     let mut tuples = Vec::with_capacity(count);
@@ -128,6 +147,7 @@ pub fn decode_slot(id: SlotIdentity, b: &[u8]) -> SlotContent {
     SlotContent::Valid {
         seq,
         group_first,
+        group_blocks,
         tuples,
     }
 }
@@ -201,7 +221,12 @@ mod tests {
             t.encode_into(&mut payload);
         }
         let mut out = vec![0u8; BLOCK_SIZE];
-        encode_slot(ID, seq, seq, 10, &payload, &mut out);
+        let stamp = GroupStamp {
+            seq,
+            first: seq,
+            blocks: 1,
+        };
+        encode_slot(ID, stamp, 10, &payload, &mut out);
         out
     }
 

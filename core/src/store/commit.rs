@@ -30,7 +30,7 @@ use super::{now_micros, Entry, ObjectData, ObjectInfo, Shared};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{MetaExtent, Superblock, BLOCK_SIZE, MAX_META_EXTENTS};
 use crate::io::AlignedBuf;
-use crate::meta::block::{decode_slot, encode_slot, SlotContent, SlotIdentity};
+use crate::meta::block::{decode_slot, encode_slot, GroupStamp, SlotContent, SlotIdentity};
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{self, Tuple};
 
@@ -475,14 +475,12 @@ impl Committer {
                 store_id,
                 block_no: b,
             };
-            encode_slot(
-                id,
+            let stamp = GroupStamp {
                 seq,
-                group_first,
-                tuples.len(),
-                &payload,
-                buf.as_mut_slice(),
-            );
+                first: group_first,
+                blocks: blocks.len() as u32,
+            };
+            encode_slot(id, stamp, tuples.len(), &payload, buf.as_mut_slice());
             out.push((state.slot_offset(state.next_slot), buf));
         }
         out

@@ -155,6 +155,75 @@ pub(crate) fn write_object_blocking(shared: &Shared, extent: &Extent, value: &By
     r.map_err(|e| Error::io(format!("writing object data at device byte {}", s.dev), e))
 }
 
+/// Where a whole value goes: (device offset, bytes) per span, block-aligned.
+pub(crate) fn segments(extent: &Extent, value: &Bytes) -> Vec<(u64, Bytes)> {
+    spans(extent, 0, value.len() as u64)
+        .into_iter()
+        .map(|s| {
+            let at = s.obj_pos as usize;
+            (s.dev, value.slice(at..at + s.len as usize))
+        })
+        .collect()
+}
+
+/// Longest run of adjacent segments written as one request.
+const RUN_MAX: u64 = 4 << 20;
+
+/// Writes many values' segments with as few, as large requests as possible:
+/// segments are sorted by device offset and adjacent ones (each padded to
+/// its block) are merged into runs of up to `RUN_MAX` bytes. A bulk load into
+/// fresh space thus becomes a sequential stream of large writes.
+pub(crate) async fn write_segments(shared: &Shared, mut segs: Vec<(u64, Bytes)>) -> Result<()> {
+    segs.sort_unstable_by_key(|(dev, _)| *dev);
+    let block = BLOCK_SIZE as u64;
+    let mut runs: Vec<(u64, Vec<(u64, Bytes)>)> = Vec::new();
+    let mut run_end = 0u64;
+    for (dev, bytes) in segs {
+        let padded = (bytes.len() as u64).div_ceil(block) * block;
+        match runs.last_mut() {
+            Some((start, members)) if dev == run_end && run_end + padded - *start <= RUN_MAX => {
+                members.push((dev, bytes));
+            }
+            _ => runs.push((dev, vec![(dev, bytes)])),
+        }
+        run_end = dev + padded;
+    }
+    let engine = &shared.engine;
+    futures::stream::iter(runs)
+        .map(|(start, members)| {
+            let end = members
+                .last()
+                .map(|(dev, b)| dev + (b.len() as u64).div_ceil(block) * block)
+                .unwrap_or(start);
+            let len = (end - start) as usize;
+            shared
+                .device_bytes_written
+                .fetch_add(len as u64, Ordering::Relaxed);
+            async move {
+                let fill = move || {
+                    let mut buf = AlignedBuf::zeroed(len);
+                    let out = buf.as_mut_slice();
+                    for (dev, b) in &members {
+                        let at = (dev - start) as usize;
+                        out[at..at + b.len()].copy_from_slice(b);
+                    }
+                    buf
+                };
+                let buf = if len as u64 >= PARALLEL_COPY {
+                    blocking::unblock(fill).await
+                } else {
+                    fill()
+                };
+                let (r, _) = engine.write_at(buf, start).await;
+                r.map_err(|e| Error::io(format!("writing loaded data at device byte {start}"), e))
+            }
+        })
+        .buffer_unordered(IO_DEPTH)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
 /// Reads `len` bytes at object offset `offset` (already clipped).
 pub(crate) async fn read_range(
     shared: &Shared,

@@ -13,6 +13,7 @@
 //!   space is never reused under a reader nor before its tuple is gone from
 //!   the disk (invariant 2).
 
+mod bulk;
 mod commit;
 mod data;
 mod list;
@@ -36,6 +37,7 @@ use crate::io::IoEngine;
 use crate::meta::tuple::{self, Piece, TupleValue, MAX_KEY_LEN};
 use crate::options::Options;
 
+pub use bulk::LoadReport;
 pub use list::{Keys, ListEntry};
 pub use upload::{Upload, PART_ALIGN};
 

@@ -272,11 +272,13 @@ async fn recover(
     }
     let mut scanned = recovery::scan(engine.as_ref(), sb.store_id, &sb.meta_extents).await?;
 
-    // Each block's state is its newer valid slot. The newest group may have
-    // been cut before its final sync: its checksummed objects are verified,
-    // and a block whose new slot points at bytes that never reached the disk
-    // falls back to its other slot (the state before that group), which is
-    // then the one kept: the next write goes over the rejected slot.
+    // Each block's state is its newer valid slot. Only the newest group can
+    // have been cut before its sync. It is kept when every block it declares
+    // landed and its checksummed objects hold their bytes; otherwise each of
+    // its blocks falls back to its other slot (the state before the group,
+    // which was synced) and the check moves on to the group before it. So a
+    // group is all there or not at all. Rolled-back blocks are rewritten over
+    // the rejected slot before the store is served.
     let mut chosen = Vec::with_capacity(scanned.len());
     for b in &scanned {
         chosen.push(
@@ -284,43 +286,75 @@ async fn recover(
                 .map_err(|e| e.context(format!("tuple block at byte {}", b.offset)))?,
         );
     }
-    let seq_of = |b: &ScannedBlock, w: Option<usize>| w.and_then(|w| b.slots[w].seq()).unwrap_or(0);
-    let last_seq = scanned
-        .iter()
-        .zip(&chosen)
-        .map(|(b, w)| seq_of(b, *w))
-        .max()
-        .unwrap_or(0);
     let max_seq = scanned
         .iter()
         .flat_map(|b| b.slots.iter().filter_map(SlotContent::seq))
         .max()
         .unwrap_or(0);
-    let mut next_slots = Vec::with_capacity(scanned.len());
+    let winner = |b: &ScannedBlock, w: Option<usize>| match w.map(|w| &b.slots[w]) {
+        Some(SlotContent::Valid {
+            seq, group_blocks, ..
+        }) => Some((*seq, *group_blocks)),
+        _ => None,
+    };
+    let mut rejected: Vec<Option<usize>> = vec![None; scanned.len()];
     let mut dirty = BTreeSet::new();
-    for (no, b) in scanned.iter().enumerate() {
-        let mut next = chosen[no].map_or(0, |w| 1 - w as u8);
-        if let Some(w) = chosen[no] {
-            if seq_of(b, Some(w)) == last_seq
-                && last_seq != sb.clean_seq
-                && !verify_new_objects(engine.as_ref(), &b.slots[w], total).await?
-            {
-                chosen[no] = match &b.slots[1 - w] {
-                    SlotContent::Valid { .. } => Some(1 - w),
-                    SlotContent::Empty => None,
-                    SlotContent::Invalid(why) => {
-                        return Err(corrupt(format!(
-                            "tuple block at byte {}: newest slot points at unwritten data and the other is damaged ({why})",
-                            b.offset
-                        )))
-                    }
-                };
-                next = w as u8;
-                dirty.insert(no as u32);
-            }
+    while let Some(last_seq) = scanned
+        .iter()
+        .zip(&chosen)
+        .filter_map(|(b, w)| winner(b, *w).map(|(seq, _)| seq))
+        .max()
+    {
+        if last_seq == sb.clean_seq {
+            break;
         }
-        next_slots.push(next);
+        let members: Vec<usize> = (0..scanned.len())
+            .filter(|&no| winner(&scanned[no], chosen[no]).is_some_and(|(seq, _)| seq == last_seq))
+            .collect();
+        let declared = members
+            .iter()
+            .filter_map(|&no| winner(&scanned[no], chosen[no]).map(|(_, n)| n))
+            .max()
+            .unwrap_or(0);
+        let mut keep = members.len() as u32 >= declared;
+        for &no in &members {
+            if !keep {
+                break;
+            }
+            let slot = &scanned[no].slots[chosen[no].unwrap_or(0)];
+            keep = verify_new_objects(engine.as_ref(), slot, total).await?;
+        }
+        if keep {
+            break;
+        }
+        for &no in &members {
+            let b = &scanned[no];
+            let (Some(w), None) = (chosen[no], rejected[no]) else {
+                return Err(corrupt(format!(
+                    "tuple block at byte {}: both slots belong to interrupted groups",
+                    b.offset
+                )));
+            };
+            chosen[no] = match &b.slots[1 - w] {
+                SlotContent::Valid { .. } => Some(1 - w),
+                SlotContent::Empty => None,
+                SlotContent::Invalid(why) => {
+                    return Err(corrupt(format!(
+                        "tuple block at byte {}: its newest slot is from an interrupted group and the other is damaged ({why})",
+                        b.offset
+                    )))
+                }
+            };
+            rejected[no] = Some(w);
+            dirty.insert(no as u32);
+        }
     }
+    let next_slots: Vec<u8> = (0..scanned.len())
+        .map(|no| match rejected[no] {
+            Some(w) => w as u8,
+            None => chosen[no].map_or(0, |w| 1 - w as u8),
+        })
+        .collect();
 
     // Resolve duplicates: the largest version of each key wins. Sorting all
     // tuples by key puts duplicates side by side without a second copy of
