@@ -13,49 +13,17 @@
 //! * `commit`: durable 16 KiB puts from 1 and 16 concurrent writers vs one
 //!   writer doing `O_DIRECT` write + fdatasync of 16 KiB.
 
-use std::fs::File;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use blobcask::{IoEngineKind, Options, Store};
+
+mod raw;
 use rand::{Rng, SeedableRng};
-
-#[repr(C, align(4096))]
-struct Block([u8; 4096]);
-
-fn aligned(len: usize) -> Vec<Block> {
-    (0..len / 4096).map(|_| Block([0x5a; 4096])).collect()
-}
-
-fn as_bytes(v: &[Block]) -> &[u8] {
-    let len = std::mem::size_of_val(v);
-    // Plain reinterpretation of an array of byte arrays.
-    unsafe_bytes(v.as_ptr().cast(), len)
-}
-
-#[allow(unsafe_code)]
-fn unsafe_bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
-    // SAFETY: ptr/len come from a live Vec<Block> borrowed for 'a.
-    unsafe { std::slice::from_raw_parts(ptr, len) }
-}
-
-#[allow(unsafe_code)]
-fn unsafe_bytes_mut<'a>(ptr: *mut u8, len: usize) -> &'a mut [u8] {
-    // SAFETY: ptr/len come from a live Vec<Block> borrowed mutably for 'a.
-    unsafe { std::slice::from_raw_parts_mut(ptr, len) }
-}
-
-fn open_direct(path: &Path) -> File {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)
-        .expect("open O_DIRECT")
-}
+use raw::{aligned, as_bytes, open_direct, unsafe_bytes_mut};
 
 fn pct(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]

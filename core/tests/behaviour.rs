@@ -694,3 +694,29 @@ async fn bulk_load_that_runs_out_of_space_keeps_earlier_batches() {
     }
     s.put("after", vec![1u8; 10]).await.unwrap();
 }
+
+#[test]
+fn hundred_thousand_small_values_fit_in_64_mib_and_survive_reopen() {
+    let t = temp_path();
+    let opts = Options::new().capacity(64 << 20);
+    let s = blobcask::blocking::Store::open(&t.path, opts.clone()).unwrap();
+    let items = (0..100_000u32).map(|i| (format!("k/{i:06}"), pattern(i as u64, 100)));
+    s.bulk_load(items).unwrap();
+    let st = s.stats();
+    assert_eq!(st.objects, 100_000);
+    assert_eq!(
+        st.allocated_bytes, 0,
+        "100-byte values are inline: no heap piece"
+    );
+    let amp = st.space_amplification().unwrap();
+    eprintln!(
+        "100 B values: space amplification {amp:.2}, metadata {} bytes",
+        st.metadata_bytes
+    );
+    s.close().unwrap();
+    let s = blobcask::blocking::Store::open(&t.path, opts).unwrap();
+    assert_eq!(s.stats().objects, 100_000);
+    for i in (0..100_000u32).step_by(997) {
+        assert_eq!(s.get(format!("k/{i:06}")).unwrap(), pattern(i as u64, 100));
+    }
+}

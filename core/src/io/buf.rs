@@ -65,6 +65,41 @@ impl AlignedBuf {
         }
     }
 
+    /// A buffer of `len` bytes holding each `(offset, bytes)` part at its
+    /// offset and zeros everywhere else, written in one pass (no zero-fill
+    /// under the parts). Parts must lie inside `len` and not overlap.
+    pub fn gather(len: usize, parts: &[(usize, &[u8])]) -> Self {
+        let cap = round_up(len.max(1), BLOCK_SIZE);
+        let layout = Layout::from_size_align(cap, BLOCK_SIZE).expect("aligned layout");
+        // SAFETY: layout has non-zero size.
+        let raw = unsafe { alloc::alloc(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            alloc::handle_alloc_error(layout)
+        };
+        let mut at = 0usize;
+        for &(offset, bytes) in parts {
+            assert!(
+                offset >= at && offset + bytes.len() <= len,
+                "gather parts out of order or range"
+            );
+            // SAFETY: [at, offset + bytes.len()) lies inside the allocation
+            // (checked above, cap >= len) and does not overlap `bytes`.
+            unsafe {
+                std::ptr::write_bytes(ptr.as_ptr().add(at), 0, offset - at);
+                std::ptr::copy_nonoverlapping(
+                    bytes.as_ptr(),
+                    ptr.as_ptr().add(offset),
+                    bytes.len(),
+                );
+            }
+            at = offset + bytes.len();
+        }
+        // SAFETY: zeroes the rest; afterwards every byte up to cap is
+        // initialised, the invariant all other methods rely on.
+        unsafe { std::ptr::write_bytes(ptr.as_ptr().add(at), 0, cap - at) };
+        AlignedBuf { ptr, cap, len }
+    }
+
     /// Valid length in bytes.
     pub fn len(&self) -> usize {
         self.len
@@ -183,6 +218,20 @@ mod tests {
             assert!(b.capacity() >= len);
             assert!(b.as_slice().iter().all(|&x| x == 0));
         }
+    }
+
+    #[test]
+    fn gather_places_parts_and_zeroes_the_gaps() {
+        let b = AlignedBuf::gather(10_000, &[(3, b"abc"), (5000, b"xyz")]);
+        assert_eq!(b.len(), 10_000);
+        assert_eq!(&b.as_slice()[3..6], b"abc");
+        assert_eq!(&b.as_slice()[5000..5003], b"xyz");
+        let zeros = b
+            .as_slice()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !(3..6).contains(i) && !(5000..5003).contains(i));
+        assert!(zeros.into_iter().all(|(_, &x)| x == 0));
     }
 
     #[test]

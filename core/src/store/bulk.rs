@@ -4,19 +4,20 @@
 //! `BATCH_BYTES` bytes). For each batch every value gets its pieces first,
 //! then all the batch's data goes out as large sequential writes (adjacent
 //! pieces merged, copies done in parallel on the blocking pool), and then
-//! every tuple of the batch is submitted to the commit thread at once, so
-//! they share a handful of commit groups (one data sync and one tuple sync
-//! each) instead of two syncs per object.
+//! the whole batch goes to the commit thread as one request: one commit
+//! group (one data sync, one tuple sync) per batch instead of per object.
+//! While a batch commits, the next batch's data is being written.
 //!
 //! Visibility is progressive: a batch's objects become visible when its
-//! groups commit. Commit groups are taken in submission order, so after a
-//! crash the store holds a prefix of the load (in iteration order), every
-//! object in it whole, and nothing after it.
+//! group commits. Groups commit in order and each is all-or-nothing, so
+//! after a crash the store holds a prefix of the load (in iteration order),
+//! whole batches, every object whole, and nothing after it.
 
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use super::commit::Staged;
 use super::{check_key, data, ObjectData, Store};
 use crate::error::{show_key, Result};
 
@@ -65,7 +66,7 @@ impl Store {
         let start = Instant::now();
         let mut items = items.into_iter();
         let mut report = LoadReport::default();
-        loop {
+        let mut next_batch = || {
             let mut batch: Vec<(Box<[u8]>, Bytes)> = Vec::new();
             let mut bytes = 0u64;
             while batch.len() < BATCH_OBJECTS && bytes < BATCH_BYTES {
@@ -74,22 +75,49 @@ impl Store {
                 bytes += v.len() as u64;
                 batch.push((k.as_ref().into(), v));
             }
-            if batch.is_empty() {
-                break;
+            (!batch.is_empty()).then_some((batch, bytes))
+        };
+        // Pipeline: while one batch commits, the next one's data is written.
+        // Commits stay in order, so what is visible is always a prefix.
+        let mut written: Option<(Vec<Staged>, u64)> = None;
+        loop {
+            let context =
+                |e: crate::Error, done: u64| e.context(format!("bulk_load after {done} objects"));
+            let upcoming = next_batch();
+            let (committed, staged) = match (written.take(), upcoming) {
+                (None, None) => break,
+                (Some(ready), None) => (Some(ready), None),
+                (None, Some((batch, bytes))) => {
+                    let staged = self
+                        .write_batch(batch)
+                        .await
+                        .map_err(|e| context(e, report.objects))?;
+                    (None, Some((staged, bytes)))
+                }
+                (Some(ready), Some((batch, bytes))) => {
+                    let (ready, staged) =
+                        futures::join!(self.commit_batch(ready), self.write_batch(batch));
+                    let ready = ready.map_err(|e| context(e, report.objects))?;
+                    report.add(ready);
+                    let staged = staged.map_err(|e| context(e, report.objects))?;
+                    (None, Some((staged, bytes)))
+                }
+            };
+            if let Some(ready) = committed {
+                let ready = self
+                    .commit_batch(ready)
+                    .await
+                    .map_err(|e| context(e, report.objects))?;
+                report.add(ready);
             }
-            let n = batch.len() as u64;
-            self.load_batch(batch)
-                .await
-                .map_err(|e| e.context(format!("bulk_load after {} objects", report.objects)))?;
-            report.objects += n;
-            report.bytes += bytes;
-            report.batches += 1;
+            written = staged;
         }
         report.elapsed = start.elapsed();
         Ok(report)
     }
 
-    async fn load_batch(&self, batch: Vec<(Box<[u8]>, Bytes)>) -> Result<()> {
+    /// Allocates the batch's pieces and writes its data; nothing is visible.
+    async fn write_batch(&self, batch: Vec<(Box<[u8]>, Bytes)>) -> Result<Vec<Staged>> {
         self.check_open()?;
         self.shared().check_failed()?;
         let mut staged = Vec::with_capacity(batch.len());
@@ -110,12 +138,31 @@ impl Store {
             staged.push((key, size, data));
         }
         data::write_segments(self.shared(), segments).await?;
-        let commits = staged
-            .into_iter()
-            .map(|(key, size, data)| async move { self.commit_object(&key, size, data).await });
-        for r in futures::future::join_all(commits).await {
-            r?;
+        Ok(staged)
+    }
+
+    /// Commits a written batch as one request: one commit group, one data
+    /// sync and one tuple sync for the whole batch.
+    async fn commit_batch(&self, (items, bytes): (Vec<Staged>, u64)) -> Result<(u64, u64)> {
+        let n = items.len();
+        let (applied, stop) = self.submit_many(items).await?;
+        match stop {
+            None if applied == n => Ok((n as u64, bytes)),
+            Some(e) => Err(e.context(format!(
+                "{applied} objects of the last batch were committed"
+            ))),
+            None => Err(crate::Error::new(
+                crate::ErrorKind::Io,
+                format!("only {applied} of {n} objects of a batch were committed"),
+            )),
         }
-        Ok(())
+    }
+}
+
+impl LoadReport {
+    fn add(&mut self, (objects, bytes): (u64, u64)) {
+        self.objects += objects;
+        self.bytes += bytes;
+        self.batches += 1;
     }
 }

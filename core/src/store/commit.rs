@@ -58,11 +58,41 @@ pub(crate) enum Request {
     },
     /// Replies after the group's sync.
     Barrier { reply: Sender<Result<()>> },
+    /// Many puts in one group (bulk load), applied in order; stops at the
+    /// first that fails. Replies how many were applied, and the failure.
+    PutMany {
+        items: Vec<(Box<[u8]>, u64, ObjectData)>,
+        reply: Sender<(usize, Option<Error>)>,
+    },
+}
+
+/// A staged object: its key, size and where its value is.
+pub(crate) type Staged = (Box<[u8]>, u64, ObjectData);
+
+impl Request {
+    fn needs_data_sync(&self) -> bool {
+        let unchecked = |d: &ObjectData| matches!(d, ObjectData::Heap { crc: None, .. });
+        match self {
+            Request::Put { data, .. } => unchecked(data),
+            Request::PutMany { items, .. } => items.iter().any(|(_, _, d)| unchecked(d)),
+            _ => false,
+        }
+    }
+
+    fn touches(&self, keys: &HashSet<Box<[u8]>>) -> bool {
+        match self {
+            Request::Put { key, .. } | Request::Delete { key, .. } => keys.contains(key),
+            Request::PutMany { items, .. } => items.iter().any(|(k, _, _)| keys.contains(k)),
+            Request::Barrier { .. } => false,
+        }
+    }
 }
 
 enum Ack {
     Info(Sender<Result<ObjectInfo>>, ObjectInfo),
     Done(Sender<Result<()>>),
+    /// Applied count, value bytes applied, and the error that stopped it.
+    Many(Sender<(usize, Option<Error>)>, usize, u64, Option<Error>),
 }
 
 impl Ack {
@@ -73,6 +103,8 @@ impl Ack {
             (Ack::Info(tx, _), Some(e)) => drop(tx.send(Err(fail(e)))),
             (Ack::Done(tx), None) => drop(tx.send(Ok(()))),
             (Ack::Done(tx), Some(e)) => drop(tx.send(Err(fail(e)))),
+            (Ack::Many(tx, n, _, stop), None) => drop(tx.send((n, stop))),
+            (Ack::Many(tx, _, _, _), Some(e)) => drop(tx.send((0, Some(fail(e))))),
         }
     }
 }
@@ -82,6 +114,7 @@ fn fail_request(req: Request, e: &Error) {
     match req {
         Request::Put { reply, .. } => drop(reply.send(Err(err()))),
         Request::Delete { reply, .. } | Request::Barrier { reply } => drop(reply.send(Err(err()))),
+        Request::PutMany { reply, .. } => drop(reply.send((0, Some(err())))),
     }
 }
 
@@ -182,15 +215,7 @@ impl Committer {
         } else {
             self.remove_stale()
         };
-        let needs_data_sync = batch.iter().any(|r| {
-            matches!(
-                r,
-                Request::Put {
-                    data: ObjectData::Heap { crc: None, .. },
-                    ..
-                }
-            )
-        });
+        let needs_data_sync = batch.iter().any(Request::needs_data_sync);
         let step1 = step0.and_then(|()| {
             if needs_data_sync {
                 self.shared
@@ -213,6 +238,12 @@ impl Committer {
         let mut dirty = BTreeSet::new();
         let mut barrier = false;
         for req in batch {
+            // A change to a key whose moved tuple still has a stale copy
+            // waits for step 0 of the next group.
+            if req.touches(&self.stale_keys) {
+                self.deferred.push_back(req);
+                continue;
+            }
             match req {
                 Request::Barrier { reply } => {
                     barrier = true;
@@ -223,26 +254,27 @@ impl Committer {
                     size,
                     data,
                     reply,
-                } => {
-                    if self.stale_keys.contains(&key) {
-                        self.deferred.push_back(Request::Put {
-                            key,
-                            size,
-                            data,
-                            reply,
-                        });
-                        continue;
+                } => match self.apply_put(key, size, data, &mut dirty, &mut release) {
+                    Ok(info) => acks.push(Ack::Info(reply, info)),
+                    Err(e) => drop(reply.send(Err(e))),
+                },
+                Request::PutMany { items, reply } => {
+                    let (mut applied, mut bytes, mut stop) = (0, 0, None);
+                    for (key, size, data) in items {
+                        match self.apply_put(key, size, data, &mut dirty, &mut release) {
+                            Ok(_) => {
+                                applied += 1;
+                                bytes += size;
+                            }
+                            Err(e) => {
+                                stop = Some(e);
+                                break;
+                            }
+                        }
                     }
-                    match self.apply_put(key, size, data, &mut dirty, &mut release) {
-                        Ok(info) => acks.push(Ack::Info(reply, info)),
-                        Err(e) => drop(reply.send(Err(e))),
-                    }
+                    acks.push(Ack::Many(reply, applied, bytes, stop));
                 }
                 Request::Delete { key, reply } => {
-                    if self.stale_keys.contains(&key) {
-                        self.deferred.push_back(Request::Delete { key, reply });
-                        continue;
-                    }
                     match self.apply_delete(&key, &mut dirty, &mut release) {
                         Ok(true) => acks.push(Ack::Done(reply)),
                         Ok(false) => {
@@ -275,10 +307,15 @@ impl Committer {
         // caller sees the space free once its delete returns.
         drop(release);
         for ack in acks {
-            if let (Ack::Info(_, info), Ok(())) = (&ack, &result) {
+            let committed = match &ack {
+                Ack::Info(_, info) => info.size,
+                Ack::Many(_, _, bytes, _) => *bytes,
+                Ack::Done(_) => 0,
+            };
+            if result.is_ok() {
                 self.shared
                     .user_bytes_written
-                    .fetch_add(info.size, Ordering::Relaxed);
+                    .fetch_add(committed, Ordering::Relaxed);
             }
             ack.send(result.as_ref().err());
         }

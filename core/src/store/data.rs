@@ -167,7 +167,7 @@ pub(crate) fn segments(extent: &Extent, value: &Bytes) -> Vec<(u64, Bytes)> {
 }
 
 /// Longest run of adjacent segments written as one request.
-const RUN_MAX: u64 = 4 << 20;
+const RUN_MAX: u64 = 1 << 20;
 
 /// Writes many values' segments with as few, as large requests as possible:
 /// segments are sorted by device offset and adjacent ones (each padded to
@@ -201,13 +201,11 @@ pub(crate) async fn write_segments(shared: &Shared, mut segs: Vec<(u64, Bytes)>)
                 .fetch_add(len as u64, Ordering::Relaxed);
             async move {
                 let fill = move || {
-                    let mut buf = AlignedBuf::zeroed(len);
-                    let out = buf.as_mut_slice();
-                    for (dev, b) in &members {
-                        let at = (dev - start) as usize;
-                        out[at..at + b.len()].copy_from_slice(b);
-                    }
-                    buf
+                    let parts: Vec<(usize, &[u8])> = members
+                        .iter()
+                        .map(|(dev, b)| ((dev - start) as usize, &b[..]))
+                        .collect();
+                    AlignedBuf::gather(len, &parts)
                 };
                 let buf = if len as u64 >= PARALLEL_COPY {
                     blocking::unblock(fill).await

@@ -518,6 +518,28 @@ impl Store {
         .await
     }
 
+    /// Sends many staged puts as one commit request.
+    pub(crate) async fn submit_many(
+        &self,
+        items: Vec<commit::Staged>,
+    ) -> Result<(usize, Option<Error>)> {
+        let (tx, rx) = oneshot::channel();
+        {
+            let guard = self.inner.commits.lock();
+            let Some(commits) = guard.as_ref() else {
+                return Err(Error::new(ErrorKind::Closed, "the store is closed"));
+            };
+            if commits
+                .send(commit::Request::PutMany { items, reply: tx })
+                .is_err()
+            {
+                return Err(Error::new(ErrorKind::Closed, "the store is closed"));
+            }
+        }
+        rx.await
+            .map_err(|_| Error::new(ErrorKind::Closed, "the store closed during the call"))
+    }
+
     /// The whole object.
     pub async fn get(&self, key: impl AsRef<[u8]>) -> Result<Bytes> {
         self.read(key, 0, u64::MAX).await

@@ -1,0 +1,79 @@
+//! Raw-device baselines shared by the benchmark programs: block-aligned
+//! buffers and O_DIRECT writes of the same bytes blobcask writes.
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[repr(C, align(4096))]
+pub struct Block([u8; 4096]);
+
+pub fn aligned(len: usize) -> Vec<Block> {
+    (0..len / 4096).map(|_| Block([0x5a; 4096])).collect()
+}
+
+pub fn as_bytes(v: &[Block]) -> &[u8] {
+    let len = std::mem::size_of_val(v);
+    // Plain reinterpretation of an array of byte arrays.
+    unsafe_bytes(v.as_ptr().cast(), len)
+}
+
+#[allow(unsafe_code)]
+fn unsafe_bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
+    // SAFETY: ptr/len come from a live Vec<Block> borrowed for 'a.
+    unsafe { std::slice::from_raw_parts(ptr, len) }
+}
+
+#[allow(unsafe_code)]
+pub fn unsafe_bytes_mut<'a>(ptr: *mut u8, len: usize) -> &'a mut [u8] {
+    // SAFETY: ptr/len come from a live Vec<Block> borrowed mutably for 'a.
+    unsafe { std::slice::from_raw_parts_mut(ptr, len) }
+}
+
+pub fn open_direct(path: &Path) -> File {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .expect("open O_DIRECT")
+}
+
+/// Writes `total` bytes sequentially from byte `base` of `path` with
+/// O_DIRECT, `chunk`-sized requests from `threads` threads, then one
+/// fdatasync: the device's sequential write speed on this file.
+pub fn sequential_write(
+    path: &Path,
+    base: u64,
+    total: u64,
+    chunk: u64,
+    threads: usize,
+) -> Duration {
+    let file = Arc::new(open_direct(path));
+    let next = Arc::new(AtomicU64::new(0));
+    let t = Instant::now();
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let (file, next) = (file.clone(), next.clone());
+            std::thread::spawn(move || {
+                let buf = aligned(chunk as usize);
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i * chunk >= total {
+                        break;
+                    }
+                    file.write_all_at(as_bytes(&buf), base + i * chunk).unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    file.sync_data().unwrap();
+    t.elapsed()
+}
