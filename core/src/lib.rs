@@ -35,7 +35,7 @@ pub use index::IndexKind;
 pub use io::IoEngineKind;
 pub use meta::tuple::MAX_KEY_LEN;
 pub use options::{
-    Options, DEFAULT_CAPACITY, DEFAULT_INLINE_THRESHOLD, DEFAULT_MAX_PIECE_SIZE,
+    Durability, Options, DEFAULT_CAPACITY, DEFAULT_INLINE_THRESHOLD, DEFAULT_MAX_PIECE_SIZE,
     MAX_INLINE_THRESHOLD, MIN_CAPACITY,
 };
 pub use store::{Keys, ListEntry, LoadReport, ObjectInfo, Stats, Store, Upload, PART_ALIGN};

@@ -17,6 +17,30 @@ pub const MAX_INLINE_THRESHOLD: usize = 2048;
 /// Largest heap piece of a newly created store: 16 MiB.
 pub const DEFAULT_MAX_PIECE_SIZE: u64 = 16 << 20;
 
+/// When an acknowledged change is durable.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// A put, commit or delete returns only after its tuple block (and its
+    /// data) is synced to the device: it survives a process kill and a power
+    /// cut. Concurrent changes share one sync. The default.
+    #[default]
+    Sync,
+    /// Changes are applied and acknowledged at once and written as one
+    /// group (one sync) at most `max_delay` later, or at `sync()`/`close()`.
+    /// **A power cut or crash loses the changes of up to the last
+    /// `max_delay`**, acknowledged or not; what survives is always a prefix
+    /// of the acknowledged changes in commit order, every object whole, and
+    /// everything acknowledged before the last completed `sync()`. Object
+    /// data is still written before the call returns; only the metadata
+    /// write and the syncs are deferred. Freed space is reused only after
+    /// the group is written.
+    Buffered {
+        /// Longest time an acknowledged change stays unwritten.
+        max_delay: std::time::Duration,
+    },
+}
+
 /// How a store is opened or created. Build with [`Options::new`] and the
 /// setters; pass to [`Store::open`](crate::Store::open).
 #[derive(Debug, Clone)]
@@ -28,6 +52,7 @@ pub struct Options {
     pub(crate) direct_io: bool,
     pub(crate) max_piece_size: u64,
     pub(crate) create: bool,
+    pub(crate) durability: Durability,
 }
 
 impl Default for Options {
@@ -40,6 +65,7 @@ impl Default for Options {
             direct_io: true,
             max_piece_size: DEFAULT_MAX_PIECE_SIZE,
             create: true,
+            durability: Durability::Sync,
         }
     }
 }
@@ -109,6 +135,15 @@ impl Options {
     /// Defaults to `true`.
     pub fn create(mut self, yes: bool) -> Self {
         self.create = yes;
+        self
+    }
+
+    /// When acknowledged changes are durable; see [`Durability`]. Buffered
+    /// trades the last `max_delay` of changes on a crash for calls that do
+    /// not wait for the device's sync.
+    /// Defaults to [`Durability::Sync`].
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = d;
         self
     }
 

@@ -178,9 +178,12 @@ fn crash_everywhere(seed: u64, ops: usize) -> usize {
 
 #[test]
 fn every_crash_point_recovers_the_acknowledged_state() {
+    // BLOBCASK_LONG=1 runs ten times the seeds with longer workloads.
+    let long = std::env::var("BLOBCASK_LONG").is_ok_and(|v| v == "1");
+    let (seeds, ops) = if long { (30, 150) } else { (3, 60) };
     let mut points = 0;
-    for seed in 0..3 {
-        points += crash_everywhere(seed, 60);
+    for seed in 0..seeds {
+        points += crash_everywhere(seed, ops);
     }
     eprintln!("checked {points} crash images");
     assert!(points > 300, "only {points} crash images");
@@ -252,4 +255,101 @@ fn bulk_load_cut_anywhere_leaves_a_clean_prefix() {
         }
     }
     eprintln!("checked {images} crash images of a {total}-write bulk load");
+}
+
+/// Buffered durability: a crash keeps a prefix of the acknowledged
+/// operations that includes everything acknowledged before the last
+/// completed `sync()`.
+#[test]
+fn buffered_mode_keeps_a_prefix_including_everything_synced() {
+    let opts = || {
+        options().durability(blobcask::Durability::Buffered {
+            max_delay: std::time::Duration::from_secs(3600),
+        })
+    };
+    let work = workload(11, 80);
+    let mut models = vec![BTreeMap::new()];
+    for op in &work {
+        let last = models.last().unwrap();
+        models.push(model_after(last, op));
+    }
+    let dev = Arc::new(MemDevice::new(DEVICE));
+    Store::open_with_engine(dev.clone(), opts())
+        .unwrap()
+        .close()
+        .unwrap();
+    let base = dev.volatile_image();
+    let run = |dev: &Arc<MemDevice>| -> (usize, usize) {
+        let store = Store::open_with_engine(dev.clone(), opts()).unwrap();
+        let (mut acked, mut synced) = (0, 0);
+        for (i, op) in work.iter().enumerate() {
+            if apply(&store, op).is_err() {
+                break;
+            }
+            acked = i + 1;
+            if acked % 7 == 0 {
+                if store.sync().is_err() {
+                    break;
+                }
+                synced = acked;
+            }
+        }
+        (acked, synced)
+    };
+    let dry = Arc::new(MemDevice::from_image(base.clone()));
+    let start = dry.writes();
+    run(&dry);
+    let total = dry.writes() - start;
+    let mut images = 0;
+    for cut in 1..=total {
+        let dev = Arc::new(MemDevice::from_image(base.clone()));
+        let before = dev.writes();
+        dev.crash_after_writes(cut);
+        let (acked, synced) = run(&dev);
+        assert!(dev.writes() > before);
+        for mode in [
+            CrashMode::DropUnsynced,
+            CrashMode::KeepUnsynced,
+            CrashMode::Random(cut),
+        ] {
+            let s = Store::open_with_engine(
+                Arc::new(MemDevice::from_image(dev.crash_image(mode))),
+                opts(),
+            )
+            .unwrap_or_else(|e| panic!("cut {cut} {mode:?}: {e}"));
+            let matches = |m: &BTreeMap<String, Vec<u8>>| {
+                s.stats().objects == m.len() as u64
+                    && m.iter()
+                        .all(|(k, v)| s.get(k).map(|b| b == v[..]).unwrap_or(false))
+            };
+            let kept = (synced..=acked.min(work.len())).find(|&k| matches(&models[k]));
+            assert!(
+                kept.is_some(),
+                "cut {cut} {mode:?}: state is no prefix between {synced} (synced) and {acked} (acknowledged)"
+            );
+            images += 1;
+        }
+    }
+    eprintln!("checked {images} buffered-mode crash images");
+    assert!(images > 100);
+}
+
+#[test]
+fn buffered_mode_writes_within_max_delay_without_sync() {
+    let opts = options().durability(blobcask::Durability::Buffered {
+        max_delay: std::time::Duration::from_millis(20),
+    });
+    let dev = Arc::new(MemDevice::new(DEVICE));
+    let store = Store::open_with_engine(dev.clone(), opts.clone()).unwrap();
+    store.put("k", pattern(3, 9000)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    dev.crash_now();
+    let s = Store::open_with_engine(
+        Arc::new(MemDevice::from_image(
+            dev.crash_image(CrashMode::DropUnsynced),
+        )),
+        opts,
+    )
+    .unwrap();
+    assert_eq!(s.get("k").unwrap(), pattern(3, 9000));
 }

@@ -33,9 +33,11 @@ use crate::io::AlignedBuf;
 use crate::meta::block::{decode_slot, encode_slot, GroupStamp, SlotContent, SlotIdentity};
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{self, Tuple};
+use crate::options::Durability;
+use std::time::Duration;
 
 /// How often an idle commit thread looks for index maintenance.
-const IDLE_TICK: std::time::Duration = std::time::Duration::from_millis(100);
+const IDLE_TICK: Duration = Duration::from_millis(100);
 /// Most requests folded into one group.
 const MAX_GROUP: usize = 1024;
 /// Groups touching at most this many tuple blocks write them one after the
@@ -130,6 +132,24 @@ pub(crate) struct Committer {
     /// Keys whose stale copy is not yet removed: their changes wait.
     stale_keys: HashSet<Box<[u8]>>,
     deferred: VecDeque<Request>,
+    /// Changes applied (and visible) whose tuple blocks are not yet written.
+    /// Sync mode writes them before acknowledging; buffered mode
+    /// acknowledges at once and writes them within `max_delay`.
+    pending: Pending,
+}
+
+/// An open group: everything applied since the last tuple-block write.
+#[derive(Default)]
+struct Pending {
+    /// First version assigned in the group.
+    first: Option<u64>,
+    dirty: BTreeSet<u32>,
+    /// Superseded entries: their pieces may go once the group is durable.
+    release: Vec<Entry>,
+    /// A heap value without a checksum is in the group: sync data first.
+    needs_data_sync: bool,
+    /// When the first unwritten change was applied (buffered mode).
+    since: Option<std::time::Instant>,
 }
 
 impl Committer {
@@ -147,6 +167,7 @@ impl Committer {
             stale: Vec::new(),
             stale_keys: HashSet::new(),
             deferred: VecDeque::new(),
+            pending: Pending::default(),
         }
     }
 
@@ -160,9 +181,14 @@ impl Committer {
         loop {
             let mut batch: Vec<Request> = self.deferred.drain(..).collect();
             if batch.is_empty() {
-                match rx.recv_timeout(IDLE_TICK) {
+                match rx.recv_timeout(self.wait_for()) {
                     Ok(r) => batch.push(r),
                     Err(RecvTimeoutError::Timeout) => {
+                        if self.flush_due() {
+                            if let Err(e) = self.flush() {
+                                self.poison(&e);
+                            }
+                        }
                         self.maintain_index();
                         continue;
                     }
@@ -176,6 +202,11 @@ impl Committer {
                 }
             }
             self.commit_group(batch);
+        }
+        if !self.shared.failed.load(Ordering::Acquire) {
+            if let Err(e) = self.flush() {
+                self.poison(&e);
+            }
         }
         if !self.stale.is_empty() && !self.shared.failed.load(Ordering::Acquire) {
             if let Err(e) = self.remove_stale() {
@@ -205,37 +236,67 @@ impl Committer {
         self.shared.failed.store(true, Ordering::Release);
     }
 
+    /// How long the loop may wait for requests before work is due.
+    fn wait_for(&self) -> Duration {
+        match (self.shared.options.durability, self.pending.since) {
+            (Durability::Buffered { max_delay }, Some(since)) => {
+                max_delay.saturating_sub(since.elapsed()).min(IDLE_TICK)
+            }
+            _ => IDLE_TICK,
+        }
+    }
+
+    fn flush_due(&self) -> bool {
+        match (self.shared.options.durability, self.pending.since) {
+            (Durability::Buffered { max_delay }, Some(since)) => since.elapsed() >= max_delay,
+            _ => false,
+        }
+    }
+
+    /// Writes the open group: data sync when needed, then every changed
+    /// tuple block to its spare slot and one sync. Then superseded pieces
+    /// may go.
+    fn flush(&mut self) -> Result<()> {
+        let pending = std::mem::take(&mut self.pending);
+        let Some(first) = pending.first else {
+            return Ok(());
+        };
+        if pending.needs_data_sync {
+            self.shared
+                .engine
+                .sync_blocking()
+                .map_err(|e| Error::io("syncing object data", e))?;
+        }
+        if !pending.dirty.is_empty() {
+            let seq = self.next_version - 1;
+            self.write_blocks_now(&pending.dirty, seq, first)?;
+        }
+        self.shared.commit_groups.fetch_add(1, Ordering::Relaxed);
+        // Superseded versions are unlinked on disk now: their pieces may go
+        // as soon as the last reader lets go of them.
+        drop(pending.release);
+        Ok(())
+    }
+
     fn commit_group(&mut self, batch: Vec<Request>) {
         if let Err(e) = self.shared.check_failed() {
             batch.into_iter().for_each(|r| fail_request(r, &e));
             return;
         }
+        // Step 0: a moved tuple's stale copy goes only once the new copy is
+        // durable (the open group is written first).
         let step0 = if self.stale.is_empty() {
             Ok(())
         } else {
-            self.remove_stale()
+            self.flush().and_then(|()| self.remove_stale())
         };
-        let needs_data_sync = batch.iter().any(Request::needs_data_sync);
-        let step1 = step0.and_then(|()| {
-            if needs_data_sync {
-                self.shared
-                    .engine
-                    .sync_blocking()
-                    .map_err(|e| Error::io("syncing object data", e))
-            } else {
-                Ok(())
-            }
-        });
-        if let Err(e) = step1 {
+        if let Err(e) = step0 {
             self.poison(&e);
             batch.into_iter().for_each(|r| fail_request(r, &e));
             return;
         }
 
-        let group_first = self.next_version;
         let mut acks = Vec::new();
-        let mut release = Vec::new();
-        let mut dirty = BTreeSet::new();
         let mut barrier = false;
         for req in batch {
             // A change to a key whose moved tuple still has a stale copy
@@ -244,6 +305,12 @@ impl Committer {
                 self.deferred.push_back(req);
                 continue;
             }
+            if req.needs_data_sync() {
+                self.pending.needs_data_sync = true;
+            }
+            self.pending.first.get_or_insert(self.next_version);
+            let mut dirty = std::mem::take(&mut self.pending.dirty);
+            let mut release = std::mem::take(&mut self.pending.release);
             match req {
                 Request::Barrier { reply } => {
                     barrier = true;
@@ -284,28 +351,36 @@ impl Committer {
                     }
                 }
             }
+            self.pending.dirty = dirty;
+            self.pending.release = release;
+        }
+        if self.pending.first == Some(self.next_version) && self.pending.dirty.is_empty() {
+            // Nothing was applied (barriers, misses): no group to write.
+            self.pending.first = None;
         }
 
+        // Sync mode (or a barrier): write and sync before acknowledging.
+        // Buffered mode: acknowledge now; the group is written by
+        // `max_delay` at the latest.
+        let buffered = matches!(self.shared.options.durability, Durability::Buffered { .. });
         let mut result = self.shared.check_failed();
-        if result.is_ok() && !dirty.is_empty() {
-            let seq = self.next_version - 1;
-            result = self.write_blocks_now(&dirty, seq, group_first);
-        } else if result.is_ok() && barrier {
-            result = self
-                .shared
-                .engine
-                .sync_blocking()
-                .map_err(|e| Error::io("sync", e));
+        if result.is_ok() && (!buffered || barrier) {
+            result = self.flush();
+            if result.is_ok() && barrier {
+                result = self
+                    .shared
+                    .engine
+                    .sync_blocking()
+                    .map_err(|e| Error::io("sync", e));
+            }
+        } else if result.is_ok() && self.pending.first.is_some() {
+            self.pending
+                .since
+                .get_or_insert_with(std::time::Instant::now);
         }
         if let Err(e) = &result {
             self.poison(e);
         }
-        self.shared.commit_groups.fetch_add(1, Ordering::Relaxed);
-        // Superseded versions are unlinked on disk now (or the store is
-        // failed and refuses changes): their pieces may go as soon as the
-        // last reader lets go of them, before the acknowledgement so a
-        // caller sees the space free once its delete returns.
-        drop(release);
         for ack in acks {
             let committed = match &ack {
                 Ack::Info(_, info) => info.size,
