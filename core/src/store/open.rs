@@ -297,6 +297,24 @@ async fn recover(
         }) => Some((*seq, *group_blocks)),
         _ => None,
     };
+    // A block whose other slot is damaged falls back to an older state. A
+    // torn write of the newest group does that legitimately, and then the
+    // older state's pieces were never released. Flipped bits anywhere else
+    // do it too, and then those pieces may have been reused: checksummed
+    // objects of such a slot are read back, and a mismatch is corruption,
+    // never another object's bytes served.
+    for (b, w) in scanned.iter().zip(&chosen) {
+        if let Some(w) = *w {
+            if matches!(b.slots[1 - w], SlotContent::Invalid(_))
+                && !verify_objects(engine.as_ref(), &b.slots[w], 0, total).await?
+            {
+                return Err(corrupt(format!(
+                    "tuple block at byte {}: one slot is damaged and the other points at data that changed since",
+                    b.offset
+                )));
+            }
+        }
+    }
     let mut rejected: Vec<Option<usize>> = vec![None; scanned.len()];
     let mut dirty = BTreeSet::new();
     while let Some(last_seq) = scanned
@@ -485,14 +503,23 @@ async fn verify_new_objects(
     slot: &SlotContent,
     total_blocks: u64,
 ) -> Result<bool> {
-    let SlotContent::Valid {
-        group_first,
-        tuples,
-        ..
-    } = slot
-    else {
+    let SlotContent::Valid { group_first, .. } = slot else {
         return Ok(true);
     };
+    verify_objects(engine, slot, *group_first, total_blocks).await
+}
+
+/// Checks every checksummed object of `slot` with version ≥ `from`.
+async fn verify_objects(
+    engine: &dyn IoEngine,
+    slot: &SlotContent,
+    from: u64,
+    total_blocks: u64,
+) -> Result<bool> {
+    let SlotContent::Valid { tuples, .. } = slot else {
+        return Ok(true);
+    };
+    let group_first = &from;
     for t in tuples.iter().filter(|t| t.version >= *group_first) {
         let TupleValue::Heap {
             pieces,
