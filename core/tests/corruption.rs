@@ -49,10 +49,7 @@ fn flipped_metadata_bytes_give_corrupt_or_only_true_versions() {
     // Metadata: the two superblock slots and every metadata extent.
     let mut regions = vec![(0usize, 2 * BLOCK_SIZE)];
     for e in &sb.meta_extents {
-        regions.push((
-            e.start as usize * BLOCK_SIZE,
-            (BLOCK_SIZE << e.order) as usize,
-        ));
+        regions.push((e.start as usize * BLOCK_SIZE, BLOCK_SIZE << e.order));
     }
     let mut rng = StdRng::seed_from_u64(9);
     let (mut opened, mut refused) = (0, 0);
