@@ -20,6 +20,11 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test (unit, behaviour, model, crash, loop device)"
 cargo test --workspace --locked
 
+step "stochastic stresser (seeded; STRESS_SECONDS to run longer)"
+cargo build --release --locked -q -p blobcask-stress
+target/release/blobcask-stress --seconds "${STRESS_SECONDS:-10}" --seed 1 --engine io_uring --index hash
+target/release/blobcask-stress --seconds "${STRESS_SECONDS:-10}" --seed 2 --engine portable --index fst
+
 step "doc tests and docs build without warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked -q
 
