@@ -20,6 +20,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test (unit, behaviour, model, crash, loop device)"
 cargo test --workspace --locked
 
+step "loom models of the reclaim and group-commit protocols (and their broken variants)"
+RUSTFLAGS="--cfg blobcask_loom" CARGO_TARGET_DIR=target/loom cargo test --locked -p blobcask --release --lib loom_models -- --nocapture 2>&1 | grep -E "loom explored|test result"
+
 step "stochastic stresser (seeded; STRESS_SECONDS to run longer)"
 cargo build --release --locked -q -p blobcask-stress
 target/release/blobcask-stress --seconds "${STRESS_SECONDS:-10}" --seed 1 --engine io_uring --index hash

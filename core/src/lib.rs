@@ -28,6 +28,7 @@ pub mod io;
 pub mod meta;
 mod options;
 mod store;
+mod sync;
 
 pub use bytes::Bytes;
 pub use error::{Error, ErrorKind, Result};

@@ -28,7 +28,9 @@ use rand::{Rng, SeedableRng};
 const KEYS_PER_TASK: u64 = 40;
 
 fn key_hash(key: &str) -> u64 {
-    key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 fn make_value(key: &str, gen: u64, size: usize) -> Vec<u8> {
@@ -48,7 +50,10 @@ fn check_bytes(key: &str, offset: u64, bytes: &[u8]) -> Result<Option<u64>, Stri
         let pos = ((offset as usize) + i) % 16;
         if pos < 8 {
             if b != want[pos] {
-                return Err(format!("{key}: byte {} belongs to another object", offset as usize + i));
+                return Err(format!(
+                    "{key}: byte {} belongs to another object",
+                    offset as usize + i
+                ));
             }
         } else {
             let g = gen.get_or_insert_with(|| [0; 8]);
@@ -56,11 +61,18 @@ fn check_bytes(key: &str, offset: u64, bytes: &[u8]) -> Result<Option<u64>, Stri
             if first_time && g[pos - 8] == 0 {
                 g[pos - 8] = b;
             } else if g[pos - 8] != b {
-                return Err(format!("{key}: bytes of two versions mixed at {}", offset as usize + i));
+                return Err(format!(
+                    "{key}: bytes of two versions mixed at {}",
+                    offset as usize + i
+                ));
             }
         }
     }
-    Ok(if bytes.len() >= 32 { gen.map(u64::from_le_bytes) } else { None })
+    Ok(if bytes.len() >= 32 {
+        gen.map(u64::from_le_bytes)
+    } else {
+        None
+    })
 }
 
 #[derive(Default)]
@@ -117,7 +129,14 @@ fn parse() -> Config {
     c
 }
 
-async fn worker(store: Store, task: u64, cfg_seed: u64, tasks: u64, until: Instant, c: Arc<Counters>) -> BTreeMap<String, (u64, usize)> {
+async fn worker(
+    store: Store,
+    task: u64,
+    cfg_seed: u64,
+    tasks: u64,
+    until: Instant,
+    c: Arc<Counters>,
+) -> BTreeMap<String, (u64, usize)> {
     let mut rng = StdRng::seed_from_u64(cfg_seed.wrapping_mul(1000) + task);
     let mut model: BTreeMap<String, (u64, usize)> = BTreeMap::new();
     let mut gen = task << 40;
@@ -171,7 +190,9 @@ async fn worker(store: Store, task: u64, cfg_seed: u64, tasks: u64, until: Insta
                     up.abort().await.unwrap();
                     c.aborts.fetch_add(1, Ordering::Relaxed);
                 } else {
-                    up.commit().await.unwrap_or_else(|e| fail(format!("commit {key}: {e}")));
+                    up.commit()
+                        .await
+                        .unwrap_or_else(|e| fail(format!("commit {key}: {e}")));
                     model.insert(key, (gen, size));
                     c.uploads.fetch_add(1, Ordering::Relaxed);
                 }
@@ -187,29 +208,45 @@ async fn worker(store: Store, task: u64, cfg_seed: u64, tasks: u64, until: Insta
                 };
                 match (store.read(&key, off, len).await, expect) {
                     (Ok(b), Some((g, sz))) => {
-                        let end = if len == u64::MAX { sz as u64 } else { (off + len).min(sz as u64) };
+                        let end = if len == u64::MAX {
+                            sz as u64
+                        } else {
+                            (off + len).min(sz as u64)
+                        };
                         if b.len() as u64 != end - off {
-                            fail(format!("read {key} {off}+{len}: {} bytes, object has {sz}", b.len()));
+                            fail(format!(
+                                "read {key} {off}+{len}: {} bytes, object has {sz}",
+                                b.len()
+                            ));
                         }
                         if b[..] != make_value(&key, g, sz)[off as usize..end as usize] {
                             fail(format!("read {key} {off}+{len}: wrong bytes"));
                         }
                     }
                     (Err(e), None) if e.kind() == ErrorKind::NotFound => {}
-                    (r, e) => fail(format!("read {key}: got {:?}, model {e:?}", r.map(|b| b.len()))),
+                    (r, e) => fail(format!(
+                        "read {key}: got {:?}, model {e:?}",
+                        r.map(|b| b.len())
+                    )),
                 }
                 c.reads.fetch_add(1, Ordering::Relaxed);
             }
             65..=79 => {
                 // Another task's key: it may change under us; the bytes must
                 // still be one version of that key.
-                let other = format!("t{}/k{}", rng.random_range(0..tasks), rng.random_range(0..KEYS_PER_TASK));
+                let other = format!(
+                    "t{}/k{}",
+                    rng.random_range(0..tasks),
+                    rng.random_range(0..KEYS_PER_TASK)
+                );
                 let off = rng.random_range(0..4096u64);
                 match store.read(&other, off, rng.random_range(1..300_000)).await {
                     Ok(b) => {
                         check_bytes(&other, off, &b).unwrap_or_else(|m| fail(m));
                     }
-                    Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::InvalidArgument) => {}
+                    Err(e)
+                        if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::InvalidArgument) => {
+                    }
                     Err(e) => fail(format!("foreign read {other}: {e}")),
                 }
                 c.foreign_reads.fetch_add(1, Ordering::Relaxed);
@@ -251,7 +288,16 @@ fn main() {
         let store = Store::open(&path, opts.clone()).await.unwrap();
         let until = Instant::now() + Duration::from_secs(cfg.seconds);
         let handles: Vec<_> = (0..cfg.tasks)
-            .map(|t| tokio::spawn(worker(store.clone(), t, cfg.seed, cfg.tasks, until, counters.clone())))
+            .map(|t| {
+                tokio::spawn(worker(
+                    store.clone(),
+                    t,
+                    cfg.seed,
+                    cfg.tasks,
+                    until,
+                    counters.clone(),
+                ))
+            })
             .collect();
         let mut models = BTreeMap::new();
         for h in handles {
@@ -269,17 +315,33 @@ fn main() {
     // Reopen: exactly the models' state.
     let store = blobcask::blocking::Store::open(&path, opts).unwrap();
     for (key, (gen, size)) in &models {
-        let got = store.get(key).unwrap_or_else(|e| panic!("after reopen, {key}: {e}"));
-        assert!(got[..] == make_value(key, *gen, *size)[..], "after reopen, {key}: wrong bytes");
+        let got = store
+            .get(key)
+            .unwrap_or_else(|e| panic!("after reopen, {key}: {e}"));
+        assert!(
+            got[..] == make_value(key, *gen, *size)[..],
+            "after reopen, {key}: wrong bytes"
+        );
     }
-    assert_eq!(store.stats().objects, models.len() as u64, "after reopen: object count");
+    assert_eq!(
+        store.stats().objects,
+        models.len() as u64,
+        "after reopen: object count"
+    );
     store.close().unwrap();
     let _ = std::fs::remove_file(&path);
     let c = &counters;
-    let ops = [&c.puts, &c.uploads, &c.aborts, &c.reads, &c.foreign_reads, &c.deletes]
-        .iter()
-        .map(|a| a.load(Ordering::Relaxed))
-        .sum::<u64>();
+    let ops = [
+        &c.puts,
+        &c.uploads,
+        &c.aborts,
+        &c.reads,
+        &c.foreign_reads,
+        &c.deletes,
+    ]
+    .iter()
+    .map(|a| a.load(Ordering::Relaxed))
+    .sum::<u64>();
     println!(
         "stress ok: seed {}, {} tasks, {:.1}s, {ops} operations checked (puts {}, uploads {}, aborts {}, reads {}, foreign reads {}, deletes {}, no-space {}), {} keys verified after reopen",
         cfg.seed,

@@ -286,11 +286,11 @@ mod tests {
     use super::*;
     use crate::alloc::BuddyAllocator;
     use crate::meta::tuple::Piece;
-    use parking_lot::Mutex;
+    use crate::sync::Mutex;
 
     #[test]
     fn spans_cover_the_range_in_order_and_respect_chunks() {
-        let alloc = Arc::new(Mutex::new(BuddyAllocator::new(0, 1 << 14, 12)));
+        let alloc = crate::sync::Arc::new(Mutex::new(BuddyAllocator::new(0, 1 << 14, 12)));
         let pieces = vec![
             Piece {
                 start: 4096,

@@ -17,6 +17,8 @@ mod bulk;
 mod commit;
 mod data;
 mod list;
+#[cfg(all(test, blobcask_loom))]
+mod loom_models;
 mod open;
 mod upload;
 
@@ -100,10 +102,12 @@ impl Stats {
 }
 
 /// Heap pieces of one object version. Dropping the last handle returns the
-/// pieces to the allocator.
+/// pieces to the allocator. Handles are held by the index entry (until the
+/// change that unlinks it is durable) and by every read in flight, so the
+/// pieces are reused only after both let go (see `loom_models`).
 pub(crate) struct Extent {
     pub pieces: Vec<Piece>,
-    alloc: Arc<Mutex<BuddyAllocator>>,
+    alloc: crate::sync::Arc<crate::sync::Mutex<BuddyAllocator>>,
 }
 
 impl Drop for Extent {
@@ -283,7 +287,7 @@ pub(crate) struct Shared {
     pub geometry: Geometry,
     pub options: Options,
     pub state: RwLock<State>,
-    pub alloc: Arc<Mutex<BuddyAllocator>>,
+    pub alloc: crate::sync::Arc<crate::sync::Mutex<BuddyAllocator>>,
     /// Set after a failed metadata write: the on-disk state is unknown, so
     /// every later change is refused until the store is reopened.
     pub failed: AtomicBool,

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::RwLock;
 
 use super::commit::Committer;
 use super::{now_micros, Entry, Geometry, ObjectData, Shared, State, Store};
@@ -251,7 +251,7 @@ async fn recover(
     if total <= SUPER_BLOCKS {
         return Err(corrupt("store geometry is too small".into()));
     }
-    let alloc = Arc::new(Mutex::new(BuddyAllocator::new(
+    let alloc = crate::sync::Arc::new(crate::sync::Mutex::new(BuddyAllocator::new(
         SUPER_BLOCKS,
         total - SUPER_BLOCKS,
         sb.max_order,
