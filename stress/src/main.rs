@@ -56,7 +56,7 @@ fn check_bytes(key: &str, offset: u64, bytes: &[u8]) -> Result<Option<u64>, Stri
                 ));
             }
         } else {
-            let g = gen.get_or_insert_with(|| [0; 8]);
+            let g = gen.get_or_insert([0; 8]);
             let first_time = bytes.len() < 16 || i < 16;
             if first_time && g[pos - 8] == 0 {
                 g[pos - 8] = b;
