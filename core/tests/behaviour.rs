@@ -720,3 +720,26 @@ fn hundred_thousand_small_values_fit_in_64_mib_and_survive_reopen() {
         assert_eq!(s.get(format!("k/{i:06}")).unwrap(), pattern(i as u64, 100));
     }
 }
+
+/// Regression: placement looked at only the first blocks with some room and
+/// missed the blocks of a freshly added metadata extent, so a store with
+/// plenty of space reported NoSpace after the metadata area grew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_growth_never_reports_false_no_space() {
+    let t = temp_path();
+    let s = Store::open(&t.path, Options::new().capacity(64 << 20))
+        .await
+        .unwrap();
+    // The workload that found it: inline and heap tuples of very different
+    // sizes leave many blocks partly full.
+    for i in 0..3000u32 {
+        let dir = ["img", "vid", "doc"][(i % 3) as usize];
+        s.put(
+            format!("{dir}/{i:05}"),
+            pattern(i as u64, (i % 7) as usize * 300),
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(s.stats().objects, 3000);
+}

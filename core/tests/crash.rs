@@ -353,3 +353,31 @@ fn buffered_mode_writes_within_max_delay_without_sync() {
     .unwrap();
     assert_eq!(s.get("k").unwrap(), pattern(3, 9000));
 }
+
+/// Regression: open rewrote rolled-back blocks with a nested `block_on`,
+/// which panicked when open itself was driven by `futures::executor`
+/// (the blocking API) (found by the crash test once interrupted groups
+/// were rolled back).
+#[test]
+fn blocking_open_that_rolls_back_an_interrupted_group() {
+    let opts = options().inline_threshold(1024);
+    let dev = Arc::new(MemDevice::new(DEVICE));
+    let store = Store::open_with_engine(dev.clone(), opts.clone()).unwrap();
+    store.put("kept", pattern(1, 5000)).unwrap();
+    // One bulk group writing many tuple blocks; cut after a few of them.
+    dev.crash_after_writes(5);
+    let items: Vec<(String, Vec<u8>)> = (0..200u64)
+        .map(|i| (format!("b{i}"), pattern(i, 900)))
+        .collect();
+    assert!(store.bulk_load(items).is_err());
+    drop(store);
+    let image = dev.crash_image(CrashMode::KeepUnsynced);
+    let s = Store::open_with_engine(Arc::new(MemDevice::from_image(image)), opts).unwrap();
+    assert_eq!(s.get("kept").unwrap(), pattern(1, 5000));
+    assert_eq!(
+        s.stats().objects,
+        1,
+        "the interrupted group is rolled back whole"
+    );
+    s.close().unwrap();
+}
