@@ -360,19 +360,23 @@ fn buffered_mode_writes_within_max_delay_without_sync() {
 /// were rolled back).
 #[test]
 fn blocking_open_that_rolls_back_an_interrupted_group() {
-    let opts = options().inline_threshold(1024);
-    let dev = Arc::new(MemDevice::new(DEVICE));
+    let opts = options().inline_threshold(2048);
+    let dev = Arc::new(MemDevice::new(64 << 20));
     let store = Store::open_with_engine(dev.clone(), opts.clone()).unwrap();
     store.put("kept", pattern(1, 5000)).unwrap();
-    // One bulk group writing many tuple blocks; cut after a few of them.
-    dev.crash_after_writes(5);
-    let items: Vec<(String, Vec<u8>)> = (0..200u64)
-        .map(|i| (format!("b{i}"), pattern(i, 900)))
+    // One bulk group of 2000-byte inline values: two tuples per block, so
+    // the group writes 4 tuple blocks; cut the power at the third.
+    let items: Vec<(String, Vec<u8>)> = (0..8u64)
+        .map(|i| (format!("b{i}"), pattern(i, 2000)))
         .collect();
+    dev.crash_after_writes(3);
     assert!(store.bulk_load(items).is_err());
     drop(store);
-    let image = dev.crash_image(CrashMode::KeepUnsynced);
-    let s = Store::open_with_engine(Arc::new(MemDevice::from_image(image)), opts).unwrap();
+    let reopened = Arc::new(MemDevice::from_image(
+        dev.crash_image(CrashMode::KeepUnsynced),
+    ));
+    let s = Store::open_with_engine(reopened.clone(), opts).unwrap();
+    assert!(reopened.writes() > 0, "open rewrote the rolled-back blocks");
     assert_eq!(s.get("kept").unwrap(), pattern(1, 5000));
     assert_eq!(
         s.stats().objects,
