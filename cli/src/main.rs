@@ -1,0 +1,406 @@
+//! `blobcask`: poke at a store from the shell.
+//!
+//! ```text
+//! blobcask -s media.blobcask create --capacity 10G
+//! blobcask -s media.blobcask put thumbs/cat.jpg cat.jpg      # or - for stdin
+//! blobcask -s media.blobcask get thumbs/cat.jpg -o out.jpg --range 0-4095
+//! blobcask -s media.blobcask stat thumbs/cat.jpg
+//! blobcask -s media.blobcask ls thumbs/
+//! blobcask -s media.blobcask import ./photos
+//! blobcask -s media.blobcask stats
+//! blobcask -s media.blobcask check        # read-only verification
+//! blobcask -s media.blobcask bench        # a quick benchmark on a scratch store
+//! ```
+//!
+//! The store may also come from `BLOBCASK_STORE`. Errors are one line on
+//! stderr and a non-zero exit code.
+
+mod check;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use blobcask::blocking::Store;
+use blobcask::{IndexKind, Options};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "blobcask", version, about = "Inspect and use a blobcask store")]
+struct Cli {
+    /// Store file or block device.
+    #[arg(short, long, env = "BLOBCASK_STORE", global = true)]
+    store: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create a new store.
+    Create {
+        /// Size, e.g. 64M, 10G (default 1G).
+        #[arg(long, default_value = "1G")]
+        capacity: String,
+    },
+    /// Store FILE (or - for stdin) under KEY.
+    Put { key: String, file: String },
+    /// Write KEY's bytes to stdout or a file.
+    Get {
+        key: String,
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Byte range A-B (inclusive), as in HTTP.
+        #[arg(long)]
+        range: Option<String>,
+    },
+    /// Size, version and time of KEY.
+    Stat { key: String },
+    /// Delete KEY.
+    Rm { key: String },
+    /// List keys starting with PREFIX, in order.
+    Ls {
+        #[arg(default_value = "")]
+        prefix: String,
+        /// Also print size and version.
+        #[arg(short, long)]
+        long: bool,
+    },
+    /// Load every file under DIR (keys are relative paths), with bulk load.
+    Import { dir: PathBuf },
+    /// Objects, bytes, space amplification, free space, fragmentation.
+    Stats,
+    /// Verify every tuple, checksum and piece without changing anything.
+    Check,
+    /// A quick benchmark on a scratch store next to STORE (or in /tmp).
+    Bench,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mul) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
+        Some('K') => (&s[..s.len() - 1], 1u64 << 10),
+        Some('M') => (&s[..s.len() - 1], 1 << 20),
+        Some('G') => (&s[..s.len() - 1], 1 << 30),
+        Some('T') => (&s[..s.len() - 1], 1 << 40),
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .map(|n| n * mul)
+        .map_err(|_| format!("bad size {s:?} (use e.g. 64M or 10G)"))
+}
+
+fn parse_range(s: &str) -> Result<(u64, u64), String> {
+    let (a, b) = s
+        .split_once('-')
+        .ok_or_else(|| format!("bad range {s:?}: use A-B"))?;
+    let a: u64 = a.parse().map_err(|_| format!("bad range start {a:?}"))?;
+    let b: u64 = if b.is_empty() {
+        u64::MAX
+    } else {
+        b.parse().map_err(|_| format!("bad range end {b:?}"))?
+    };
+    if b < a {
+        return Err(format!("range {s:?} ends before it starts"));
+    }
+    Ok((a, b.saturating_sub(a).saturating_add(1)))
+}
+
+fn open(path: &Path, index: IndexKind) -> Result<Store, String> {
+    Store::open(path, Options::new().create(false).index(index)).map_err(|e| e.to_string())
+}
+
+fn human(n: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < units.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", units[u])
+    }
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    let store_path = || {
+        cli.store
+            .clone()
+            .ok_or_else(|| "no store: pass -s PATH or set BLOBCASK_STORE".to_string())
+    };
+    match &cli.cmd {
+        Cmd::Create { capacity } => {
+            let path = store_path()?;
+            if path.exists()
+                && std::fs::metadata(&path)
+                    .map(|m| m.len() > 0)
+                    .unwrap_or(false)
+            {
+                return Err(format!("{} already exists", path.display()));
+            }
+            let s = Store::open(&path, Options::new().capacity(parse_size(capacity)?))
+                .map_err(|e| e.to_string())?;
+            println!("created {} ({})", path.display(), human(s.stats().capacity));
+            s.close().map_err(|e| e.to_string())
+        }
+        Cmd::Put { key, file } => {
+            let mut data = Vec::new();
+            if file == "-" {
+                std::io::stdin()
+                    .read_to_end(&mut data)
+                    .map_err(|e| format!("reading stdin: {e}"))?;
+            } else {
+                data = std::fs::read(file).map_err(|e| format!("reading {file}: {e}"))?;
+            }
+            let s = open(&store_path()?, IndexKind::Hash)?;
+            let info = s.put(key, data).map_err(|e| e.to_string())?;
+            println!("{key}: {} bytes, version {}", info.size, info.version);
+            s.close().map_err(|e| e.to_string())
+        }
+        Cmd::Get { key, output, range } => {
+            let s = open(&store_path()?, IndexKind::Hash)?;
+            let bytes = match range {
+                Some(r) => {
+                    let (off, len) = parse_range(r)?;
+                    s.read(key, off, len)
+                }
+                None => s.get(key),
+            }
+            .map_err(|e| e.to_string())?;
+            match output {
+                Some(p) => std::fs::write(p, &bytes)
+                    .map_err(|e| format!("writing {}: {e}", p.display()))?,
+                None => std::io::stdout()
+                    .write_all(&bytes)
+                    .map_err(|e| format!("writing stdout: {e}"))?,
+            }
+            s.close().map_err(|e| e.to_string())
+        }
+        Cmd::Stat { key } => {
+            let s = open(&store_path()?, IndexKind::Hash)?;
+            let i = s.stat(key).map_err(|e| e.to_string())?;
+            let t = i
+                .created
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or(Duration::ZERO);
+            println!("key      {key}\nsize     {} ({})\nversion  {}\ncreated  {}.{:06} (unix)\nstorage  {}",
+                i.size, human(i.size), i.version, t.as_secs(), t.subsec_micros(), if i.inline { "inline" } else { "heap" });
+            s.close().map_err(|e| e.to_string())
+        }
+        Cmd::Rm { key } => {
+            let s = open(&store_path()?, IndexKind::Hash)?;
+            s.delete(key).map_err(|e| e.to_string())?;
+            s.close().map_err(|e| e.to_string())
+        }
+        Cmd::Ls { prefix, long } => {
+            let s = open(&store_path()?, IndexKind::BTree)?;
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            for entry in s.list(prefix).map_err(|e| e.to_string())? {
+                let e = entry.map_err(|e| e.to_string())?;
+                let key = String::from_utf8_lossy(&e.key);
+                let line = if *long {
+                    format!("{:>12} {:>8} {key}", e.size, e.version)
+                } else {
+                    key.into_owned()
+                };
+                if writeln!(out, "{line}").is_err() {
+                    break; // closed pipe (e.g. `| head`)
+                }
+            }
+            drop(out);
+            s.close().map_err(|e| e.to_string())
+        }
+        Cmd::Import { dir } => {
+            let mut files = Vec::new();
+            walk(dir, &mut files).map_err(|e| format!("reading {}: {e}", dir.display()))?;
+            let total: u64 = files.iter().map(|(_, n)| *n).sum();
+            let s = open(&store_path()?, IndexKind::Hash)?;
+            let started = Instant::now();
+            let done = std::cell::Cell::new(0u64);
+            let bytes = std::cell::Cell::new(0u64);
+            let count = files.len();
+            let items = files.into_iter().filter_map(|(p, _)| {
+                let data = std::fs::read(&p).ok()?;
+                let key = p
+                    .strip_prefix(dir)
+                    .unwrap_or(&p)
+                    .to_string_lossy()
+                    .into_owned();
+                done.set(done.get() + 1);
+                bytes.set(bytes.get() + data.len() as u64);
+                if done.get().is_multiple_of(500) || done.get() as usize == count {
+                    eprint!(
+                        "\rimport: {}/{count} files, {} of {}",
+                        done.get(),
+                        human(bytes.get()),
+                        human(total)
+                    );
+                }
+                Some((key, data))
+            });
+            let items: Vec<(String, Vec<u8>)> = items.collect();
+            let report = s.bulk_load(items).map_err(|e| e.to_string())?;
+            eprintln!();
+            println!(
+                "imported {} objects, {} in {:.2?} ({:.0} objects/s, {:.1} MiB/s)",
+                report.objects,
+                human(report.bytes),
+                started.elapsed(),
+                report.objects_per_sec(),
+                report.bytes_per_sec() / (1 << 20) as f64
+            );
+            s.close().map_err(|e| e.to_string())
+        }
+        Cmd::Stats => {
+            let path = store_path()?;
+            let s = open(&path, IndexKind::Hash)?;
+            let st = s.stats();
+            let report = check::scan(&path)?;
+            println!("objects              {}", st.objects);
+            println!(
+                "logical bytes        {} ({})",
+                st.logical_bytes,
+                human(st.logical_bytes)
+            );
+            println!(
+                "heap bytes           {} ({})",
+                st.allocated_bytes,
+                human(st.allocated_bytes)
+            );
+            println!(
+                "metadata bytes       {} ({})",
+                st.metadata_bytes,
+                human(st.metadata_bytes)
+            );
+            println!(
+                "free bytes           {} ({}) of {}",
+                st.free_bytes,
+                human(st.free_bytes),
+                human(st.capacity)
+            );
+            match st.space_amplification() {
+                Some(a) => println!("space amplification  {a:.3}"),
+                None => println!("space amplification  - (empty)"),
+            }
+            println!("largest free piece   {}", human(report.largest_free));
+            println!(
+                "fragmentation        {:.1}% (free space not in the largest free piece)",
+                if st.free_bytes > 0 {
+                    100.0 * (1.0 - report.largest_free as f64 / st.free_bytes as f64)
+                } else {
+                    0.0
+                }
+            );
+            println!(
+                "tuple blocks         {} ({} in use)",
+                report.blocks, report.blocks_in_use
+            );
+            println!(
+                "io engine            {} (direct I/O: {})",
+                st.io_engine, st.direct_io
+            );
+            s.close().map_err(|e| e.to_string())
+        }
+        Cmd::Check => {
+            let report = check::scan(&store_path()?)?;
+            println!(
+                "checked {} tuple blocks, {} objects ({} checksums verified), {}",
+                report.blocks,
+                report.objects,
+                report.verified,
+                human(report.logical_bytes)
+            );
+            if report.problems.is_empty() {
+                println!("no problems found");
+                Ok(())
+            } else {
+                for p in &report.problems {
+                    println!("problem: {p}");
+                }
+                Err(format!("{} problem(s) found", report.problems.len()))
+            }
+        }
+        Cmd::Bench => bench(cli.store.as_deref()),
+    }
+}
+
+fn walk(dir: &Path, out: &mut Vec<(PathBuf, u64)>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let ty = entry.file_type()?;
+        if ty.is_dir() {
+            walk(&entry.path(), out)?;
+        } else if ty.is_file() {
+            out.push((entry.path(), entry.metadata()?.len()));
+        }
+    }
+    Ok(())
+}
+
+/// Puts, random 4 KiB reads and gets on a scratch store; medians.
+fn bench(next_to: Option<&Path>) -> Result<(), String> {
+    let dir = next_to
+        .and_then(Path::parent)
+        .filter(|p| !p.as_os_str().is_empty())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(std::env::temp_dir);
+    let path = dir.join(format!(
+        "blobcask-cli-bench-{}.blobcask",
+        std::process::id()
+    ));
+    let s = Store::open(&path, Options::new().capacity(512 << 20)).map_err(|e| e.to_string())?;
+    let n = 2000usize;
+    let value: Vec<u8> = (0..64 << 10).map(|i| (i * 7 % 251) as u8).collect();
+    let t = Instant::now();
+    let items: Vec<(String, Vec<u8>)> = (0..n)
+        .map(|i| (format!("bench/{i}"), value.clone()))
+        .collect();
+    let report = s.bulk_load(items).map_err(|e| e.to_string())?;
+    let load = t.elapsed();
+    let mut lat = Vec::new();
+    let mut x = 7u64;
+    for _ in 0..2000 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        let key = format!("bench/{}", (x >> 33) as usize % n);
+        let off = (x >> 20) % (60 << 10);
+        let t = Instant::now();
+        s.read(&key, off, 4096).map_err(|e| e.to_string())?;
+        lat.push(t.elapsed());
+    }
+    lat.sort();
+    let t = Instant::now();
+    for i in 0..200 {
+        s.put(format!("put/{i}"), value[..16 << 10].to_vec())
+            .map_err(|e| e.to_string())?;
+    }
+    let puts = 200.0 / t.elapsed().as_secs_f64();
+    s.close().map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_file(&path);
+    println!(
+        "bulk load   {} objects of 64 KiB in {load:.2?} ({:.0} MiB/s)",
+        report.objects,
+        report.bytes_per_sec() / (1 << 20) as f64
+    );
+    println!(
+        "4 KiB read  p50 {:.1?}  p99 {:.1?} (random offsets, 1 in flight)",
+        lat[lat.len() / 2],
+        lat[lat.len() * 99 / 100]
+    );
+    println!("16 KiB put  {puts:.0}/s durable, one at a time");
+    println!("(for the full comparison: cargo run --release -p blobcask-bench)");
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("blobcask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
