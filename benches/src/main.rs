@@ -12,6 +12,9 @@
 //!   `pwrite` of the same bytes (1 MiB requests, 16 in flight) + fdatasync.
 //! * `commit`: durable 16 KiB puts from 1 and 16 concurrent writers vs one
 //!   writer doing `O_DIRECT` write + fdatasync of 16 KiB.
+//! * `fs`: random 4 KiB range reads of objects of several sizes through
+//!   `blocking::Store::read` vs a file per object (open + pread + close, the
+//!   page cache dropped first when running as root), interleaved rounds.
 
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -87,6 +90,9 @@ fn main() {
             if run("commit") {
                 commit_phase(&cfg, engine).await;
             }
+        }
+        if cfg.phase.as_deref().is_none_or(|p| p == "fs") {
+            fs_phase(&cfg).await;
         }
     });
 }
@@ -332,5 +338,69 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
             "| Store::put (async), {w} writers | {r:.0} | {:.2} |",
             r / raw_rate
         );
+    }
+}
+
+/// Drops the page cache (needs root); says whether it could.
+fn drop_page_cache() -> bool {
+    std::process::Command::new("sh")
+        .args(["-c", "sync && echo 3 > /proc/sys/vm/drop_caches"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+async fn fs_phase(cfg: &Config) {
+    let sizes: &[usize] = if cfg.quick { &[16 << 10, 1 << 20] } else { &[4 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20] };
+    println!("\n## file per object vs blobcask: random 4 KiB range reads, 1 in flight");
+    println!("| object size | objects | file: open+pread+close p50 µs | blobcask p50 µs | blobcask faster by | page cache |");
+    println!("|---|---|---|---|---|---|");
+    for &size in sizes {
+        let n = ((256usize << 20) / size).clamp(64, 4096);
+        let dir = cfg.dir.join("fs-objects");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = cfg.dir.join("fs-compare.blobcask");
+        let _ = std::fs::remove_file(&path);
+        let store = blobcask::blocking::Store::open(&path, Options::new().capacity((n * size) as u64 * 2 + (64 << 20))).unwrap();
+        let value = vec![0x5au8; size];
+        let items: Vec<(String, Vec<u8>)> = (0..n).map(|i| (format!("o{i}"), value.clone())).collect();
+        store.bulk_load(items).unwrap();
+        for i in 0..n {
+            std::fs::write(dir.join(format!("o{i}")), &value).unwrap();
+        }
+        let dropped = drop_page_cache();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(size as u64);
+        let (mut files, mut bc) = (vec![], vec![]);
+        for _ in 0..4 {
+            for _ in 0..250 {
+                let i = rng.random_range(0..n);
+                let off = rng.random_range(0..(size as u64 / 4096)) * 4096;
+                let t = Instant::now();
+                let f = std::fs::File::open(dir.join(format!("o{i}"))).unwrap();
+                let mut buf = vec![0u8; 4096];
+                f.read_exact_at(&mut buf, off).unwrap();
+                drop(f);
+                files.push(t.elapsed());
+            }
+            for _ in 0..250 {
+                let i = rng.random_range(0..n);
+                let off = rng.random_range(0..(size as u64 / 4096)) * 4096;
+                let t = Instant::now();
+                store.read(format!("o{i}"), off, 4096).unwrap();
+                bc.push(t.elapsed());
+            }
+        }
+        files.sort();
+        bc.sort();
+        let (f50, b50) = (us(pct(&files, 0.5)), us(pct(&bc, 0.5)));
+        println!(
+            "| {} KiB | {n} | {f50:.1} | {b50:.1} | {:.2}× | {} |",
+            size >> 10,
+            f50 / b50,
+            if dropped { "dropped" } else { "not dropped (not root): files read from RAM" }
+        );
+        store.close().unwrap();
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
