@@ -350,7 +350,11 @@ fn drop_page_cache() -> bool {
 }
 
 async fn fs_phase(cfg: &Config) {
-    let sizes: &[usize] = if cfg.quick { &[16 << 10, 1 << 20] } else { &[4 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20] };
+    let sizes: &[usize] = if cfg.quick {
+        &[16 << 10, 1 << 20]
+    } else {
+        &[4 << 10, 16 << 10, 256 << 10, 1 << 20, 4 << 20]
+    };
     println!("\n## file per object vs blobcask: random 4 KiB range reads, 1 in flight");
     println!("| object size | objects | file: open+pread+close p50 µs | blobcask p50 µs | blobcask faster by | page cache |");
     println!("|---|---|---|---|---|---|");
@@ -361,9 +365,14 @@ async fn fs_phase(cfg: &Config) {
         std::fs::create_dir_all(&dir).unwrap();
         let path = cfg.dir.join("fs-compare.blobcask");
         let _ = std::fs::remove_file(&path);
-        let store = blobcask::blocking::Store::open(&path, Options::new().capacity((n * size) as u64 * 2 + (64 << 20))).unwrap();
+        let store = blobcask::blocking::Store::open(
+            &path,
+            Options::new().capacity((n * size) as u64 * 2 + (64 << 20)),
+        )
+        .unwrap();
         let value = vec![0x5au8; size];
-        let items: Vec<(String, Vec<u8>)> = (0..n).map(|i| (format!("o{i}"), value.clone())).collect();
+        let items: Vec<(String, Vec<u8>)> =
+            (0..n).map(|i| (format!("o{i}"), value.clone())).collect();
         store.bulk_load(items).unwrap();
         for i in 0..n {
             std::fs::write(dir.join(format!("o{i}")), &value).unwrap();
@@ -397,7 +406,11 @@ async fn fs_phase(cfg: &Config) {
             "| {} KiB | {n} | {f50:.1} | {b50:.1} | {:.2}× | {} |",
             size >> 10,
             f50 / b50,
-            if dropped { "dropped" } else { "not dropped (not root): files read from RAM" }
+            if dropped {
+                "dropped"
+            } else {
+                "not dropped (not root): files read from RAM"
+            }
         );
         store.close().unwrap();
         let _ = std::fs::remove_file(&path);
