@@ -205,41 +205,12 @@ async fn upload_phase(cfg: &Config, engine: IoEngineKind) {
     // (already-allocated space for both); once with one fdatasync at the
     // end, once with an fdatasync after every 64 MiB (durable per object,
     // as each put is).
-    let raw = Arc::new(open_direct(&path));
     let chunk = 1u64 << 20;
     let base = 64u64 << 20;
-    let write_raw = |sync_every: u64| {
-        let next = Arc::new(AtomicU64::new(0));
-        let t = Instant::now();
-        let per_obj = obj as u64 / chunk;
-        for o in 0..count as u64 {
-            let threads: Vec<_> = (0..16)
-                .map(|_| {
-                    let (raw, next) = (raw.clone(), next.clone());
-                    std::thread::spawn(move || {
-                        let buf = aligned(chunk as usize);
-                        loop {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            if i >= (o + 1) * per_obj {
-                                break;
-                            }
-                            raw.write_all_at(as_bytes(&buf), base + i * chunk).unwrap();
-                        }
-                    })
-                })
-                .collect();
-            for th in threads {
-                th.join().unwrap();
-            }
-            next.store((o + 1) * per_obj, Ordering::Relaxed);
-            if sync_every == 1 || o + 1 == count as u64 {
-                raw.sync_data().unwrap();
-            }
-        }
-        t.elapsed()
-    };
-    let rw_one_sync = write_raw(0);
-    let rw_sync_each = write_raw(1);
+    let rw_one_sync = raw::sequential_write(&path, base, total as u64, chunk, 16);
+    let rw_sync_each = (0..count as u64)
+        .map(|o| raw::sequential_write(&path, base + o * obj as u64, obj as u64, chunk, 16))
+        .sum::<Duration>();
     let mbs = |d: Duration| total as f64 / d.as_secs_f64() / (1 << 20) as f64;
     println!("upload: {count} x 64 MiB");
     println!("| path | MiB/s | ratio to raw (one sync) | ratio to raw (sync per object) |");

@@ -259,14 +259,10 @@ impl Store {
     ) -> Result<Vec<Buffer>> {
         let prefix = key_of(prefix);
         let keys = match after {
-            None => self.inner.list(&prefix).map_err(js_err)?,
-            Some(a) => {
-                let after = a.to_vec();
-                let end = prefix_end(&prefix);
-                let start = std::ops::Bound::Excluded(after);
-                self.inner.range((start, end)).map_err(js_err)?
-            }
-        };
+            None => self.inner.list(&prefix),
+            Some(a) => self.inner.list_after(&prefix, &*a),
+        }
+        .map_err(js_err)?;
         let mut out = Vec::new();
         for entry in keys.take(limit as usize) {
             out.push(Buffer::from(entry.map_err(js_err)?.key.to_vec()));
@@ -408,17 +404,6 @@ impl Task for ReadTask {
     fn resolve(&mut self, _env: Env, output: Bytes) -> Result<Buffer> {
         Ok(to_buffer(output))
     }
-}
-
-fn prefix_end(prefix: &[u8]) -> std::ops::Bound<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < u8::MAX {
-            end.push(last + 1);
-            return std::ops::Bound::Excluded(end);
-        }
-    }
-    std::ops::Bound::Unbounded
 }
 
 /// A multipart upload; see `Store.beginUpload`.

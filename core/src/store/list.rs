@@ -134,6 +134,18 @@ impl Store {
         )
     }
 
+    /// Keys starting with `prefix` that sort strictly after `after`: resumes
+    /// a listing from its last key (how the bindings page through one).
+    pub fn list_after(&self, prefix: impl AsRef<[u8]>, after: impl AsRef<[u8]>) -> Result<Keys> {
+        let (prefix, after) = (prefix.as_ref(), after.as_ref());
+        let start = if after < prefix {
+            Bound::Included(prefix.to_vec())
+        } else {
+            Bound::Excluded(after.to_vec())
+        };
+        Keys::new(self.clone(), start, prefix_end(prefix))
+    }
+
     /// Keys inside `range` (e.g. `"a".."m"`), in byte order; see
     /// [`list`](Self::list).
     pub fn range<K: AsRef<[u8]>>(&self, range: impl RangeBounds<K>) -> Result<Keys> {
