@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use blobcask::{Bytes, Options, Store};
 
-mod raw;
+use blobcask_bench::raw;
 
 fn fresh(dir: &std::path::Path, name: &str) -> PathBuf {
     let p = dir.join(name);

@@ -24,9 +24,8 @@ use std::time::{Duration, Instant};
 
 use blobcask::{IoEngineKind, Options, Store};
 
-mod raw;
+use blobcask_bench::raw::{self, aligned, as_bytes, as_bytes_mut, open_direct};
 use rand::{Rng, SeedableRng};
-use raw::{aligned, as_bytes, open_direct, unsafe_bytes_mut};
 
 fn pct(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
@@ -128,7 +127,7 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
     for _ in 0..rounds {
         for _ in 0..per {
             let off = rng.random_range(0..written_blocks) * 4096;
-            let b = unsafe_bytes_mut(buf.as_mut_ptr().cast(), 4096);
+            let b = &mut as_bytes_mut(&mut buf)[..4096];
             let t = Instant::now();
             raw.read_exact_at(b, off).unwrap();
             t_raw.push(t.elapsed());

@@ -1,6 +1,5 @@
 //! Raw-device baselines shared by the benchmark programs: block-aligned
 //! buffers and O_DIRECT writes of the same bytes blobcask writes.
-#![allow(dead_code)]
 
 use std::fs::File;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -28,10 +27,12 @@ fn unsafe_bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
     unsafe { std::slice::from_raw_parts(ptr, len) }
 }
 
+/// The blocks as one mutable byte slice (still 4096-aligned).
 #[allow(unsafe_code)]
-pub fn unsafe_bytes_mut<'a>(ptr: *mut u8, len: usize) -> &'a mut [u8] {
-    // SAFETY: ptr/len come from a live Vec<Block> borrowed mutably for 'a.
-    unsafe { std::slice::from_raw_parts_mut(ptr, len) }
+pub fn as_bytes_mut(v: &mut [Block]) -> &mut [u8] {
+    let len = std::mem::size_of_val(v);
+    // SAFETY: a slice of byte arrays reinterpreted as bytes, same lifetime.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), len) }
 }
 
 pub fn open_direct(path: &Path) -> File {

@@ -73,8 +73,19 @@ enum Cmd {
     Stats,
     /// Verify every tuple, checksum and piece without changing anything.
     Check,
-    /// A quick benchmark on a scratch store next to STORE (or in /tmp).
-    Bench,
+    /// A quick run of the comparative benchmark (raw device, blobcask, file
+    /// per object) in a scratch directory next to STORE (or in /tmp).
+    Bench {
+        /// Object sizes (each run at size + 1/8).
+        #[arg(long, default_value = "16K,1M")]
+        sizes: String,
+        /// Bytes written per size.
+        #[arg(long, default_value = "16M")]
+        budget: String,
+        /// Operations in flight.
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+    },
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -324,7 +335,11 @@ fn run(cli: Cli) -> Result<(), String> {
                 Err(format!("{} problem(s) found", report.problems.len()))
             }
         }
-        Cmd::Bench => bench(cli.store.as_deref()),
+        Cmd::Bench {
+            sizes,
+            budget,
+            concurrency,
+        } => bench(cli.store.as_deref(), sizes, budget, *concurrency),
     }
 }
 
@@ -341,57 +356,56 @@ fn walk(dir: &Path, out: &mut Vec<(PathBuf, u64)>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Puts, random 4 KiB reads and gets on a scratch store; medians.
-fn bench(next_to: Option<&Path>) -> Result<(), String> {
-    let dir = next_to
+/// The comparison of `blobcask-bench` (raw device, blobcask on io_uring,
+/// file per object) at a few sizes, in a scratch directory that is removed
+/// afterwards. Engine failures (e.g. a full disk) become one error line.
+fn bench(
+    next_to: Option<&Path>,
+    sizes: &str,
+    budget: &str,
+    concurrency: usize,
+) -> Result<(), String> {
+    use blobcask_bench::compare;
+
+    let parent = next_to
         .and_then(Path::parent)
         .filter(|p| !p.as_os_str().is_empty())
         .map(Path::to_path_buf)
         .unwrap_or_else(std::env::temp_dir);
-    let path = dir.join(format!(
-        "blobcask-cli-bench-{}.blobcask",
-        std::process::id()
-    ));
-    let s = Store::open(&path, Options::new().capacity(512 << 20)).map_err(|e| e.to_string())?;
-    let n = 2000usize;
-    let value: Vec<u8> = (0..64 << 10).map(|i| (i * 7 % 251) as u8).collect();
-    let t = Instant::now();
-    let items: Vec<(String, Vec<u8>)> = (0..n)
-        .map(|i| (format!("bench/{i}"), value.clone()))
-        .collect();
-    let report = s.bulk_load(items).map_err(|e| e.to_string())?;
-    let load = t.elapsed();
-    let mut lat = Vec::new();
-    let mut x = 7u64;
-    for _ in 0..2000 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-        let key = format!("bench/{}", (x >> 33) as usize % n);
-        let off = (x >> 20) % (60 << 10);
-        let t = Instant::now();
-        s.read(&key, off, 4096).map_err(|e| e.to_string())?;
-        lat.push(t.elapsed());
+    let mut cfg =
+        compare::Config::new(parent.join(format!("blobcask-cli-bench-{}", std::process::id())));
+    cfg.engines = ["raw", "blobcask-uring", "files"]
+        .map(String::from)
+        .to_vec();
+    cfg.sizes = sizes
+        .split(',')
+        .map(|s| parse_size(s).map(|v| v as usize))
+        .collect::<Result<_, _>>()?;
+    cfg.budget = parse_size(budget)? as usize;
+    if cfg.sizes.contains(&0) || cfg.budget == 0 || concurrency == 0 {
+        return Err("sizes, budget and concurrency must be positive".into());
     }
-    lat.sort();
-    let t = Instant::now();
-    for i in 0..200 {
-        s.put(format!("put/{i}"), value[..16 << 10].to_vec())
-            .map_err(|e| e.to_string())?;
+    cfg.concurrency = concurrency;
+    std::panic::set_hook(Box::new(|_| {}));
+    let outcome = std::panic::catch_unwind(|| compare::run(&cfg, |line| eprintln!("{line}")));
+    let _ = std::panic::take_hook();
+    let _ = std::fs::remove_dir_all(&cfg.dir);
+    let report = outcome.map_err(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "unknown failure".into());
+        format!("benchmark failed: {}", msg.lines().next().unwrap_or(""))
+    })?;
+    println!("{}", report.phase_table());
+    println!("{}", report.run_table());
+    println!("blobcask (io_uring) is N× faster than each engine (> 1: blobcask wins):\n");
+    println!("{}", report.ratio_table());
+    if !report.cache_dropped {
+        println!("(page cache not dropped before reads: not running as root)");
     }
-    let puts = 200.0 / t.elapsed().as_secs_f64();
-    s.close().map_err(|e| e.to_string())?;
-    let _ = std::fs::remove_file(&path);
-    println!(
-        "bulk load   {} objects of 64 KiB in {load:.2?} ({:.0} MiB/s)",
-        report.objects,
-        report.bytes_per_sec() / (1 << 20) as f64
-    );
-    println!(
-        "4 KiB read  p50 {:.1?}  p99 {:.1?} (random offsets, 1 in flight)",
-        lat[lat.len() / 2],
-        lat[lat.len() * 99 / 100]
-    );
-    println!("16 KiB put  {puts:.0}/s durable, one at a time");
-    println!("(for the full comparison: cargo run --release -p blobcask-bench)");
+    println!("full comparison: cargo run --release -p blobcask-bench --features sqlite,fjall --bin compare");
     Ok(())
 }
 

@@ -132,3 +132,40 @@ fn check_reports_damage_without_changing_the_file() {
         "check changed the file"
     );
 }
+
+#[test]
+fn bench_runs_the_comparison_and_cleans_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.blobcask");
+    let out = ok(&run(
+        &store,
+        &[
+            "bench",
+            "--sizes",
+            "16K",
+            "--budget",
+            "512K",
+            "--concurrency",
+            "4",
+        ],
+        None,
+    ));
+    for engine in ["raw device", "blobcask (io_uring)", "file per object"] {
+        assert!(out.contains(engine), "{engine} missing from:\n{out}");
+    }
+    // 16 KiB + 1/8 is the size the phases ran at; every phase is reported.
+    for phase in [
+        "| 18432 | put |",
+        "| 18432 | read 4K |",
+        "| 18432 | mixed read |",
+    ] {
+        assert!(out.contains(phase), "{phase} missing from:\n{out}");
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "scratch files left behind: {left:?}");
+
+    let bad = run(&store, &["bench", "--sizes", "0"], None);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
