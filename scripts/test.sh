@@ -20,6 +20,13 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test (unit, behaviour, model, crash, loop device)"
 cargo test --workspace --locked
 
+step "criterion micro benches in test mode (each runs once; no timing)"
+micro=$(cargo test --locked -q -p blobcask-bench --benches 2>&1) || { echo "$micro"; exit 1; }
+echo "micro benches passed: $(grep -c '^Success' <<<"$micro")"
+
+step "comparison engines compile (SQLite, fjall features; RocksDB stays out: ~50 min build)"
+cargo clippy --locked -q -p blobcask-bench --all-targets --features sqlite,fjall -- -D warnings
+
 step "loom models of the reclaim and group-commit protocols (and their broken variants)"
 RUSTFLAGS="--cfg blobcask_loom" CARGO_TARGET_DIR=target/loom cargo test --locked -p blobcask --release --lib loom_models -- --nocapture 2>&1 | grep -E "loom explored|test result"
 
