@@ -93,6 +93,21 @@ impl Store {
     {
         block_on(self.inner.bulk_load(items))
     }
+
+    /// See [`crate::Store::bulk_load_with`].
+    pub fn bulk_load_with<I, K, V>(
+        &self,
+        items: I,
+        opts: crate::BulkOptions,
+    ) -> Result<crate::LoadReport>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        I::IntoIter: Send,
+        K: AsRef<[u8]>,
+        V: Into<Bytes>,
+    {
+        block_on(self.inner.bulk_load_with(items, opts))
+    }
     /// See [`crate::Store::stats`].
     pub fn stats(&self) -> Stats {
         self.inner.stats()

@@ -39,4 +39,6 @@ pub use options::{
     Durability, Options, DEFAULT_CAPACITY, DEFAULT_INLINE_THRESHOLD, DEFAULT_MAX_PIECE_SIZE,
     MAX_INLINE_THRESHOLD, MIN_CAPACITY,
 };
-pub use store::{Keys, ListEntry, LoadReport, ObjectInfo, Stats, Store, Upload, PART_ALIGN};
+pub use store::{
+    BulkOptions, Keys, ListEntry, LoadReport, ObjectInfo, Stats, Store, Upload, PART_ALIGN,
+};

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use blobcask::blocking::Store;
 use blobcask::io::fault::{CrashMode, MemDevice};
-use blobcask::{Options, PART_ALIGN};
+use blobcask::{BulkOptions, Options, PART_ALIGN};
 use common::pattern;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -190,9 +190,14 @@ fn every_crash_point_recovers_the_acknowledged_state() {
 }
 
 /// A bulk load cut at any write leaves a prefix of its items (in order),
-/// each whole, and the store's earlier content untouched.
+/// whole commit groups, each object whole, and the store's earlier content
+/// untouched. Groups of 300 objects make the 2500-item load span 9 groups.
 #[test]
 fn bulk_load_cut_anywhere_leaves_a_clean_prefix() {
+    let groups = BulkOptions {
+        commit_objects: 300,
+        ..BulkOptions::default()
+    };
     let items: Vec<(String, Vec<u8>)> = (0..2500u64)
         .map(|i| {
             (
@@ -210,7 +215,8 @@ fn bulk_load_cut_anywhere_leaves_a_clean_prefix() {
     let dev = Arc::new(MemDevice::from_image(base.clone()));
     let store = Store::open_with_engine(dev.clone(), options()).unwrap();
     let start = dev.writes();
-    store.bulk_load(items.clone()).unwrap();
+    let report = store.bulk_load_with(items.clone(), groups).unwrap();
+    assert_eq!(report.batches, 9, "2500 objects in groups of 300");
     let total = dev.writes() - start;
     drop(store);
     let mut images = 0;
@@ -221,7 +227,7 @@ fn bulk_load_cut_anywhere_leaves_a_clean_prefix() {
         let store = Store::open_with_engine(dev.clone(), options()).unwrap();
         dev.crash_after_writes(cut);
         assert!(
-            store.bulk_load(items.clone()).is_err(),
+            store.bulk_load_with(items.clone(), groups).is_err(),
             "cut {cut} of {total}"
         );
         drop(store);
@@ -236,6 +242,10 @@ fn bulk_load_cut_anywhere_leaves_a_clean_prefix() {
             )
             .unwrap_or_else(|e| panic!("cut {cut} {mode:?}: {e}"));
             let loaded = s.stats().objects - 1;
+            assert!(
+                loaded % 300 == 0 || loaded == 2500,
+                "cut {cut} {mode:?}: {loaded} objects is not whole groups"
+            );
             assert_eq!(s.get("before").unwrap(), pattern(7, 3000));
             for (i, (k, v)) in items.iter().enumerate() {
                 if (i as u64) < loaded {

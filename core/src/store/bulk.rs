@@ -1,17 +1,19 @@
 //! Bulk load: the fastest way to fill a store.
 //!
 //! Items are taken in batches (up to `BATCH_OBJECTS` objects or
-//! `BATCH_BYTES` bytes). For each batch every value gets its pieces first,
-//! then all the batch's data goes out as large sequential writes (adjacent
-//! pieces merged, copies done in parallel on the blocking pool), and then
-//! the whole batch goes to the commit thread as one request: one commit
-//! group (one data sync, one tuple sync) per batch instead of per object.
-//! While a batch commits, the next batch's data is being written.
+//! `BATCH_BYTES` bytes: what the load holds of the caller's values at a
+//! time). For each batch every value gets its pieces first, then all the
+//! batch's data goes out as large sequential writes (adjacent pieces merged,
+//! copies done in parallel on the blocking pool). Written batches
+//! accumulate until `COMMIT_OBJECTS` objects or `COMMIT_BYTES` bytes (or the
+//! end), and then go to the commit thread as one request: one commit group
+//! (one data sync, one tuple sync) per ~`COMMIT_BYTES` instead of per
+//! object. While a group commits, the next batch's data is being written.
 //!
-//! Visibility is progressive: a batch's objects become visible when its
-//! group commits. Groups commit in order and each is all-or-nothing, so
-//! after a crash the store holds a prefix of the load (in iteration order),
-//! whole batches, every object whole, and nothing after it.
+//! Visibility is progressive: a group's objects become visible when it
+//! commits. Groups commit in order and each is all-or-nothing, so after a
+//! crash the store holds a prefix of the load (in iteration order), whole
+//! groups, every object whole, and nothing after it.
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +28,31 @@ const BATCH_OBJECTS: usize = 4096;
 /// Most value bytes per batch.
 const BATCH_BYTES: u64 = 64 << 20;
 
+/// How a bulk load groups its commits: a group is committed (made durable
+/// and visible, all-or-nothing) once this many objects or value bytes have
+/// been written since the last one, and at the end. Larger groups mean
+/// fewer syncs (faster), smaller ones finer-grained progress and a shorter
+/// prefix lost to a crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BulkOptions {
+    /// Objects per commit group (at least 1).
+    pub commit_objects: usize,
+    /// Value bytes per commit group (at least 1).
+    pub commit_bytes: u64,
+}
+
+impl Default for BulkOptions {
+    /// 16384 objects or 256 MiB. Each group costs two syncs, which on a
+    /// host-cached virtual disk stall the writes behind them; see
+    /// benches/RESULTS.md (bulk load) for the measurement.
+    fn default() -> Self {
+        BulkOptions {
+            commit_objects: 16384,
+            commit_bytes: 256 << 20,
+        }
+    }
+}
+
 /// What a bulk load did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LoadReport {
@@ -33,7 +60,7 @@ pub struct LoadReport {
     pub objects: u64,
     /// Value bytes committed.
     pub bytes: u64,
-    /// Batches (each: one run of data writes, then its commit groups).
+    /// Commit groups the load was made visible in (each all-or-nothing).
     pub batches: u64,
     /// Wall time of the whole load.
     pub elapsed: Duration,
@@ -53,9 +80,9 @@ impl LoadReport {
 
 impl Store {
     /// Loads every `(key, value)` of `items`, replacing existing keys, as
-    /// fast as the device allows. Objects become visible batch by batch (see
-    /// the module docs); on an error the objects of earlier batches stay
-    /// committed and the error says how many.
+    /// fast as the device allows. Objects become visible group by group (see
+    /// the module docs and [`BulkOptions`]); on an error the objects of
+    /// earlier groups stay committed and the error says how many.
     pub async fn bulk_load<I, K, V>(&self, items: I) -> Result<LoadReport>
     where
         I: IntoIterator<Item = (K, V)>,
@@ -63,13 +90,30 @@ impl Store {
         K: AsRef<[u8]>,
         V: Into<Bytes>,
     {
+        self.bulk_load_with(items, BulkOptions::default()).await
+    }
+
+    /// [`bulk_load`](Self::bulk_load) with explicit commit grouping.
+    pub async fn bulk_load_with<I, K, V>(&self, items: I, opts: BulkOptions) -> Result<LoadReport>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        I::IntoIter: Send,
+        K: AsRef<[u8]>,
+        V: Into<Bytes>,
+    {
+        let commit_objects = opts.commit_objects.max(1);
+        let commit_bytes = opts.commit_bytes.max(1);
+        let (batch_objects, batch_bytes) = (
+            BATCH_OBJECTS.min(commit_objects),
+            BATCH_BYTES.min(commit_bytes),
+        );
         let start = Instant::now();
         let mut items = items.into_iter();
         let mut report = LoadReport::default();
         let mut next_batch = || {
             let mut batch: Vec<(Box<[u8]>, Bytes)> = Vec::new();
             let mut bytes = 0u64;
-            while batch.len() < BATCH_OBJECTS && bytes < BATCH_BYTES {
+            while batch.len() < batch_objects && bytes < batch_bytes {
                 let Some((k, v)) = items.next() else { break };
                 let v: Bytes = v.into();
                 bytes += v.len() as u64;
@@ -77,40 +121,45 @@ impl Store {
             }
             (!batch.is_empty()).then_some((batch, bytes))
         };
-        // Pipeline: while one batch commits, the next one's data is written.
+        // Pipeline: while one group commits, the next batch is written.
         // Commits stay in order, so what is visible is always a prefix.
         let mut written: Option<(Vec<Staged>, u64)> = None;
+        let context =
+            |e: crate::Error, done: u64| e.context(format!("bulk_load after {done} objects"));
         loop {
-            let context =
-                |e: crate::Error, done: u64| e.context(format!("bulk_load after {done} objects"));
-            let upcoming = next_batch();
-            let (committed, staged) = match (written.take(), upcoming) {
-                (None, None) => break,
-                (Some(ready), None) => (Some(ready), None),
-                (None, Some((batch, bytes))) => {
+            let Some((batch, bytes)) = next_batch() else {
+                if let Some(ready) = written.take() {
+                    let ready = self
+                        .commit_batch(ready)
+                        .await
+                        .map_err(|e| context(e, report.objects))?;
+                    report.add(ready);
+                }
+                break;
+            };
+            written = Some(match written.take() {
+                Some(ready) if ready.0.len() >= commit_objects || ready.1 >= commit_bytes => {
+                    let (ready, staged) =
+                        futures::join!(self.commit_batch(ready), self.write_batch(batch));
+                    report.add(ready.map_err(|e| context(e, report.objects))?);
+                    (staged.map_err(|e| context(e, report.objects))?, bytes)
+                }
+                Some((mut staged, staged_bytes)) => {
+                    let more = self
+                        .write_batch(batch)
+                        .await
+                        .map_err(|e| context(e, report.objects))?;
+                    staged.extend(more);
+                    (staged, staged_bytes + bytes)
+                }
+                None => {
                     let staged = self
                         .write_batch(batch)
                         .await
                         .map_err(|e| context(e, report.objects))?;
-                    (None, Some((staged, bytes)))
+                    (staged, bytes)
                 }
-                (Some(ready), Some((batch, bytes))) => {
-                    let (ready, staged) =
-                        futures::join!(self.commit_batch(ready), self.write_batch(batch));
-                    let ready = ready.map_err(|e| context(e, report.objects))?;
-                    report.add(ready);
-                    let staged = staged.map_err(|e| context(e, report.objects))?;
-                    (None, Some((staged, bytes)))
-                }
-            };
-            if let Some(ready) = committed {
-                let ready = self
-                    .commit_batch(ready)
-                    .await
-                    .map_err(|e| context(e, report.objects))?;
-                report.add(ready);
-            }
-            written = staged;
+            });
         }
         report.elapsed = start.elapsed();
         Ok(report)

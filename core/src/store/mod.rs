@@ -39,7 +39,7 @@ use crate::io::IoEngine;
 use crate::meta::tuple::{self, Piece, TupleValue, MAX_KEY_LEN};
 use crate::options::Options;
 
-pub use bulk::LoadReport;
+pub use bulk::{BulkOptions, LoadReport};
 pub use list::{Keys, ListEntry};
 pub use upload::{Upload, PART_ALIGN};
 
