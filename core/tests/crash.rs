@@ -243,7 +243,7 @@ fn bulk_load_cut_anywhere_leaves_a_clean_prefix() {
             .unwrap_or_else(|e| panic!("cut {cut} {mode:?}: {e}"));
             let loaded = s.stats().objects - 1;
             assert!(
-                loaded % 300 == 0 || loaded == 2500,
+                loaded.is_multiple_of(300) || loaded == 2500,
                 "cut {cut} {mode:?}: {loaded} objects is not whole groups"
             );
             assert_eq!(s.get("before").unwrap(), pattern(7, 3000));
