@@ -51,13 +51,10 @@ pub const ALL: &[&str] = &[
 
 /// Whether this build can run engine `name` (some need a cargo feature).
 pub fn available(name: &str) -> bool {
-    match name {
-        "raw" | "blobcask-uring" | "blobcask-portable" | "files" => true,
-        "sqlite" => cfg!(feature = "sqlite"),
-        "fjall" => cfg!(feature = "fjall"),
-        "rocksdb" => cfg!(feature = "rocksdb"),
-        _ => false,
-    }
+    matches!(name, "raw" | "blobcask-uring" | "blobcask-portable" | "files")
+        || (name == "sqlite" && cfg!(feature = "sqlite"))
+        || (name == "fjall" && cfg!(feature = "fjall"))
+        || (name == "rocksdb" && cfg!(feature = "rocksdb"))
 }
 
 /// Opens engine `name` under `dir` sized for `n` objects of `size` bytes:
