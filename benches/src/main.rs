@@ -200,8 +200,9 @@ async fn upload_phase(cfg: &Config, engine: IoEngineKind) {
     store.close().await.unwrap();
 
     // Raw: the same bytes, sequential O_DIRECT pwrite of 1 MiB requests,
-    // 16 threads in flight, into the heap region blobcask just wrote
-    // (already-allocated space for both); once with one fdatasync at the
+    // 16 threads in flight, into the heap region blobcask just wrote (so
+    // raw rewrites initialised extents while blobcask wrote fresh ones: the
+    // ratio is conservative); once with one fdatasync at the
     // end, once with an fdatasync after every 64 MiB (durable per object,
     // as each put is).
     let chunk = 1u64 << 20;
