@@ -51,8 +51,10 @@ pub const ALL: &[&str] = &[
 
 /// Whether this build can run engine `name` (some need a cargo feature).
 pub fn available(name: &str) -> bool {
-    matches!(name, "raw" | "blobcask-uring" | "blobcask-portable" | "files")
-        || (name == "sqlite" && cfg!(feature = "sqlite"))
+    matches!(
+        name,
+        "raw" | "blobcask-uring" | "blobcask-portable" | "files"
+    ) || (name == "sqlite" && cfg!(feature = "sqlite"))
         || (name == "fjall" && cfg!(feature = "fjall"))
         || (name == "rocksdb" && cfg!(feature = "rocksdb"))
 }
