@@ -191,7 +191,8 @@ fn every_crash_point_recovers_the_acknowledged_state() {
 
 /// A bulk load cut at any write leaves a prefix of its items (in order),
 /// whole commit groups, each object whole, and the store's earlier content
-/// untouched. Groups of 300 objects make the 2500-item load span 9 groups.
+/// untouched. Batches of 300 objects (groups are whole batches, at least
+/// one) make the 2500-item load span several groups.
 #[test]
 fn bulk_load_cut_anywhere_leaves_a_clean_prefix() {
     let groups = BulkOptions {
@@ -216,7 +217,11 @@ fn bulk_load_cut_anywhere_leaves_a_clean_prefix() {
     let store = Store::open_with_engine(dev.clone(), options()).unwrap();
     let start = dev.writes();
     let report = store.bulk_load_with(items.clone(), groups).unwrap();
-    assert_eq!(report.batches, 9, "2500 objects in groups of 300");
+    assert!(
+        report.batches >= 2,
+        "2500 objects in {} group(s)",
+        report.batches
+    );
     let total = dev.writes() - start;
     drop(store);
     let mut images = 0;
@@ -226,10 +231,10 @@ fn bulk_load_cut_anywhere_leaves_a_clean_prefix() {
         let dev = Arc::new(MemDevice::from_image(base.clone()));
         let store = Store::open_with_engine(dev.clone(), options()).unwrap();
         dev.crash_after_writes(cut);
-        assert!(
-            store.bulk_load_with(items.clone(), groups).is_err(),
-            "cut {cut} of {total}"
-        );
+        // Group boundaries depend on timing (a group takes the batches
+        // written while the previous one committed), so a run may need fewer
+        // writes than the dry run; if it completes, all of it is durable.
+        let acknowledged = store.bulk_load_with(items.clone(), groups).is_ok();
         drop(store);
         for mode in [
             CrashMode::DropUnsynced,
@@ -242,6 +247,12 @@ fn bulk_load_cut_anywhere_leaves_a_clean_prefix() {
             )
             .unwrap_or_else(|e| panic!("cut {cut} {mode:?}: {e}"));
             let loaded = s.stats().objects - 1;
+            if acknowledged {
+                assert_eq!(
+                    loaded, 2500,
+                    "cut {cut} {mode:?}: an acknowledged load lost objects"
+                );
+            }
             assert!(
                 loaded.is_multiple_of(300) || loaded == 2500,
                 "cut {cut} {mode:?}: {loaded} objects is not whole groups"

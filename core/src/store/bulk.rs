@@ -4,20 +4,25 @@
 //! `BATCH_BYTES` bytes: what the load holds of the caller's values at a
 //! time). For each batch every value gets its pieces first, then all the
 //! batch's data goes out as large sequential writes (adjacent pieces merged,
-//! copies done in parallel on the blocking pool). Written batches
+//! copies done in parallel on the blocking pool), two batches at a time so
+//! the device is never idle at a batch boundary. Written batches
 //! accumulate until `COMMIT_OBJECTS` objects or `COMMIT_BYTES` bytes (or the
 //! end), and then go to the commit thread as one request: one commit group
 //! (one data sync, one tuple sync) per ~`COMMIT_BYTES` instead of per
-//! object. While a group commits, the next batch's data is being written.
+//! object. While a group commits, the next batches' data is being written.
 //!
 //! Visibility is progressive: a group's objects become visible when it
 //! commits. Groups commit in order and each is all-or-nothing, so after a
 //! crash the store holds a prefix of the load (in iteration order), whole
 //! groups, every object whole, and nothing after it.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures::stream::{FuturesOrdered, StreamExt};
 
 use super::commit::Staged;
 use super::{check_key, data, ObjectData, Store};
@@ -27,10 +32,22 @@ use crate::error::{show_key, Result};
 const BATCH_OBJECTS: usize = 4096;
 /// Most value bytes per batch.
 const BATCH_BYTES: u64 = 64 << 20;
+/// Batches being written at once (each with its own I/O depth).
+const WRITE_AHEAD: usize = 2;
+
+type WriteFut<'a> = Pin<Box<dyn Future<Output = (Result<Vec<Staged>>, u64)> + Send + 'a>>;
+type CommitFut<'a> = Pin<Box<dyn Future<Output = Result<(u64, u64)>> + Send + 'a>>;
+
+/// What the load loop waits for next.
+enum Event {
+    Committed(Result<(u64, u64)>),
+    Written((Result<Vec<Staged>>, u64)),
+}
 
 /// How a bulk load groups its commits: a group is committed (made durable
-/// and visible, all-or-nothing) once this many objects or value bytes have
-/// been written since the last one, and at the end. Larger groups mean
+/// and visible, all-or-nothing) once at least this many objects or value
+/// bytes have been written since the last one (more when the previous
+/// group is still committing), and at the end. Larger groups mean
 /// fewer syncs (faster), smaller ones finer-grained progress and a shorter
 /// prefix lost to a crash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,45 +138,74 @@ impl Store {
             }
             (!batch.is_empty()).then_some((batch, bytes))
         };
-        // Pipeline: while one group commits, the next batch is written.
-        // Commits stay in order, so what is visible is always a prefix.
-        let mut written: Option<(Vec<Staged>, u64)> = None;
+        // Pipeline: up to WRITE_AHEAD batches are being written while the
+        // previous group commits, so the device never waits for a batch
+        // boundary or a sync. Batches finish in order (FuturesOrdered) and
+        // only finished batches join a group; one group commits at a time,
+        // in order, so what is visible is always a prefix.
         let context =
             |e: crate::Error, done: u64| e.context(format!("bulk_load after {done} objects"));
+        let mut writes: FuturesOrdered<WriteFut<'_>> = FuturesOrdered::new();
+        let mut committing: Option<CommitFut<'_>> = None;
+        let mut written: (Vec<Staged>, u64) = (Vec::new(), 0);
+        let mut exhausted = false;
+        let mut failure: Option<crate::Error> = None;
         loop {
-            let Some((batch, bytes)) = next_batch() else {
-                if let Some(ready) = written.take() {
-                    let ready = self
-                        .commit_batch(ready)
-                        .await
-                        .map_err(|e| context(e, report.objects))?;
-                    report.add(ready);
+            while failure.is_none() && !exhausted && writes.len() < WRITE_AHEAD {
+                match next_batch() {
+                    Some((batch, bytes)) => {
+                        writes.push_back(Box::pin(
+                            async move { (self.write_batch(batch).await, bytes) },
+                        ))
+                    }
+                    None => exhausted = true,
                 }
+            }
+            let group_ready = written.0.len() >= commit_objects
+                || written.1 >= commit_bytes
+                || (exhausted && writes.is_empty() && !written.0.is_empty());
+            if failure.is_none() && committing.is_none() && group_ready {
+                committing = Some(Box::pin(self.commit_batch(std::mem::take(&mut written))));
+            }
+            if committing.is_none() && writes.is_empty() {
                 break;
-            };
-            written = Some(match written.take() {
-                Some(ready) if ready.0.len() >= commit_objects || ready.1 >= commit_bytes => {
-                    let (ready, staged) =
-                        futures::join!(self.commit_batch(ready), self.write_batch(batch));
-                    report.add(ready.map_err(|e| context(e, report.objects))?);
-                    (staged.map_err(|e| context(e, report.objects))?, bytes)
+            }
+            // After a failure this only drains: every write still in flight
+            // finishes before its pieces can be freed (invariant 2).
+            let event = futures::future::poll_fn(|cx| {
+                if let Some(c) = committing.as_mut() {
+                    if let Poll::Ready(r) = c.as_mut().poll(cx) {
+                        return Poll::Ready(Event::Committed(r));
+                    }
                 }
-                Some((mut staged, staged_bytes)) => {
-                    let more = self
-                        .write_batch(batch)
-                        .await
-                        .map_err(|e| context(e, report.objects))?;
-                    staged.extend(more);
-                    (staged, staged_bytes + bytes)
+                match writes.poll_next_unpin(cx) {
+                    Poll::Ready(Some(w)) => Poll::Ready(Event::Written(w)),
+                    _ => Poll::Pending,
                 }
-                None => {
-                    let staged = self
-                        .write_batch(batch)
-                        .await
-                        .map_err(|e| context(e, report.objects))?;
-                    (staged, bytes)
+            })
+            .await;
+            match event {
+                Event::Committed(r) => {
+                    committing = None;
+                    match r {
+                        Ok(done) => report.add(done),
+                        Err(e) => {
+                            failure.get_or_insert(context(e, report.objects));
+                        }
+                    }
                 }
-            });
+                Event::Written((Ok(staged), bytes)) if failure.is_none() => {
+                    written.0.extend(staged);
+                    written.1 += bytes;
+                }
+                Event::Written((Ok(_), _)) => {}
+                Event::Written((Err(e), _)) => {
+                    failure.get_or_insert(context(e, report.objects));
+                }
+            }
+        }
+        if let Some(e) = failure {
+            return Err(e);
         }
         report.elapsed = start.elapsed();
         Ok(report)

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 
 use super::{Extent, Shared};
 use crate::error::{Error, ErrorKind, Result};
@@ -128,8 +128,13 @@ pub(crate) async fn write_range(
             }
         })
         .buffer_unordered(IO_DEPTH)
-        .try_collect::<Vec<()>>()
-        .await?;
+        // Every write runs to completion even after one fails: the caller
+        // frees the pieces on error, and a write still in flight must not
+        // land in space that was handed to another object (invariant 2).
+        .collect::<Vec<Result<()>>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<()>>>()?;
     Ok(())
 }
 
@@ -217,8 +222,13 @@ pub(crate) async fn write_segments(shared: &Shared, mut segs: Vec<(u64, Bytes)>)
             }
         })
         .buffer_unordered(IO_DEPTH)
-        .try_collect::<Vec<()>>()
-        .await?;
+        // Every write runs to completion even after one fails: the caller
+        // frees the pieces on error, and a write still in flight must not
+        // land in space that was handed to another object (invariant 2).
+        .collect::<Vec<Result<()>>>()
+        .await
+        .into_iter()
+        .collect::<Result<Vec<()>>>()?;
     Ok(())
 }
 
