@@ -167,20 +167,71 @@ impl BuddyAllocator {
             wanted.push(self.max_order);
         }
         let tail = blocks % max;
+        let mut tail_orders: Vec<u8> = Vec::new();
         for k in (0..self.max_order).rev() {
             if tail & (1 << k) != 0 {
-                wanted.push(k);
+                tail_orders.push(k);
             }
         }
         for order in wanted {
             if !self.alloc_split(order, &mut out) {
-                for p in out.drain(..) {
-                    self.free(p);
+                return Err(self.undo(out, size));
+            }
+        }
+        if !self.alloc_tail_contiguous(tail, &tail_orders, &mut out) {
+            for order in tail_orders {
+                if !self.alloc_split(order, &mut out) {
+                    return Err(self.undo(out, size));
                 }
-                return Err(self.no_space(size));
             }
         }
         Ok(out)
+    }
+
+    /// Places a tail of several pieces back to back, so the object's end is
+    /// one device range (one read): takes one piece of the next power of
+    /// two, carves the tail's pieces from its start (largest first, each
+    /// aligned to its own size) and frees the rest. False, with nothing
+    /// taken, when the tail is a single piece or no such piece is free; the
+    /// caller then takes the pieces wherever they are (no space is lost).
+    fn alloc_tail_contiguous(&mut self, tail: u64, orders: &[u8], out: &mut Vec<Piece>) -> bool {
+        if orders.len() < 2 {
+            return false;
+        }
+        let span_order = (u64::BITS - (tail - 1).leading_zeros()) as u8;
+        if span_order > self.max_order {
+            return false;
+        }
+        let Some(span) = self.alloc(span_order) else {
+            return false;
+        };
+        let mut at = 0u64;
+        for &k in orders {
+            out.push(Piece {
+                start: span.start + at,
+                order: k,
+            });
+            at += 1 << k;
+        }
+        // Free the remainder as the largest aligned pieces that fit.
+        let end = 1u64 << span_order;
+        while at < end {
+            let k =
+                (at.trailing_zeros() as u8).min((u64::BITS - 1 - (end - at).leading_zeros()) as u8);
+            self.free(Piece {
+                start: span.start + at,
+                order: k,
+            });
+            at += 1 << k;
+        }
+        true
+    }
+
+    fn undo(&mut self, out: Vec<Piece>, size: u64) -> Error {
+        for p in out {
+            self.free(p);
+        }
+        self.no_space(size)
     }
 
     fn alloc_split(&mut self, order: u8, out: &mut Vec<Piece>) -> bool {
@@ -257,6 +308,28 @@ mod tests {
             check(&a);
         }
         assert_eq!(a.free_blocks(), 1 << 14);
+    }
+
+    #[test]
+    fn a_multi_piece_tail_lies_back_to_back_and_the_rest_is_freed() {
+        let mut a = BuddyAllocator::new(0, 1 << 10, 8);
+        // A one-block piece left free at the bottom, where the piece-by-piece
+        // policy would put the tail.
+        let low = a.alloc(0).unwrap();
+        let _hold = a.alloc(0).unwrap();
+        a.free(low);
+        // 5 blocks: 4 + 1, contiguous; 3 blocks of its 8-block span free.
+        let pieces = a.alloc_object(5 * 4096).unwrap();
+        assert_eq!(pieces.len(), 2);
+        assert_eq!(pieces[0].start + 4, pieces[1].start, "{pieces:?}");
+        assert_eq!(a.free_blocks(), (1 << 10) - 1 - 5);
+        check(&a);
+        // 300 blocks = 256 + 32 + 8 + 4: the 44-block tail is contiguous.
+        let big = a.alloc_object(300 * 4096).unwrap();
+        for w in big[1..].windows(2) {
+            assert_eq!(w[0].start + (1 << w[0].order), w[1].start, "{big:?}");
+        }
+        check(&a);
     }
 
     #[test]

@@ -61,7 +61,22 @@ fn spans(extent: &Extent, offset: u64, len: u64) -> Vec<Span> {
             break;
         }
     }
-    out
+    // Pieces that lie back to back on the device (the allocator places an
+    // object's tail that way) are one request, up to IO_CHUNK.
+    let mut merged: Vec<Span> = Vec::with_capacity(out.len());
+    for s in out {
+        if let Some(last) = merged.last_mut() {
+            if last.dev + last.len == s.dev
+                && last.obj_pos + last.len == s.obj_pos
+                && last.len + s.len <= IO_CHUNK
+            {
+                last.len += s.len;
+                continue;
+            }
+        }
+        merged.push(s);
+    }
+    merged
 }
 
 /// Allocates the pieces of a `size`-byte object whose tuple carries `key`.
@@ -297,6 +312,40 @@ mod tests {
     use crate::alloc::BuddyAllocator;
     use crate::meta::tuple::Piece;
     use crate::sync::Mutex;
+
+    #[test]
+    fn back_to_back_pieces_are_one_span() {
+        let alloc = crate::sync::Arc::new(Mutex::new(BuddyAllocator::new(0, 1 << 14, 12)));
+        // 16 KiB + 4 KiB adjacent, then a 4 KiB piece elsewhere.
+        let ext = Extent {
+            pieces: vec![
+                Piece {
+                    start: 64,
+                    order: 2,
+                },
+                Piece {
+                    start: 68,
+                    order: 0,
+                },
+                Piece { start: 8, order: 0 },
+            ],
+            alloc,
+        };
+        let s = spans(&ext, 0, 6 * 4096);
+        assert_eq!(
+            s.len(),
+            2,
+            "{:?}",
+            s.iter().map(|x| (x.dev, x.len)).collect::<Vec<_>>()
+        );
+        assert_eq!((s[0].dev, s[0].len), (64 * 4096, 5 * 4096));
+        assert_eq!((s[1].dev, s[1].len), (8 * 4096, 4096));
+        // A range inside the merged pieces is one span too.
+        let r = spans(&ext, 3 * 4096 + 100, 4096);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].dev, 67 * 4096 + 100);
+        std::mem::forget(ext);
+    }
 
     #[test]
     fn spans_cover_the_range_in_order_and_respect_chunks() {
