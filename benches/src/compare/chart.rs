@@ -144,6 +144,13 @@ fn draw_one(
         .x_desc("object size (bytes)")
         .y_desc(label)
         .x_label_formatter(&|x| human_size(*x))
+        .y_label_formatter(&|y| {
+            if *y >= 10.0 {
+                format!("{y:.0}")
+            } else {
+                format!("{y:.1}")
+            }
+        })
         .draw()?;
     for (i, (engine, pts)) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
