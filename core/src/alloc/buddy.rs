@@ -151,7 +151,9 @@ impl BuddyAllocator {
 
     /// Allocates the pieces for an object of `size` bytes: as many max-order
     /// pieces as fit, then the tail split into the binary digits of its block
-    /// count, so waste is under one block. When a piece of some order is not
+    /// count, so waste is under one block. The tail's pieces lie back to back
+    /// (one device range) whenever a piece of the next power of two is free.
+    /// When a piece of some order is not
     /// available the request falls back to two of the order below, so free
     /// but fragmented space is still used. All-or-nothing: on `NoSpace`
     /// nothing stays allocated.
