@@ -19,15 +19,7 @@ const USAGE: &str = "usage: compare [--dir DIR] [--engines E1,E2,..] [--concurre
                      [--sizes 1K,16K,..] [--budget 128M]";
 
 fn parse_size(s: &str) -> Result<usize, String> {
-    let (num, mul) = match s.chars().last() {
-        Some('K') => (&s[..s.len() - 1], 1 << 10),
-        Some('M') => (&s[..s.len() - 1], 1 << 20),
-        Some('G') => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    num.parse::<usize>()
-        .map(|n| n * mul)
-        .map_err(|_| format!("bad size {s:?}"))
+    blobcask_bench::parse_size(s).map(|n| n as usize)
 }
 
 fn parse_args() -> Result<Config, String> {

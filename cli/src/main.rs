@@ -24,6 +24,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use blobcask::blocking::Store;
 use blobcask::{IndexKind, Options};
+use blobcask_bench::parse_size;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -86,20 +87,6 @@ enum Cmd {
         #[arg(long, default_value_t = 16)]
         concurrency: usize,
     },
-}
-
-fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (num, mul) = match s.chars().last().map(|c| c.to_ascii_uppercase()) {
-        Some('K') => (&s[..s.len() - 1], 1u64 << 10),
-        Some('M') => (&s[..s.len() - 1], 1 << 20),
-        Some('G') => (&s[..s.len() - 1], 1 << 30),
-        Some('T') => (&s[..s.len() - 1], 1 << 40),
-        _ => (s, 1),
-    };
-    num.parse::<u64>()
-        .map(|n| n * mul)
-        .map_err(|_| format!("bad size {s:?} (use e.g. 64M or 10G)"))
 }
 
 fn parse_range(s: &str) -> Result<(u64, u64), String> {

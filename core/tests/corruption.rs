@@ -15,6 +15,19 @@ use common::pattern;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+/// The image's superblock (either slot).
+fn superblock(image: &[u8]) -> Superblock {
+    Superblock::decode(&image[..BLOCK_SIZE])
+        .ok()
+        .flatten()
+        .or_else(|| {
+            Superblock::decode(&image[BLOCK_SIZE..2 * BLOCK_SIZE])
+                .ok()
+                .flatten()
+        })
+        .unwrap()
+}
+
 fn build() -> (Vec<u8>, BTreeMap<String, Vec<Vec<u8>>>) {
     let dev = Arc::new(MemDevice::new(4 << 20));
     let s = Store::open_with_engine(dev.clone(), Options::new()).unwrap();
@@ -37,15 +50,7 @@ fn build() -> (Vec<u8>, BTreeMap<String, Vec<Vec<u8>>>) {
 #[test]
 fn flipped_metadata_bytes_give_corrupt_or_only_true_versions() {
     let (image, history) = build();
-    let sb = Superblock::decode(&image[..BLOCK_SIZE])
-        .ok()
-        .flatten()
-        .or_else(|| {
-            Superblock::decode(&image[BLOCK_SIZE..2 * BLOCK_SIZE])
-                .ok()
-                .flatten()
-        })
-        .unwrap();
+    let sb = superblock(&image);
     // Metadata: the two superblock slots and every metadata extent.
     let mut regions = vec![(0usize, 2 * BLOCK_SIZE)];
     for e in &sb.meta_extents {
@@ -142,15 +147,7 @@ fn damaged_newer_slot_never_serves_reused_pieces() {
     }
     s.close().unwrap();
     let image = dev.volatile_image();
-    let sb = Superblock::decode(&image[..BLOCK_SIZE])
-        .ok()
-        .flatten()
-        .or_else(|| {
-            Superblock::decode(&image[BLOCK_SIZE..2 * BLOCK_SIZE])
-                .ok()
-                .flatten()
-        })
-        .unwrap();
+    let sb = superblock(&image);
     let (mut refused, mut served) = (0, 0);
     for e in &sb.meta_extents {
         let start = e.start as usize * BLOCK_SIZE;
