@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use blobcask::{IoEngineKind, Options, Store};
+use futures::StreamExt;
 
 use blobcask_bench::raw::{self, aligned, as_bytes, as_bytes_mut, open_direct};
 use rand::{Rng, SeedableRng};
@@ -58,7 +59,7 @@ fn main() {
             "--engine" => cfg.engine = args.next(),
             _ => {
                 eprintln!(
-                    "usage: blobcask-bench [--dir DIR] [--quick] [--phase read|upload|commit] [--engine io_uring|portable]"
+                    "usage: blobcask-bench [--dir DIR] [--quick] [--phase read|upload|commit|depth|fs] [--engine io_uring|portable]"
                 );
                 std::process::exit(2);
             }
@@ -89,6 +90,9 @@ fn main() {
             if run("commit") {
                 commit_phase(&cfg, engine).await;
             }
+            if run("depth") {
+                depth_phase(&cfg, engine).await;
+            }
         }
         if cfg.phase.as_deref().is_none_or(|p| p == "fs") {
             fs_phase(&cfg).await;
@@ -103,6 +107,121 @@ async fn fresh(cfg: &Config, engine: IoEngineKind, capacity: u64) -> (Store, Pat
         .await
         .expect("open");
     (store, path)
+}
+
+/// Random 4 KiB reads with 64 in flight: `Store::read` futures driven 64 at
+/// a time, against fio (io_uring, iodepth 64, direct) on the same written
+/// region of the same file when fio is installed, and against 64 threads
+/// of O_DIRECT pread in this process.
+async fn depth_phase(cfg: &Config, engine: IoEngineKind) {
+    const DEPTH: usize = 64;
+    let objects = if cfg.quick { 64 } else { 512 };
+    let obj = 1usize << 20;
+    let (store, path) = fresh(cfg, engine, (objects as u64 * obj as u64) * 2).await;
+    let value = blobcask::Bytes::from(vec![7u8; obj]);
+    for i in 0..objects {
+        store.put(format!("obj/{i}"), value.clone()).await.unwrap();
+    }
+    let secs = Duration::from_secs(if cfg.quick { 3 } else { 10 });
+    let region = (objects * obj) as u64;
+
+    let t = Instant::now();
+    let done = Arc::new(AtomicU64::new(0));
+    let reads = futures::stream::iter(0u64..)
+        .take_while(|_| futures::future::ready(t.elapsed() < secs))
+        .map(|i| {
+            let (store, done) = (store.clone(), done.clone());
+            async move {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(i);
+                let key = format!("obj/{}", rng.random_range(0..objects));
+                let off = rng.random_range(0..(obj as u64 / 4096)) * 4096;
+                let got = store.read(&key, off, 4096).await.unwrap();
+                assert_eq!(got.len(), 4096);
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+        .buffer_unordered(DEPTH);
+    reads.for_each(|()| futures::future::ready(())).await;
+    let bc_iops = done.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64();
+    store.close().await.unwrap();
+
+    // 64 threads of pread in this process, on the same region.
+    let file = Arc::new(open_direct(&path));
+    let done = Arc::new(AtomicU64::new(0));
+    let t = Instant::now();
+    let threads: Vec<_> = (0..DEPTH as u64)
+        .map(|i| {
+            let (file, done) = (file.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(100 + i);
+                let mut buf = aligned(4096);
+                while t.elapsed() < secs {
+                    let off = rng.random_range(0..region / 4096) * 4096;
+                    file.read_exact_at(&mut as_bytes_mut(&mut buf)[..4096], off)
+                        .unwrap();
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    for th in threads {
+        th.join().unwrap();
+    }
+    let pread_iops = done.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64();
+
+    // fio on the same file and region, if installed.
+    let fio = std::process::Command::new("fio")
+        .args([
+            "--name=depth",
+            "--rw=randread",
+            "--bs=4k",
+            "--iodepth=64",
+            "--ioengine=io_uring",
+            "--direct=1",
+            "--time_based",
+            "--output-format=terse",
+            "--terse-version=3",
+        ])
+        .arg(format!("--filename={}", path.display()))
+        .arg(format!("--size={region}"))
+        .arg(format!("--runtime={}", secs.as_secs()))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        // Terse v3: field 8 (1-based) is the read IOPS.
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .split(';')
+                .nth(7)
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        });
+    println!(
+        "depth: random 4 KiB reads, {DEPTH} in flight, {}s each",
+        secs.as_secs()
+    );
+    println!("| path | IOPS | ratio to fio | ratio to 64 pread threads |");
+    println!("|---|---|---|---|");
+    let ratio = |x: f64| {
+        fio.map(|f| format!("{:.2}", x / f))
+            .unwrap_or_else(|| "–".into())
+    };
+    if let Some(f) = fio {
+        println!(
+            "| fio io_uring iodepth=64, direct | {f:.0} | 1.00 | {:.2} |",
+            f / pread_iops
+        );
+    } else {
+        println!("| fio (not installed: apt-get install fio) | – | – | – |");
+    }
+    println!(
+        "| 64 threads of O_DIRECT pread | {pread_iops:.0} | {} | 1.00 |",
+        ratio(pread_iops)
+    );
+    println!(
+        "| Store::read (async), 64 futures in flight | {bc_iops:.0} | {} | {:.2} |",
+        ratio(bc_iops),
+        bc_iops / pread_iops
+    );
 }
 
 async fn read_phase(cfg: &Config, engine: IoEngineKind) {
