@@ -139,7 +139,7 @@ async fn bulk_large(dir: &std::path::Path, quick: bool) {
     row(
         &format!(
             "Store::bulk_load, fresh store ({} groups, {groups} group writes)",
-            report.batches
+            report.groups
         ),
         report.elapsed,
     );

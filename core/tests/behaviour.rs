@@ -670,7 +670,7 @@ on_every_engine!(bulk_load_fills_the_store_and_replaces_keys, |s, t, e| {
     assert_eq!(report.objects, 5000);
     assert_eq!(report.bytes, total);
     // Two write batches (4096 + 904 objects), committed as one group.
-    assert_eq!(report.batches, 1, "5000 objects commit as one group");
+    assert_eq!(report.groups, 1, "5000 objects commit as one group");
     let st = s.stats();
     assert_eq!(st.objects, 5000);
     assert!(

@@ -218,9 +218,9 @@ fn bulk_load_cut_anywhere_leaves_a_clean_prefix() {
     let start = dev.writes();
     let report = store.bulk_load_with(items.clone(), groups).unwrap();
     assert!(
-        report.batches >= 2,
+        report.groups >= 2,
         "2500 objects in {} group(s)",
-        report.batches
+        report.groups
     );
     let total = dev.writes() - start;
     drop(store);

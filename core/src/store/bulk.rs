@@ -78,7 +78,7 @@ pub struct LoadReport {
     /// Value bytes committed.
     pub bytes: u64,
     /// Commit groups the load was made visible in (each all-or-nothing).
-    pub batches: u64,
+    pub groups: u64,
     /// Wall time of the whole load.
     pub elapsed: Duration,
 }
@@ -258,6 +258,6 @@ impl LoadReport {
     fn add(&mut self, (objects, bytes): (u64, u64)) {
         self.objects += objects;
         self.bytes += bytes;
-        self.batches += 1;
+        self.groups += 1;
     }
 }
