@@ -98,7 +98,8 @@ fn tuples(c: &mut Criterion) {
                     order: 0,
                 },
             ],
-            crc: Some(0xdead_beef),
+            sums: blobcask::meta::tuple::Checksums::Blocks(vec![0xdead_beef; 5].into()),
+            unsynced: true,
         },
     };
     let inline = Tuple {

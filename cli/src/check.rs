@@ -1,137 +1,105 @@
-//! Read-only verification of a store file: superblock, every tuple block
-//! (both slots), duplicate keys, pieces against each other (rebuilding the
-//! allocator), and the CRC32C of every checksummed object. Nothing is
-//! written, so it is safe on a store that did not shut down cleanly.
+//! `blobcask check [--data]`: the store's own recovery, run read-only.
+//!
+//! The store is opened with `Options::read_only(true)`: recovery runs in
+//! memory exactly as a read-write open would run it (same code), and what
+//! it would roll back or repair is reported instead of done. `--data` then
+//! reads every object back against its checksums. Nothing is written.
+//! Exit code 0 only when nothing is wrong.
 
-use std::collections::HashMap;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use blobcask::alloc::BuddyAllocator;
-use blobcask::format::{Superblock, BLOCK_SIZE, SUPER_BLOCKS};
-use blobcask::meta::block::{choose_slot, decode_slot, SlotContent, SlotIdentity};
-use blobcask::meta::tuple::{Piece, Tuple, TupleValue};
+use blobcask::blocking::Store;
+use blobcask::{ErrorKind, Options};
 
-/// What a scan found.
-#[derive(Default)]
-pub struct Report {
-    pub blocks: u64,
-    pub blocks_in_use: u64,
-    pub objects: u64,
-    pub verified: u64,
-    pub logical_bytes: u64,
-    pub largest_free: u64,
-    pub problems: Vec<String>,
+/// What a check found: lines to print, and whether anything is wrong.
+pub struct Outcome {
+    pub lines: Vec<String>,
+    pub problems: usize,
 }
 
-fn read(file: &File, offset: u64, len: usize) -> Result<Vec<u8>, String> {
-    let mut buf = vec![0u8; len];
-    file.read_exact_at(&mut buf, offset)
-        .map_err(|e| format!("reading {len} bytes at {offset}: {e}"))?;
-    Ok(buf)
-}
-
-pub fn scan(path: &Path) -> Result<Report, String> {
-    let file = File::open(path).map_err(|e| format!("opening {}: {e}", path.display()))?;
-    let head = read(&file, 0, 2 * BLOCK_SIZE)?;
-    let mut report = Report::default();
-    let slots = [
-        Superblock::decode(&head[..BLOCK_SIZE]),
-        Superblock::decode(&head[BLOCK_SIZE..]),
-    ];
-    for (i, s) in slots.iter().enumerate() {
-        if let Err(e) = s {
-            report.problems.push(format!("superblock slot {i}: {e}"));
+pub fn run(path: &Path, data: bool, human: impl Fn(u64) -> String) -> Outcome {
+    let mut lines = Vec::new();
+    let mut problems = 0;
+    let store = match Store::open(path, Options::new().create(false).read_only(true)) {
+        Ok(s) => s,
+        Err(e) => {
+            let advice = match e.kind() {
+                ErrorKind::Corrupt => {
+                    "the store cannot be opened safely; nothing was changed. Restore it from a backup \
+                     (`blobcask backup` of a healthy copy), or copy out what reads with `blobcask get`"
+                }
+                ErrorKind::Locked => "another process has the store open; check it when that process has closed it",
+                _ => "nothing was changed",
+            };
+            return Outcome {
+                lines: vec![format!("problem: {e}"), format!("what to do: {advice}")],
+                problems: 1,
+            };
+        }
+    };
+    let stats = store.stats();
+    lines.push(format!(
+        "{} objects, {} of values, {} of metadata, {} free of {}",
+        stats.objects,
+        human(stats.logical_bytes),
+        human(stats.metadata_bytes),
+        human(stats.free_bytes),
+        human(stats.capacity)
+    ));
+    let r = &stats.recovery;
+    if !r.clean {
+        lines.push("the store was not closed cleanly (a crash or a kill): recovery checked its newest commit group".into());
+    }
+    for line in &r.repaired {
+        problems += 1;
+        lines.push(format!("problem: {line} (at the next read-write open)"));
+    }
+    if r.rolled_back_groups > 0 || r.rolled_back_objects > 0 {
+        problems += 1;
+        lines.push(format!(
+            "problem: the next read-write open rolls back {} commit group(s) and {} object version(s) \
+             (never acknowledged if the process died while writing them; otherwise their bytes were damaged):",
+            r.rolled_back_groups, r.rolled_back_objects
+        ));
+        for d in &r.details {
+            lines.push(format!("  {d}"));
         }
     }
-    let sb = slots
-        .into_iter()
-        .filter_map(|s| s.ok().flatten())
-        .max_by_key(|s| s.seq)
-        .ok_or_else(|| "not a blobcask store (no valid superblock)".to_string())?;
-    let total = sb.total_blocks();
-    let mut alloc = BuddyAllocator::new(SUPER_BLOCKS, total - SUPER_BLOCKS, sb.max_order);
-    let mut winners: HashMap<Box<[u8]>, Tuple> = HashMap::new();
-    let mut block_no = 0u32;
-    for e in &sb.meta_extents {
-        if let Err(err) = alloc.mark_allocated(Piece {
-            start: e.start,
-            order: e.order,
-        }) {
-            report
-                .problems
-                .push(format!("metadata extent at block {}: {err}", e.start));
-            continue;
-        }
-        let bytes = read(&file, e.start * BLOCK_SIZE as u64, BLOCK_SIZE << e.order)?;
-        for pair in bytes.chunks_exact(2 * BLOCK_SIZE) {
-            let id = SlotIdentity {
-                store_id: sb.store_id,
-                block_no,
-            };
-            let slots = [
-                decode_slot(id, &pair[..BLOCK_SIZE]),
-                decode_slot(id, &pair[BLOCK_SIZE..]),
-            ];
-            report.blocks += 1;
-            match choose_slot(&slots) {
-                Err(err) => report
-                    .problems
-                    .push(format!("tuple block {block_no}: {err}")),
-                Ok(None) => {}
-                Ok(Some(w)) => {
-                    if let SlotContent::Valid { tuples, .. } = &slots[w] {
-                        if !tuples.is_empty() {
-                            report.blocks_in_use += 1;
-                        }
-                        for t in tuples {
-                            let newer = winners
-                                .get(&t.key)
-                                .is_none_or(|old| old.version < t.version);
-                            if newer {
-                                winners.insert(t.key.clone(), t.clone());
-                            }
-                        }
-                    }
+    if data {
+        match store.scrub() {
+            Ok(s) => {
+                lines.push(format!(
+                    "read back {} objects ({}) against their checksums",
+                    s.objects,
+                    human(s.bytes)
+                ));
+                if s.unverified > 0 {
+                    lines.push(format!(
+                        "note: {} objects were written by format 1 without a checksum and cannot be verified; \
+                         write them again (get + put) to give them checksums",
+                        s.unverified
+                    ));
+                }
+                for d in &s.damaged {
+                    problems += 1;
+                    lines.push(format!("problem: {d}"));
+                }
+                if !s.damaged.is_empty() {
+                    lines.push("what to do: reads of the objects above fail with CORRUPT (never wrong bytes); \
+                                restore them from a backup or write them again".into());
                 }
             }
-            block_no += 1;
+            Err(e) => {
+                problems += 1;
+                lines.push(format!("problem: scrub failed: {e}"));
+            }
         }
+    } else {
+        lines.push(
+            "metadata checked; `check --data` also reads every object back against its checksums"
+                .into(),
+        );
     }
-    for (key, t) in &winners {
-        report.objects += 1;
-        report.logical_bytes += t.size;
-        let TupleValue::Heap { pieces, crc } = &t.value else {
-            continue;
-        };
-        let shown = String::from_utf8_lossy(key);
-        let mut ok = true;
-        for p in pieces {
-            if let Err(err) = alloc.mark_allocated(*p) {
-                report.problems.push(format!("{shown}: {err}"));
-                ok = false;
-            }
-        }
-        if let (true, Some(crc)) = (ok, crc) {
-            let mut sum = 0u32;
-            let mut left = t.size;
-            for p in pieces {
-                let n = left.min(p.len_bytes());
-                sum = crc32c::crc32c_append(sum, &read(&file, p.offset(), n as usize)?);
-                left -= n;
-            }
-            if sum == *crc {
-                report.verified += 1;
-            } else {
-                report.problems.push(format!(
-                    "{shown}: data does not match its checksum (bytes that never reached the disk; the next open rolls its group back)"
-                ));
-            }
-        }
-    }
-    report.largest_free = alloc
-        .largest_free_order()
-        .map_or(0, |k| (BLOCK_SIZE as u64) << k);
-    Ok(report)
+    let _ = store.close();
+    Outcome { lines, problems }
 }

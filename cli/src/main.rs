@@ -72,8 +72,13 @@ enum Cmd {
     Import { dir: PathBuf },
     /// Objects, bytes, space amplification, free space, fragmentation.
     Stats,
-    /// Verify every tuple, checksum and piece without changing anything.
-    Check,
+    /// Run recovery read-only and report what it finds (nothing is
+    /// written); exit code 0 only when nothing is wrong.
+    Check {
+        /// Also read every object back against its checksums (a scrub).
+        #[arg(long)]
+        data: bool,
+    },
     /// A quick run of the comparative benchmark (raw device, blobcask, file
     /// per object) in a scratch directory next to STORE (or in /tmp).
     Bench {
@@ -257,7 +262,6 @@ fn run(cli: Cli) -> Result<(), String> {
             let path = store_path()?;
             let s = open(&path, IndexKind::Hash)?;
             let st = s.stats();
-            let report = check::scan(&path)?;
             println!("objects              {}", st.objects);
             println!(
                 "logical bytes        {} ({})",
@@ -284,42 +288,56 @@ fn run(cli: Cli) -> Result<(), String> {
                 Some(a) => println!("space amplification  {a:.3}"),
                 None => println!("space amplification  - (empty)"),
             }
-            println!("largest free piece   {}", human(report.largest_free));
+            println!("largest free piece   {}", human(st.largest_free_piece));
             println!(
                 "fragmentation        {:.1}% (free space not in the largest free piece)",
                 if st.free_bytes > 0 {
-                    100.0 * (1.0 - report.largest_free as f64 / st.free_bytes as f64)
+                    100.0 * (1.0 - st.largest_free_piece as f64 / st.free_bytes as f64)
                 } else {
                     0.0
                 }
             );
             println!(
-                "tuple blocks         {} ({} in use)",
-                report.blocks, report.blocks_in_use
+                "tuple blocks         {} (two slots each)",
+                st.metadata_bytes / (2 * 4096)
             );
             println!(
                 "io engine            {} (direct I/O: {})",
                 st.io_engine, st.direct_io
             );
+            let r = &st.recovery;
+            if r.is_empty() {
+                println!(
+                    "recovery at open     nothing to do ({})",
+                    if r.clean {
+                        "closed cleanly"
+                    } else {
+                        "not closed cleanly; newest group intact"
+                    }
+                );
+            } else {
+                println!(
+                    "recovery at open     rolled back {} group(s), {} object version(s); repaired {}",
+                    r.rolled_back_groups,
+                    r.rolled_back_objects,
+                    r.repaired.len()
+                );
+                for line in r.repaired.iter().chain(&r.details) {
+                    println!("  {line}");
+                }
+            }
             s.close().map_err(|e| e.to_string())
         }
-        Cmd::Check => {
-            let report = check::scan(&store_path()?)?;
-            println!(
-                "checked {} tuple blocks, {} objects ({} checksums verified), {}",
-                report.blocks,
-                report.objects,
-                report.verified,
-                human(report.logical_bytes)
-            );
-            if report.problems.is_empty() {
+        Cmd::Check { data } => {
+            let outcome = check::run(&store_path()?, *data, human);
+            for line in &outcome.lines {
+                println!("{line}");
+            }
+            if outcome.problems == 0 {
                 println!("no problems found");
                 Ok(())
             } else {
-                for p in &report.problems {
-                    println!("problem: {p}");
-                }
-                Err(format!("{} problem(s) found", report.problems.len()))
+                Err(format!("{} problem(s) found", outcome.problems))
             }
         }
         Cmd::Bench {

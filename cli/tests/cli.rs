@@ -115,22 +115,29 @@ fn check_reports_damage_without_changing_the_file() {
     ok(&run(&store, &["put", "k", "-"], Some(&vec![5u8; 9000])));
     // Damage the object's data: its checksum no longer matches.
     let mut bytes = std::fs::read(&store).unwrap();
-    let report = String::from_utf8_lossy(&run(&store, &["check"], None).stdout).into_owned();
-    assert!(report.contains("1 checksums verified"), "{report}");
+    let report = ok(&run(&store, &["check", "--data"], None));
+    assert!(report.contains("read back 1 objects"), "{report}");
     let at = bytes
         .windows(64)
         .position(|w| w.iter().all(|&b| b == 5))
         .unwrap();
     bytes[at] ^= 0xff;
     std::fs::write(&store, &bytes).unwrap();
-    let o = run(&store, &["check"], None);
+    // Metadata alone is intact; the scrub finds the damaged block.
+    ok(&run(&store, &["check"], None));
+    let o = run(&store, &["check", "--data"], None);
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stdout).contains("does not match its checksum"));
-    assert_eq!(
-        std::fs::read(&store).unwrap(),
-        bytes,
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("\"k\": data block at object offset"), "{out}");
+    assert!(
+        std::fs::read(&store).unwrap() == bytes,
         "check changed the file"
     );
+    // A read is refused with CORRUPT, never the wrong bytes.
+    let o = run(&store, &["get", "k"], None);
+    assert!(!o.status.success());
+    assert!(o.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("CORRUPT"));
 }
 
 #[test]

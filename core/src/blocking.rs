@@ -108,6 +108,10 @@ impl Store {
     {
         block_on(self.inner.bulk_load_with(items, opts))
     }
+    /// See [`crate::Store::scrub`].
+    pub fn scrub(&self) -> Result<crate::ScrubReport> {
+        block_on(self.inner.scrub())
+    }
     /// See [`crate::Store::stats`].
     pub fn stats(&self) -> Stats {
         self.inner.stats()
@@ -126,6 +130,15 @@ impl Upload {
     /// See [`crate::Upload::write_part`].
     pub fn write_part(&self, offset: u64, bytes: impl Into<Bytes>) -> Result<()> {
         block_on(self.inner.write_part(offset, bytes))
+    }
+    /// See [`crate::Upload::write_part_checked`].
+    pub fn write_part_checked(
+        &self,
+        offset: u64,
+        bytes: impl Into<Bytes>,
+        crc32c: u32,
+    ) -> Result<()> {
+        block_on(self.inner.write_part_checked(offset, bytes, crc32c))
     }
     /// See [`crate::Upload::commit`].
     pub fn commit(self) -> Result<ObjectInfo> {

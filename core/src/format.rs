@@ -22,7 +22,9 @@ pub const BLOCK_SHIFT: u32 = 12;
 /// Superblock magic (8 bytes).
 pub const SUPER_MAGIC: &[u8; 8] = b"BLOBCASK";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+/// Oldest format version this build opens (and upgrades on first write).
+pub const MIN_FORMAT_VERSION: u32 = 1;
 /// Blocks reserved at the start of the file for the two superblock slots.
 pub const SUPER_BLOCKS: u64 = 2;
 /// Most metadata extents the superblock can list.
@@ -132,6 +134,12 @@ impl Superblock {
                 format!(
                     "store has format version {format_version}; this build reads up to {FORMAT_VERSION}"
                 ),
+            ));
+        }
+        if format_version < MIN_FORMAT_VERSION {
+            return Err(Error::new(
+                ErrorKind::Corrupt,
+                format!("superblock format version {format_version} is not a version blobcask ever wrote"),
             ));
         }
         let block_size = get_u32(b, SB_BLOCK_SIZE);

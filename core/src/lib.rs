@@ -34,11 +34,13 @@ pub use bytes::Bytes;
 pub use error::{Error, ErrorKind, Result};
 pub use index::IndexKind;
 pub use io::IoEngineKind;
+pub use meta::recovery::RecoveryReport;
 pub use meta::tuple::MAX_KEY_LEN;
 pub use options::{
     Durability, Options, DEFAULT_CAPACITY, DEFAULT_INLINE_THRESHOLD, DEFAULT_MAX_PIECE_SIZE,
     MAX_INLINE_THRESHOLD, MIN_CAPACITY,
 };
 pub use store::{
-    BulkOptions, Keys, ListEntry, LoadReport, ObjectInfo, Stats, Store, Upload, PART_ALIGN,
+    BulkOptions, Keys, ListEntry, LoadReport, ObjectInfo, ScrubReport, Stats, Store, Upload,
+    PART_ALIGN,
 };

@@ -53,6 +53,7 @@ pub struct Options {
     pub(crate) max_piece_size: u64,
     pub(crate) create: bool,
     pub(crate) durability: Durability,
+    pub(crate) read_only: bool,
 }
 
 impl Default for Options {
@@ -66,6 +67,7 @@ impl Default for Options {
             max_piece_size: DEFAULT_MAX_PIECE_SIZE,
             create: true,
             durability: Durability::Sync,
+            read_only: false,
         }
     }
 }
@@ -144,6 +146,15 @@ impl Options {
     /// Defaults to [`Durability::Sync`].
     pub fn durability(mut self, d: Durability) -> Self {
         self.durability = d;
+        self
+    }
+
+    /// Open an existing store without changing it: recovery runs in memory
+    /// only (nothing is written, the file is never created or grown) and
+    /// every change is refused. `blobcask check` opens stores this way.
+    /// Defaults to `false`.
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.read_only = yes;
         self
     }
 

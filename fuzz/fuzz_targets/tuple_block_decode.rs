@@ -18,6 +18,7 @@ fuzz_target!(|data: &[u8]| {
         seq,
         group_first,
         group_blocks,
+        group_flags,
         tuples,
     } = decode_slot(id, &block)
     {
@@ -30,6 +31,7 @@ fuzz_target!(|data: &[u8]| {
             seq,
             first: group_first,
             blocks: group_blocks,
+            flags: group_flags,
         };
         encode_slot(id, stamp, tuples.len(), &payload, &mut out);
         match decode_slot(id, &out) {
@@ -49,6 +51,7 @@ fuzz_target!(|data: &[u8]| {
                     seq: u64::MAX,
                     first: 0,
                     blocks: 1,
+                    flags: 0,
                 };
                 encode_slot(id, stamp, 1, &payload, &mut out);
                 let at = data[0] as usize * 16 + data[1] as usize % 16;

@@ -1,6 +1,6 @@
 //! Metadata: tuples, tuple blocks, the in-memory block table and recovery.
 
 pub mod block;
-pub(crate) mod recovery;
+pub mod recovery;
 pub(crate) mod table;
 pub mod tuple;

@@ -1,23 +1,81 @@
-//! Reading the metadata area at open.
+//! Recovery: reading the metadata area and deciding, block by block, which
+//! state is the store's. One implementation, run read-write by open and
+//! read-only by `check` (through a read-only open), so the two cannot
+//! disagree.
 //!
 //! Every extent is read with large sequential reads; each logical block's
-//! two slots are decoded and the valid one with the larger sequence is its
-//! state. Resolution between blocks (duplicate keys, heap overlap) happens
-//! in the store's open path, which owns the allocator and the index.
+//! two slots are decoded. Then [`plan`] decides:
+//!
+//! * **Which slot holds each block's state.** The valid slot with the larger
+//!   sequence, unless the other slot is damaged and may have held newer
+//!   state. A damaged slot is classified by the sequence it still claims
+//!   (`SlotContent::Invalid`): older than its sibling — a superseded copy,
+//!   nothing lost; newer, and written by a group no older than the newest
+//!   group the store shows (and after the last clean close) — a write torn
+//!   by the crash; anything else — **corruption** (invariant 6): open
+//!   refuses with `Corrupt` naming the block, never falls back silently.
+//! * **Whether the newest group stays.** Only it can have been cut before
+//!   its sync. It rolls back as a whole when fewer of its blocks landed
+//!   than it declares (or one of them was torn). Otherwise every object it
+//!   wrote without a data sync (`unsynced`) is read back against its
+//!   checksums; one that fails rolls back alone to its previous version
+//!   (an intact object is not lost because another one's bytes did not
+//!   land), except in bulk-load groups, which roll back as a whole.
+//!
+//! Everything rolled back or repaired is listed in the [`RecoveryReport`].
+//! Resolution between blocks (duplicate keys, heap overlap) happens in the
+//! store's open path, which owns the allocator and the index.
 
-use crate::error::{Error, Result};
+use std::collections::BTreeSet;
+
+use crate::error::{Error, ErrorKind, Result};
 use crate::format::{MetaExtent, BLOCK_SIZE};
 use crate::io::{AlignedBuf, IoEngine};
-use crate::meta::block::{decode_slot, SlotContent, SlotIdentity};
+use crate::meta::block::{choose_slot, decode_slot, SlotContent, SlotIdentity, GROUP_ATOMIC};
 
 /// Most bytes read by one I/O while scanning.
 const SCAN_CHUNK: usize = 1 << 20;
+/// Most object names listed in a report (the counts are exact).
+const REPORT_NAMES: usize = 100;
 
 /// Both decoded slots of one logical tuple block.
 pub(crate) struct ScannedBlock {
     /// Byte offset of slot 0.
     pub offset: u64,
     pub slots: [SlotContent; 2],
+}
+
+/// What recovery found when the store was opened: what it rolled back and
+/// what damage it repaired. Empty after a clean close of an intact store.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// The store had been closed cleanly: nothing could be torn.
+    pub clean: bool,
+    /// Commit groups rolled back whole (cut by a crash before their sync,
+    /// or bulk-load groups with an object whose bytes did not land).
+    pub rolled_back_groups: u64,
+    /// Objects whose newest version was rolled back to the previous one
+    /// (or removed, when new).
+    pub rolled_back_objects: u64,
+    /// Damage found that lost nothing, and what was done about it.
+    pub repaired: Vec<String>,
+    /// Human-readable lines: what was rolled back and why (at most 100
+    /// object names; the counts above are exact).
+    pub details: Vec<String>,
+}
+
+impl RecoveryReport {
+    /// Whether recovery had to do anything at all.
+    pub fn is_empty(&self) -> bool {
+        self.rolled_back_groups == 0 && self.rolled_back_objects == 0 && self.repaired.is_empty()
+    }
+
+    fn object(&mut self, line: String) {
+        self.rolled_back_objects += 1;
+        if self.details.len() < REPORT_NAMES {
+            self.details.push(line);
+        }
+    }
 }
 
 /// Reads and decodes every tuple block of `extents`.
@@ -56,4 +114,343 @@ pub(crate) async fn scan(
         }
     }
     Ok(out)
+}
+
+/// What recovery decided, for open to apply (or `check` to report).
+pub(crate) struct Plan {
+    /// Per block, the slot holding its state (`None`: empty block).
+    pub chosen: Vec<Option<usize>>,
+    /// Per block, the slot the next write goes to.
+    pub next_slots: Vec<u8>,
+    /// Blocks to rewrite before the store is served: rolled back, edited
+    /// (per-object rollback) or holding a damaged superseded copy.
+    pub dirty: BTreeSet<u32>,
+    /// Largest sequence seen in any valid slot.
+    pub max_seq: u64,
+    pub report: RecoveryReport,
+}
+
+/// How a damaged slot relates to its sibling's state.
+#[derive(Debug, PartialEq, Eq)]
+enum Damage {
+    /// It held an older state: nothing lost.
+    Superseded,
+    /// It was being written by a group no older than the newest one (whose
+    /// sequence is given, when known) when the process stopped.
+    Torn(u64),
+    /// It held newer state that is now lost.
+    Lost,
+}
+
+/// Classifies a damaged slot whose sibling holds sequence `y` (0 when
+/// empty). A torn write claims a sequence of at least `tear_floor`.
+fn classify(slot: &SlotContent, y: u64, tear_floor: u64) -> Damage {
+    let SlotContent::Invalid { seq, split, .. } = slot else {
+        return Damage::Superseded;
+    };
+    match (seq, split) {
+        // Both copies agree: one flipped byte cannot forge that.
+        (Some(c), _) if *c < y => Damage::Superseded,
+        (Some(c), _) if *c > y && *c >= tear_floor => Damage::Torn(*c),
+        (Some(_), _) => Damage::Lost,
+        (None, Some((a, b))) => {
+            let (lo, hi) = ((*a).min(*b), (*a).max(*b));
+            if hi < y {
+                Damage::Superseded
+            } else if lo <= y {
+                // New head and old tail (or the reverse) of a torn write, or
+                // one damaged copy: only the newest group can be torn.
+                if hi >= tear_floor {
+                    Damage::Torn(hi)
+                } else {
+                    Damage::Lost
+                }
+            } else if lo >= tear_floor {
+                // Both copies are newer than the sibling; either may be the
+                // true one, and both say "newest group".
+                Damage::Torn(hi)
+            } else {
+                Damage::Lost
+            }
+        }
+        // Nothing readable (format-1 slot, or no sequence at all): only a
+        // block that was never written before may have been torn.
+        (None, None) if y == 0 => Damage::Torn(u64::MAX),
+        (None, None) => Damage::Lost,
+    }
+}
+
+fn corrupt(msg: String) -> Error {
+    Error::new(ErrorKind::Corrupt, msg)
+}
+
+/// Decides the state of every block (see the module docs). `verify` reads
+/// one object back against its checksums: `Some(why)` when its bytes are
+/// not what its tuple promises.
+pub(crate) async fn plan<V, F>(
+    scanned: &mut [ScannedBlock],
+    clean_seq: u64,
+    mut verify: V,
+) -> Result<Plan>
+where
+    V: FnMut(crate::meta::tuple::Tuple) -> F,
+    F: std::future::Future<Output = Result<Option<String>>>,
+{
+    let max_seq = scanned
+        .iter()
+        .flat_map(|b| b.slots.iter().filter_map(SlotContent::seq))
+        .max()
+        .unwrap_or(0);
+    let clean = clean_seq != 0 && clean_seq == max_seq;
+    let tear_floor = if clean_seq == 0 {
+        max_seq
+    } else {
+        max_seq.max(clean_seq + 1)
+    };
+    let mut report = RecoveryReport {
+        clean,
+        ..RecoveryReport::default()
+    };
+    let mut dirty = BTreeSet::new();
+    let mut chosen = Vec::with_capacity(scanned.len());
+    // Groups seen only through torn slots.
+    let mut torn_groups = BTreeSet::new();
+    for (no, b) in scanned.iter().enumerate() {
+        let at = |e: Error| e.context(format!("tuple block {no} at byte {}", b.offset));
+        let w = choose_slot(&b.slots).map_err(at)?;
+        let (y, damaged) = match w {
+            Some(w) => (b.slots[w].seq().unwrap_or(0), 1 - w),
+            None => match &b.slots {
+                [SlotContent::Invalid { .. }, _] => (0, 0),
+                [_, SlotContent::Invalid { .. }] => (0, 1),
+                _ => {
+                    chosen.push(None);
+                    continue;
+                }
+            },
+        };
+        if let SlotContent::Invalid { why, .. } = &b.slots[damaged] {
+            match classify(&b.slots[damaged], y, tear_floor) {
+                Damage::Superseded => {
+                    if clean {
+                        report.repaired.push(format!(
+                            "tuple block {no} (byte {}): its superseded copy was damaged ({why}); nothing lost, rewritten",
+                            b.offset
+                        ));
+                    }
+                    dirty.insert(no as u32);
+                }
+                Damage::Torn(seq) => {
+                    torn_groups.insert(seq);
+                }
+                Damage::Lost => {
+                    return Err(at(corrupt(format!(
+                        "its newer copy is damaged ({why}) and was not being written when the store \
+                         was last stopped: the block's latest tuples are lost. Nothing was changed; \
+                         run `blobcask check` for the full list, and restore the store from a backup"
+                    ))));
+                }
+            }
+        }
+        chosen.push(w);
+    }
+    let winner = |b: &ScannedBlock, w: Option<usize>| match w.map(|w| &b.slots[w]) {
+        Some(SlotContent::Valid {
+            seq,
+            group_blocks,
+            group_first,
+            group_flags,
+            ..
+        }) => Some((*seq, *group_blocks, *group_first, *group_flags)),
+        _ => None,
+    };
+    // A group torn entirely (none of its blocks landed) was never
+    // acknowledged and left nothing to undo; say so.
+    for &seq in &torn_groups {
+        if seq > max_seq {
+            report.rolled_back_groups += 1;
+            report.details.push(
+                "a commit group interrupted before any of its tuple blocks landed was dropped"
+                    .into(),
+            );
+        }
+    }
+    let mut rejected: Vec<Option<usize>> = vec![None; scanned.len()];
+    while let Some(last_seq) = scanned
+        .iter()
+        .zip(&chosen)
+        .filter_map(|(b, w)| winner(b, *w).map(|g| g.0))
+        .max()
+    {
+        if clean && last_seq == clean_seq {
+            break;
+        }
+        let members: Vec<usize> = (0..scanned.len())
+            .filter(|&no| winner(&scanned[no], chosen[no]).is_some_and(|g| g.0 == last_seq))
+            .collect();
+        let stamp = |f: fn(&(u64, u32, u64, u32)) -> u64| {
+            members
+                .iter()
+                .filter_map(|&no| winner(&scanned[no], chosen[no]).map(|g| f(&g)))
+                .max()
+                .unwrap_or(0)
+        };
+        let declared = stamp(|g| g.1 as u64);
+        let group_first = stamp(|g| g.2);
+        let atomic = stamp(|g| (g.3 & GROUP_ATOMIC) as u64) != 0;
+        let complete = members.len() as u64 >= declared && !torn_groups.contains(&last_seq);
+        let mut failed = Vec::new();
+        if complete {
+            for &no in &members {
+                let Some(SlotContent::Valid { tuples, .. }) =
+                    chosen[no].map(|w| &scanned[no].slots[w])
+                else {
+                    continue;
+                };
+                for t in tuples.iter().filter(|t| t.version >= group_first) {
+                    let unsynced = matches!(
+                        t.value,
+                        crate::meta::tuple::TupleValue::Heap { unsynced: true, .. }
+                    );
+                    if unsynced {
+                        if let Some(why) = verify(t.clone()).await? {
+                            failed.push((no, t.key.clone(), why));
+                        }
+                    }
+                }
+            }
+            if failed.is_empty() {
+                break;
+            }
+            if !atomic {
+                // Roll back only the objects whose bytes did not land: each
+                // gets its previous version back (from the block's other
+                // slot, or its not yet removed copy in another block).
+                for (no, key, why) in failed {
+                    let b = &mut scanned[no];
+                    let Some(w) = chosen[no] else { continue };
+                    let previous = match &b.slots[1 - w] {
+                        SlotContent::Valid { tuples, .. } => tuples
+                            .iter()
+                            .find(|t| t.key == key && t.version < group_first)
+                            .cloned(),
+                        _ => None,
+                    };
+                    if let SlotContent::Valid { tuples, .. } = &mut b.slots[w] {
+                        tuples.retain(|t| !(t.key == key && t.version >= group_first));
+                        tuples.extend(previous);
+                    }
+                    dirty.insert(no as u32);
+                    report.object(format!(
+                        "{}: rolled back to its previous version; its new bytes did not reach the disk ({why})",
+                        crate::error::show_key(&key)
+                    ));
+                }
+                break;
+            }
+        }
+        // Roll the group back as a whole: each of its blocks falls back to
+        // its other slot, the state before the group, which was synced.
+        report.rolled_back_groups += 1;
+        let why = if !complete {
+            "interrupted by a crash before its sync (tuple blocks missing or torn)"
+        } else {
+            "a bulk-load group with an object whose bytes did not reach the disk"
+        };
+        for &no in &members {
+            let b = &scanned[no];
+            let (Some(w), None) = (chosen[no], rejected[no]) else {
+                return Err(corrupt(format!(
+                    "tuple block {no} at byte {}: both slots belong to interrupted groups",
+                    b.offset
+                )));
+            };
+            if let SlotContent::Valid { tuples, .. } = &b.slots[w] {
+                for t in tuples.iter().filter(|t| t.version >= group_first) {
+                    report.object(format!(
+                        "{}: its newest version was rolled back: the commit group was {why}",
+                        crate::error::show_key(&t.key)
+                    ));
+                }
+            }
+            chosen[no] = match &b.slots[1 - w] {
+                SlotContent::Valid { .. } => Some(1 - w),
+                SlotContent::Empty => None,
+                SlotContent::Invalid { why, .. } => {
+                    return Err(corrupt(format!(
+                        "tuple block {no} at byte {}: its newest slot is from an interrupted group and the other is damaged ({why})",
+                        b.offset
+                    )))
+                }
+            };
+            rejected[no] = Some(w);
+            dirty.insert(no as u32);
+        }
+    }
+    let next_slots: Vec<u8> = (0..scanned.len())
+        .map(|no| match rejected[no] {
+            Some(w) => w as u8,
+            None => chosen[no].map_or(0, |w| 1 - w as u8),
+        })
+        .collect();
+    Ok(Plan {
+        chosen,
+        next_slots,
+        dirty,
+        max_seq,
+        report,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invalid(seq: Option<u64>, split: Option<(u64, u64)>) -> SlotContent {
+        SlotContent::Invalid {
+            why: "test".into(),
+            seq,
+            split,
+        }
+    }
+
+    #[test]
+    fn damaged_copies_are_classified_by_what_they_claim() {
+        // Sibling at 10, newest group 20, unclean.
+        let f = 20;
+        assert_eq!(classify(&invalid(Some(5), None), 10, f), Damage::Superseded);
+        assert_eq!(classify(&invalid(Some(20), None), 10, f), Damage::Torn(20));
+        assert_eq!(classify(&invalid(Some(25), None), 10, f), Damage::Torn(25));
+        // A newer copy from an older group: its state is lost.
+        assert_eq!(classify(&invalid(Some(15), None), 10, f), Damage::Lost);
+        assert_eq!(classify(&invalid(Some(10), None), 10, f), Damage::Lost);
+        // Torn: new head, old tail.
+        assert_eq!(
+            classify(&invalid(None, Some((21, 4))), 10, f),
+            Damage::Torn(21)
+        );
+        // A newer copy (15) with one copy flipped either way: never torn.
+        assert_eq!(classify(&invalid(None, Some((15, 3))), 10, f), Damage::Lost);
+        assert_eq!(
+            classify(&invalid(None, Some((15, 1 << 40))), 10, f),
+            Damage::Lost
+        );
+        // An older copy with a copy flipped high: falling back is right.
+        assert_eq!(
+            classify(&invalid(None, Some((4, 1 << 40))), 10, f),
+            Damage::Torn(1 << 40)
+        );
+        assert_eq!(
+            classify(&invalid(None, Some((4, 6))), 10, f),
+            Damage::Superseded
+        );
+        // After a clean close at 20 the floor is 21: group 20 cannot be torn.
+        assert_eq!(classify(&invalid(Some(20), None), 10, 21), Damage::Lost);
+        // A block's first write, torn (old content zero).
+        assert_eq!(
+            classify(&invalid(None, Some((21, 0))), 0, f),
+            Damage::Torn(21)
+        );
+        assert_eq!(classify(&invalid(Some(7), None), 0, f), Damage::Lost);
+    }
 }

@@ -4,27 +4,106 @@
 //!
 //! ```text
 //! key_len u16 | kind u8 | version u64 | created_micros u64 | size u64
-//! kind 0 (heap):   piece_count u16 | piece u64 * piece_count
-//! kind 2 (heap, checksummed): as kind 0, then crc32c u32 of the object
 //! kind 1 (inline): value bytes * size
+//! kind 3 (heap, format 2): piece_count u16 | piece u64 * piece_count
+//!         | flags u8 | sums
+//!   flags bit 0 TABLE: the per-block checksums are a table stored after the
+//!                 data (the trailer); sums = crc32c u32 of that table
+//!                 otherwise sums = crc32c u32 of each 4 KiB data block
+//!                 (at most MAX_TUPLE_SUMS of them)
+//!   flags bit 1 UNSYNCED: the data was made durable by the same sync as
+//!                 the tuple (recovery reads it back for the newest group)
+//! kind 0 (heap, format 1, no checksum): piece_count u16 | pieces
+//! kind 2 (heap, format 1): as kind 0, then crc32c u32 of the whole object
 //! key bytes * key_len
 //! ```
 //!
 //! A piece is `start_block | order << 56`: the first block (absolute) and the
 //! buddy order of a heap piece. Pieces are listed in object byte order.
+//! Format 2 writes kinds 1 and 3 only; kinds 0 and 2 are read so stores
+//! written by format 1 keep working.
+
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{get_u16, get_u64, put_u16, put_u64, BLOCK_SHIFT};
+use crate::format::{
+    get_u16, get_u32, get_u64, put_u16, put_u32, put_u64, BLOCK_SHIFT, BLOCK_SIZE,
+};
 
 /// Longest key accepted, in bytes.
 pub const MAX_KEY_LEN: usize = 1024;
 /// Fixed part of an encoded tuple.
 pub const TUPLE_HEADER_LEN: usize = 2 + 1 + 8 + 8 + 8;
-const KIND_HEAP: u8 = 0;
+/// Objects of at most this many 4 KiB data blocks carry their block
+/// checksums in the tuple (and in RAM); larger ones in a trailer table.
+pub const MAX_TUPLE_SUMS: usize = 16;
+const KIND_HEAP_V1: u8 = 0;
 const KIND_INLINE: u8 = 1;
-const KIND_HEAP_CRC: u8 = 2;
+const KIND_HEAP_V1_CRC: u8 = 2;
+const KIND_HEAP: u8 = 3;
+const FLAG_TABLE: u8 = 1;
+const FLAG_UNSYNCED: u8 = 2;
+
+/// Number of 4 KiB data blocks of a `size`-byte object: the unit of its
+/// checksums.
+pub fn data_blocks(size: u64) -> u64 {
+    size.div_ceil(BLOCK_SIZE as u64)
+}
+
+/// Bytes of the checksum table of a `size`-byte object kept in its trailer
+/// (0 when the checksums fit in the tuple).
+pub fn table_len(size: u64) -> u64 {
+    let n = data_blocks(size);
+    if n as usize > MAX_TUPLE_SUMS {
+        4 * n
+    } else {
+        0
+    }
+}
+
+/// Object offset of the trailer table: the data rounded up to a block.
+pub fn table_offset(size: u64) -> u64 {
+    data_blocks(size) << BLOCK_SHIFT
+}
+
+/// Heap bytes an object occupies: its data padded to a block, then the
+/// trailer table if it has one.
+pub fn stored_len(size: u64) -> u64 {
+    table_offset(size) + table_len(size)
+}
+
+/// CRC32C of every 4 KiB block of `data` (the last one may be short).
+pub fn block_sums(data: &[u8]) -> Vec<u32> {
+    data.chunks(BLOCK_SIZE).map(crc32c::crc32c).collect()
+}
+
+/// The trailer table's bytes: each block checksum, little endian.
+pub fn encode_table(sums: &[u32]) -> Vec<u8> {
+    sums.iter().flat_map(|s| s.to_le_bytes()).collect()
+}
+
+/// Block checksums from a trailer table's bytes.
+pub fn decode_table(b: &[u8]) -> Vec<u32> {
+    b.chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// What an object's bytes are checked against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checksums {
+    /// Written by format 1 without a checksum (uploads, puts over 1 MiB):
+    /// served unverified; `blobcask check` counts them.
+    None,
+    /// Format 1: CRC32C of the whole object.
+    Whole(u32),
+    /// CRC32C of each 4 KiB data block, carried in the tuple.
+    Blocks(Arc<[u32]>),
+    /// CRC32C of the trailer table that holds each block's CRC32C.
+    Table(u32),
+}
 
 /// A buddy piece of the heap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -58,16 +137,18 @@ impl Piece {
 /// Where an object's bytes are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TupleValue {
-    /// Stored inside the tuple (small-value path).
+    /// Stored inside the tuple (small-value path); covered by the slot's
+    /// checksum.
     Inline(Bytes),
-    /// Stored in heap pieces, in object byte order. `crc` is the CRC32C of
-    /// the object's bytes when its data was not synced before the tuple
-    /// (recovery verifies it for the last group written; see FORMAT.md).
+    /// Stored in heap pieces, in object byte order.
     Heap {
-        /// Pieces in object byte order.
+        /// Pieces in object byte order (data, then the trailer table).
         pieces: Vec<Piece>,
-        /// CRC32C of the object bytes, if the tuple carries one.
-        crc: Option<u32>,
+        /// What the bytes are checked against.
+        sums: Checksums,
+        /// The data was not synced before the tuple: recovery reads it back
+        /// when the tuple belongs to the newest group (see FORMAT.md).
+        unsynced: bool,
     },
 }
 
@@ -92,8 +173,14 @@ pub fn encoded_len(key_len: usize, value: &TupleValue) -> usize {
         + key_len
         + match value {
             TupleValue::Inline(b) => b.len(),
-            TupleValue::Heap { pieces, crc } => {
-                2 + 8 * pieces.len() + if crc.is_some() { 4 } else { 0 }
+            TupleValue::Heap { pieces, sums, .. } => {
+                2 + 8 * pieces.len()
+                    + match sums {
+                        Checksums::None => 0,
+                        Checksums::Whole(_) => 4,
+                        Checksums::Table(_) => 1 + 4,
+                        Checksums::Blocks(b) => 1 + 4 * b.len(),
+                    }
             }
         }
 }
@@ -104,7 +191,8 @@ impl Tuple {
         encoded_len(self.key.len(), &self.value)
     }
 
-    /// Appends the encoding to `out`.
+    /// Appends the encoding to `out`. Format-1 heap tuples (read from old
+    /// stores) are written back in their own kind.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         let start = out.len();
         out.resize(start + self.encoded_len(), 0);
@@ -120,11 +208,15 @@ impl Tuple {
                 b[at..at + v.len()].copy_from_slice(v);
                 at += v.len();
             }
-            TupleValue::Heap { pieces, crc } => {
-                b[2] = if crc.is_some() {
-                    KIND_HEAP_CRC
-                } else {
-                    KIND_HEAP
+            TupleValue::Heap {
+                pieces,
+                sums,
+                unsynced,
+            } => {
+                b[2] = match sums {
+                    Checksums::None => KIND_HEAP_V1,
+                    Checksums::Whole(_) => KIND_HEAP_V1_CRC,
+                    _ => KIND_HEAP,
                 };
                 put_u16(b, at, pieces.len() as u16);
                 at += 2;
@@ -132,9 +224,26 @@ impl Tuple {
                     put_u64(b, at, p.pack());
                     at += 8;
                 }
-                if let Some(c) = crc {
-                    b[at..at + 4].copy_from_slice(&c.to_le_bytes());
-                    at += 4;
+                let flags = if *unsynced { FLAG_UNSYNCED } else { 0 };
+                match sums {
+                    Checksums::None => {}
+                    Checksums::Whole(c) => {
+                        put_u32(b, at, *c);
+                        at += 4;
+                    }
+                    Checksums::Table(c) => {
+                        b[at] = flags | FLAG_TABLE;
+                        put_u32(b, at + 1, *c);
+                        at += 5;
+                    }
+                    Checksums::Blocks(list) => {
+                        b[at] = flags;
+                        at += 1;
+                        for c in list.iter() {
+                            put_u32(b, at, *c);
+                            at += 4;
+                        }
+                    }
                 }
             }
         }
@@ -165,7 +274,7 @@ impl Tuple {
                 at = end;
                 TupleValue::Inline(v)
             }
-            kind @ (KIND_HEAP | KIND_HEAP_CRC) => {
+            kind @ (KIND_HEAP_V1 | KIND_HEAP_V1_CRC | KIND_HEAP) => {
                 if at + 2 > b.len() {
                     return Err(corrupt("piece count truncated"));
                 }
@@ -185,21 +294,56 @@ impl Tuple {
                     pieces.push(p);
                     at += 8;
                 }
-                // Pieces cover the object with less than one block of slack
-                // per piece; anything else is not a tuple we wrote.
-                if covered < size {
+                let u32_at = |at: usize| {
+                    b.get(at..at + 4)
+                        .map(|_| get_u32(b, at))
+                        .ok_or_else(|| corrupt("checksum truncated"))
+                };
+                let (sums, unsynced, need) = match kind {
+                    KIND_HEAP_V1 => (Checksums::None, false, size),
+                    KIND_HEAP_V1_CRC => {
+                        let c = u32_at(at)?;
+                        at += 4;
+                        (Checksums::Whole(c), true, size)
+                    }
+                    _ => {
+                        let flags = *b.get(at).ok_or_else(|| corrupt("flags truncated"))?;
+                        at += 1;
+                        if flags & !(FLAG_TABLE | FLAG_UNSYNCED) != 0 {
+                            return Err(corrupt("unknown flags"));
+                        }
+                        let blocks = data_blocks(size);
+                        let sums = if flags & FLAG_TABLE != 0 {
+                            if blocks as usize <= MAX_TUPLE_SUMS {
+                                return Err(corrupt("checksum table on a small object"));
+                            }
+                            let c = u32_at(at)?;
+                            at += 4;
+                            Checksums::Table(c)
+                        } else {
+                            if blocks as usize > MAX_TUPLE_SUMS {
+                                return Err(corrupt("large object without a checksum table"));
+                            }
+                            let mut list = Vec::with_capacity(blocks as usize);
+                            for _ in 0..blocks {
+                                list.push(u32_at(at)?);
+                                at += 4;
+                            }
+                            Checksums::Blocks(list.into())
+                        };
+                        (sums, flags & FLAG_UNSYNCED != 0, stored_len(size))
+                    }
+                };
+                // Pieces cover the object (and its table); anything else is
+                // not a tuple we wrote.
+                if covered < need {
                     return Err(corrupt("pieces shorter than the object"));
                 }
-                let crc = if kind == KIND_HEAP_CRC {
-                    let c = b
-                        .get(at..at + 4)
-                        .ok_or_else(|| corrupt("checksum truncated"))?;
-                    at += 4;
-                    Some(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                } else {
-                    None
-                };
-                TupleValue::Heap { pieces, crc }
+                TupleValue::Heap {
+                    pieces,
+                    sums,
+                    unsynced,
+                }
             }
             _ => return Err(corrupt("unknown kind")),
         };
@@ -242,7 +386,8 @@ mod tests {
                         order: 0,
                     },
                 ],
-                crc: Some(0xfeed_f00d),
+                sums: Checksums::Blocks(vec![0xfeed_f00d; 5].into()),
+                unsynced: true,
             },
         }
     }
@@ -256,12 +401,29 @@ mod tests {
             size: 3,
             value: TupleValue::Inline(Bytes::from_static(b"abc")),
         };
-        let mut unchecked = heap_tuple();
-        unchecked.value = TupleValue::Heap {
-            pieces: vec![Piece { start: 9, order: 3 }],
-            crc: None,
+        let mut table = heap_tuple();
+        table.size = 300_000;
+        table.value = TupleValue::Heap {
+            pieces: vec![Piece {
+                start: 128,
+                order: 7,
+            }],
+            sums: Checksums::Table(7),
+            unsynced: false,
         };
-        for t in [heap_tuple(), unchecked, inline] {
+        let mut v1 = heap_tuple();
+        v1.value = TupleValue::Heap {
+            pieces: vec![Piece { start: 9, order: 3 }],
+            sums: Checksums::None,
+            unsynced: false,
+        };
+        let mut v1_crc = v1.clone();
+        v1_crc.value = TupleValue::Heap {
+            pieces: vec![Piece { start: 9, order: 3 }],
+            sums: Checksums::Whole(3),
+            unsynced: true,
+        };
+        for t in [heap_tuple(), table, v1, v1_crc, inline] {
             let mut out = vec![];
             t.encode_into(&mut out);
             assert_eq!(out.len(), t.encoded_len());

@@ -225,10 +225,15 @@ impl Store {
             } else {
                 let extent = data::allocate(self.shared(), &key, size)
                     .map_err(|e| e.context(show_key(&key)))?;
-                segments.extend(data::segments(&extent, &value));
-                // No checksum: the commit thread syncs this data before the
-                // tuples (kind 0), which a batch pays once per group.
-                ObjectData::Heap { extent, crc: None }
+                let (sums, table) = data::seal(crate::meta::tuple::block_sums(&value));
+                segments.extend(data::segments(&extent, &value, table.as_ref()));
+                // The commit thread syncs this data before the tuples, which
+                // a batch pays once per group.
+                ObjectData::Heap {
+                    extent,
+                    sums,
+                    unsynced: false,
+                }
             };
             staged.push((key, size, data));
         }

@@ -30,7 +30,9 @@ use super::{now_micros, Entry, ObjectData, ObjectInfo, Shared};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{MetaExtent, Superblock, BLOCK_SIZE, MAX_META_EXTENTS};
 use crate::io::AlignedBuf;
-use crate::meta::block::{decode_slot, encode_slot, GroupStamp, SlotContent, SlotIdentity};
+use crate::meta::block::{
+    decode_slot, encode_slot, GroupStamp, SlotContent, SlotIdentity, GROUP_ATOMIC,
+};
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{self, Tuple};
 use crate::options::Durability;
@@ -73,7 +75,15 @@ pub(crate) type Staged = (Box<[u8]>, u64, ObjectData);
 
 impl Request {
     fn needs_data_sync(&self) -> bool {
-        let unchecked = |d: &ObjectData| matches!(d, ObjectData::Heap { crc: None, .. });
+        let unchecked = |d: &ObjectData| {
+            matches!(
+                d,
+                ObjectData::Heap {
+                    unsynced: false,
+                    ..
+                }
+            )
+        };
         match self {
             Request::Put { data, .. } => unchecked(data),
             Request::PutMany { items, .. } => items.iter().any(|(_, _, d)| unchecked(d)),
@@ -146,8 +156,10 @@ struct Pending {
     dirty: BTreeSet<u32>,
     /// Superseded entries: their pieces may go once the group is durable.
     release: Vec<Entry>,
-    /// A heap value without a checksum is in the group: sync data first.
+    /// A heap value synced before its tuple is in the group: sync data first.
     needs_data_sync: bool,
+    /// A bulk load is in the group: recovery keeps it all or nothing.
+    atomic: bool,
     /// When the first unwritten change was applied (buffered mode).
     since: Option<std::time::Instant>,
 }
@@ -215,11 +227,10 @@ impl Committer {
         }
         // Every group is synced: record that in the superblock, so the next
         // open need not read back the newest group's objects to verify them.
-        if !self.shared.failed.load(Ordering::Acquire) {
+        if !self.shared.failed.load(Ordering::Acquire) && !self.shared.options.read_only {
             let mut sb = self.superblock.clone();
-            sb.seq += 1;
             sb.clean_seq = self.next_version - 1;
-            if write_superblock(&self.shared, &sb).is_ok() {
+            if let Ok(sb) = write_superblock(&self.shared, &sb) {
                 self.superblock = sb;
             }
         }
@@ -269,7 +280,8 @@ impl Committer {
         }
         if !pending.dirty.is_empty() {
             let seq = self.next_version - 1;
-            self.write_blocks_now(&pending.dirty, seq, first)?;
+            let flags = if pending.atomic { GROUP_ATOMIC } else { 0 };
+            self.write_blocks_now(&pending.dirty, seq, first, flags)?;
         }
         self.shared.commit_groups.fetch_add(1, Ordering::Relaxed);
         // Superseded versions are unlinked on disk now: their pieces may go
@@ -326,6 +338,7 @@ impl Committer {
                     Err(e) => drop(reply.send(Err(e))),
                 },
                 Request::PutMany { items, reply } => {
+                    self.pending.atomic = true;
                     let (mut applied, mut bytes, mut stop) = (0, 0, None);
                     for (key, size, data) in items {
                         match self.apply_put(key, size, data, &mut dirty, &mut release) {
@@ -524,7 +537,7 @@ impl Committer {
             match decode_slot(id, buf.as_slice()) {
                 SlotContent::Valid { tuples, .. } => tuples,
                 SlotContent::Empty => Vec::new(),
-                SlotContent::Invalid(why) => {
+                SlotContent::Invalid { why, .. } => {
                     let e = Error::new(
                         ErrorKind::Corrupt,
                         format!("tuple block {block} no longer reads back: {why}"),
@@ -558,7 +571,7 @@ impl Committer {
         }
         if !blocks.is_empty() {
             let seq = self.bump();
-            self.write_blocks_now(&blocks, seq, seq)?;
+            self.write_blocks_now(&blocks, seq, seq, 0)?;
         }
         self.stale_keys.clear();
         Ok(())
@@ -571,6 +584,7 @@ impl Committer {
         blocks: &BTreeSet<u32>,
         seq: u64,
         group_first: u64,
+        flags: u32,
     ) -> Vec<(u64, AlignedBuf)> {
         let store_id = self.shared.geometry.store_id;
         let mut payload = Vec::with_capacity(BLOCK_SIZE);
@@ -591,6 +605,7 @@ impl Committer {
                 seq,
                 first: group_first,
                 blocks: blocks.len() as u32,
+                flags,
             };
             encode_slot(id, stamp, tuples.len(), &payload, buf.as_mut_slice());
             out.push((state.slot_offset(state.next_slot), buf));
@@ -620,8 +635,9 @@ impl Committer {
         blocks: &BTreeSet<u32>,
         seq: u64,
         group_first: u64,
+        flags: u32,
     ) -> Result<()> {
-        let writes = self.encode_blocks(blocks, seq, group_first);
+        let writes = self.encode_blocks(blocks, seq, group_first, flags);
         let engine = &self.shared.engine;
         let results: Vec<_> = if writes.len() <= SEQUENTIAL_BLOCK_WRITES {
             writes
@@ -652,7 +668,7 @@ impl Committer {
         seq: u64,
         group_first: u64,
     ) -> Result<()> {
-        let writes = self.encode_blocks(blocks, seq, group_first);
+        let writes = self.encode_blocks(blocks, seq, group_first, 0);
         let futs = writes
             .into_iter()
             .map(|(at, buf)| self.shared.engine.write_at(buf, at));
@@ -717,9 +733,8 @@ impl Committer {
         }
         block_on(engine.sync()).map_err(|e| Error::io("syncing a new metadata extent", e))?;
         let mut sb = self.superblock.clone();
-        sb.seq += 1;
         sb.meta_extents.push(extent);
-        write_superblock(&self.shared, &sb)?;
+        let sb = write_superblock(&self.shared, &sb)?;
         self.shared
             .device_bytes_written
             .fetch_add((total + BLOCK_SIZE) as u64, Ordering::Relaxed);
@@ -728,11 +743,7 @@ impl Committer {
     }
 }
 
-/// Writes `sb` to the slot its sequence selects and syncs.
-pub(crate) fn write_superblock(shared: &Shared, sb: &Superblock) -> Result<()> {
-    let buf = AlignedBuf::copy_from(&sb.encode());
-    let at = (sb.seq % 2) * BLOCK_SIZE as u64;
-    let (r, _) = block_on(shared.engine.write_at(buf, at));
-    r.map_err(|e| Error::io("writing the superblock", e))?;
-    block_on(shared.engine.sync()).map_err(|e| Error::io("syncing the superblock", e))
+/// Publishes `sb` in both superblock copies (see `open::publish_superblock`).
+pub(crate) fn write_superblock(shared: &Shared, sb: &Superblock) -> Result<Superblock> {
+    block_on(super::open::publish_superblock(shared.engine.as_ref(), sb))
 }

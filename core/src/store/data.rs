@@ -1,10 +1,19 @@
-//! Moving object bytes between user buffers and heap pieces.
+//! Moving object bytes between user buffers and heap pieces, and checking
+//! them on the way back.
 //!
 //! Large transfers are cut into `IO_CHUNK` requests with up to `IO_DEPTH` in
 //! flight, so a multi-gigabyte object never needs a buffer of its size and
 //! the device sees a deep sequential queue. A range read that falls inside
 //! one chunk (the common case for small ranges) is one device read and is
 //! returned without a copy.
+//!
+//! Integrity (invariant 5, `core/INVARIANTS.md`): every 4 KiB data block of
+//! an object has a CRC32C written with it, in the tuple for small objects
+//! and in a trailer table after the data for large ones (`meta::tuple`).
+//! Every read checks each block it returns before returning it; a mismatch
+//! is `Corrupt` naming the object offset. Reads of whole device blocks are
+//! what direct I/O does anyway, so checking costs no extra device read; a
+//! trailer table is read once (concurrently with the data) and cached.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -15,14 +24,35 @@ use futures::StreamExt;
 use super::{Extent, Shared};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::BLOCK_SIZE;
-use crate::io::{round_up, AlignedBuf};
+use crate::io::{round_up, AlignedBuf, IoEngine};
 use crate::meta::block::BLOCK_PAYLOAD;
-use crate::meta::tuple::{self, TupleValue};
+use crate::meta::tuple::{self, Checksums, Piece, TupleValue, MAX_TUPLE_SUMS};
 
 /// Largest single device request.
 pub(crate) const IO_CHUNK: u64 = 1 << 20;
 /// Device requests in flight per transfer.
 const IO_DEPTH: usize = 16;
+/// Bytes of trailer tables kept decoded in RAM (one 4-byte checksum per
+/// 4 KiB block: 32 MiB of tables cover 32 GiB of large objects).
+pub(crate) const TABLE_CACHE_BYTES: u64 = 32 << 20;
+
+/// Cache of trailer tables by object version (versions are never reused,
+/// so an entry can never describe another object's bytes).
+pub(crate) type TableCache = quick_cache::sync::Cache<u64, Arc<[u32]>, TableWeight>;
+
+/// Weighs a cached table by its bytes.
+#[derive(Clone)]
+pub(crate) struct TableWeight;
+
+impl quick_cache::Weighter<u64, Arc<[u32]>> for TableWeight {
+    fn weight(&self, _key: &u64, val: &Arc<[u32]>) -> u64 {
+        4 * val.len() as u64 + 16
+    }
+}
+
+pub(crate) fn new_table_cache() -> TableCache {
+    TableCache::with_weighter(1024, TABLE_CACHE_BYTES, TableWeight)
+}
 
 /// One device request: `len` bytes of the object at `obj_pos` live at
 /// device byte `dev`.
@@ -35,11 +65,11 @@ struct Span {
 
 /// Splits the object range `[offset, offset + len)` into device spans of at
 /// most `IO_CHUNK` bytes, in object order.
-fn spans(extent: &Extent, offset: u64, len: u64) -> Vec<Span> {
+fn spans(pieces: &[Piece], offset: u64, len: u64) -> Vec<Span> {
     let end = offset + len;
     let mut out = Vec::new();
     let mut piece_start = 0u64;
-    for p in &extent.pieces {
+    for p in pieces {
         let piece_end = piece_start + p.len_bytes();
         let lo = offset.max(piece_start);
         let hi = end.min(piece_end);
@@ -79,33 +109,68 @@ fn spans(extent: &Extent, offset: u64, len: u64) -> Vec<Span> {
     merged
 }
 
-/// Allocates the pieces of a `size`-byte object whose tuple carries `key`.
+/// Allocates the pieces of a `size`-byte object (and its trailer table)
+/// whose tuple carries `key`.
 pub(crate) fn allocate(shared: &Shared, key: &[u8], size: u64) -> Result<Arc<Extent>> {
     let heap = shared.alloc.lock().total_blocks() * BLOCK_SIZE as u64;
-    if size > heap {
+    let stored = tuple::stored_len(size);
+    if stored > heap {
         return Err(Error::new(
             ErrorKind::TooLarge,
             format!("object of {size} bytes is larger than the store's heap ({heap} bytes)"),
         ));
     }
-    let pieces = shared.alloc.lock().alloc_object(size)?;
-    let extent = shared.new_extent(pieces);
-    // Sized with a checksum, the larger of the two heap tuple forms.
-    let value = TupleValue::Heap {
-        pieces: extent.pieces.clone(),
-        crc: Some(0),
+    // Checked before allocating: a tuple must fit one block.
+    let per_piece_max = (BLOCK_SIZE as u64) << shared.alloc.lock().max_order();
+    let fits = |pieces: usize| {
+        let value = TupleValue::Heap {
+            pieces: vec![Piece { start: 0, order: 0 }; pieces],
+            sums: sums_shape(size),
+            unsynced: true,
+        };
+        tuple::encoded_len(key.len(), &value) <= BLOCK_PAYLOAD
     };
-    let need = tuple::encoded_len(key.len(), &value);
-    if need > BLOCK_PAYLOAD {
-        return Err(Error::new(
-            ErrorKind::TooLarge,
-            format!(
-                "object of {size} bytes needs {} heap pieces; its tuple ({need} bytes) exceeds a tuple block ({BLOCK_PAYLOAD} bytes)",
-                extent.pieces.len()
-            ),
-        ));
+    // A quick bound first (pieces at least 1 per max piece), exact after.
+    if !fits(stored.div_ceil(per_piece_max) as usize) {
+        return Err(too_many_pieces(size, stored.div_ceil(per_piece_max)));
+    }
+    let pieces = shared.alloc.lock().alloc_object(stored)?;
+    let extent = shared.new_extent(pieces);
+    if !fits(extent.pieces.len()) {
+        return Err(too_many_pieces(size, extent.pieces.len() as u64));
     }
     Ok(extent)
+}
+
+fn too_many_pieces(size: u64, pieces: u64) -> Error {
+    Error::new(
+        ErrorKind::TooLarge,
+        format!(
+            "object of {size} bytes needs {pieces} heap pieces; its tuple would exceed a tuple block ({BLOCK_PAYLOAD} bytes)"
+        ),
+    )
+}
+
+/// The checksum form a `size`-byte object gets (values are placeholders).
+fn sums_shape(size: u64) -> Checksums {
+    let n = tuple::data_blocks(size) as usize;
+    if n > MAX_TUPLE_SUMS {
+        Checksums::Table(0)
+    } else {
+        Checksums::Blocks(vec![0; n].into())
+    }
+}
+
+/// An object's block checksums in the form its tuple carries, and the
+/// trailer table to write when it has one.
+pub(crate) fn seal(block_sums: Vec<u32>) -> (Checksums, Option<Arc<[u32]>>) {
+    if block_sums.len() > MAX_TUPLE_SUMS {
+        let table: Arc<[u32]> = block_sums.into();
+        let crc = crc32c::crc32c(&tuple::encode_table(&table));
+        (Checksums::Table(crc), Some(table))
+    } else {
+        (Checksums::Blocks(block_sums.into()), None)
+    }
 }
 
 /// Chunks at least this large are copied into aligned memory on the
@@ -123,7 +188,7 @@ pub(crate) async fn write_range(
 ) -> Result<()> {
     debug_assert_eq!(offset % BLOCK_SIZE as u64, 0);
     let engine = &shared.engine;
-    futures::stream::iter(spans(extent, offset, data.len() as u64))
+    futures::stream::iter(spans(&extent.pieces, offset, data.len() as u64))
         .map(|s| {
             let at = (s.obj_pos - offset) as usize;
             let part = data.slice(at..at + s.len as usize);
@@ -153,17 +218,50 @@ pub(crate) async fn write_range(
     Ok(())
 }
 
-/// Writes a whole value into a freshly allocated extent.
-pub(crate) async fn write_object(shared: &Shared, extent: &Extent, value: &Bytes) -> Result<()> {
-    write_range(shared, extent, 0, value).await
+/// Writes the trailer table of a `size`-byte object.
+pub(crate) async fn write_table(
+    shared: &Shared,
+    extent: &Extent,
+    size: u64,
+    table: &[u32],
+) -> Result<()> {
+    let bytes = Bytes::from(tuple::encode_table(table));
+    write_range(shared, extent, tuple::table_offset(size), &bytes).await
+}
+
+/// Writes a whole value (and its trailer table) into a freshly allocated
+/// extent.
+pub(crate) async fn write_object(
+    shared: &Shared,
+    extent: &Extent,
+    value: &Bytes,
+    table: Option<&Arc<[u32]>>,
+) -> Result<()> {
+    let size = value.len() as u64;
+    match table {
+        None => write_range(shared, extent, 0, value).await,
+        Some(t) => {
+            let (a, b) = futures::join!(
+                write_range(shared, extent, 0, value),
+                write_table(shared, extent, size, t)
+            );
+            a.and(b)
+        }
+    }
 }
 
 /// [`write_object`] on the calling thread: a value that fits one device
-/// request is one `pwrite`; larger ones run the async path to completion.
-pub(crate) fn write_object_blocking(shared: &Shared, extent: &Extent, value: &Bytes) -> Result<()> {
-    let parts = spans(extent, 0, value.len() as u64);
-    let [s] = parts[..] else {
-        return futures::executor::block_on(write_range(shared, extent, 0, value));
+/// request (and has no trailer) is one `pwrite`; others run the async path
+/// to completion.
+pub(crate) fn write_object_blocking(
+    shared: &Shared,
+    extent: &Extent,
+    value: &Bytes,
+    table: Option<&Arc<[u32]>>,
+) -> Result<()> {
+    let parts = spans(&extent.pieces, 0, value.len() as u64);
+    let ([s], None) = (&parts[..], table) else {
+        return futures::executor::block_on(write_object(shared, extent, value, table));
     };
     let mut buf = AlignedBuf::copy_from(value);
     let padded = round_up(s.len as usize, BLOCK_SIZE);
@@ -175,15 +273,28 @@ pub(crate) fn write_object_blocking(shared: &Shared, extent: &Extent, value: &By
     r.map_err(|e| Error::io(format!("writing object data at device byte {}", s.dev), e))
 }
 
-/// Where a whole value goes: (device offset, bytes) per span, block-aligned.
-pub(crate) fn segments(extent: &Extent, value: &Bytes) -> Vec<(u64, Bytes)> {
-    spans(extent, 0, value.len() as u64)
-        .into_iter()
-        .map(|s| {
-            let at = s.obj_pos as usize;
-            (s.dev, value.slice(at..at + s.len as usize))
-        })
-        .collect()
+/// Where a whole value goes: (device offset, bytes) per span, block-aligned,
+/// the trailer table included.
+pub(crate) fn segments(
+    extent: &Extent,
+    value: &Bytes,
+    table: Option<&Arc<[u32]>>,
+) -> Vec<(u64, Bytes)> {
+    let place = |bytes: Bytes, at: u64| {
+        spans(&extent.pieces, at, bytes.len() as u64)
+            .into_iter()
+            .map(move |s| {
+                let from = (s.obj_pos - at) as usize;
+                (s.dev, bytes.slice(from..from + s.len as usize))
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut out = place(value.clone(), 0);
+    if let Some(t) = table {
+        let at = tuple::table_offset(value.len() as u64);
+        out.extend(place(Bytes::from(tuple::encode_table(t)), at));
+    }
+    out
 }
 
 /// Longest run of adjacent segments written as one request.
@@ -247,63 +358,261 @@ pub(crate) async fn write_segments(shared: &Shared, mut segs: Vec<(u64, Bytes)>)
     Ok(())
 }
 
-/// Reads `len` bytes at object offset `offset` (already clipped).
+/// What a read needs to know of one object version.
+pub(crate) struct ObjectRef<'a> {
+    pub pieces: &'a [Piece],
+    pub size: u64,
+    pub sums: &'a Checksums,
+    /// Key of the trailer table in the table cache.
+    pub version: u64,
+}
+
+/// One span read into memory: the buffer starts at the span's first
+/// device block, `skip` bytes before the span's first byte.
+struct ReadSpan {
+    span: Span,
+    skip: usize,
+    buf: AlignedBuf,
+}
+
+async fn read_span(engine: &dyn IoEngine, s: Span) -> Result<ReadSpan> {
+    let dev_start = s.dev & !(BLOCK_SIZE as u64 - 1);
+    let skip = (s.dev - dev_start) as usize;
+    let buf = AlignedBuf::zeroed(round_up(skip + s.len as usize, BLOCK_SIZE));
+    let (r, buf) = engine.read_at(buf, dev_start).await;
+    r.map_err(|e| Error::io(format!("reading object data at device byte {dev_start}"), e))?;
+    Ok(ReadSpan { span: s, skip, buf })
+}
+
+fn read_span_blocking(engine: &dyn IoEngine, s: Span) -> Result<ReadSpan> {
+    let dev_start = s.dev & !(BLOCK_SIZE as u64 - 1);
+    let skip = (s.dev - dev_start) as usize;
+    let buf = AlignedBuf::zeroed(round_up(skip + s.len as usize, BLOCK_SIZE));
+    let (r, buf) = engine.read_at_blocking(buf, dev_start);
+    r.map_err(|e| Error::io(format!("reading object data at device byte {dev_start}"), e))?;
+    Ok(ReadSpan { span: s, skip, buf })
+}
+
+async fn read_spans(engine: &dyn IoEngine, parts: Vec<Span>) -> Result<Vec<ReadSpan>> {
+    let mut out: Vec<ReadSpan> = futures::stream::iter(parts)
+        .map(|s| read_span(engine, s))
+        .buffer_unordered(IO_DEPTH)
+        .collect::<Vec<Result<ReadSpan>>>()
+        .await
+        .into_iter()
+        .collect::<Result<_>>()?;
+    out.sort_unstable_by_key(|r| r.span.obj_pos);
+    Ok(out)
+}
+
+/// Checks every data block a span read touches against `table`: `Err` with
+/// the object offset of the first block that does not match.
+fn verify_span(table: &[u32], size: u64, r: &ReadSpan) -> std::result::Result<(), (u64, u64)> {
+    let bs = BLOCK_SIZE as u64;
+    let base = r.span.obj_pos - r.skip as u64;
+    let first = base / bs;
+    let last = (r.span.obj_pos + r.span.len - 1) / bs;
+    let bytes = r.buf.as_slice();
+    for j in first..=last {
+        let start = j * bs;
+        let end = (start + bs).min(size);
+        let chunk = bytes.get((start - base) as usize..(end - base) as usize);
+        let ok = match (chunk, table.get(j as usize)) {
+            (Some(chunk), Some(&want)) => crc32c::crc32c(chunk) == want,
+            _ => false,
+        };
+        if !ok {
+            return Err((start, r.span.dev - r.skip as u64 + (start - base)));
+        }
+    }
+    Ok(())
+}
+
+fn damaged(obj_offset: u64, dev: u64) -> Error {
+    Error::new(
+        ErrorKind::Corrupt,
+        format!(
+            "data block at object offset {obj_offset} (device byte {dev}) does not match its checksum; \
+             the object is damaged: restore it from a backup or write it again"
+        ),
+    )
+}
+
+/// Reads, checks and caches the trailer table of a large object.
+async fn load_table(
+    engine: &dyn IoEngine,
+    tables: Option<&TableCache>,
+    obj: &ObjectRef<'_>,
+    crc: u32,
+) -> Result<Arc<[u32]>> {
+    if let Some(t) = tables.and_then(|c| c.get(&obj.version)) {
+        return Ok(t);
+    }
+    let at = tuple::table_offset(obj.size);
+    let len = tuple::table_len(obj.size);
+    let reads = read_spans(engine, spans(obj.pieces, at, len)).await?;
+    let mut bytes = Vec::with_capacity(len as usize);
+    for r in &reads {
+        bytes.extend_from_slice(&r.buf.as_slice()[r.skip..r.skip + r.span.len as usize]);
+    }
+    if bytes.len() as u64 != len || crc32c::crc32c(&bytes) != crc {
+        return Err(Error::new(
+            ErrorKind::Corrupt,
+            format!(
+                "the checksum table after the object's data (object offset {at}) does not match its checksum; \
+                 the object is damaged: restore it from a backup or write it again"
+            ),
+        ));
+    }
+    let table: Arc<[u32]> = tuple::decode_table(&bytes).into();
+    if let Some(c) = tables {
+        c.insert(obj.version, table.clone());
+    }
+    Ok(table)
+}
+
+/// Reads `len` bytes at object offset `offset` (already clipped), checking
+/// every block it returns.
 pub(crate) async fn read_range(
-    shared: &Shared,
-    extent: &Extent,
+    engine: &dyn IoEngine,
+    tables: Option<&TableCache>,
+    obj: &ObjectRef<'_>,
     offset: u64,
     len: u64,
 ) -> Result<Bytes> {
     if len == 0 {
         return Ok(Bytes::new());
     }
-    let engine = &shared.engine;
-    let read_span = |s: Span| {
-        let dev_start = s.dev & !(BLOCK_SIZE as u64 - 1);
-        let skip = (s.dev - dev_start) as usize;
-        let buf = AlignedBuf::zeroed(round_up(skip + s.len as usize, BLOCK_SIZE));
-        let fut = engine.read_at(buf, dev_start);
-        async move {
-            let (r, buf) = fut.await;
-            r.map_err(|e| Error::io(format!("reading object data at device byte {dev_start}"), e))?;
-            Ok::<_, Error>((s, skip, buf))
+    let parts = spans(obj.pieces, offset, len);
+    let (table, reads) = match obj.sums {
+        Checksums::Blocks(t) => (Some(t.clone()), read_spans(engine, parts).await?),
+        Checksums::Table(crc) => {
+            // The table (cached after its first read) and the data are
+            // read concurrently: one device round trip either way.
+            let (t, r) = futures::join!(
+                load_table(engine, tables, obj, *crc),
+                read_spans(engine, parts)
+            );
+            (Some(t?), r?)
         }
+        Checksums::Whole(crc) => return read_whole_checked(engine, obj, *crc, offset, len).await,
+        // Written by format 1 without any checksum: nothing to check.
+        Checksums::None => (None, read_spans(engine, parts).await?),
     };
-    let parts = spans(extent, offset, len);
-    if let [one] = parts[..] {
-        let (s, skip, buf) = read_span(one).await?;
-        return Ok(Bytes::from_owner(buf).slice(skip..skip + s.len as usize));
+    if let Some(t) = &table {
+        for r in &reads {
+            verify_span(t, obj.size, r).map_err(|(o, d)| damaged(o, d))?;
+        }
     }
-    let mut out = BytesMut::zeroed(len as usize);
-    let mut reads = futures::stream::iter(parts)
-        .map(read_span)
-        .buffer_unordered(IO_DEPTH);
-    while let Some(r) = reads.next().await {
-        let (s, skip, buf) = r?;
-        let at = (s.obj_pos - offset) as usize;
-        out[at..at + s.len as usize].copy_from_slice(&buf.as_slice()[skip..skip + s.len as usize]);
-    }
-    Ok(out.freeze())
+    Ok(assemble(reads, offset, len))
 }
 
-/// [`read_range`] on the calling thread: a range inside one device request
-/// is one synchronous read; larger ones run the async path to completion.
-pub(crate) fn read_range_blocking(
-    shared: &Shared,
-    extent: &Extent,
+/// The bytes of `reads` (sorted, covering `[offset, offset + len)`): the
+/// device buffer itself when there is one read, else one copy.
+fn assemble(mut reads: Vec<ReadSpan>, offset: u64, len: u64) -> Bytes {
+    if reads.len() == 1 {
+        if let Some(r) = reads.pop() {
+            let (skip, n) = (r.skip, r.span.len as usize);
+            return Bytes::from_owner(r.buf).slice(skip..skip + n);
+        }
+    }
+    let mut out = BytesMut::zeroed(len as usize);
+    for r in &reads {
+        let at = (r.span.obj_pos - offset) as usize;
+        let n = r.span.len as usize;
+        out[at..at + n].copy_from_slice(&r.buf.as_slice()[r.skip..r.skip + n]);
+    }
+    out.freeze()
+}
+
+/// Format-1 objects with one checksum over the whole object (at most
+/// 1 MiB): read whole, checked, then cut.
+async fn read_whole_checked(
+    engine: &dyn IoEngine,
+    obj: &ObjectRef<'_>,
+    crc: u32,
     offset: u64,
     len: u64,
 ) -> Result<Bytes> {
-    let parts = spans(extent, offset, len);
-    let [s] = parts[..] else {
-        return futures::executor::block_on(read_range(shared, extent, offset, len));
+    let reads = read_spans(engine, spans(obj.pieces, 0, obj.size)).await?;
+    let whole = assemble(reads, 0, obj.size);
+    if crc32c::crc32c(&whole) != crc {
+        return Err(Error::new(
+            ErrorKind::Corrupt,
+            "object does not match its checksum (format-1 object, checked whole); \
+             restore it from a backup or write it again",
+        ));
+    }
+    Ok(whole.slice(offset as usize..(offset + len) as usize))
+}
+
+/// [`read_range`] on the calling thread: a range inside one device request
+/// whose checksums are at hand is one synchronous read; others run the
+/// async path to completion.
+pub(crate) fn read_range_blocking(
+    engine: &dyn IoEngine,
+    tables: Option<&TableCache>,
+    obj: &ObjectRef<'_>,
+    offset: u64,
+    len: u64,
+) -> Result<Bytes> {
+    let parts = spans(obj.pieces, offset, len);
+    let table = match obj.sums {
+        Checksums::Blocks(t) => Some(t.clone()),
+        Checksums::Table(_) => tables.and_then(|c| c.get(&obj.version)),
+        Checksums::None => None,
+        Checksums::Whole(_) => None,
     };
-    let dev_start = s.dev & !(BLOCK_SIZE as u64 - 1);
-    let skip = (s.dev - dev_start) as usize;
-    let buf = AlignedBuf::zeroed(round_up(skip + s.len as usize, BLOCK_SIZE));
-    let (r, buf) = shared.engine.read_at_blocking(buf, dev_start);
-    r.map_err(|e| Error::io(format!("reading object data at device byte {dev_start}"), e))?;
-    Ok(Bytes::from_owner(buf).slice(skip..skip + s.len as usize))
+    let simple = match obj.sums {
+        Checksums::None => true,
+        Checksums::Whole(_) => false,
+        _ => table.is_some(),
+    };
+    let [s] = parts[..] else {
+        return futures::executor::block_on(read_range(engine, tables, obj, offset, len));
+    };
+    if !simple || len == 0 {
+        return futures::executor::block_on(read_range(engine, tables, obj, offset, len));
+    }
+    let r = read_span_blocking(engine, s)?;
+    if let Some(t) = &table {
+        verify_span(t, obj.size, &r).map_err(|(o, d)| damaged(o, d))?;
+    }
+    Ok(assemble(vec![r], offset, len))
+}
+
+/// Reads a whole heap object and checks every byte (scrub, and recovery of
+/// the newest group): `Ok(None)` when intact, `Ok(Some(why))` when not.
+pub(crate) async fn verify_object(
+    engine: &dyn IoEngine,
+    tuple: &crate::meta::tuple::Tuple,
+) -> Result<Option<String>> {
+    let TupleValue::Heap { pieces, sums, .. } = &tuple.value else {
+        return Ok(None);
+    };
+    let obj = ObjectRef {
+        pieces,
+        size: tuple.size,
+        sums,
+        version: tuple.version,
+    };
+    // Bounded memory: the object is checked 16 MiB at a time; its trailer
+    // table is read once.
+    let local = TableCache::with_weighter(4, 1 << 30, TableWeight);
+    let mut at = 0;
+    while at < tuple.size || (at == 0 && tuple.size == 0) {
+        let n = (tuple.size - at).min(16 * IO_CHUNK);
+        match read_range(engine, Some(&local), &obj, at, n).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::Corrupt => return Ok(Some(e.message().to_string())),
+            Err(e) => return Err(e),
+        }
+        if n == 0 {
+            break;
+        }
+        at += n;
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -331,7 +640,7 @@ mod tests {
             ],
             alloc,
         };
-        let s = spans(&ext, 0, 6 * 4096);
+        let s = spans(&ext.pieces, 0, 6 * 4096);
         assert_eq!(
             s.len(),
             2,
@@ -341,7 +650,7 @@ mod tests {
         assert_eq!((s[0].dev, s[0].len), (64 * 4096, 5 * 4096));
         assert_eq!((s[1].dev, s[1].len), (8 * 4096, 4096));
         // A range inside the merged pieces is one span too.
-        let r = spans(&ext, 3 * 4096 + 100, 4096);
+        let r = spans(&ext.pieces, 3 * 4096 + 100, 4096);
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].dev, 67 * 4096 + 100);
         std::mem::forget(ext);
@@ -366,7 +675,7 @@ mod tests {
         };
         let total = (2 << 20) + 8192;
         for (off, len) in [(0, total), (5, 100), ((2 << 20) - 10, 20), (1 << 20, 1)] {
-            let s = spans(&ext, off, len);
+            let s = spans(&ext.pieces, off, len);
             assert_eq!(s.iter().map(|x| x.len).sum::<u64>(), len);
             assert_eq!(s[0].obj_pos, off);
             for w in s.windows(2) {

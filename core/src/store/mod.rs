@@ -20,6 +20,7 @@ mod list;
 #[cfg(all(test, blobcask_loom))]
 mod loom_models;
 mod open;
+mod scrub;
 mod upload;
 
 use std::path::Path;
@@ -36,11 +37,13 @@ use crate::error::{show_key, Error, ErrorKind, Result};
 use crate::format::BLOCK_SIZE;
 use crate::index::{EntryId, IndexKind, KeyIndex};
 use crate::io::IoEngine;
-use crate::meta::tuple::{self, Piece, TupleValue, MAX_KEY_LEN};
+use crate::meta::recovery::RecoveryReport;
+use crate::meta::tuple::{self, Checksums, Piece, TupleValue, MAX_KEY_LEN};
 use crate::options::Options;
 
 pub use bulk::{BulkOptions, LoadReport};
 pub use list::{Keys, ListEntry};
+pub use scrub::ScrubReport;
 pub use upload::{Upload, PART_ALIGN};
 
 /// What a commit produced, and what `stat` reports.
@@ -70,6 +73,9 @@ pub struct Stats {
     pub metadata_bytes: u64,
     /// Bytes not allocated to anything.
     pub free_bytes: u64,
+    /// Size of the largest free piece: the largest run a new object can
+    /// get in one piece.
+    pub largest_free_piece: u64,
     /// Size of the store file or device.
     pub capacity: u64,
     /// Bytes written to the device since open (data, metadata, superblock).
@@ -84,6 +90,8 @@ pub struct Stats {
     pub direct_io: bool,
     /// Index backend in use.
     pub index: IndexKind,
+    /// What recovery found and did when the store was opened.
+    pub recovery: RecoveryReport,
 }
 
 impl Stats {
@@ -129,11 +137,13 @@ impl Extent {
 #[derive(Clone)]
 pub(crate) enum ObjectData {
     Inline(Bytes),
-    /// Heap pieces; `crc` is set when the bytes were not synced before the
-    /// tuple (small puts), so recovery can tell whether they reached the disk.
+    /// Heap pieces and the checksums of their bytes. `unsynced` is set when
+    /// the bytes were not synced before the tuple (small puts), so recovery
+    /// reads them back for the newest group.
     Heap {
         extent: Arc<Extent>,
-        crc: Option<u32>,
+        sums: Checksums,
+        unsynced: bool,
     },
 }
 
@@ -141,9 +151,14 @@ impl ObjectData {
     pub fn tuple_value(&self) -> TupleValue {
         match self {
             ObjectData::Inline(b) => TupleValue::Inline(b.clone()),
-            ObjectData::Heap { extent, crc } => TupleValue::Heap {
+            ObjectData::Heap {
+                extent,
+                sums,
+                unsynced,
+            } => TupleValue::Heap {
                 pieces: extent.pieces.clone(),
-                crc: *crc,
+                sums: sums.clone(),
+                unsynced: *unsynced,
             },
         }
     }
@@ -156,24 +171,48 @@ impl ObjectData {
     }
 }
 
-/// Heap objects up to this size carry a CRC32C in their tuple instead of
-/// costing a data sync before the tuple write: a put is then one sync.
-/// Larger objects (uploads always) are synced before their tuple, because
-/// verifying them at open would mean reading them.
-pub(crate) const CHECKSUM_LIMIT: u64 = 1 << 20;
+/// Heap objects up to this size are not synced before their tuple: the
+/// group's one sync makes data and tuple durable together, and recovery
+/// reads the newest group's such objects back against their checksums. A
+/// put is then one sync. Larger objects (uploads, bulk loads always) are
+/// synced before their tuple, because verifying them at open would mean
+/// reading them.
+pub(crate) const UNSYNCED_LIMIT: u64 = 1 << 20;
 
-/// A put after its checks: the value to commit, or pieces to fill first.
+/// A put after its checks: the value to commit, or pieces to fill first
+/// (with the trailer table to write after the data, if any).
 enum Staged {
     Ready(ObjectData),
-    Write(Arc<Extent>, Option<u32>),
+    Write(ObjectData, Option<Arc<[u32]>>),
 }
 
 /// A read resolved against the index.
 enum Located {
     /// The bytes are at hand (inline values).
     Ready(Bytes),
-    /// Read `len` bytes at `offset` of this extent.
-    Heap(Arc<Extent>, u64, u64),
+    /// Read `len` bytes at `offset` of this object version.
+    Heap(HeapRead),
+}
+
+/// A heap object pinned for a read (the `Arc` keeps its pieces allocated).
+struct HeapRead {
+    extent: Arc<Extent>,
+    sums: Checksums,
+    size: u64,
+    version: u64,
+    offset: u64,
+    len: u64,
+}
+
+impl HeapRead {
+    fn object(&self) -> data::ObjectRef<'_> {
+        data::ObjectRef {
+            pieces: &self.extent.pieces,
+            size: self.size,
+            sums: &self.sums,
+            version: self.version,
+        }
+    }
 }
 
 /// One committed object version, as the index sees it. The key itself is
@@ -295,10 +334,20 @@ pub(crate) struct Shared {
     pub user_bytes_written: AtomicU64,
     pub commit_groups: AtomicU64,
     pub metadata_bytes: AtomicU64,
+    /// Trailer checksum tables of large objects, by version.
+    pub tables: data::TableCache,
+    /// What recovery did when the store was opened.
+    pub recovery: RecoveryReport,
 }
 
 impl Shared {
     pub fn check_failed(&self) -> Result<()> {
+        if self.options.read_only {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "the store is open read-only",
+            ));
+        }
         if self.failed.load(Ordering::Acquire) {
             return Err(Error::new(
                 ErrorKind::Io,
@@ -461,11 +510,13 @@ impl Store {
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
         let data = match self.stage_put(key, &value).map_err(ctx)? {
             Staged::Ready(data) => data,
-            Staged::Write(extent, crc) => {
-                data::write_object(self.shared(), &extent, &value)
-                    .await
-                    .map_err(ctx)?;
-                ObjectData::Heap { extent, crc }
+            Staged::Write(data, table) => {
+                if let ObjectData::Heap { extent, .. } = &data {
+                    data::write_object(self.shared(), extent, &value, table.as_ref())
+                        .await
+                        .map_err(ctx)?;
+                }
+                data
             }
         };
         self.commit_object(key, value.len() as u64, data)
@@ -479,16 +530,19 @@ impl Store {
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
         let data = match self.stage_put(key, &value).map_err(ctx)? {
             Staged::Ready(data) => data,
-            Staged::Write(extent, crc) => {
-                data::write_object_blocking(self.shared(), &extent, &value).map_err(ctx)?;
-                ObjectData::Heap { extent, crc }
+            Staged::Write(data, table) => {
+                if let ObjectData::Heap { extent, .. } = &data {
+                    data::write_object_blocking(self.shared(), extent, &value, table.as_ref())
+                        .map_err(ctx)?;
+                }
+                data
             }
         };
         futures::executor::block_on(self.commit_object(key, value.len() as u64, data)).map_err(ctx)
     }
 
     /// Checks a put and decides where its value goes: inline, or into
-    /// freshly allocated pieces (with a checksum when small enough).
+    /// freshly allocated pieces with a checksum per block.
     fn stage_put(&self, key: &[u8], value: &Bytes) -> Result<Staged> {
         self.check_open()?;
         check_key(key)?;
@@ -498,8 +552,13 @@ impl Store {
             return Ok(Staged::Ready(ObjectData::Inline(value.clone())));
         }
         let extent = data::allocate(self.shared(), key, size)?;
-        let crc = (size <= CHECKSUM_LIMIT).then(|| crc32c::crc32c(value));
-        Ok(Staged::Write(extent, crc))
+        let (sums, table) = data::seal(tuple::block_sums(value));
+        let data = ObjectData::Heap {
+            extent,
+            sums,
+            unsynced: size <= UNSYNCED_LIMIT,
+        };
+        Ok(Staged::Write(data, table))
     }
 
     pub(crate) fn is_inline(&self, size: u64) -> bool {
@@ -556,10 +615,17 @@ impl Store {
         let key = key.as_ref();
         match self.locate(key, offset, len)? {
             Located::Ready(b) => Ok(b),
-            Located::Heap(extent, offset, len) => {
-                data::read_range(self.shared(), &extent, offset, len)
-                    .await
-                    .map_err(|e| e.context(format!("read {} at {offset}", show_key(key))))
+            Located::Heap(h) => {
+                let s = self.shared();
+                data::read_range(
+                    s.engine.as_ref(),
+                    Some(&s.tables),
+                    &h.object(),
+                    h.offset,
+                    h.len,
+                )
+                .await
+                .map_err(|e| e.context(format!("read {} at {offset}", show_key(key))))
             }
         }
     }
@@ -570,9 +636,16 @@ impl Store {
     pub(crate) fn read_blocking(&self, key: &[u8], offset: u64, len: u64) -> Result<Bytes> {
         match self.locate(key, offset, len)? {
             Located::Ready(b) => Ok(b),
-            Located::Heap(extent, offset, len) => {
-                data::read_range_blocking(self.shared(), &extent, offset, len)
-                    .map_err(|e| e.context(format!("read {} at {offset}", show_key(key))))
+            Located::Heap(h) => {
+                let s = self.shared();
+                data::read_range_blocking(
+                    s.engine.as_ref(),
+                    Some(&s.tables),
+                    &h.object(),
+                    h.offset,
+                    h.len,
+                )
+                .map_err(|e| e.context(format!("read {} at {offset}", show_key(key))))
             }
         }
     }
@@ -583,12 +656,12 @@ impl Store {
         let ctx = || format!("read {} at {offset}", show_key(key));
         self.check_open().map_err(|e| e.context(ctx()))?;
         check_key(key).map_err(|e| e.context(ctx()))?;
-        let (size, data) = {
+        let (size, version, data) = {
             let st = self.shared().state.read();
             let e = st
                 .lookup(key)
                 .ok_or_else(|| Error::new(ErrorKind::NotFound, "no such key").context(ctx()))?;
-            (e.size, e.data.clone())
+            (e.size, e.version, e.data.clone())
         };
         if offset > size {
             return Err(Error::new(
@@ -602,7 +675,14 @@ impl Store {
             ObjectData::Inline(b) => {
                 Located::Ready(b.slice(offset as usize..(offset + len) as usize))
             }
-            ObjectData::Heap { extent, .. } => Located::Heap(extent, offset, len),
+            ObjectData::Heap { extent, sums, .. } => Located::Heap(HeapRead {
+                extent,
+                sums,
+                size,
+                version,
+                offset,
+                len,
+            }),
         })
     }
 
@@ -657,13 +737,21 @@ impl Store {
             let st = s.state.read();
             (st.index.len() as u64, st.logical_bytes, st.heap_bytes)
         };
-        let free_bytes = s.alloc.lock().free_blocks() * BLOCK_SIZE as u64;
+        let (free_bytes, largest_free_piece) = {
+            let a = s.alloc.lock();
+            (
+                a.free_blocks() * BLOCK_SIZE as u64,
+                a.largest_free_order()
+                    .map_or(0, |k| (BLOCK_SIZE as u64) << k),
+            )
+        };
         Stats {
             objects,
             logical_bytes,
             allocated_bytes,
             metadata_bytes: s.metadata_bytes.load(Ordering::Relaxed),
             free_bytes,
+            largest_free_piece,
             capacity: s.geometry.capacity,
             device_bytes_written: s.device_bytes_written.load(Ordering::Relaxed),
             user_bytes_written: s.user_bytes_written.load(Ordering::Relaxed),
@@ -671,6 +759,7 @@ impl Store {
             io_engine: s.engine.name(),
             direct_io: s.engine.direct_io(),
             index: s.options.index,
+            recovery: s.recovery.clone(),
         }
     }
 
@@ -679,6 +768,9 @@ impl Store {
     /// the default mode; this is a barrier.)
     pub async fn sync(&self) -> Result<()> {
         self.check_open()?;
+        if self.shared().options.read_only {
+            return Ok(());
+        }
         self.submit(|reply| commit::Request::Barrier { reply })
             .await
     }

@@ -7,7 +7,6 @@
 //! all free and every live piece is claimed again, a piece claimed twice
 //! meaning corruption.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
@@ -15,15 +14,15 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use super::commit::Committer;
-use super::{now_micros, Entry, Geometry, ObjectData, Shared, State, Store};
+use super::{data, now_micros, Entry, Geometry, ObjectData, Shared, State, Store};
 use crate::alloc::BuddyAllocator;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{
-    MetaExtent, Superblock, BLOCK_SHIFT, BLOCK_SIZE, FORMAT_VERSION, SUPER_BLOCKS,
+    MetaExtent, Superblock, BLOCK_SHIFT, BLOCK_SIZE, FORMAT_VERSION, SUPER_BLOCKS, SUPER_MAGIC,
 };
-use crate::io::{self, round_up, AlignedBuf, IoEngine, IoEngineKind, PortableEngine};
-use crate::meta::block::{choose_slot, SlotContent};
-use crate::meta::recovery::{self, ScannedBlock};
+use crate::io::{self, AlignedBuf, IoEngine, IoEngineKind, PortableEngine};
+use crate::meta::block::SlotContent;
+use crate::meta::recovery;
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{Piece, Tuple, TupleValue};
 use crate::options::{Options, MIN_CAPACITY};
@@ -128,6 +127,101 @@ async fn read_blocks(engine: &dyn IoEngine, first: u64, count: usize) -> Result<
     Ok(buf)
 }
 
+/// The superblock chosen at open, and whether its two copies must be
+/// rewritten (one damaged, stale or missing, or an older format).
+pub(crate) struct Head {
+    pub sb: Superblock,
+    republish: bool,
+    repaired: Vec<String>,
+}
+
+/// Picks the superblock from its two copies. Both copies are kept current
+/// (see [`publish_superblock`]), so one damaged copy loses nothing: the
+/// other is used and the damage reported (invariant 6). `Ok(None)`: blank.
+pub(crate) fn choose_superblock(head: &[u8]) -> Result<Option<Head>> {
+    let (a, b) = head.split_at(BLOCK_SIZE);
+    let blank = |s: &[u8]| s.iter().all(|&x| x == 0);
+    let decoded = [Superblock::decode(a), Superblock::decode(b)];
+    for d in &decoded {
+        if let Err(e) = d {
+            if e.kind() == ErrorKind::Unsupported {
+                return Err(Error::new(e.kind(), e.message().to_string()));
+            }
+        }
+    }
+    let raw = [a, b];
+    let mut valid = Vec::new();
+    let mut damaged = Vec::new();
+    for (i, d) in decoded.into_iter().enumerate() {
+        match d {
+            Ok(Some(sb)) => valid.push(sb),
+            Ok(None) if blank(raw[i]) => {}
+            Ok(None) => damaged.push(format!("superblock copy {i}: no magic")),
+            Err(e) => damaged.push(format!("superblock copy {i}: {}", e.message())),
+        }
+    }
+    if valid.is_empty() {
+        if damaged.is_empty() {
+            return Ok(None);
+        }
+        if damaged.len() == 2 && !raw.iter().any(|r| r.starts_with(SUPER_MAGIC)) {
+            return Err(Error::new(
+                ErrorKind::Corrupt,
+                "not a blobcask store (no superblock); nothing was written",
+            ));
+        }
+        return Err(Error::new(
+            ErrorKind::Corrupt,
+            format!(
+                "both superblock copies are damaged ({}); restore the store from a backup",
+                damaged.join("; ")
+            ),
+        ));
+    }
+    valid.sort_by_key(|s| s.seq);
+    let same = |x: &Superblock, y: &Superblock| {
+        let mut y = y.clone();
+        y.seq = x.seq;
+        *x == y
+    };
+    let republish = valid.len() < 2 || !same(&valid[0], &valid[1]);
+    let sb = valid
+        .pop()
+        .ok_or_else(|| Error::new(ErrorKind::Corrupt, "no superblock"))?;
+    let repaired = damaged
+        .into_iter()
+        .map(|d| format!("{d}; rewritten from the other copy (nothing lost)"))
+        .collect();
+    Ok(Some(Head {
+        republish: republish || sb.format_version < FORMAT_VERSION,
+        sb,
+        repaired,
+    }))
+}
+
+/// Makes `sb` the store's superblock: written to one slot and synced, then
+/// to the other and synced, so both copies are current and a torn or
+/// damaged copy always leaves a whole one. Returns it with its new sequence.
+pub(crate) async fn publish_superblock(
+    engine: &dyn IoEngine,
+    sb: &Superblock,
+) -> Result<Superblock> {
+    let mut sb = sb.clone();
+    for _ in 0..2 {
+        sb.seq += 1;
+        let at = (sb.seq % 2) * BLOCK_SIZE as u64;
+        let (r, _) = engine
+            .write_at(AlignedBuf::copy_from(&sb.encode()), at)
+            .await;
+        r.map_err(|e| Error::io("writing the superblock", e))?;
+        engine
+            .sync()
+            .await
+            .map_err(|e| Error::io("syncing the superblock", e))?;
+    }
+    Ok(sb)
+}
+
 /// Opens (creating when blank) a store on `engine`.
 pub(crate) async fn open_engine(
     engine: Arc<dyn IoEngine>,
@@ -145,38 +239,27 @@ pub(crate) async fn open_engine(
         ));
     }
     let head = read_blocks(engine.as_ref(), 0, SUPER_BLOCKS as usize).await?;
-    let (a, b) = head.as_slice().split_at(BLOCK_SIZE);
-    let sb = match (Superblock::decode(a), Superblock::decode(b)) {
-        (Err(e), _) | (_, Err(e)) if e.kind() == ErrorKind::Unsupported => return Err(e),
-        (Ok(Some(x)), Ok(Some(y))) => {
-            if x.seq >= y.seq {
-                x
-            } else {
-                y
-            }
-        }
-        (Ok(Some(x)), _) | (_, Ok(Some(x))) => x,
-        (Ok(None), Ok(None)) => {
-            if !head.as_slice().iter().all(|&x| x == 0) {
-                return Err(Error::new(
-                    ErrorKind::Corrupt,
-                    "not a blobcask store (no superblock magic)",
-                ));
-            }
-            if !options.create {
+    let head = match choose_superblock(head.as_slice())? {
+        Some(h) => h,
+        None => {
+            if !options.create || options.read_only {
                 return Err(Error::new(
                     ErrorKind::NotFound,
                     "no store here (blank device)",
                 ));
             }
-            create(engine.as_ref(), size, &options).await?
+            Head {
+                sb: create(engine.as_ref(), size, &options).await?,
+                republish: false,
+                repaired: Vec::new(),
+            }
         }
-        (Err(e), _) | (_, Err(e)) => return Err(e),
     };
-    recover(engine, lock, options, sb, size).await
+    recover(engine, lock, options, head, size).await
 }
 
-/// Writes a fresh superblock and a zeroed first metadata extent.
+/// Writes a fresh superblock (both copies) and a zeroed first metadata
+/// extent.
 async fn create(engine: &dyn IoEngine, size: u64, options: &Options) -> Result<Superblock> {
     let capacity = size & !(BLOCK_SIZE as u64 - 1);
     let total = capacity >> BLOCK_SHIFT;
@@ -219,15 +302,7 @@ async fn create(engine: &dyn IoEngine, size: u64, options: &Options) -> Result<S
         .await
         .map_err(|e| Error::io("syncing a new store", e))?;
     // The superblock goes last: a crash before it leaves a blank device.
-    let (r, _) = engine
-        .write_at(AlignedBuf::copy_from(&sb.encode()), 0)
-        .await;
-    r.map_err(|e| Error::io("writing the superblock", e))?;
-    engine
-        .sync()
-        .await
-        .map_err(|e| Error::io("syncing a new store", e))?;
-    Ok(sb)
+    publish_superblock(engine, &sb).await
 }
 
 fn corrupt(msg: String) -> Error {
@@ -238,9 +313,14 @@ async fn recover(
     engine: Arc<dyn IoEngine>,
     lock: Option<std::fs::File>,
     options: Options,
-    sb: Superblock,
+    head: Head,
     size: u64,
 ) -> Result<Store> {
+    let Head {
+        sb,
+        republish,
+        repaired,
+    } = head;
     if sb.capacity > size {
         return Err(corrupt(format!(
             "store geometry says {} bytes but the file holds {size}",
@@ -271,108 +351,30 @@ async fn recover(
         metadata_bytes += piece.len_bytes();
     }
     let mut scanned = recovery::scan(engine.as_ref(), sb.store_id, &sb.meta_extents).await?;
-
-    // Each block's state is its newer valid slot. Only the newest group can
-    // have been cut before its sync. It is kept when every block it declares
-    // landed and its checksummed objects hold their bytes; otherwise each of
-    // its blocks falls back to its other slot (the state before the group,
-    // which was synced) and the check moves on to the group before it. So a
-    // group is all there or not at all. Rolled-back blocks are rewritten over
-    // the rejected slot before the store is served.
-    let mut chosen = Vec::with_capacity(scanned.len());
-    for b in &scanned {
-        chosen.push(
-            choose_slot(&b.slots)
-                .map_err(|e| e.context(format!("tuple block at byte {}", b.offset)))?,
-        );
-    }
-    let max_seq = scanned
-        .iter()
-        .flat_map(|b| b.slots.iter().filter_map(SlotContent::seq))
-        .max()
-        .unwrap_or(0);
-    let winner = |b: &ScannedBlock, w: Option<usize>| match w.map(|w| &b.slots[w]) {
-        Some(SlotContent::Valid {
-            seq, group_blocks, ..
-        }) => Some((*seq, *group_blocks)),
-        _ => None,
-    };
-    // A block whose other slot is damaged falls back to an older state. A
-    // torn write of the newest group does that legitimately, and then the
-    // older state's pieces were never released. Flipped bits anywhere else
-    // do it too, and then those pieces may have been reused: checksummed
-    // objects of such a slot are read back, and a mismatch is corruption,
-    // never another object's bytes served.
-    for (b, w) in scanned.iter().zip(&chosen) {
-        if let Some(w) = *w {
-            if matches!(b.slots[1 - w], SlotContent::Invalid(_))
-                && !verify_objects(engine.as_ref(), &b.slots[w], 0, total).await?
-            {
-                return Err(corrupt(format!(
-                    "tuple block at byte {}: one slot is damaged and the other points at data that changed since",
-                    b.offset
-                )));
-            }
-        }
-    }
-    let mut rejected: Vec<Option<usize>> = vec![None; scanned.len()];
-    let mut dirty = BTreeSet::new();
-    while let Some(last_seq) = scanned
-        .iter()
-        .zip(&chosen)
-        .filter_map(|(b, w)| winner(b, *w).map(|(seq, _)| seq))
-        .max()
-    {
-        if last_seq == sb.clean_seq {
-            break;
-        }
-        let members: Vec<usize> = (0..scanned.len())
-            .filter(|&no| winner(&scanned[no], chosen[no]).is_some_and(|(seq, _)| seq == last_seq))
-            .collect();
-        let declared = members
-            .iter()
-            .filter_map(|&no| winner(&scanned[no], chosen[no]).map(|(_, n)| n))
-            .max()
-            .unwrap_or(0);
-        let mut keep = members.len() as u32 >= declared;
-        for &no in &members {
-            if !keep {
-                break;
-            }
-            let slot = &scanned[no].slots[chosen[no].unwrap_or(0)];
-            keep = verify_new_objects(engine.as_ref(), slot, total).await?;
-        }
-        if keep {
-            break;
-        }
-        for &no in &members {
-            let b = &scanned[no];
-            let (Some(w), None) = (chosen[no], rejected[no]) else {
-                return Err(corrupt(format!(
-                    "tuple block at byte {}: both slots belong to interrupted groups",
-                    b.offset
-                )));
-            };
-            chosen[no] = match &b.slots[1 - w] {
-                SlotContent::Valid { .. } => Some(1 - w),
-                SlotContent::Empty => None,
-                SlotContent::Invalid(why) => {
-                    return Err(corrupt(format!(
-                        "tuple block at byte {}: its newest slot is from an interrupted group and the other is damaged ({why})",
-                        b.offset
-                    )))
+    let verify_engine = engine.clone();
+    let mut plan = recovery::plan(&mut scanned, sb.clean_seq, |t: Tuple| {
+        let engine = verify_engine.clone();
+        async move {
+            if let TupleValue::Heap { pieces, .. } = &t.value {
+                if let Some(p) = pieces.iter().find(|p| p.start + (1u64 << p.order) > total) {
+                    return Ok(Some(format!(
+                        "piece at block {} lies past the end of the store",
+                        p.start
+                    )));
                 }
-            };
-            rejected[no] = Some(w);
-            dirty.insert(no as u32);
+            }
+            data::verify_object(engine.as_ref(), &t).await
         }
-    }
-    let next_slots: Vec<u8> = (0..scanned.len())
-        .map(|no| match rejected[no] {
-            Some(w) => w as u8,
-            None => chosen[no].map_or(0, |w| 1 - w as u8),
-        })
-        .collect();
+    })
+    .await?;
+    plan.report.repaired.splice(0..0, repaired);
+    let recovery::Plan {
+        chosen,
+        next_slots,
+        mut dirty,
+        max_seq,
+        report,
+    } = plan;
 
     // Resolve duplicates: the largest version of each key wins. Sorting all
     // tuples by key puts duplicates side by side without a second copy of
@@ -409,6 +411,7 @@ async fn recover(
         }
     }
 
+    let read_only = options.read_only;
     let shared = Arc::new(Shared {
         engine,
         geometry: Geometry {
@@ -423,6 +426,8 @@ async fn recover(
         user_bytes_written: AtomicU64::new(0),
         commit_groups: AtomicU64::new(0),
         metadata_bytes: AtomicU64::new(metadata_bytes),
+        tables: data::new_table_cache(),
+        recovery: report,
     });
     // Blocks rewritten below hold exactly their winning tuples.
     for &b in &dirty {
@@ -439,7 +444,11 @@ async fn recover(
             }
             let data = match t.value {
                 TupleValue::Inline(b) => ObjectData::Inline(b),
-                TupleValue::Heap { pieces, crc } => {
+                TupleValue::Heap {
+                    pieces,
+                    sums,
+                    unsynced,
+                } => {
                     let mut a = alloc.lock();
                     for (i, p) in pieces.iter().enumerate() {
                         if let Err(e) = a.mark_allocated(*p) {
@@ -454,7 +463,8 @@ async fn recover(
                     drop(a);
                     ObjectData::Heap {
                         extent: shared.new_extent(pieces),
-                        crc,
+                        sums,
+                        unsynced,
                     }
                 }
             };
@@ -476,8 +486,19 @@ async fn recover(
             }
         }
     }
+    let sb = if republish && !read_only {
+        // Both copies current, in this build's format, before anything of
+        // this format is written.
+        let mut up = sb.clone();
+        up.format_version = FORMAT_VERSION;
+        publish_superblock(shared.engine.as_ref(), &up).await?
+    } else {
+        sb
+    };
     let mut committer = Committer::new(shared.clone(), table, sb, max_seq + 1);
-    if dirty.is_empty() {
+    if read_only {
+        // Recovery's decisions hold in memory only: nothing is written.
+    } else if dirty.is_empty() {
         // What was verified may so far sit only in a volatile cache (the
         // previous process died before its sync): make it durable before
         // anything is served on top of it.
@@ -493,67 +514,4 @@ async fn recover(
         committer.write_blocks(&dirty, seq, seq).await?;
     }
     Ok(Store::start(shared, committer, lock))
-}
-
-/// Checks the checksummed objects that the group which wrote `slot`
-/// committed itself (version ≥ its first version): `false` when any of
-/// them does not hold the bytes its tuple promises.
-async fn verify_new_objects(
-    engine: &dyn IoEngine,
-    slot: &SlotContent,
-    total_blocks: u64,
-) -> Result<bool> {
-    let SlotContent::Valid { group_first, .. } = slot else {
-        return Ok(true);
-    };
-    verify_objects(engine, slot, *group_first, total_blocks).await
-}
-
-/// Checks every checksummed object of `slot` with version ≥ `from`.
-async fn verify_objects(
-    engine: &dyn IoEngine,
-    slot: &SlotContent,
-    from: u64,
-    total_blocks: u64,
-) -> Result<bool> {
-    let SlotContent::Valid { tuples, .. } = slot else {
-        return Ok(true);
-    };
-    let group_first = &from;
-    for t in tuples.iter().filter(|t| t.version >= *group_first) {
-        let TupleValue::Heap {
-            pieces,
-            crc: Some(crc),
-        } = &t.value
-        else {
-            continue;
-        };
-        let mut left = t.size;
-        let mut sum = 0u32;
-        for p in pieces {
-            if left == 0 {
-                break;
-            }
-            if p.start + (1u64 << p.order) > total_blocks {
-                return Err(corrupt(format!(
-                    "piece at block {} lies past the end of the store",
-                    p.start
-                )));
-            }
-            let n = left.min(p.len_bytes());
-            let (r, buf) = engine
-                .read_at(
-                    AlignedBuf::zeroed(round_up(n as usize, BLOCK_SIZE)),
-                    p.offset(),
-                )
-                .await;
-            r.map_err(|e| Error::io("verifying recently committed objects", e))?;
-            sum = crc32c::crc32c_append(sum, &buf.as_slice()[..n as usize]);
-            left -= n;
-        }
-        if sum != *crc {
-            return Ok(false);
-        }
-    }
-    Ok(true)
 }

@@ -17,8 +17,9 @@ pub const PART_ALIGN: u64 = BLOCK_SIZE as u64;
 enum Target {
     /// Small objects are assembled in memory and committed inline.
     Inline(Mutex<Vec<u8>>),
-    /// Heap pieces reserved at `begin_upload`; freed if never committed.
-    Heap(Arc<Extent>),
+    /// Heap pieces reserved at `begin_upload` (freed if never committed),
+    /// and the CRC32C of each 4 KiB block, recorded as its part is written.
+    Heap(Arc<Extent>, Mutex<Vec<u32>>),
 }
 
 /// An upload in progress; see [`Store::begin_upload`].
@@ -45,7 +46,11 @@ impl Upload {
         let target = if store.is_inline(size) {
             Target::Inline(Mutex::new(vec![0; size as usize]))
         } else {
-            Target::Heap(data::allocate(store.shared(), key, size)?)
+            let blocks = crate::meta::tuple::data_blocks(size) as usize;
+            Target::Heap(
+                data::allocate(store.shared(), key, size)?,
+                Mutex::new(vec![0; blocks]),
+            )
         };
         let units = size.div_ceil(PART_ALIGN);
         Ok(Upload {
@@ -67,7 +72,25 @@ impl Upload {
     /// object's end. Parts may come in any order, from many tasks at once;
     /// writing a range twice keeps the later bytes.
     pub async fn write_part(&self, offset: u64, bytes: impl Into<Bytes>) -> Result<()> {
-        let bytes: Bytes = bytes.into();
+        self.write_part_inner(offset, bytes.into(), None).await
+    }
+
+    /// [`write_part`](Self::write_part) with the CRC32C (Castagnoli) of
+    /// `bytes` as the client computed it: the bytes are checked against it
+    /// before anything is written, so integrity holds end to end from the
+    /// client (as S3's checksum headers do). A mismatch is
+    /// `InvalidArgument` and writes nothing.
+    pub async fn write_part_checked(
+        &self,
+        offset: u64,
+        bytes: impl Into<Bytes>,
+        crc32c: u32,
+    ) -> Result<()> {
+        self.write_part_inner(offset, bytes.into(), Some(crc32c))
+            .await
+    }
+
+    async fn write_part_inner(&self, offset: u64, bytes: Bytes, expect: Option<u32>) -> Result<()> {
         let ctx = || format!("write_part {} at {offset}", show_key(&self.key));
         self.store.check_open().map_err(|e| e.context(ctx()))?;
         let len = bytes.len() as u64;
@@ -92,13 +115,32 @@ impl Upload {
                 "a part that does not end the object must be a multiple of {PART_ALIGN} bytes long"
             ));
         }
+        // One pass over the part: the block checksums, combined into the
+        // part's checksum when the client sent one.
+        let sums = crate::meta::tuple::block_sums(&bytes);
+        if let Some(want) = expect {
+            let got = sums
+                .iter()
+                .zip(bytes.chunks(BLOCK_SIZE))
+                .fold(0u32, |acc, (s, c)| crc32c::crc32c_combine(acc, *s, c.len()));
+            if got != want {
+                return invalid(format!(
+                    "the part's bytes do not match the CRC32C sent with them \
+                     (sent {want:#010x}, computed {got:#010x}); nothing was written"
+                ));
+            }
+        }
         match &self.target {
             Target::Inline(buf) => {
                 buf.lock()[offset as usize..end as usize].copy_from_slice(&bytes)
             }
-            Target::Heap(extent) => data::write_range(self.store.shared(), extent, offset, &bytes)
-                .await
-                .map_err(|e| e.context(ctx()))?,
+            Target::Heap(extent, table) => {
+                data::write_range(self.store.shared(), extent, offset, &bytes)
+                    .await
+                    .map_err(|e| e.context(ctx()))?;
+                let first = (offset / BLOCK_SIZE as u64) as usize;
+                table.lock()[first..first + sums.len()].copy_from_slice(&sums);
+            }
         }
         let mut bits = self.written.lock();
         for unit in offset / PART_ALIGN..end.div_ceil(PART_ALIGN) {
@@ -135,7 +177,21 @@ impl Upload {
         }
         let data = match self.target {
             Target::Inline(buf) => ObjectData::Inline(Bytes::from(buf.into_inner())),
-            Target::Heap(extent) => ObjectData::Heap { extent, crc: None },
+            Target::Heap(extent, table) => {
+                let (sums, trailer) = data::seal(table.into_inner());
+                if let Some(t) = &trailer {
+                    data::write_table(self.store.shared(), &extent, self.size, t)
+                        .await
+                        .map_err(|e| e.context(&ctx))?;
+                }
+                // Synced before the tuple by the commit (not read back at
+                // open: uploads may be large).
+                ObjectData::Heap {
+                    extent,
+                    sums,
+                    unsynced: false,
+                }
+            }
         };
         self.store
             .commit_object(&self.key, self.size, data)
