@@ -36,9 +36,11 @@ const PATHS: [WritePath; 4] = [
 
 fn write(s: &Store, path: WritePath, key: &str, v: &[u8]) {
     match path {
-        WritePath::Put => drop(s.put(key, v.to_vec()).unwrap()),
+        WritePath::Put => {
+            s.put(key, v.to_vec()).unwrap();
+        }
         WritePath::AsyncPut => {
-            drop(futures::executor::block_on(s.as_async().put(key, v.to_vec())).unwrap())
+            futures::executor::block_on(s.as_async().put(key, v.to_vec())).unwrap();
         }
         WritePath::Multipart => {
             let up = s.begin_upload(key, v.len() as u64).unwrap();
