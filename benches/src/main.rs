@@ -59,7 +59,7 @@ fn main() {
             "--engine" => cfg.engine = args.next(),
             _ => {
                 eprintln!(
-                    "usage: blobcask-bench [--dir DIR] [--quick] [--phase read|upload|commit|depth|fs] [--engine io_uring|portable]"
+                    "usage: blobcask-bench [--dir DIR] [--quick] [--phase read|upload|commit|depth|fs|space] [--engine io_uring|portable]"
                 );
                 std::process::exit(2);
             }
@@ -93,6 +93,9 @@ fn main() {
             if run("depth") {
                 depth_phase(&cfg, engine).await;
             }
+        }
+        if cfg.phase.as_deref() == Some("space") {
+            space_phase(&cfg).await;
         }
         if cfg.phase.as_deref().is_none_or(|p| p == "fs") {
             fs_phase(&cfg).await;
@@ -222,6 +225,33 @@ async fn depth_phase(cfg: &Config, engine: IoEngineKind) {
         ratio(bc_iops),
         bc_iops / pread_iops
     );
+}
+
+/// Space used per byte of values for many objects of one size (only with
+/// `--phase space`): what the format costs on disk, data and metadata.
+async fn space_phase(cfg: &Config) {
+    println!("space: device bytes in use / value bytes, keys obj/NNNNNN");
+    println!("| object size | objects | space amplification |");
+    println!("|---|---|---|");
+    for size in [4096usize, 16 << 10] {
+        let objects = if cfg.quick { 2000 } else { 20_000 };
+        let (store, _) = fresh(cfg, IoEngineKind::Portable, (objects * size * 2) as u64).await;
+        let value = blobcask::Bytes::from(vec![5u8; size]);
+        futures::stream::iter(0..objects)
+            .map(|i| {
+                let (store, value) = (store.clone(), value.clone());
+                async move { store.put(format!("obj/{i:06}"), value).await.unwrap() }
+            })
+            .buffer_unordered(32)
+            .for_each(|_| futures::future::ready(()))
+            .await;
+        let st = store.stats();
+        println!(
+            "| {size} | {objects} | {:.4} |",
+            st.space_amplification().unwrap_or(0.0)
+        );
+        store.close().await.unwrap();
+    }
 }
 
 async fn read_phase(cfg: &Config, engine: IoEngineKind) {

@@ -152,17 +152,22 @@ pub fn decode_slot(id: SlotIdentity, b: &[u8]) -> SlotContent {
     }
     let magic = get_u32(b, 0);
     let v2 = magic == BLOCK_MAGIC;
-    if !v2 && magic != BLOCK_MAGIC_V1 {
-        return invalid("bad magic", None, None);
-    }
     let ours = get_u64(b, 8) == id.store_id && get_u32(b, 4) == id.block_no;
     let seq = get_u64(b, 16);
-    // What a damaged slot still tells: its sequence, when both copies agree.
-    let (claim, split) = match (ours, v2) {
-        (true, true) if get_u64(b, SEQ_COPY) == seq => (Some(seq), None),
-        (true, true) => (None, Some((seq, get_u64(b, SEQ_COPY)))),
-        _ => (None, None),
+    // What a damaged slot still tells: its sequence, when both copies
+    // agree (one flipped byte cannot forge that), or both copies. Read even
+    // when the magic or the identity is damaged; not from format-1 slots,
+    // which have no second copy.
+    let (claim, split) = if magic == BLOCK_MAGIC_V1 {
+        (None, None)
+    } else if get_u64(b, SEQ_COPY) == seq {
+        (Some(seq), None)
+    } else {
+        (None, Some((seq, get_u64(b, SEQ_COPY))))
     };
+    if !v2 && magic != BLOCK_MAGIC_V1 {
+        return invalid("bad magic", claim, split);
+    }
     let room = if v2 { BLOCK_PAYLOAD } else { BLOCK_PAYLOAD_V1 };
     let payload_len = get_u16(b, 26) as usize;
     if payload_len > room {
@@ -172,7 +177,7 @@ pub fn decode_slot(id: SlotIdentity, b: &[u8]) -> SlotContent {
         return invalid("checksum mismatch", claim, split);
     }
     if !ours {
-        return invalid("slot belongs to another store or place", None, None);
+        return invalid("slot belongs to another store or place", claim, split);
     }
     let group_first = get_u64(b, 32);
     let group_blocks = get_u32(b, 40);
