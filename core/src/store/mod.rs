@@ -298,7 +298,15 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Refuses a change: on a read-only store (`Unsupported`), or after a
+    /// failed metadata write (`Io`).
     pub fn check_failed(&self) -> Result<()> {
+        if self.options.is_read_only() {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "the store is open read-only",
+            ));
+        }
         if self.failed.load(Ordering::Acquire) {
             return Err(Error::new(
                 ErrorKind::Io,
@@ -689,8 +697,13 @@ impl Store {
     /// Waits until every change acknowledged before the call is durable and
     /// issues a device sync. (Acknowledged changes already are durable in
     /// the default mode; this is a barrier.)
+    /// On a read-only store there is nothing to make durable: it returns
+    /// at once.
     pub async fn sync(&self) -> Result<()> {
         self.check_open()?;
+        if self.shared().options.is_read_only() {
+            return Ok(());
+        }
         self.submit(|reply| commit::Request::Barrier { reply })
             .await
     }
