@@ -102,8 +102,23 @@ export interface OpenOptions {
   ioEngine?: string
   /** Bypass the page cache (default true). */
   directIo?: boolean
-  /** Create the store when missing (default true). */
+  /**
+   * Create a store where nothing is: a missing path or an empty file
+   * (default true). Any other file without a blobcask superblock is refused
+   * (CORRUPT) and left untouched.
+   */
   create?: boolean
+  /**
+   * Insist on a new store: an existing non-empty file is refused
+   * (INVALID_ARGUMENT) and left untouched (default false).
+   */
+  createNew?: boolean
+  /**
+   * Open an existing store read-only: shared lock (several readers may share
+   * it, a writer gets LOCKED), read-only descriptor, every change rejected
+   * with UNSUPPORTED, nothing ever written (default false).
+   */
+  readOnly?: boolean
 }
 
 /** Synchronous `open`, for scripts. */

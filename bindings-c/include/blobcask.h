@@ -89,9 +89,23 @@ typedef struct bc_options {
    */
   int32_t direct_io;
   /*
-   1 = create when missing (default), 0 = fail with BC_NOT_FOUND.
+   1 = create a store where nothing is: a missing path or an empty file
+   (default); 0 = fail with BC_NOT_FOUND. Any other file without a
+   blobcask superblock is refused (BC_CORRUPT) and left untouched.
    */
   int32_t create;
+  /*
+   1 = insist on a new store: an existing non-empty file is refused
+   (BC_INVALID_ARGUMENT) and left untouched; 0 = no (default).
+   */
+  int32_t create_new;
+  /*
+   1 = open an existing store read-only: shared lock (several readers
+   may share it, a writer gets BC_LOCKED), read-only descriptor, every
+   change fails with BC_UNSUPPORTED, nothing is ever written; 0 = no
+   (default).
+   */
+  int32_t read_only;
 } bc_options;
 
 /*

@@ -70,8 +70,18 @@ pub struct bc_options {
     pub inline_threshold: i64,
     /// 1 = O_DIRECT (default), 0 = buffered I/O.
     pub direct_io: i32,
-    /// 1 = create when missing (default), 0 = fail with BC_NOT_FOUND.
+    /// 1 = create a store where nothing is: a missing path or an empty file
+    /// (default); 0 = fail with BC_NOT_FOUND. Any other file without a
+    /// blobcask superblock is refused (BC_CORRUPT) and left untouched.
     pub create: i32,
+    /// 1 = insist on a new store: an existing non-empty file is refused
+    /// (BC_INVALID_ARGUMENT) and left untouched; 0 = no (default).
+    pub create_new: i32,
+    /// 1 = open an existing store read-only: shared lock (several readers
+    /// may share it, a writer gets BC_LOCKED), read-only descriptor, every
+    /// change fails with BC_UNSUPPORTED, nothing is ever written; 0 = no
+    /// (default).
+    pub read_only: i32,
 }
 
 /// What a commit produced, or what `bc_stat` reports.
@@ -246,6 +256,8 @@ pub extern "C" fn bc_options_default() -> bc_options {
         inline_threshold: -1,
         direct_io: 1,
         create: 1,
+        create_new: 0,
+        read_only: 0,
     }
 }
 
@@ -271,7 +283,11 @@ fn options_of(o: &bc_options) -> Result<Options, Fail> {
             usize::try_from(o.inline_threshold).map_err(|_| invalid("inline_threshold"))?,
         );
     }
-    Ok(opts.direct_io(o.direct_io != 0).create(o.create != 0))
+    Ok(opts
+        .direct_io(o.direct_io != 0)
+        .create(o.create != 0)
+        .create_new(o.create_new != 0)
+        .read_only(o.read_only != 0))
 }
 
 /// Opens (creating when missing) the store at `path`. `opts` may be NULL

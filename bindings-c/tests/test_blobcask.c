@@ -149,6 +149,63 @@ static void test_errors(bc_store *s) {
     bc_error_free(err);
 }
 
+/* Guards invariant 7 (core/INVARIANTS.md): a user's file is never
+ * formatted, create_new never overwrites, read_only never writes. */
+static void test_create_new_and_read_only(void) {
+    char user[300], ro[300];
+    snprintf(user, sizeof user, "%s.user", path);
+    snprintf(ro, sizeof ro, "%s.ro", path);
+    FILE *f = fopen(user, "w");
+    for (int i = 0; i < 8192; i++) fputc(0, f);
+    for (int i = 0; i < 100000; i++) fputc('u', f);
+    fclose(f);
+    bc_error *err = NULL;
+    CHECK(bc_open(user, NULL, &err) == NULL && bc_error_code(err) == BC_CORRUPT);
+    bc_error_free(err);
+    err = NULL;
+    bc_options o = bc_options_default();
+    o.create_new = 1;
+    CHECK(bc_open(user, &o, &err) == NULL && bc_error_code(err) == BC_INVALID_ARGUMENT);
+    bc_error_free(err);
+    err = NULL;
+    f = fopen(user, "r");
+    fseek(f, 0, SEEK_END);
+    CHECK(ftell(f) == 8192 + 100000);
+    fclose(f);
+    unlink(user);
+
+    unlink(ro);
+    o.capacity = 8u << 20;
+    bc_store *w = bc_open(ro, &o, NULL);
+    CHECK(w != NULL);
+    if (!w) return;
+    CHECK(bc_put(w, K("k"), (const uint8_t *)"value", 5, NULL, NULL) == BC_OK);
+    CHECK(bc_close(w, NULL) == BC_OK);
+    bc_store_free(w);
+    CHECK(bc_open(ro, &o, &err) == NULL && bc_error_code(err) == BC_INVALID_ARGUMENT);
+    bc_error_free(err);
+    err = NULL;
+    bc_options r = bc_options_default();
+    r.read_only = 1;
+    bc_store *r1 = bc_open(ro, &r, NULL), *r2 = bc_open(ro, &r, NULL);
+    CHECK(r1 != NULL && r2 != NULL);
+    if (r1 && r2) {
+        bc_buf buf = {0};
+        CHECK(bc_get(r2, K("k"), &buf, NULL) == BC_OK && buf.len == 5);
+        bc_buf_free(&buf);
+        CHECK(bc_put(r1, K("x"), (const uint8_t *)"y", 1, NULL, NULL) == BC_UNSUPPORTED);
+        CHECK(bc_open(ro, NULL, &err) == NULL && bc_error_code(err) == BC_LOCKED);
+        bc_error_free(err);
+        err = NULL;
+    }
+    bc_store_free(r1);
+    bc_store_free(r2);
+    unlink(ro);
+    CHECK(bc_open(ro, &r, &err) == NULL && bc_error_code(err) == BC_NOT_FOUND);
+    bc_error_free(err);
+    CHECK(access(ro, F_OK) != 0);
+}
+
 static void test_upload(bc_store *s) {
     enum { SIZE = 3 * 4096 + 100 };
     static uint8_t val[SIZE];
@@ -242,6 +299,7 @@ int main(void) {
     test_upload(s);
     test_threads(s);
     test_full_store(s);
+    test_create_new_and_read_only();
 
     bc_stats st;
     CHECK(bc_store_stats(s, &st, NULL) == BC_OK && st.capacity == (64u << 20) && st.objects > 0);

@@ -90,8 +90,17 @@ pub struct OpenOptions {
     pub io_engine: Option<String>,
     /// Bypass the page cache (default true).
     pub direct_io: Option<bool>,
-    /// Create the store when missing (default true).
+    /// Create a store where nothing is: a missing path or an empty file
+    /// (default true). Any other file without a blobcask superblock is
+    /// refused (CORRUPT) and left untouched.
     pub create: Option<bool>,
+    /// Insist on a new store: an existing non-empty file is refused
+    /// (INVALID_ARGUMENT) and left untouched (default false).
+    pub create_new: Option<bool>,
+    /// Open an existing store read-only: shared lock (several readers may
+    /// share it, a writer gets LOCKED), read-only descriptor, every change
+    /// rejected with UNSUPPORTED, nothing ever written (default false).
+    pub read_only: Option<bool>,
 }
 
 fn options_of(o: Option<OpenOptions>) -> Result<Options> {
@@ -119,7 +128,9 @@ fn options_of(o: Option<OpenOptions>) -> Result<Options> {
     }
     Ok(opts
         .direct_io(o.direct_io.unwrap_or(true))
-        .create(o.create.unwrap_or(true)))
+        .create(o.create.unwrap_or(true))
+        .create_new(o.create_new.unwrap_or(false))
+        .read_only(o.read_only.unwrap_or(false)))
 }
 
 fn offset_of(n: f64, what: &str) -> Result<u64> {

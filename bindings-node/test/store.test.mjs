@@ -1,7 +1,7 @@
 // Tests for the blobcask Node package (node --test).
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
@@ -74,6 +74,34 @@ test('errors carry a code', async () => {
   writeFileSync(t.path, Buffer.alloc(2 * 1024 * 1024, 'x'))
   await assert.rejects(Store.open(t.path), { code: 'CORRUPT' })
   await assert.rejects(Store.open(t.path + '.missing', { create: false }), { code: 'NOT_FOUND' })
+  t.cleanup()
+})
+
+// Guards invariant 7 (core/INVARIANTS.md): a user's file is never
+// formatted, createNew never overwrites, readOnly never writes.
+test('createNew and readOnly', async () => {
+  const t = tempPath()
+  const user = t.path + '.user'
+  const data = Buffer.concat([Buffer.alloc(8192), randomBytes(100_000)])
+  writeFileSync(user, data)
+  await assert.rejects(Store.open(user), { code: 'CORRUPT' })
+  await assert.rejects(Store.open(user, { createNew: true }), { code: 'INVALID_ARGUMENT' })
+  assert.deepEqual(readFileSync(user), data)
+  const w = await Store.open(t.path, { capacity: 8 * 1024 * 1024, createNew: true })
+  await w.put('k', Buffer.alloc(5000, 'v'))
+  await w.close()
+  const before = readFileSync(t.path)
+  await assert.rejects(Store.open(t.path, { createNew: true }), { code: 'INVALID_ARGUMENT' })
+  const r1 = await Store.open(t.path, { readOnly: true })
+  const r2 = Store.openSync(t.path, { readOnly: true })
+  assert.deepEqual(await r1.get('k'), await r2.get('k'))
+  await assert.rejects(r1.put('x', Buffer.from('y')), { code: 'UNSUPPORTED' })
+  await assert.rejects(Store.open(t.path), { code: 'LOCKED' })
+  await r1.close()
+  await r2.close()
+  assert.deepEqual(readFileSync(t.path), before)
+  await assert.rejects(Store.open(t.path + '.missing', { readOnly: true }), { code: 'NOT_FOUND' })
+  assert.equal(existsSync(t.path + '.missing'), false)
   t.cleanup()
 })
 

@@ -207,7 +207,7 @@ fn options(
 #[pymethods]
 impl Store {
     #[new]
-    #[pyo3(signature = (path, *, capacity=None, index="hash", inline_threshold=None, io_engine="auto", direct_io=true, create=true))]
+    #[pyo3(signature = (path, *, capacity=None, index="hash", inline_threshold=None, io_engine="auto", direct_io=true, create=true, create_new=false, read_only=false))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -218,6 +218,8 @@ impl Store {
         io_engine: &str,
         direct_io: bool,
         create: bool,
+        create_new: bool,
+        read_only: bool,
     ) -> PyResult<Self> {
         let opts = options(
             capacity,
@@ -226,7 +228,9 @@ impl Store {
             io_engine,
             direct_io,
             create,
-        )?;
+        )?
+        .create_new(create_new)
+        .read_only(read_only);
         let inner = py
             .detach(|| blocking::Store::open(path, opts))
             .map_err(py_err)?;

@@ -105,6 +105,37 @@ def test_foreign_file_is_corrupt(tmp_path):
         blobcask.Store(str(tmp_path / "missing"), create=False)
 
 
+def test_create_safety_read_only_and_create_new(tmp_path, path):
+    # Guards invariant 7 (core/INVARIANTS.md): a user's file is never
+    # formatted, create_new never overwrites, read-only never writes.
+    user = tmp_path / "user.bin"
+    data = bytes(8192) + os.urandom(100_000)
+    user.write_bytes(data)
+    with pytest.raises(errors.CorruptError):
+        blobcask.Store(str(user))
+    with pytest.raises(errors.InvalidArgumentError):
+        blobcask.Store(str(user), create_new=True)
+    assert user.read_bytes() == data
+    with blobcask.Store(path, capacity=8 << 20, create_new=True) as s:
+        s.put("k", b"v" * 5000)
+    before = open(path, "rb").read()
+    with pytest.raises(errors.InvalidArgumentError):
+        blobcask.Store(path, create_new=True)
+    r1 = blobcask.Store(path, read_only=True)
+    r2 = blobcask.Store(path, read_only=True)
+    assert r1.get("k") == r2.get("k") == b"v" * 5000
+    with pytest.raises(errors.UnsupportedError):
+        r1.put("x", b"y")
+    with pytest.raises(errors.LockedError):
+        blobcask.Store(path)
+    r1.close()
+    r2.close()
+    assert open(path, "rb").read() == before
+    with pytest.raises(errors.NotFoundError):
+        blobcask.Store(str(tmp_path / "missing"), read_only=True)
+    assert not (tmp_path / "missing").exists()
+
+
 def test_full_store_raises_no_space_and_recovers(path):
     with blobcask.Store(path, capacity=16 << 20) as s:
         chunk = os.urandom(1 << 20)

@@ -14,6 +14,12 @@
 //!
 //! The store may also come from `BLOBCASK_STORE`. Errors are one line on
 //! stderr and a non-zero exit code.
+//!
+//! Only `create` makes a store, and only where nothing is (a missing path,
+//! an empty file) or on a block device; it never overwrites a file.
+//! `put`, `rm` and `import` need an existing store. `get`, `stat`, `ls`,
+//! `stats` and `check` open it read-only (shared lock, so several can run
+//! at once): they never create, grow or write a file.
 
 mod check;
 
@@ -23,7 +29,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use blobcask::blocking::Store;
-use blobcask::{IndexKind, Options};
+use blobcask::{ErrorKind, IndexKind, Options};
 use blobcask_bench::parse_size;
 use clap::{Parser, Subcommand};
 
@@ -39,7 +45,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Create a new store.
+    /// Create a new store where nothing is (a missing path, an empty file)
+    /// or on a block device; an existing file is never overwritten.
     Create {
         /// Size, e.g. 64M, 10G (default 1G).
         #[arg(long, default_value = "1G")]
@@ -110,8 +117,30 @@ fn parse_range(s: &str) -> Result<(u64, u64), String> {
     Ok((a, b.saturating_sub(a).saturating_add(1)))
 }
 
+/// Opens an existing store for a command that changes it. Never creates:
+/// a missing store is an error that says how to make one.
 fn open(path: &Path, index: IndexKind) -> Result<Store, String> {
-    Store::open(path, Options::new().create(false).index(index)).map_err(|e| e.to_string())
+    open_with(path, Options::new().create(false).index(index))
+}
+
+/// Opens an existing store for a command that only reads it: shared lock,
+/// read-only descriptor; nothing is created, grown or written.
+fn open_read_only(path: &Path, index: IndexKind) -> Result<Store, String> {
+    open_with(path, Options::new().read_only(true).index(index))
+}
+
+fn open_with(path: &Path, options: Options) -> Result<Store, String> {
+    Store::open(path, options).map_err(|e| match e.kind() {
+        ErrorKind::NotFound => no_store(path, &e.to_string()),
+        _ => e.to_string(),
+    })
+}
+
+fn no_store(path: &Path, why: &str) -> String {
+    format!(
+        "no store at {p}; create one with `blobcask -s {p} create` ({why})",
+        p = path.display()
+    )
 }
 
 fn human(n: u64) -> String {
@@ -138,15 +167,18 @@ fn run(cli: Cli) -> Result<(), String> {
     match &cli.cmd {
         Cmd::Create { capacity } => {
             let path = store_path()?;
-            if path.exists()
-                && std::fs::metadata(&path)
-                    .map(|m| m.len() > 0)
-                    .unwrap_or(false)
-            {
-                return Err(format!("{} already exists", path.display()));
-            }
-            let s = Store::open(&path, Options::new().capacity(parse_size(capacity)?))
-                .map_err(|e| e.to_string())?;
+            // create_new: a new store only where nothing is (a missing path,
+            // an empty file) or on a block device; never over a file.
+            let options = Options::new()
+                .capacity(parse_size(capacity)?)
+                .create_new(true);
+            let s = Store::open(&path, options).map_err(|e| match e.kind() {
+                ErrorKind::InvalidArgument if e.message().contains("already") => format!(
+                    "{} already exists; `create` never overwrites it (remove it first or pick another path)",
+                    path.display()
+                ),
+                _ => e.to_string(),
+            })?;
             println!("created {} ({})", path.display(), human(s.stats().capacity));
             s.close().map_err(|e| e.to_string())
         }
@@ -165,7 +197,7 @@ fn run(cli: Cli) -> Result<(), String> {
             s.close().map_err(|e| e.to_string())
         }
         Cmd::Get { key, output, range } => {
-            let s = open(&store_path()?, IndexKind::Hash)?;
+            let s = open_read_only(&store_path()?, IndexKind::Hash)?;
             let bytes = match range {
                 Some(r) => {
                     let (off, len) = parse_range(r)?;
@@ -184,7 +216,7 @@ fn run(cli: Cli) -> Result<(), String> {
             s.close().map_err(|e| e.to_string())
         }
         Cmd::Stat { key } => {
-            let s = open(&store_path()?, IndexKind::Hash)?;
+            let s = open_read_only(&store_path()?, IndexKind::Hash)?;
             let i = s.stat(key).map_err(|e| e.to_string())?;
             let t = i
                 .created
@@ -200,7 +232,7 @@ fn run(cli: Cli) -> Result<(), String> {
             s.close().map_err(|e| e.to_string())
         }
         Cmd::Ls { prefix, long } => {
-            let s = open(&store_path()?, IndexKind::BTree)?;
+            let s = open_read_only(&store_path()?, IndexKind::BTree)?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             for entry in s.list(prefix).map_err(|e| e.to_string())? {
                 let e = entry.map_err(|e| e.to_string())?;
@@ -260,7 +292,7 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Cmd::Stats => {
             let path = store_path()?;
-            let s = open(&path, IndexKind::Hash)?;
+            let s = open_read_only(&path, IndexKind::Hash)?;
             let st = s.stats();
             println!("objects              {}", st.objects);
             println!(
@@ -329,7 +361,17 @@ fn run(cli: Cli) -> Result<(), String> {
             s.close().map_err(|e| e.to_string())
         }
         Cmd::Check { data } => {
-            let outcome = check::run(&store_path()?, *data, human);
+            let path = store_path()?;
+            match std::fs::metadata(&path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(no_store(&path, "the path does not exist"))
+                }
+                Ok(m) if m.is_file() && m.len() == 0 => {
+                    return Err(no_store(&path, "the file is empty"))
+                }
+                _ => {}
+            }
+            let outcome = check::run(&path, *data, human);
             for line in &outcome.lines {
                 println!("{line}");
             }

@@ -107,6 +107,138 @@ fn every_command_works_and_errors_are_one_line() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("NOT_FOUND"));
 }
 
+fn fails_with(o: &Output, needle: &str) {
+    assert!(!o.status.success(), "succeeded: {:?}", o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains(needle), "{needle:?} not in {err}");
+}
+
+// Guards invariant 7 (core/INVARIANTS.md): no command but `create` makes a
+// store, read-only commands never create, grow or write a file, and
+// `create` never overwrites one.
+#[test]
+fn only_create_makes_a_store_and_never_over_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    // A missing path: every command but create says how to make a store,
+    // and leaves nothing behind.
+    let missing = dir.path().join("missing.blobcask");
+    for args in [
+        &["ls"][..],
+        &["get", "k"],
+        &["stat", "k"],
+        &["stats"],
+        &["check"],
+        &["rm", "k"],
+        &["put", "k", "-"],
+    ] {
+        let o = run(&missing, args, Some(b"x"));
+        fails_with(&o, "create one with `blobcask -s");
+        assert!(!missing.exists(), "{args:?} created the file");
+    }
+    // An empty file stays 0 bytes.
+    let empty = dir.path().join("empty.blobcask");
+    std::fs::write(&empty, b"").unwrap();
+    for args in [
+        &["ls"][..],
+        &["get", "k"],
+        &["stat", "k"],
+        &["stats"],
+        &["check"],
+        &["rm", "k"],
+        &["put", "k", "-"],
+    ] {
+        let o = run(&empty, args, Some(b"x"));
+        fails_with(&o, "create one with `blobcask -s");
+        assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0, "{args:?}");
+    }
+    // A user's file (first 8 KiB zero): refused by everything, unchanged.
+    let user = dir.path().join("user.bin");
+    let mut bytes: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 253) as u8).collect();
+    bytes[..8192].fill(0);
+    std::fs::write(&user, &bytes).unwrap();
+    for args in [
+        &["create", "--capacity", "8M"][..],
+        &["ls"],
+        &["get", "k"],
+        &["stats"],
+        &["put", "k", "-"],
+        &["rm", "k"],
+    ] {
+        let o = run(&user, args, Some(b"x"));
+        assert!(!o.status.success(), "{args:?}");
+        assert_eq!(
+            std::fs::read(&user).unwrap(),
+            bytes,
+            "{args:?} changed the file"
+        );
+    }
+    fails_with(
+        &run(&user, &["create", "--capacity", "8M"], None),
+        "already exists",
+    );
+    fails_with(&run(&user, &["ls"], None), "not a blobcask store");
+
+    // create on the empty file works; a second create is refused and the
+    // store is unchanged.
+    ok(&run(&empty, &["create", "--capacity", "8M"], None));
+    ok(&run(&empty, &["put", "k", "-"], Some(b"hello")));
+    let store = std::fs::read(&empty).unwrap();
+    fails_with(
+        &run(&empty, &["create", "--capacity", "8M"], None),
+        "already exists",
+    );
+    assert!(std::fs::read(&empty).unwrap() == store);
+    // Read-only commands leave the store's bytes as they were.
+    assert_eq!(ok(&run(&empty, &["ls"], None)).trim(), "k");
+    ok(&run(&empty, &["stat", "k"], None));
+    ok(&run(&empty, &["stats"], None));
+    ok(&run(&empty, &["check"], None));
+    assert_eq!(run(&empty, &["get", "k"], None).stdout, b"hello");
+    assert!(
+        std::fs::read(&empty).unwrap() == store,
+        "a read-only command changed the store"
+    );
+}
+
+// Guards invariant 7 (core/INVARIANTS.md): read-only commands share the
+// store (two at once are fine) and still exclude a writer.
+#[test]
+fn read_only_commands_run_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("shared.blobcask");
+    ok(&run(&store, &["create", "--capacity", "8M"], None));
+    ok(&run(&store, &["put", "a", "-"], Some(b"1")));
+    ok(&run(&store, &["put", "b", "-"], Some(b"2")));
+    // Deterministic overlap: a read-only handle held here while the
+    // commands run. Readers share it; a writer is refused.
+    let held =
+        blobcask::blocking::Store::open(&store, blobcask::Options::new().read_only(true)).unwrap();
+    assert_eq!(ok(&run(&store, &["ls"], None)).lines().count(), 2);
+    assert_eq!(run(&store, &["get", "b"], None).stdout, b"2");
+    ok(&run(&store, &["stats"], None));
+    fails_with(&run(&store, &["put", "c", "-"], Some(b"3")), "LOCKED");
+    held.close().unwrap();
+    // And two `ls` started together.
+    for _ in 0..3 {
+        let spawn = || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_blobcask"))
+                .arg("-s")
+                .arg(&store)
+                .arg("ls")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (x, y) = (spawn(), spawn());
+        for o in [x.wait_with_output().unwrap(), y.wait_with_output().unwrap()] {
+            assert_eq!(ok(&o).lines().collect::<Vec<_>>(), ["a", "b"]);
+        }
+    }
+    ok(&run(&store, &["put", "c", "-"], Some(b"3")));
+}
+
 #[test]
 fn check_reports_damage_without_changing_the_file() {
     let dir = tempfile::tempdir().unwrap();

@@ -52,8 +52,9 @@ pub struct Options {
     pub(crate) direct_io: bool,
     pub(crate) max_piece_size: u64,
     pub(crate) create: bool,
-    pub(crate) durability: Durability,
+    pub(crate) create_new: bool,
     pub(crate) read_only: bool,
+    pub(crate) durability: Durability,
 }
 
 impl Default for Options {
@@ -66,8 +67,9 @@ impl Default for Options {
             direct_io: true,
             max_piece_size: DEFAULT_MAX_PIECE_SIZE,
             create: true,
-            durability: Durability::Sync,
+            create_new: false,
             read_only: false,
+            durability: Durability::Sync,
         }
     }
 }
@@ -132,12 +134,62 @@ impl Options {
         self
     }
 
-    /// Create the store when the path does not exist (or is an empty file).
-    /// With `false`, a missing store is `NotFound`.
+    /// Create a store when there is none yet: when the path does not exist,
+    /// or is a regular file of length 0. With `false`, such a path is
+    /// `NotFound`.
+    ///
+    /// Opening never formats anything that may hold data (invariant 7): a
+    /// non-empty file, or a block device, whose head holds no blobcask
+    /// superblock is refused with `Corrupt` and left exactly as it was,
+    /// even when its first blocks are all zero. To put a new store on a
+    /// block device, ask for it with [`create_new`](Self::create_new).
+    /// A create that fails (no space, an I/O error) removes the file it
+    /// made, or truncates an empty file it started from back to 0 bytes.
+    ///
+    /// [`Store::open_with_engine`](crate::Store::open_with_engine) has no
+    /// path: there, `create` formats an engine whose first blocks are all
+    /// zero.
     /// Defaults to `true`.
     pub fn create(mut self, yes: bool) -> Self {
         self.create = yes;
         self
+    }
+
+    /// Insist on a new store, as `O_EXCL` does for files: open succeeds
+    /// only by creating one. A missing path or an empty regular file gets a
+    /// new store; a block device is formatted (whatever its head holds,
+    /// unless it already holds a blobcask store: that is refused too, so a
+    /// store is never wiped by a repeated create). An existing non-empty
+    /// regular file is refused with `InvalidArgument` ("already exists")
+    /// and left untouched. Overrides [`create`](Self::create); cannot be
+    /// combined with [`read_only`](Self::read_only).
+    /// Defaults to `false`.
+    pub fn create_new(mut self, yes: bool) -> Self {
+        self.create_new = yes;
+        self
+    }
+
+    /// Open an existing store for reading only: the file is opened
+    /// `O_RDONLY` (so a file with mode 0444 works) and locked *shared*, so
+    /// any number of read-only handles, in this or other processes, can
+    /// have it open at once while a writer gets `Locked` (and a read-only
+    /// open while a writer has it gets `Locked`). Never creates (a missing
+    /// path or an empty file is `NotFound`), never grows, never writes:
+    /// `put`, `delete`, `begin_upload` and `bulk_load` fail with
+    /// `Unsupported` ("the store is open read-only"); `sync` succeeds and
+    /// does nothing. Implies `create(false)`. Recovery runs as in a
+    /// read-write open but only in memory: what it would roll back or
+    /// repair is reported in [`Stats::recovery`](crate::Stats), not written
+    /// (this is how `blobcask check` looks at a store).
+    /// Defaults to `false`.
+    pub fn read_only(mut self, yes: bool) -> Self {
+        self.read_only = yes;
+        self
+    }
+
+    /// Whether the store is opened read-only (recovery must not write).
+    pub(crate) fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// When acknowledged changes are durable; see [`Durability`]. Buffered
@@ -149,17 +201,13 @@ impl Options {
         self
     }
 
-    /// Open an existing store without changing it: recovery runs in memory
-    /// only (nothing is written, the file is never created or grown) and
-    /// every change is refused. `blobcask check` opens stores this way.
-    /// Defaults to `false`.
-    pub fn read_only(mut self, yes: bool) -> Self {
-        self.read_only = yes;
-        self
-    }
-
     pub(crate) fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::new(ErrorKind::InvalidArgument, m));
+        if self.read_only && self.create_new {
+            return bad(
+                "read_only and create_new cannot be combined: a new store is written".into(),
+            );
+        }
         if self.inline_threshold > MAX_INLINE_THRESHOLD {
             return bad(format!(
                 "inline_threshold {} exceeds the maximum {MAX_INLINE_THRESHOLD}",

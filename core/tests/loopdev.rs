@@ -47,7 +47,13 @@ async fn direct_io_is_aligned_on_a_4k_sector_loop_device() {
         std::fs::write(&image, vec![0u8; 32 << 20]).unwrap();
         let Some(dev) = attach(&image) else { return };
         let opts = Options::new().io_engine(engine);
-        let s = Store::open(&dev.0, opts.clone()).await.unwrap();
+        // A blank device is not formatted by a plain open (invariant 7):
+        // a new store on a device is asked for explicitly.
+        let err = Store::open(&dev.0, opts.clone()).await.unwrap_err();
+        assert_eq!(err.kind(), blobcask::ErrorKind::Corrupt, "{err}");
+        let s = Store::open(&dev.0, opts.clone().create_new(true))
+            .await
+            .unwrap();
         let st = s.stats();
         assert!(st.direct_io, "a block device must take O_DIRECT");
         assert_eq!(
@@ -79,6 +85,10 @@ async fn direct_io_is_aligned_on_a_4k_sector_loop_device() {
         assert_eq!(s.read("k4", 4097, 9000).await.unwrap(), v[4097..13097]);
         assert_eq!(s.read("k4", 99_999, 5).await.unwrap(), v[99_999..]);
         s.close().await.unwrap();
+        let err = Store::open(&dev.0, opts.clone().create_new(true))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), blobcask::ErrorKind::InvalidArgument, "{err}");
         let s = Store::open(&dev.0, opts).await.unwrap();
         for (i, size) in [1usize, 100, 4095, 4097, 100_000, 3 << 20]
             .into_iter()

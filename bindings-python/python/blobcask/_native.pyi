@@ -54,7 +54,19 @@ class Store:
         io_engine: str = "auto",
         direct_io: bool = True,
         create: bool = True,
-    ) -> None: ...
+        create_new: bool = False,
+        read_only: bool = False,
+    ) -> None:
+        """Opens the store at ``path``.
+
+        ``create`` makes a store only where nothing is: a missing path or an
+        empty file. Any other file without a blobcask superblock raises
+        ``CorruptError`` and is left untouched. ``create_new`` insists on a
+        new store (an existing non-empty file raises ``InvalidArgumentError``).
+        ``read_only`` opens an existing store with a shared lock on a
+        read-only descriptor: several read-only handles may share it, writes
+        raise ``UnsupportedError``, and nothing is ever written.
+        """
     def put(self, key: Key, value: BytesLike) -> ObjectInfo:
         """Stores ``value`` under ``key`` (create or replace); durable on return."""
     def get(self, key: Key) -> bytes:

@@ -85,11 +85,19 @@ pub(crate) struct OpenFile {
 
 /// Opens (or creates) the file with `O_DIRECT` when asked, falling back to
 /// buffered I/O only where the file system refuses direct I/O (`EINVAL`).
-pub(crate) fn open_file(path: &Path, create: bool, want_direct: bool) -> io::Result<OpenFile> {
+/// Without `writable` the file is opened `O_RDONLY` (read-only stores, files
+/// with mode 0444); every engine reads and syncs through such a descriptor,
+/// and a write through it fails with `EBADF`.
+pub(crate) fn open_file(
+    path: &Path,
+    create: bool,
+    writable: bool,
+    want_direct: bool,
+) -> io::Result<OpenFile> {
     use std::os::unix::fs::OpenOptionsExt;
     let open = |direct: bool| {
         let mut o = std::fs::OpenOptions::new();
-        o.read(true).write(true).create(create);
+        o.read(true).write(writable).create(create && writable);
         if direct {
             o.custom_flags(libc::O_DIRECT);
         }

@@ -118,6 +118,9 @@ impl Store {
         K: AsRef<[u8]>,
         V: Into<Bytes>,
     {
+        // Refused up front (read-only store), even for an empty load.
+        self.check_open()?;
+        self.shared().check_failed()?;
         let commit_objects = opts.commit_objects.max(1);
         let commit_bytes = opts.commit_bytes.max(1);
         let (batch_objects, batch_bytes) = (

@@ -215,6 +215,11 @@ impl Committer {
             }
             self.commit_group(batch);
         }
+        // A read-only store writes nothing, not even the clean-close mark
+        // (invariant 7).
+        if self.shared.options.is_read_only() {
+            return;
+        }
         if !self.shared.failed.load(Ordering::Acquire) {
             if let Err(e) = self.flush() {
                 self.poison(&e);

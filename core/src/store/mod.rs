@@ -341,8 +341,10 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Refuses a change: on a read-only store (`Unsupported`), or after a
+    /// failed metadata write (`Io`).
     pub fn check_failed(&self) -> Result<()> {
-        if self.options.read_only {
+        if self.options.is_read_only() {
             return Err(Error::new(
                 ErrorKind::Unsupported,
                 "the store is open read-only",
@@ -433,8 +435,12 @@ pub(crate) fn check_key(key: &[u8]) -> Result<()> {
 
 impl Store {
     /// Opens the store at `path` (file or block device), creating it with
-    /// `options.capacity` when missing. Fails with `Locked` while another
-    /// handle has it open, `Corrupt` for a file that is not a store.
+    /// `options.capacity` when the path does not exist or is an empty file
+    /// (see [`Options::create`], [`Options::create_new`]). Anything else
+    /// without a blobcask superblock is refused with `Corrupt` and left
+    /// untouched, never formatted. Fails with `Locked` while another
+    /// handle has it open (or, with [`Options::read_only`], open for
+    /// writing).
     pub async fn open(path: impl AsRef<Path>, options: Options) -> Result<Store> {
         let path = path.as_ref().to_path_buf();
         blocking::unblock(move || futures::executor::block_on(open::open_path(&path, options)))
@@ -443,9 +449,17 @@ impl Store {
 
     /// Opens a store on a caller-supplied I/O engine (for example the
     /// in-memory [`MemDevice`](crate::io::fault::MemDevice)); the engine's
-    /// size is the capacity. No file lock is taken.
+    /// size is the capacity. No file lock is taken. With
+    /// [`Options::create`] (the default) an engine whose first blocks are
+    /// all zero gets a new store; with [`Options::create_new`] the engine
+    /// is formatted unless it already holds a store.
     pub async fn open_with_engine(engine: Arc<dyn IoEngine>, options: Options) -> Result<Store> {
-        open::open_engine(engine, None, options).await
+        let if_blank = if options.create_new {
+            open::IfBlank::Format
+        } else {
+            open::IfBlank::CreateIfZeroed
+        };
+        open::open_engine(engine, None, options, if_blank).await
     }
 
     pub(crate) fn start(
@@ -766,9 +780,11 @@ impl Store {
     /// Waits until every change acknowledged before the call is durable and
     /// issues a device sync. (Acknowledged changes already are durable in
     /// the default mode; this is a barrier.)
+    /// On a read-only store there is nothing to make durable: it returns
+    /// at once.
     pub async fn sync(&self) -> Result<()> {
         self.check_open()?;
-        if self.shared().options.read_only {
+        if self.shared().options.is_read_only() {
             return Ok(());
         }
         self.submit(|reply| commit::Request::Barrier { reply })

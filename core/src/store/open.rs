@@ -27,63 +27,224 @@ use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{Piece, Tuple, TupleValue};
 use crate::options::{Options, MIN_CAPACITY};
 
+/// What open does with a device whose first blocks hold no superblock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IfBlank {
+    /// A caller-supplied engine ([`Store::open_with_engine`]): an all-zero
+    /// head gets a new store when `Options::create` is set.
+    CreateIfZeroed,
+    /// A path that held something before this open (a non-empty file, a
+    /// block device): no superblock means "not a store", never "blank",
+    /// whatever the head holds (invariant 7).
+    Refuse,
+    /// A new store is wanted here: a file this open made or found empty,
+    /// or a device opened with `create_new`. Formatted unless it already
+    /// holds a store.
+    Format,
+}
+
+/// What a path-based open made, so a failed create can take it back.
+enum Made {
+    Nothing,
+    /// The file did not exist: remove it.
+    NewFile,
+    /// The file existed with length 0: truncate it back to 0.
+    EmptyFile,
+}
+
+fn not_found() -> Error {
+    Error::new(ErrorKind::NotFound, "no store at this path")
+}
+
+/// Opens the handle that carries the lock, creating the file (`O_EXCL`)
+/// only when nothing is at `path` and the options allow a new store.
+fn open_lock_file(path: &Path, options: &Options) -> Result<(std::fs::File, Made)> {
+    let may_create = !options.read_only && (options.create || options.create_new);
+    // Twice at most: a file created by someone else between the `stat` and
+    // the exclusive create is then opened as an existing file.
+    for _ in 0..2 {
+        match std::fs::metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if !may_create {
+                    return Err(not_found());
+                }
+                match std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(path)
+                {
+                    Ok(f) => return Ok((f, Made::NewFile)),
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                    Err(e) => return Err(Error::io("creating the store file", e)),
+                }
+            }
+            Err(e) => return Err(Error::io("stat of the store file", e)),
+            Ok(m) => {
+                if m.is_dir() {
+                    return Err(Error::new(
+                        ErrorKind::InvalidArgument,
+                        "is a directory, not a store file",
+                    ));
+                }
+                if options.create_new && m.is_file() && m.len() > 0 {
+                    return Err(already_exists());
+                }
+                let f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(!options.read_only)
+                    .open(path)
+                    .map_err(|e| Error::io("opening the store file", e))?;
+                return Ok((f, Made::Nothing));
+            }
+        }
+    }
+    Err(Error::new(
+        ErrorKind::Io,
+        "the path kept changing while it was opened",
+    ))
+}
+
+fn already_exists() -> Error {
+    Error::new(
+        ErrorKind::InvalidArgument,
+        "already exists and is not empty; create_new makes a store only where there is none",
+    )
+}
+
+/// Takes the file's lock: shared for a read-only open, exclusive otherwise.
+fn take_lock(lock: &std::fs::File, read_only: bool) -> Result<()> {
+    let taken = if read_only {
+        lock.try_lock_shared()
+    } else {
+        lock.try_lock()
+    };
+    match taken {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::new(
+            ErrorKind::Locked,
+            if read_only {
+                "the store is open for writing in another handle or process"
+            } else {
+                "the store is open in another handle or process"
+            },
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io("locking the store file", e)),
+    }
+}
+
 pub(crate) async fn open_path(path: &Path, options: Options) -> Result<Store> {
     options.validate()?;
     let shown = path.display().to_string();
     let ctx = |e: Error| e.context(format!("open {shown}"));
-    let exists = path.exists();
-    if !exists && !options.create {
-        return Err(ctx(Error::new(
-            ErrorKind::NotFound,
-            "no store at this path",
-        )));
-    }
-    let lock = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(options.create)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| ctx(Error::io("opening the store file", e)))?;
-    match lock.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => {
-            return Err(ctx(Error::new(
-                ErrorKind::Locked,
-                "the store is open in another handle or process",
-            )))
+    let (lock, mut made) = open_lock_file(path, &options).map_err(ctx)?;
+    // A file this open created is left alone when someone else got its lock
+    // first: they are creating the store in it.
+    take_lock(&lock, options.read_only).map_err(ctx)?;
+    let meta = match lock.metadata() {
+        Ok(m) => m,
+        Err(e) => {
+            let e = Error::io("stat of the store file", e);
+            return Err(ctx(undo_create(path, &lock, &made, e)));
         }
-        Err(std::fs::TryLockError::Error(e)) => {
-            return Err(ctx(Error::io("locking the store file", e)))
-        }
-    }
-    let meta = lock
-        .metadata()
-        .map_err(|e| ctx(Error::io("stat of the store file", e)))?;
-    if meta.is_file() && meta.len() == 0 {
-        let capacity = options.capacity & !(BLOCK_SIZE as u64 - 1);
-        if capacity < MIN_CAPACITY {
+    };
+    let if_blank = if meta.is_file() && meta.len() == 0 {
+        if options.read_only || !(options.create || options.create_new) {
             return Err(ctx(Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "capacity {} is below the minimum of {MIN_CAPACITY} bytes",
-                    options.capacity
-                ),
+                ErrorKind::NotFound,
+                "no store here (the file is empty)",
             )));
         }
-        io::preallocate(&lock, capacity).map_err(|e| {
-            let kind = if e.raw_os_error() == Some(libc::ENOSPC) {
-                ErrorKind::NoSpace
-            } else {
-                ErrorKind::Io
-            };
-            ctx(Error::new(kind, format!("reserving {capacity} bytes: {e}")))
-        })?;
+        if matches!(made, Made::Nothing) {
+            made = Made::EmptyFile;
+        }
+        IfBlank::Format
+    } else if meta.is_file() {
+        // Filled in by someone else between the `stat` and the open.
+        if options.create_new {
+            return Err(ctx(already_exists()));
+        }
+        IfBlank::Refuse
+    } else if std::os::unix::fs::FileTypeExt::is_block_device(&meta.file_type()) {
+        if options.create_new {
+            IfBlank::Format
+        } else {
+            IfBlank::Refuse
+        }
+    } else if options.create_new {
+        return Err(ctx(Error::new(
+            ErrorKind::InvalidArgument,
+            "create_new needs a new or empty regular file or a block device",
+        )));
+    } else {
+        IfBlank::Refuse
+    };
+    // Everything from here on is undone when the open fails after this
+    // call made (or filled) the file: a failed create leaves nothing.
+    let undo = match made {
+        Made::Nothing => None,
+        _ => match lock.try_clone() {
+            Ok(f) => Some(f),
+            Err(e) => {
+                let e = Error::io("duplicating the store descriptor", e);
+                return Err(ctx(undo_create(path, &lock, &made, e)));
+            }
+        },
+    };
+    let fresh = !matches!(made, Made::Nothing);
+    let opened = async {
+        if fresh {
+            let capacity = options.capacity & !(BLOCK_SIZE as u64 - 1);
+            if capacity < MIN_CAPACITY {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "capacity {} is below the minimum of {MIN_CAPACITY} bytes",
+                        options.capacity
+                    ),
+                ));
+            }
+            io::preallocate(&lock, capacity).map_err(|e| {
+                let kind = if e.raw_os_error() == Some(libc::ENOSPC)
+                    || e.raw_os_error() == Some(libc::EFBIG)
+                {
+                    ErrorKind::NoSpace
+                } else {
+                    ErrorKind::Io
+                };
+                Error::new(kind, format!("reserving {capacity} bytes: {e}"))
+            })?;
+        }
+        let file = io::open_file(path, false, !options.read_only, options.direct_io)
+            .map_err(|e| Error::io("opening the store file for I/O", e))?;
+        let engine = make_engine(file, options.io_engine)?;
+        open_engine(engine, Some(lock), options, if_blank).await
     }
-    let file = io::open_file(path, false, options.direct_io)
-        .map_err(|e| ctx(Error::io("opening the store file for I/O", e)))?;
-    let engine = make_engine(file, options.io_engine).map_err(ctx)?;
-    open_engine(engine, Some(lock), options).await.map_err(ctx)
+    .await;
+    match (opened, undo) {
+        (Ok(store), _) => Ok(store),
+        (Err(e), Some(undo)) => Err(ctx(undo_create(path, &undo, &made, e))),
+        (Err(e), None) => Err(ctx(e)),
+    }
+}
+
+/// Takes back what a failed create made: removes the file it created, or
+/// truncates the empty file it started from back to 0 bytes. `file` is a
+/// handle on the same open file description as the lock, so nobody else
+/// can have opened the store in between. A failure to clean up is added
+/// to `err`'s message.
+fn undo_create(path: &Path, file: &std::fs::File, made: &Made, err: Error) -> Error {
+    let undone = match made {
+        Made::Nothing => return err,
+        Made::NewFile => std::fs::remove_file(path),
+        Made::EmptyFile => file.set_len(0),
+    };
+    match undone {
+        Ok(()) => err,
+        Err(e) => err.context(format!(
+            "(and the half-created store file could not be removed: {e})"
+        )),
+    }
 }
 
 fn make_engine(file: io::OpenFile, kind: IoEngineKind) -> Result<Arc<dyn IoEngine>> {
@@ -222,26 +383,50 @@ pub(crate) async fn publish_superblock(
     Ok(sb)
 }
 
-/// Opens (creating when blank) a store on `engine`.
+/// Opens a store on `engine`; what happens when its head holds no
+/// superblock is `if_blank`'s to say.
 pub(crate) async fn open_engine(
     engine: Arc<dyn IoEngine>,
     lock: Option<std::fs::File>,
     options: Options,
+    if_blank: IfBlank,
 ) -> Result<Store> {
     options.validate()?;
     let size = engine
         .size()
         .map_err(|e| Error::io("size of the store", e))?;
-    if size < MIN_CAPACITY {
+    let head_bytes = SUPER_BLOCKS * BLOCK_SIZE as u64;
+    if if_blank == IfBlank::Refuse && size < head_bytes {
+        return Err(not_a_store(&options));
+    }
+    if if_blank != IfBlank::Refuse && size < MIN_CAPACITY {
         return Err(Error::new(
             ErrorKind::InvalidArgument,
             format!("{size} bytes is below the minimum store size of {MIN_CAPACITY}"),
         ));
     }
     let head = read_blocks(engine.as_ref(), 0, SUPER_BLOCKS as usize).await?;
+    if if_blank == IfBlank::Format {
+        if choose_superblock(head.as_slice()).is_ok_and(|h| h.is_some()) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "already holds a blobcask store; create_new never formats a store over another",
+            ));
+        }
+        let sb = create(engine.as_ref(), size, &options).await?;
+        let head = Head {
+            sb,
+            republish: false,
+            repaired: Vec::new(),
+        };
+        return recover(engine, lock, options, head, size).await;
+    }
     let head = match choose_superblock(head.as_slice())? {
         Some(h) => h,
         None => {
+            if if_blank == IfBlank::Refuse {
+                return Err(not_a_store(&options));
+            }
             if !options.create || options.read_only {
                 return Err(Error::new(
                     ErrorKind::NotFound,
@@ -256,6 +441,17 @@ pub(crate) async fn open_engine(
         }
     };
     recover(engine, lock, options, head, size).await
+}
+
+fn not_a_store(options: &Options) -> Error {
+    Error::new(
+        ErrorKind::Corrupt,
+        if options.read_only || !(options.create || options.create_new) {
+            "not a blobcask store (no superblock)"
+        } else {
+            "not a blobcask store (no superblock); refusing to format it"
+        },
+    )
 }
 
 /// Writes a fresh superblock (both copies) and a zeroed first metadata
