@@ -138,4 +138,15 @@ export interface Stats {
   ioEngine: string
   directIo: boolean
   index: string
+  /** What recovery did when the store was opened. */
+  recovery: Recovery
+}
+
+/** What recovery found and did at open. */
+export interface Recovery {
+  clean: boolean
+  rolledBackGroups: number
+  rolledBackObjects: number
+  repaired: Array<string>
+  details: Array<string>
 }

@@ -110,6 +110,12 @@ pub struct bc_stats {
     pub user_bytes_written: u64,
     pub commit_groups: u64,
     pub direct_io: bool,
+    /// Recovery at open: commit groups rolled back whole.
+    pub rolled_back_groups: u64,
+    /// Recovery at open: object versions rolled back.
+    pub rolled_back_objects: u64,
+    /// Recovery at open: damaged copies repaired (nothing lost).
+    pub repaired: u64,
 }
 
 /// Bytes returned by blobcask. Read `data[0..len]`; release with
@@ -569,6 +575,9 @@ pub extern "C" fn bc_store_stats(
             user_bytes_written: st.user_bytes_written,
             commit_groups: st.commit_groups,
             direct_io: st.direct_io,
+            rolled_back_groups: st.recovery.rolled_back_groups,
+            rolled_back_objects: st.recovery.rolled_back_objects,
+            repaired: st.recovery.repaired.len() as u64,
         };
         Ok(())
     })

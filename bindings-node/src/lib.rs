@@ -156,6 +156,19 @@ pub struct Stats {
     pub io_engine: String,
     pub direct_io: bool,
     pub index: String,
+    /// What recovery did when the store was opened.
+    pub recovery: Recovery,
+}
+
+/// What recovery found and did at open: groups and object versions rolled
+/// back (a crash, or bytes that did not land) and damage repaired.
+#[napi(object)]
+pub struct Recovery {
+    pub clean: bool,
+    pub rolled_back_groups: f64,
+    pub rolled_back_objects: f64,
+    pub repaired: Vec<String>,
+    pub details: Vec<String>,
 }
 
 /// Opens (creating when missing) the store at `path`.
@@ -309,6 +322,13 @@ impl Store {
             io_engine: s.io_engine.to_string(),
             direct_io: s.direct_io,
             index: s.index.name().to_string(),
+            recovery: Recovery {
+                clean: s.recovery.clean,
+                rolled_back_groups: s.recovery.rolled_back_groups as f64,
+                rolled_back_objects: s.recovery.rolled_back_objects as f64,
+                repaired: s.recovery.repaired.clone(),
+                details: s.recovery.details.clone(),
+            },
         }
     }
 

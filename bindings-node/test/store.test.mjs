@@ -207,3 +207,28 @@ test('sync twins and reopen', async () => {
   await r.close()
   t.cleanup()
 })
+
+test('damaged bytes are refused with CORRUPT, never served', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'blobcask-node-'))
+  const path = join(dir, 'store.blobcask')
+  try {
+    const value = randomBytes(200_000)
+    let s = await Store.open(path, { capacity: 16 << 20 })
+    await s.put('k', value)
+    await s.close()
+    const raw = readFileSync(path)
+    const at = raw.indexOf(value.subarray(100_000, 100_064))
+    assert.ok(at >= 0)
+    raw[at] ^= 1
+    writeFileSync(path, raw)
+    s = await Store.open(path)
+    assert.equal(s.stats().recovery.clean, true)
+    await assert.rejects(s.get('k'), (e) => e.code === 'CORRUPT' && /offset 98304/.test(e.message))
+    await assert.rejects(s.read('k', 100_000, 10), { code: 'CORRUPT' })
+    assert.throws(() => s.getSync('k'), { code: 'CORRUPT' })
+    assert.deepEqual(await s.read('k', 0, 100), value.subarray(0, 100))
+    await s.close()
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+})

@@ -368,6 +368,14 @@ impl Store {
         d.set_item("io_engine", s.io_engine)?;
         d.set_item("direct_io", s.direct_io)?;
         d.set_item("index", s.index.name())?;
+        // What recovery did at open (see `Stats::recovery` in the core).
+        let r = PyDict::new(py);
+        r.set_item("clean", s.recovery.clean)?;
+        r.set_item("rolled_back_groups", s.recovery.rolled_back_groups)?;
+        r.set_item("rolled_back_objects", s.recovery.rolled_back_objects)?;
+        r.set_item("repaired", s.recovery.repaired.clone())?;
+        r.set_item("details", s.recovery.details.clone())?;
+        d.set_item("recovery", r)?;
         Ok(d)
     }
 

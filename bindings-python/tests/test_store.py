@@ -303,3 +303,33 @@ def test_asyncio_api(path):
             assert s.stats()["objects"] == 65
 
     asyncio.run(main())
+
+
+def test_damaged_bytes_are_refused_never_served(path):
+    """Invariant 5: one flipped byte in an object's data is CorruptError on
+    every read path (blocking, range, asyncio), never wrong bytes."""
+    data = os.urandom(200_000)
+    with blobcask.Store(path, capacity=16 << 20) as s:
+        s.put("k", data)
+    raw = bytearray(open(path, "rb").read())
+    at = raw.find(data[100_000:100_064])
+    assert at >= 0
+    raw[at] ^= 0x01
+    with open(path, "wb") as f:
+        f.write(raw)
+    with blobcask.Store(path) as s:
+        assert s.stats()["recovery"]["clean"] is True
+        with pytest.raises(errors.CorruptError) as e:
+            s.get("k")
+        assert "offset 98304" in str(e.value)
+        with pytest.raises(errors.CorruptError):
+            s.read("k", 100_000, 10)
+        # Blocks that are intact still read.
+        assert s.read("k", 0, 100) == data[:100]
+
+    async def main() -> None:
+        async with await blobcask.AsyncStore.open(path) as s:
+            with pytest.raises(errors.CorruptError):
+                await s.get("k")
+
+    asyncio.run(main())

@@ -134,7 +134,27 @@ pub(crate) fn allocate(shared: &Shared, key: &[u8], size: u64) -> Result<Arc<Ext
     if !fits(stored.div_ceil(per_piece_max) as usize) {
         return Err(too_many_pieces(size, stored.div_ceil(per_piece_max)));
     }
-    let pieces = shared.alloc.lock().alloc_object(stored)?;
+    // The data gets its pieces as if it had no table, and the table its own
+    // piece(s) apart: a 1 MiB object stays one 1 MiB piece instead of
+    // needing a 2 MiB run for 1 MiB + 4 KiB (the table is read on its own
+    // anyway). In object space the table still follows the data.
+    let pieces = {
+        let mut a = shared.alloc.lock();
+        let mut pieces = a.alloc_object(tuple::table_offset(size))?;
+        let table = tuple::table_len(size);
+        if table > 0 {
+            match a.alloc_object(table) {
+                Ok(t) => pieces.extend(t),
+                Err(e) => {
+                    for p in pieces {
+                        a.free(p);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        pieces
+    };
     let extent = shared.new_extent(pieces);
     if !fits(extent.pieces.len()) {
         return Err(too_many_pieces(size, extent.pieces.len() as u64));
