@@ -123,15 +123,17 @@ fn only_create_makes_a_store_and_never_over_a_file() {
     // A missing path: every command but create says how to make a store,
     // and leaves nothing behind.
     let missing = dir.path().join("missing.blobcask");
-    for args in [
-        &["ls"][..],
+    // Every command that needs a store.
+    let commands: [&[&str]; 7] = [
+        &["ls"],
         &["get", "k"],
         &["stat", "k"],
         &["stats"],
         &["check"],
         &["rm", "k"],
         &["put", "k", "-"],
-    ] {
+    ];
+    for args in commands {
         let o = run(&missing, args, Some(b"x"));
         fails_with(&o, "create one with `blobcask -s");
         assert!(!missing.exists(), "{args:?} created the file");
@@ -139,15 +141,7 @@ fn only_create_makes_a_store_and_never_over_a_file() {
     // An empty file stays 0 bytes.
     let empty = dir.path().join("empty.blobcask");
     std::fs::write(&empty, b"").unwrap();
-    for args in [
-        &["ls"][..],
-        &["get", "k"],
-        &["stat", "k"],
-        &["stats"],
-        &["check"],
-        &["rm", "k"],
-        &["put", "k", "-"],
-    ] {
+    for args in commands {
         let o = run(&empty, args, Some(b"x"));
         fails_with(&o, "create one with `blobcask -s");
         assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0, "{args:?}");

@@ -183,7 +183,9 @@ pub(crate) const UNSYNCED_LIMIT: u64 = 1 << 20;
 /// (with the trailer table to write after the data, if any).
 enum Staged {
     Ready(ObjectData),
-    Write(ObjectData, Option<Arc<[u32]>>),
+    /// Pieces to write the value into; whether its data may skip the sync
+    /// before its tuple.
+    Write(Arc<Extent>, bool),
 }
 
 /// A read resolved against the index.
@@ -524,13 +526,15 @@ impl Store {
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
         let data = match self.stage_put(key, &value).map_err(ctx)? {
             Staged::Ready(data) => data,
-            Staged::Write(data, table) => {
-                if let ObjectData::Heap { extent, .. } = &data {
-                    data::write_object(self.shared(), extent, &value, table.as_ref())
-                        .await
-                        .map_err(ctx)?;
+            Staged::Write(extent, unsynced) => {
+                let sums = data::write_object(self.shared(), &extent, &value)
+                    .await
+                    .map_err(ctx)?;
+                ObjectData::Heap {
+                    extent,
+                    sums,
+                    unsynced,
                 }
-                data
             }
         };
         self.commit_object(key, value.len() as u64, data)
@@ -544,12 +548,14 @@ impl Store {
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
         let data = match self.stage_put(key, &value).map_err(ctx)? {
             Staged::Ready(data) => data,
-            Staged::Write(data, table) => {
-                if let ObjectData::Heap { extent, .. } = &data {
-                    data::write_object_blocking(self.shared(), extent, &value, table.as_ref())
-                        .map_err(ctx)?;
+            Staged::Write(extent, unsynced) => {
+                let sums =
+                    data::write_object_blocking(self.shared(), &extent, &value).map_err(ctx)?;
+                ObjectData::Heap {
+                    extent,
+                    sums,
+                    unsynced,
                 }
-                data
             }
         };
         futures::executor::block_on(self.commit_object(key, value.len() as u64, data)).map_err(ctx)
@@ -566,13 +572,7 @@ impl Store {
             return Ok(Staged::Ready(ObjectData::Inline(value.clone())));
         }
         let extent = data::allocate(self.shared(), key, size)?;
-        let (sums, table) = data::seal(tuple::block_sums(value));
-        let data = ObjectData::Heap {
-            extent,
-            sums,
-            unsynced: size <= UNSYNCED_LIMIT,
-        };
-        Ok(Staged::Write(data, table))
+        Ok(Staged::Write(extent, size <= UNSYNCED_LIMIT))
     }
 
     pub(crate) fn is_inline(&self, size: u64) -> bool {

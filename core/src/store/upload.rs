@@ -115,14 +115,10 @@ impl Upload {
                 "a part that does not end the object must be a multiple of {PART_ALIGN} bytes long"
             ));
         }
-        // One pass over the part: the block checksums, combined into the
-        // part's checksum when the client sent one.
-        let sums = crate::meta::tuple::block_sums(&bytes);
+        // A client's CRC32C is checked before anything is written (one pass
+        // over the part, only when the client sent one).
         if let Some(want) = expect {
-            let got = sums
-                .iter()
-                .zip(bytes.chunks(BLOCK_SIZE))
-                .fold(0u32, |acc, (s, c)| crc32c::crc32c_combine(acc, *s, c.len()));
+            let got = crc32c::crc32c(&bytes);
             if got != want {
                 return invalid(format!(
                     "the part's bytes do not match the CRC32C sent with them \
@@ -135,7 +131,7 @@ impl Upload {
                 buf.lock()[offset as usize..end as usize].copy_from_slice(&bytes)
             }
             Target::Heap(extent, table) => {
-                data::write_range(self.store.shared(), extent, offset, &bytes)
+                let sums = data::write_range(self.store.shared(), extent, offset, &bytes)
                     .await
                     .map_err(|e| e.context(ctx()))?;
                 let first = (offset / BLOCK_SIZE as u64) as usize;
