@@ -52,7 +52,7 @@ pub fn run(path: &Path, data: bool, human: impl Fn(u64) -> String) -> Outcome {
     }
     for line in &r.repaired {
         problems += 1;
-        lines.push(format!("problem: {line} (at the next read-write open)"));
+        lines.push(format!("problem: {line} by the next read-write open"));
     }
     if r.rolled_back_groups > 0 || r.rolled_back_objects > 0 {
         problems += 1;

@@ -234,7 +234,7 @@ where
                 Damage::Superseded => {
                     if clean {
                         report.repaired.push(format!(
-                            "tuple block {no} (byte {}): its superseded copy was damaged ({why}); nothing lost, rewritten",
+                            "tuple block {no} (byte {}): its superseded copy was damaged ({why}); nothing lost; rewritten",
                             b.offset
                         ));
                     }

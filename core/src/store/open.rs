@@ -351,7 +351,7 @@ pub(crate) fn choose_superblock(head: &[u8]) -> Result<Option<Head>> {
         .ok_or_else(|| Error::new(ErrorKind::Corrupt, "no superblock"))?;
     let repaired = damaged
         .into_iter()
-        .map(|d| format!("{d}; rewritten from the other copy (nothing lost)"))
+        .map(|d| format!("{d}; the other copy is current, nothing lost; rewritten from it"))
         .collect();
     Ok(Some(Head {
         republish: republish || sb.format_version < FORMAT_VERSION,
