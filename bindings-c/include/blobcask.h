@@ -151,6 +151,18 @@ typedef struct bc_stats {
   uint64_t user_bytes_written;
   uint64_t commit_groups;
   bool direct_io;
+  /*
+   Recovery at open: commit groups rolled back whole.
+   */
+  uint64_t rolled_back_groups;
+  /*
+   Recovery at open: object versions rolled back.
+   */
+  uint64_t rolled_back_objects;
+  /*
+   Recovery at open: damaged copies repaired (nothing lost).
+   */
+  uint64_t repaired;
 } bc_stats;
 
 #ifdef __cplusplus
