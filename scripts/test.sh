@@ -38,7 +38,9 @@ target/release/blobcask-stress --seconds "${STRESS_SECONDS:-10}" --seed 2 --engi
 step "fuzz targets, a short run each (FUZZ_SECONDS to run longer)"
 command -v cargo-fuzz >/dev/null || cargo install --locked -q cargo-fuzz
 for target in superblock_decode tuple_block_decode buddy_allocator store_model store_image; do
-  (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" -- -max_total_time="${FUZZ_SECONDS:-20}" 2>&1 | grep -E "^Done|DONE" || exit 1)
+  out=$(cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" -- -max_total_time="${FUZZ_SECONDS:-20}" 2>&1) \
+    || { tail -n 40 <<<"$out"; echo "fuzz target $target failed (input in fuzz/artifacts/$target/)"; exit 1; }
+  echo "$target: $(grep -E "^Done" <<<"$out" | tail -n 1)"
 done
 
 step "doc tests and docs build without warnings"

@@ -414,6 +414,153 @@ mod tests {
         }
     }
 
+    use crate::meta::block::{encode_slot, GroupStamp};
+    use crate::meta::tuple::{Checksums, Piece, Tuple, TupleValue};
+
+    const STORE: u64 = 77;
+
+    fn tuple(key: &str, version: u64, start: u64) -> Tuple {
+        Tuple {
+            key: key.as_bytes().into(),
+            version,
+            created_micros: 0,
+            size: 4096,
+            value: TupleValue::Heap {
+                pieces: vec![Piece { start, order: 0 }],
+                sums: Checksums::Blocks(vec![0].into()),
+                unsynced: true,
+            },
+        }
+    }
+
+    /// One slot image of block `no` written by group (`seq`, `first`,
+    /// `blocks`) holding `tuples`.
+    fn image(no: u32, seq: u64, first: u64, blocks: u32, tuples: &[Tuple]) -> Vec<u8> {
+        let mut payload = Vec::new();
+        for t in tuples {
+            t.encode_into(&mut payload);
+        }
+        let mut out = vec![0u8; BLOCK_SIZE];
+        let id = SlotIdentity {
+            store_id: STORE,
+            block_no: no,
+        };
+        let stamp = GroupStamp {
+            seq,
+            first,
+            blocks,
+            flags: 0,
+        };
+        encode_slot(id, stamp, tuples.len(), &payload, &mut out);
+        out
+    }
+
+    fn scanned(no: u32, a: &[u8], b: &[u8]) -> ScannedBlock {
+        let id = SlotIdentity {
+            store_id: STORE,
+            block_no: no,
+        };
+        ScannedBlock {
+            offset: no as u64 * 2 * BLOCK_SIZE as u64,
+            slots: [decode_slot(id, a), decode_slot(id, b)],
+        }
+    }
+
+    fn run(blocks: &mut [ScannedBlock], clean_seq: u64, bad: &'static str) -> Result<Plan> {
+        futures::executor::block_on(plan(blocks, clean_seq, |t: Tuple| async move {
+            Ok((&*t.key == bad.as_bytes()).then(|| "test mismatch".to_string()))
+        }))
+    }
+
+    /// Block 0 written by groups 1 and 3, block 1 by group 2 and then by
+    /// group 4 (which wrote blocks 0 and 1... here only 1, declaring 2).
+    fn store(last_group_blocks: u32) -> Vec<ScannedBlock> {
+        let b0 = [
+            image(0, 1, 1, 1, &[tuple("a", 1, 10)]),
+            image(0, 3, 3, 1, &[tuple("a", 3, 11)]),
+        ];
+        let b1 = [
+            image(1, 4, 4, last_group_blocks, &[tuple("b", 4, 13)]),
+            image(1, 2, 2, 1, &[tuple("b", 2, 12)]),
+        ];
+        vec![scanned(0, &b0[0], &b0[1]), scanned(1, &b1[0], &b1[1])]
+    }
+
+    #[test]
+    fn a_complete_newest_group_stays() {
+        let p = run(&mut store(1), 0, "").unwrap();
+        assert_eq!(p.chosen, vec![Some(1), Some(0)]);
+        assert!(p.report.is_empty() && p.dirty.is_empty());
+        assert_eq!(p.max_seq, 4);
+    }
+
+    #[test]
+    fn a_newest_group_missing_a_block_rolls_back_whole() {
+        let p = run(&mut store(2), 0, "").unwrap();
+        // Block 1 falls back to group 2; block 0 (group 3) stays.
+        assert_eq!(p.chosen, vec![Some(1), Some(1)]);
+        assert_eq!(p.report.rolled_back_groups, 1);
+        assert_eq!(p.next_slots[1], 0, "the rejected slot is written next");
+        assert!(p.dirty.contains(&1));
+    }
+
+    #[test]
+    fn after_a_clean_close_nothing_is_checked() {
+        let p = run(&mut store(2), 4, "b").unwrap();
+        assert_eq!(p.chosen, vec![Some(1), Some(0)]);
+        assert!(p.report.clean && p.report.is_empty());
+    }
+
+    #[test]
+    fn an_object_whose_bytes_did_not_land_rolls_back_alone() {
+        let mut blocks = store(1);
+        let p = run(&mut blocks, 0, "b").unwrap();
+        assert_eq!(p.report.rolled_back_objects, 1);
+        assert_eq!(p.report.rolled_back_groups, 0);
+        let SlotContent::Valid { tuples, .. } = &blocks[1].slots[0] else {
+            panic!("block 1 lost its state")
+        };
+        assert_eq!(tuples[0].version, 2, "b is back at its previous version");
+    }
+
+    #[test]
+    fn a_damaged_newer_slot_of_an_older_group_is_corrupt() {
+        // Block 0's newer slot (group 3) damaged in its payload: both
+        // sequence copies still say 3, older than the newest group (4).
+        let b0_new = {
+            let mut s = image(0, 3, 3, 1, &[tuple("a", 3, 11)]);
+            s[60] ^= 1;
+            s
+        };
+        let b0_old = image(0, 1, 1, 1, &[tuple("a", 1, 10)]);
+        let b1 = [
+            image(1, 4, 4, 1, &[tuple("b", 4, 13)]),
+            image(1, 2, 2, 1, &[tuple("b", 2, 12)]),
+        ];
+        let mut blocks = vec![scanned(0, &b0_old, &b0_new), scanned(1, &b1[0], &b1[1])];
+        let err = run(&mut blocks, 0, "").err().expect("must refuse");
+        assert_eq!(err.kind(), ErrorKind::Corrupt);
+        assert!(err.to_string().contains("tuple block 0"), "{err}");
+    }
+
+    #[test]
+    fn a_torn_newest_write_rolls_back_and_a_damaged_superseded_copy_is_repaired() {
+        // Block 1's group-4 write torn: new head, old tail.
+        let mut torn = image(1, 2, 2, 1, &[tuple("b", 2, 12)]);
+        let new = image(1, 4, 4, 1, &[tuple("b", 4, 13)]);
+        torn[..2048].copy_from_slice(&new[..2048]);
+        let b1_old = image(1, 2, 2, 1, &[tuple("b", 2, 12)]);
+        // Block 0's superseded copy (group 1) damaged: nothing lost.
+        let mut b0_old = image(0, 1, 1, 1, &[tuple("a", 1, 10)]);
+        b0_old[60] ^= 0x10;
+        let b0_new = image(0, 3, 3, 1, &[tuple("a", 3, 11)]);
+        let mut blocks = vec![scanned(0, &b0_old, &b0_new), scanned(1, &torn, &b1_old)];
+        let p = run(&mut blocks, 0, "").unwrap();
+        assert_eq!(p.chosen, vec![Some(1), Some(1)]);
+        assert_eq!(p.report.rolled_back_groups, 1, "{:?}", p.report);
+        assert!(p.dirty.contains(&0), "the damaged copy is rewritten");
+    }
+
     #[test]
     fn damaged_copies_are_classified_by_what_they_claim() {
         // Sibling at 10, newest group 20, unclean.

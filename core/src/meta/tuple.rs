@@ -57,7 +57,7 @@ pub fn data_blocks(size: u64) -> u64 {
 pub fn table_len(size: u64) -> u64 {
     let n = data_blocks(size);
     if n as usize > MAX_TUPLE_SUMS {
-        4 * n
+        n.saturating_mul(4)
     } else {
         0
     }
@@ -65,13 +65,14 @@ pub fn table_len(size: u64) -> u64 {
 
 /// Object offset of the trailer table: the data rounded up to a block.
 pub fn table_offset(size: u64) -> u64 {
-    data_blocks(size) << BLOCK_SHIFT
+    data_blocks(size).saturating_mul(BLOCK_SIZE as u64)
 }
 
 /// Heap bytes an object occupies: its data padded to a block, then the
 /// trailer table if it has one.
+/// Saturates for sizes no store can hold (a damaged tuple may claim any).
 pub fn stored_len(size: u64) -> u64 {
-    table_offset(size) + table_len(size)
+    table_offset(size).saturating_add(table_len(size))
 }
 
 /// CRC32C of every 4 KiB block of `data` (the last one may be short).
@@ -442,6 +443,25 @@ mod tests {
                 Tuple::decode(&out[..cut]).unwrap_err().kind(),
                 ErrorKind::Corrupt
             );
+        }
+    }
+
+    #[test]
+    fn absurd_sizes_are_corrupt_never_overflow() {
+        // Found by the tuple_block_decode fuzz target: a heap tuple claiming
+        // a size near u64::MAX overflowed the stored length.
+        for size in [u64::MAX, u64::MAX - 4095, 1 << 63] {
+            let mut t = heap_tuple();
+            t.size = size;
+            t.value = TupleValue::Heap {
+                pieces: vec![Piece { start: 1, order: 0 }],
+                sums: Checksums::Table(1),
+                unsynced: false,
+            };
+            let mut out = vec![];
+            t.encode_into(&mut out);
+            let e = Tuple::decode(&out).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Corrupt);
         }
     }
 
