@@ -4,7 +4,7 @@
 //! disagree.
 //!
 //! Every extent is read with large sequential reads; each logical block's
-//! two slots are decoded. Then [`plan`] decides:
+//! two slots are decoded. Then `plan` decides:
 //!
 //! * **Which slot holds each block's state.** The valid slot with the larger
 //!   sequence, unless the other slot is damaged and may have held newer
