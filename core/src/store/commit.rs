@@ -748,7 +748,10 @@ impl Committer {
     }
 }
 
-/// Publishes `sb` in both superblock copies (see `open::publish_superblock`).
+/// Publishes `sb` in both superblock copies (see `meta::superblock`).
 pub(crate) fn write_superblock(shared: &Shared, sb: &Superblock) -> Result<Superblock> {
-    block_on(super::open::publish_superblock(shared.engine.as_ref(), sb))
+    block_on(crate::meta::superblock::publish_superblock(
+        shared.engine.as_ref(),
+        sb,
+    ))
 }

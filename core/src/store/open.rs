@@ -18,11 +18,12 @@ use super::{data, now_micros, Entry, Geometry, ObjectData, Shared, State, Store}
 use crate::alloc::BuddyAllocator;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{
-    MetaExtent, Superblock, BLOCK_SHIFT, BLOCK_SIZE, FORMAT_VERSION, SUPER_BLOCKS, SUPER_MAGIC,
+    MetaExtent, Superblock, BLOCK_SHIFT, BLOCK_SIZE, FORMAT_VERSION, SUPER_BLOCKS,
 };
 use crate::io::{self, AlignedBuf, IoEngine, IoEngineKind, PortableEngine};
 use crate::meta::block::SlotContent;
 use crate::meta::recovery;
+use crate::meta::superblock::{choose_superblock, publish_superblock, Head};
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{Piece, Tuple, TupleValue};
 use crate::options::{Options, MIN_CAPACITY};
@@ -286,101 +287,6 @@ async fn read_blocks(engine: &dyn IoEngine, first: u64, count: usize) -> Result<
         .await;
     r.map_err(|e| Error::io("reading the superblock", e))?;
     Ok(buf)
-}
-
-/// The superblock chosen at open, and whether its two copies must be
-/// rewritten (one damaged, stale or missing, or an older format).
-pub(crate) struct Head {
-    pub sb: Superblock,
-    republish: bool,
-    repaired: Vec<String>,
-}
-
-/// Picks the superblock from its two copies. Both copies are kept current
-/// (see [`publish_superblock`]), so one damaged copy loses nothing: the
-/// other is used and the damage reported (invariant 6). `Ok(None)`: blank.
-pub(crate) fn choose_superblock(head: &[u8]) -> Result<Option<Head>> {
-    let (a, b) = head.split_at(BLOCK_SIZE);
-    let blank = |s: &[u8]| s.iter().all(|&x| x == 0);
-    let decoded = [Superblock::decode(a), Superblock::decode(b)];
-    for d in &decoded {
-        if let Err(e) = d {
-            if e.kind() == ErrorKind::Unsupported {
-                return Err(Error::new(e.kind(), e.message().to_string()));
-            }
-        }
-    }
-    let raw = [a, b];
-    let mut valid = Vec::new();
-    let mut damaged = Vec::new();
-    for (i, d) in decoded.into_iter().enumerate() {
-        match d {
-            Ok(Some(sb)) => valid.push(sb),
-            Ok(None) if blank(raw[i]) => {}
-            Ok(None) => damaged.push(format!("superblock copy {i}: no magic")),
-            Err(e) => damaged.push(format!("superblock copy {i}: {}", e.message())),
-        }
-    }
-    if valid.is_empty() {
-        if damaged.is_empty() {
-            return Ok(None);
-        }
-        if damaged.len() == 2 && !raw.iter().any(|r| r.starts_with(SUPER_MAGIC)) {
-            return Err(Error::new(
-                ErrorKind::Corrupt,
-                "not a blobcask store (no superblock); nothing was written",
-            ));
-        }
-        return Err(Error::new(
-            ErrorKind::Corrupt,
-            format!(
-                "both superblock copies are damaged ({}); restore the store from a backup",
-                damaged.join("; ")
-            ),
-        ));
-    }
-    valid.sort_by_key(|s| s.seq);
-    let same = |x: &Superblock, y: &Superblock| {
-        let mut y = y.clone();
-        y.seq = x.seq;
-        *x == y
-    };
-    let republish = valid.len() < 2 || !same(&valid[0], &valid[1]);
-    let sb = valid
-        .pop()
-        .ok_or_else(|| Error::new(ErrorKind::Corrupt, "no superblock"))?;
-    let repaired = damaged
-        .into_iter()
-        .map(|d| format!("{d}; the other copy is current, nothing lost; rewritten from it"))
-        .collect();
-    Ok(Some(Head {
-        republish: republish || sb.format_version < FORMAT_VERSION,
-        sb,
-        repaired,
-    }))
-}
-
-/// Makes `sb` the store's superblock: written to one slot and synced, then
-/// to the other and synced, so both copies are current and a torn or
-/// damaged copy always leaves a whole one. Returns it with its new sequence.
-pub(crate) async fn publish_superblock(
-    engine: &dyn IoEngine,
-    sb: &Superblock,
-) -> Result<Superblock> {
-    let mut sb = sb.clone();
-    for _ in 0..2 {
-        sb.seq += 1;
-        let at = (sb.seq % 2) * BLOCK_SIZE as u64;
-        let (r, _) = engine
-            .write_at(AlignedBuf::copy_from(&sb.encode()), at)
-            .await;
-        r.map_err(|e| Error::io("writing the superblock", e))?;
-        engine
-            .sync()
-            .await
-            .map_err(|e| Error::io("syncing the superblock", e))?;
-    }
-    Ok(sb)
 }
 
 /// Opens a store on `engine`; what happens when its head holds no

@@ -39,7 +39,7 @@ impl Store {
             .read_at(AlignedBuf::zeroed(SUPER_BLOCKS as usize * BLOCK_SIZE), 0)
             .await;
         r.map_err(|e| Error::io("reading the superblock", e))?;
-        let sb = super::open::choose_superblock(head.as_slice())?
+        let sb = crate::meta::superblock::choose_superblock(head.as_slice())?
             .ok_or_else(|| Error::new(ErrorKind::Corrupt, "superblock vanished"))?
             .sb;
         let blocks = recovery::scan(engine, sb.store_id, &sb.meta_extents).await?;
