@@ -68,7 +68,7 @@ export declare class Upload {
    * Writes one part at `offset` (a multiple of 4096; parts end on a
    * multiple of 4096 or at the object's end), in any order, concurrently.
    */
-  writePart(offset: number, data: Uint8Array): Promise<void>
+  writePart(offset: number, data: Uint8Array, crc32c?: number | undefined | null): Promise<void>
   /** Makes the object visible atomically. */
   commit(): Promise<ObjectInfo>
   /** Abandons the upload and frees its space. */
@@ -88,6 +88,9 @@ export interface ObjectInfo {
 }
 
 /** Opens (creating when missing) the store at `path`. */
+/** CRC32C (Castagnoli) of `data`: the checksum `Upload.writePart` takes. */
+export declare function crc32c(data: Uint8Array): number
+
 export declare function open(path: string, options?: OpenOptions | undefined | null): Promise<Store>
 
 /** Options for `Store.open`. */

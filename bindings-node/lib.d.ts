@@ -89,7 +89,7 @@ export type Key = string | Uint8Array
 /** A multipart upload: parts in any order, concurrently, then one atomic commit. */
 export declare class Upload {
   /** Writes `data` at `offset` (a multiple of 4096). */
-  writePart(offset: number, data: Uint8Array): Promise<void>
+  writePart(offset: number, data: Uint8Array, crc32c?: number): Promise<void>
   /** Makes the object visible atomically. */
   commit(): Promise<ObjectInfo>
   /** Abandons the upload and frees its space. */
@@ -133,3 +133,6 @@ export declare class Store {
   syncSync(): void
   closeSync(): void
 }
+
+/** CRC32C (Castagnoli) of `data`: the checksum `Upload.writePart` takes. */
+export function crc32c(data: Uint8Array): number

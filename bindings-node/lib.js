@@ -47,9 +47,12 @@ class Upload {
   constructor(n) {
     this.#n = n
   }
-  /** Writes `data` at `offset` (a multiple of 4096). */
-  writePart(offset, data) {
-    return call(() => this.#n.writePart(offset, data))
+  /**
+   * Writes `data` at `offset` (a multiple of 4096); with `crc32c` (see
+   * `crc32c()`) the bytes are checked against it before anything is written.
+   */
+  writePart(offset, data, crc32c) {
+    return call(() => this.#n.writePart(offset, data, crc32c))
   }
   /** Makes the object visible atomically; resolves to its ObjectInfo. */
   commit() {
@@ -153,4 +156,7 @@ class Store {
   }
 }
 
-module.exports = { Store, Upload }
+/** CRC32C (Castagnoli) of `data`: the checksum `Upload.writePart` takes. */
+const crc32c = (data) => native.crc32c(data)
+
+module.exports = { Store, Upload, crc32c }

@@ -189,6 +189,12 @@ pub fn open_sync(path: String, options: Option<OpenOptions>) -> Result<Store> {
     })
 }
 
+/// CRC32C (Castagnoli) of `data`: the checksum `Upload.writePart` takes.
+#[napi(js_name = "crc32c")]
+pub fn crc32c_of(data: Uint8Array) -> u32 {
+    ::crc32c::crc32c(&data)
+}
+
 /// An open blob store.
 #[napi]
 pub struct Store {
@@ -471,12 +477,29 @@ impl Upload {
 impl Upload {
     /// Writes one part at `offset` (a multiple of 4096; parts end on a
     /// multiple of 4096 or at the object's end), in any order, concurrently.
+    /// With `crc32c` (the CRC32C of `data`, as `crc32c()` computes it) the
+    /// bytes are checked before anything is written; a mismatch rejects
+    /// with 'INVALID_ARGUMENT'.
     #[napi]
-    pub async fn write_part(&self, offset: f64, data: Uint8Array) -> Result<()> {
+    pub async fn write_part(
+        &self,
+        offset: f64,
+        data: Uint8Array,
+        crc32c: Option<f64>,
+    ) -> Result<()> {
         let offset = offset_of(offset, "offset")?;
+        let crc = match crc32c {
+            None => None,
+            Some(c) if c.fract() == 0.0 && (0.0..=u32::MAX as f64).contains(&c) => Some(c as u32),
+            Some(_) => return Err(invalid("crc32c must be an integer from 0 to 2^32 - 1")),
+        };
         let data = Bytes::copy_from_slice(&data);
         let up = self.handle()?;
-        up.write_part(offset, data).await.map_err(js_err)
+        match crc {
+            Some(c) => up.write_part_checked(offset, data, c).await,
+            None => up.write_part(offset, data).await,
+        }
+        .map_err(js_err)
     }
 
     /// Makes the object visible atomically.

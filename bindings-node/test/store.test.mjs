@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 
-import { Store } from '../lib.mjs'
+import { Store, crc32c } from '../lib.mjs'
 import cjs from '../lib.js'
 
 function tempPath() {
@@ -231,4 +231,18 @@ test('damaged bytes are refused with CORRUPT, never served', async () => {
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
+})
+
+test('writePart checks the client CRC32C before writing', async () => {
+  await withStore({}, async (s) => {
+    assert.equal(crc32c(Buffer.from('123456789')), 0xe3069283)
+    const part = randomBytes(4096)
+    const up = await s.beginUpload('u', 8192)
+    await assert.rejects(up.writePart(0, part, (crc32c(part) ^ 1) >>> 0), { code: 'INVALID_ARGUMENT' })
+    await assert.rejects(up.writePart(0, part, -1), { code: 'INVALID_ARGUMENT' })
+    await up.writePart(0, part, crc32c(part))
+    await up.writePart(4096, part)
+    await up.commit()
+    assert.deepEqual(await s.get('u'), Buffer.concat([part, part]))
+  })
 })

@@ -518,11 +518,25 @@ impl Upload {
 #[pymethods]
 impl Upload {
     /// Writes `data` at `offset` (a multiple of 4096; parts end on a
-    /// multiple of 4096 or at the object's end), from any thread.
-    fn write_part(&self, py: Python<'_>, offset: u64, data: &Bound<'_, PyAny>) -> PyResult<()> {
+    /// multiple of 4096 or at the object's end), from any thread. With
+    /// `crc32c` (the CRC32C of `data`, as `blobcask.crc32c` computes it) the
+    /// bytes are checked before anything is written: a mismatch raises
+    /// InvalidArgumentError.
+    #[pyo3(signature = (offset, data, crc32c=None))]
+    fn write_part(
+        &self,
+        py: Python<'_>,
+        offset: u64,
+        data: &Bound<'_, PyAny>,
+        crc32c: Option<u32>,
+    ) -> PyResult<()> {
         let data = value_of(data)?;
         let up = self.handle()?;
-        py.detach(|| up.write_part(offset, data)).map_err(py_err)
+        py.detach(|| match crc32c {
+            Some(c) => up.write_part_checked(offset, data, c),
+            None => up.write_part(offset, data),
+        })
+        .map_err(py_err)
     }
 
     /// Makes the object visible atomically.
@@ -554,8 +568,17 @@ impl Upload {
     }
 }
 
+/// CRC32C (Castagnoli) of `data`: the checksum `Upload.write_part` takes.
+#[pyfunction]
+#[pyo3(name = "crc32c")]
+fn crc32c_of(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u32> {
+    let data = value_of(data)?;
+    Ok(py.detach(|| ::crc32c::crc32c(&data)))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(crc32c_of, m)?)?;
     m.add_class::<Store>()?;
     m.add_class::<Upload>()?;
     m.add_class::<ObjectInfo>()?;

@@ -333,3 +333,18 @@ def test_damaged_bytes_are_refused_never_served(path):
                 await s.get("k")
 
     asyncio.run(main())
+
+
+def test_write_part_checks_the_clients_crc32c(store):
+    """A part sent with its CRC32C is checked before anything is written."""
+    part = os.urandom(4096)
+    assert blobcask.crc32c(b"123456789") == 0xE3069283  # the CRC32C check value
+    up = store.begin_upload("u", 8192)
+    with pytest.raises(errors.InvalidArgumentError, match="CRC32C"):
+        up.write_part(0, part, crc32c=blobcask.crc32c(part) ^ 1)
+    up.write_part(0, part, crc32c=blobcask.crc32c(part))
+    up.write_part(4096, part)
+    up.commit()
+    assert store.get("u") == part + part
+    with pytest.raises(TypeError):
+        store.begin_upload("v", 4096).write_part(0, part, crc32c="nope")

@@ -15,7 +15,7 @@ calls as coroutines for asyncio.
 
 from __future__ import annotations
 
-from ._native import MAX_KEY_LEN, PART_ALIGN, KeyIterator, ObjectInfo, Store, Upload
+from ._native import MAX_KEY_LEN, PART_ALIGN, KeyIterator, ObjectInfo, Store, Upload, crc32c
 from .aio import AsyncStore, AsyncUpload
 from .errors import (
     ClosedError,
@@ -31,6 +31,7 @@ from .errors import (
 )
 
 __all__ = [
+    "crc32c",
     "Store",
     "AsyncStore",
     "Upload",

@@ -32,8 +32,9 @@ class KeyIterator(Iterator[bytes]):
 class Upload:
     """A multipart upload; see ``Store.begin_upload``."""
 
-    def write_part(self, offset: int, data: BytesLike) -> None:
-        """Writes ``data`` at ``offset`` (a multiple of PART_ALIGN)."""
+    def write_part(self, offset: int, data: BytesLike, crc32c: int | None = None) -> None:
+        """Writes ``data`` at ``offset`` (a multiple of PART_ALIGN); with
+        ``crc32c`` the bytes are checked against it before anything is written."""
     def commit(self) -> ObjectInfo:
         """Makes the object visible atomically."""
     def abort(self) -> None:
@@ -105,3 +106,6 @@ class Store:
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> bool: ...
+
+def crc32c(data: BytesLike) -> int:
+    """CRC32C (Castagnoli) of ``data``: the checksum ``Upload.write_part`` takes."""

@@ -135,9 +135,9 @@ class AsyncUpload:
         self._store = store
         self._upload = upload
 
-    async def write_part(self, offset: int, data: Any) -> None:
+    async def write_part(self, offset: int, data: Any, crc32c: int | None = None) -> None:
         """Writes one part (see ``Upload.write_part``)."""
-        await self._store._run(self._upload.write_part, offset, data)
+        await self._store._run(self._upload.write_part, offset, data, crc32c)
 
     async def commit(self) -> ObjectInfo:
         """Makes the object visible atomically."""
