@@ -8,25 +8,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use blobcask::blocking::Store;
-use blobcask::format::{Superblock, BLOCK_SIZE};
+use blobcask::format::BLOCK_SIZE;
 use blobcask::io::fault::MemDevice;
 use blobcask::{ErrorKind, Options};
-use common::pattern;
+use common::{pattern, superblock};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-/// The image's superblock (either slot).
-fn superblock(image: &[u8]) -> Superblock {
-    Superblock::decode(&image[..BLOCK_SIZE])
-        .ok()
-        .flatten()
-        .or_else(|| {
-            Superblock::decode(&image[BLOCK_SIZE..2 * BLOCK_SIZE])
-                .ok()
-                .flatten()
-        })
-        .unwrap()
-}
 
 fn build() -> (Vec<u8>, BTreeMap<String, Vec<Vec<u8>>>) {
     let dev = Arc::new(MemDevice::new(4 << 20));

@@ -14,10 +14,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use blobcask::blocking::Store;
-use blobcask::format::{Superblock, BLOCK_SIZE};
+use blobcask::format::BLOCK_SIZE;
 use blobcask::io::fault::{CrashMode, MemDevice};
 use blobcask::{ErrorKind, Options, RecoveryReport};
-use common::pattern;
+use common::{pattern, superblock};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -89,15 +89,7 @@ fn build(name: &'static str, clean: bool, seed: u64) -> Image {
         b
     };
     let live: Vec<usize> = (0..bytes.len()).filter(|&i| bytes[i] != 0).collect();
-    let sb = [0, BLOCK_SIZE]
-        .iter()
-        .filter_map(|&at| {
-            Superblock::decode(&bytes[at..at + BLOCK_SIZE])
-                .ok()
-                .flatten()
-        })
-        .max_by_key(|s| s.seq)
-        .unwrap();
+    let sb = superblock(&bytes);
     let mut regions = vec![(0, 2 * BLOCK_SIZE)];
     for e in &sb.meta_extents {
         regions.push((e.start as usize * BLOCK_SIZE, BLOCK_SIZE << e.order));

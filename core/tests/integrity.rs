@@ -11,12 +11,12 @@ mod common;
 use std::sync::Arc;
 
 use blobcask::blocking::Store;
-use blobcask::format::{Superblock, BLOCK_SIZE};
+use blobcask::format::BLOCK_SIZE;
 use blobcask::io::fault::{CrashMode, MemDevice};
 use blobcask::meta::block::{choose_slot, decode_slot, SlotContent, SlotIdentity};
 use blobcask::meta::tuple::{self, TupleValue};
 use blobcask::{ErrorKind, Options};
-use common::pattern;
+use common::{pattern, superblock};
 
 /// How an object was written.
 #[derive(Debug, Clone, Copy)]
@@ -62,18 +62,6 @@ fn write(s: &Store, path: WritePath, key: &str, v: &[u8]) {
             s.bulk_load([(key.to_string(), v.to_vec())]).unwrap();
         }
     }
-}
-
-fn superblock(image: &[u8]) -> Superblock {
-    [0, BLOCK_SIZE]
-        .iter()
-        .filter_map(|&at| {
-            Superblock::decode(&image[at..at + BLOCK_SIZE])
-                .ok()
-                .flatten()
-        })
-        .max_by_key(|s| s.seq)
-        .unwrap()
 }
 
 /// The live tuple of `key` in a cleanly closed image.

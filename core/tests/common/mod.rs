@@ -76,3 +76,17 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// The newest valid superblock copy of a store image.
+pub fn superblock(image: &[u8]) -> blobcask::format::Superblock {
+    use blobcask::format::{Superblock, BLOCK_SIZE};
+    [0, BLOCK_SIZE]
+        .iter()
+        .filter_map(|&at| {
+            Superblock::decode(&image[at..at + BLOCK_SIZE])
+                .ok()
+                .flatten()
+        })
+        .max_by_key(|s| s.seq)
+        .expect("no valid superblock copy")
+}
