@@ -2,19 +2,25 @@
 //!
 //! Every call that may touch the device releases the GIL (`py.detach`), so
 //! Python threads run in parallel. Values come in as any bytes-like object
-//! (`bytes` without a copy, others copied once) and reads return `bytes`
-//! (one copy out of the engine's buffer: `bytes` is what Python code
-//! expects, hashable and immutable). Errors become the exception classes
-//! of `blobcask.errors`, one per `ErrorKind`.
+//! (`bytes` and `Blob` without a copy, others copied once). Reads come out
+//! two ways: `Store.get`/`read` return `bytes` (one copy out of the
+//! engine's buffer, made with the GIL held: what Python code expects), and
+//! `Store.get_blob`/`read_blob` and every asyncio read return a `Blob`,
+//! which owns the engine's buffer and lends it through the buffer protocol
+//! (read-only, no copy). Errors become the exception classes of
+//! `blobcask.errors`, one per `ErrorKind`.
 
+use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::UNIX_EPOCH;
 
 use engine::blocking;
 use engine::{Bytes, Error, ErrorKind, IndexKind, IoEngineKind, ObjectInfo as Info, Options};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
+use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyBytes, PyDict, PyMemoryView, PySlice, PyString};
 
 /// Maps an engine error to the `blobcask.errors` class of its kind.
 fn py_err(e: Error) -> PyErr {
@@ -98,11 +104,14 @@ fn key_of(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
     value_of(obj)
 }
 
-/// A value: `bytes` is shared without a copy, `bytearray` and other
-/// buffer objects (memoryview, numpy arrays) are copied once.
+/// A value: `bytes` and `Blob` are shared without a copy, `bytearray` and
+/// other buffer objects (memoryview, numpy arrays) are copied once.
 fn value_of(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
     if let Ok(b) = obj.extract::<Bytes>() {
         return Ok(b);
+    }
+    if let Ok(blob) = obj.cast::<Blob>() {
+        return Ok(blob.get().bytes.clone());
     }
     if obj.is_instance_of::<PyString>() {
         return Err(PyValueError::new_err(
@@ -119,6 +128,216 @@ fn value_of(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
 
 fn bytes_out<'py>(py: Python<'py>, b: &Bytes) -> Bound<'py, PyBytes> {
     PyBytes::new(py, b)
+}
+
+/// Bytes read from a store, handed to Python without a copy.
+///
+/// A `Blob` owns the engine's buffer (`bytes::Bytes`) and lends it through
+/// the buffer protocol, read-only: `memoryview(blob)`, `bytes(blob)` (a
+/// copy), `hashlib`, `file.write(blob)`, `numpy.frombuffer(blob, ...)` and
+/// anything else that takes a bytes-like object read it in place. It
+/// compares equal to any bytes-like object with the same bytes and hashes
+/// as `bytes` does. Its bytes stay valid for as long as the Blob (or a
+/// memoryview of it) lives, whatever happens to the store afterwards: the
+/// key may be overwritten or deleted and the store closed.
+#[pyclass(frozen, module = "blobcask", name = "Blob")]
+struct Blob {
+    bytes: Bytes,
+    /// `hash(bytes(self))`, computed on first use.
+    hash: OnceLock<isize>,
+}
+
+impl Blob {
+    fn new(bytes: Bytes) -> Self {
+        Blob {
+            bytes,
+            hash: OnceLock::new(),
+        }
+    }
+
+    fn into_py(py: Python<'_>, bytes: Bytes) -> PyResult<Bound<'_, PyAny>> {
+        Ok(Bound::new(py, Blob::new(bytes))?.into_any())
+    }
+}
+
+/// Blobs at least this large free their buffer on a worker thread: giving
+/// back 48 MiB to the kernel takes ~4 ms here, which would otherwise stall
+/// the event loop (or whichever thread drops the last reference).
+const FREE_ELSEWHERE: usize = 1 << 20;
+
+impl Drop for Blob {
+    fn drop(&mut self) {
+        if self.bytes.len() >= FREE_ELSEWHERE {
+            let bytes = std::mem::take(&mut self.bytes);
+            let _ = async_pool().send(Box::new(move || drop(bytes)));
+        }
+    }
+}
+
+/// Longest prefix `Blob.__repr__` shows.
+const REPR_BYTES: usize = 32;
+
+#[pymethods]
+impl Blob {
+    /// The buffer protocol: a read-only, one-dimensional, contiguous view of
+    /// unsigned bytes (format "B") over the engine's buffer. A request for a
+    /// writable buffer raises BufferError. Nothing needs releasing: the
+    /// view holds a reference to the Blob, which owns the bytes and never
+    /// changes them, so there is no `__releasebuffer__`.
+    ///
+    /// # Safety
+    ///
+    /// Called by the interpreter with a valid `view` (the slot's contract).
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        let bytes = &slf.get().bytes;
+        // SAFETY: `view` is valid (our caller's contract). The pointer stays
+        // valid while the view exists: PyBuffer_FillInfo stores a new
+        // reference to `slf` in `view.obj`, and `slf` owns `bytes`, which
+        // is immutable. `readonly = 1` makes it refuse PyBUF_WRITABLE, so
+        // the `*mut` the C signature wants is never written through.
+        let filled = unsafe {
+            ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                bytes.as_ptr() as *mut c_void,
+                bytes.len() as ffi::Py_ssize_t,
+                1,
+                flags,
+            )
+        };
+        if filled == -1 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// A `bytes` copy (explicit: `bytes(blob)`).
+    fn __bytes__<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        bytes_out(py, &self.bytes)
+    }
+
+    /// Equal to any bytes-like object (bytes, bytearray, memoryview of
+    /// unsigned bytes, another Blob) holding the same bytes; anything else
+    /// is NotImplemented, as for `bytes`.
+    fn __eq__(&self, py: Python<'_>, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let equal = if let Ok(b) = other.cast::<Blob>() {
+            b.get().bytes == self.bytes
+        } else if let Ok(b) = other.cast::<PyBytes>() {
+            b.as_bytes() == &self.bytes[..]
+        } else {
+            let Ok(buf) = PyBuffer::<u8>::get(other) else {
+                return Ok(py.NotImplemented());
+            };
+            if buf.len_bytes() != self.bytes.len() {
+                false
+            } else if buf.is_c_contiguous() {
+                // SAFETY: a C-contiguous buffer of `len_bytes` bytes at
+                // `buf_ptr`, kept alive by `buf`; we hold the GIL and run no
+                // Python code while the slice lives.
+                let theirs = unsafe {
+                    std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes())
+                };
+                theirs == &self.bytes[..]
+            } else {
+                buf.to_vec(py)? == self.bytes[..]
+            }
+        };
+        Ok(equal.into_pyobject(py)?.to_owned().into_any().unbind())
+    }
+
+    /// The hash `bytes` with the same content has (so a Blob and its bytes
+    /// are interchangeable as dict keys), computed without a copy: a
+    /// read-only memoryview of unsigned bytes hashes exactly as `bytes`.
+    /// The view is made over the memory, not over the Blob: a view of an
+    /// exporter hashes the exporter first, which would recurse into here.
+    fn __hash__(&self, py: Python<'_>) -> PyResult<isize> {
+        if let Some(h) = self.hash.get() {
+            return Ok(*h);
+        }
+        // SAFETY: `self.bytes` outlives the view, which is dropped before
+        // this returns; PyBUF_READ makes it read-only.
+        let view = unsafe {
+            Bound::from_owned_ptr_or_err(
+                py,
+                ffi::PyMemoryView_FromMemory(
+                    self.bytes.as_ptr() as *mut _,
+                    self.bytes.len() as ffi::Py_ssize_t,
+                    ffi::PyBUF_READ,
+                ),
+            )?
+        };
+        let h = view.hash()?;
+        drop(view);
+        Ok(*self.hash.get_or_init(|| h))
+    }
+
+    /// `blob[i]` is an int, as for `bytes`; `blob[a:b]` is a Blob sharing
+    /// the same buffer (no copy); a slice with a step is a `bytes` copy.
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        index: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let len = self.bytes.len() as isize;
+        if let Ok(slice) = index.cast::<PySlice>() {
+            let ind = slice.indices(len)?;
+            if ind.step == 1 {
+                let (start, stop) = (ind.start as usize, ind.stop.max(ind.start) as usize);
+                return Blob::into_py(py, self.bytes.slice(start..stop));
+            }
+            let picked: Vec<u8> = (0..ind.slicelength)
+                .map(|k| self.bytes[(ind.start + k as isize * ind.step) as usize])
+                .collect();
+            return Ok(PyBytes::new(py, &picked).into_any());
+        }
+        let i: isize = index.extract()?;
+        let at = if i < 0 { i + len } else { i };
+        if !(0..len).contains(&at) {
+            return Err(PyIndexError::new_err("index out of range"));
+        }
+        Ok(self.bytes[at as usize].into_pyobject(py)?.into_any())
+    }
+
+    /// The bytes decoded as `bytes.decode` does (UTF-8 by default).
+    #[pyo3(signature = (encoding="utf-8", errors="strict"))]
+    fn decode<'py>(
+        slf: &Bound<'py, Self>,
+        encoding: &str,
+        errors: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let view = PyMemoryView::from(slf.as_any())?;
+        py.import("codecs")?
+            .getattr("decode")?
+            .call1((view, encoding, errors))
+    }
+
+    /// Pickles as `bytes` (a copy): a Blob sent to another process arrives
+    /// as the `bytes` it holds.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let bytes_type = py.import("builtins")?.getattr("bytes")?;
+        (bytes_type, (bytes_out(py, &self.bytes),))
+            .into_pyobject(py)
+            .map(Bound::into_any)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let shown = &self.bytes[..self.bytes.len().min(REPR_BYTES)];
+        let prefix = PyBytes::new(py, shown).repr()?;
+        Ok(if self.bytes.len() > REPR_BYTES {
+            format!("Blob({prefix}..., len={})", self.bytes.len())
+        } else {
+            format!("Blob({prefix})")
+        })
+    }
 }
 
 /// What a commit produced, or what `stat` reports.
@@ -251,7 +470,8 @@ impl Store {
             .map_err(py_err)
     }
 
-    /// The whole object as `bytes`.
+    /// The whole object as `bytes`: a copy of the engine's buffer, made
+    /// with the GIL held. `get_blob` hands over the buffer itself.
     fn get<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
         let key = key_of(key)?;
         let s = &self.inner;
@@ -261,6 +481,7 @@ impl Store {
 
     /// `length` bytes from `offset` (to the end when `length` is None),
     /// clipped at the end; an offset past the end raises InvalidArgumentError.
+    /// Returns a `bytes` copy; `read_blob` hands over the engine's buffer.
     #[pyo3(signature = (key, offset=0, length=None))]
     fn read<'py>(
         &self,
@@ -275,6 +496,38 @@ impl Store {
             .detach(|| s.read(&key, offset, length.unwrap_or(u64::MAX)))
             .map_err(py_err)?;
         Ok(bytes_out(py, &b))
+    }
+
+    /// The whole object as a `Blob`: the engine's buffer itself, read-only,
+    /// no copy whatever the size (see `Blob`). Use it where a large object
+    /// is passed on (written to a socket or file, hashed, parsed from a
+    /// memoryview) rather than kept as `bytes`.
+    fn get_blob<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let key = key_of(key)?;
+        let s = &self.inner;
+        let b = py.detach(|| s.get(&key)).map_err(py_err)?;
+        Blob::into_py(py, b)
+    }
+
+    /// `read` returning a `Blob`: the engine's buffer itself, no copy.
+    #[pyo3(signature = (key, offset=0, length=None))]
+    fn read_blob<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        offset: u64,
+        length: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let key = key_of(key)?;
+        let s = &self.inner;
+        let b = py
+            .detach(|| s.read(&key, offset, length.unwrap_or(u64::MAX)))
+            .map_err(py_err)?;
+        Blob::into_py(py, b)
     }
 
     /// Size, version and commit time of `key`.
@@ -402,7 +655,8 @@ impl Store {
     }
 
     /// asyncio support: reads `length` bytes at `offset` on a worker thread
-    /// and calls `done(error, bytes)`.
+    /// and calls `done(error, blob)`. The result crosses as a `Blob` that
+    /// owns the engine's buffer: nothing is copied while the GIL is held.
     #[pyo3(signature = (key, offset, length, done))]
     fn _read_cb(
         &self,
@@ -415,7 +669,7 @@ impl Store {
         submit(
             done,
             move || s.read(&key, offset, length.unwrap_or(u64::MAX)),
-            |py, b| Ok(bytes_out(py, &b).into_any()),
+            Blob::into_py,
         );
         Ok(())
     }
@@ -580,6 +834,7 @@ fn crc32c_of(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<u32> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(crc32c_of, m)?)?;
     m.add_class::<Store>()?;
+    m.add_class::<Blob>()?;
     m.add_class::<Upload>()?;
     m.add_class::<ObjectInfo>()?;
     m.add_class::<KeyIterator>()?;

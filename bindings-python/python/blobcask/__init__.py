@@ -11,11 +11,18 @@ I/O, and any byte range of any object in one device read::
 
 Every call that does I/O releases the GIL. ``AsyncStore`` offers the same
 calls as coroutines for asyncio.
+
+``Store.get`` and ``Store.read`` return ``bytes`` (a copy of what the engine
+read); ``Store.get_blob``, ``Store.read_blob`` and the reads of
+``AsyncStore`` return a ``Blob``: the engine's buffer itself, read-only,
+usable wherever a bytes-like object is (``memoryview(blob)``,
+``hashlib.sha256(blob)``, ``f.write(blob)``, ``blob == b"..."``), with no
+copy whatever its size. ``bytes(blob)`` makes the copy when one is wanted.
 """
 
 from __future__ import annotations
 
-from ._native import MAX_KEY_LEN, PART_ALIGN, KeyIterator, ObjectInfo, Store, Upload, crc32c
+from ._native import MAX_KEY_LEN, PART_ALIGN, Blob, KeyIterator, ObjectInfo, Store, Upload, crc32c
 from .aio import AsyncStore, AsyncUpload
 from .errors import (
     ClosedError,
@@ -36,6 +43,7 @@ __all__ = [
     "AsyncStore",
     "Upload",
     "AsyncUpload",
+    "Blob",
     "ObjectInfo",
     "KeyIterator",
     "MAX_KEY_LEN",

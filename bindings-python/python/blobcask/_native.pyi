@@ -2,10 +2,10 @@
 
 from os import PathLike
 from types import TracebackType
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional, SupportsIndex, Union, overload
 
-Key = Union[str, bytes, bytearray, memoryview]
-BytesLike = Union[bytes, bytearray, memoryview, Any]
+Key = Union[str, bytes, bytearray, memoryview, "Blob"]
+BytesLike = Union[bytes, bytearray, memoryview, "Blob", Any]
 
 MAX_KEY_LEN: int
 PART_ALIGN: int
@@ -22,6 +22,33 @@ class ObjectInfo:
         """Commit time, seconds since the Unix epoch."""
     @property
     def inline(self) -> bool: ...
+
+class Blob:
+    """Bytes read from a store, handed over without a copy.
+
+    Owns the engine's buffer and lends it, read-only, through the buffer
+    protocol: ``memoryview(blob)`` and every API taking a bytes-like object
+    read it in place (asking for a writable buffer raises ``BufferError``).
+    ``bytes(blob)`` copies. A Blob equals any bytes-like object with the
+    same bytes and hashes as ``bytes`` does. Its bytes stay valid as long as
+    it (or a memoryview of it) lives, even after the key is overwritten or
+    deleted and the store closed.
+    """
+
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    def __len__(self) -> int: ...
+    def __bytes__(self) -> bytes:
+        """A copy of the bytes."""
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> Union["Blob", bytes]:
+        """``blob[a:b]`` is a Blob over the same buffer (no copy); a slice
+        with a step is a ``bytes`` copy."""
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        """The bytes decoded, as ``bytes.decode`` does."""
 
 class KeyIterator(Iterator[bytes]):
     """Keys of a listing, in byte order."""
@@ -71,9 +98,14 @@ class Store:
     def put(self, key: Key, value: BytesLike) -> ObjectInfo:
         """Stores ``value`` under ``key`` (create or replace); durable on return."""
     def get(self, key: Key) -> bytes:
-        """The whole object."""
+        """The whole object, as a ``bytes`` copy (see ``get_blob``)."""
     def read(self, key: Key, offset: int = 0, length: Optional[int] = None) -> bytes:
-        """``length`` bytes from ``offset``, clipped at the end."""
+        """``length`` bytes from ``offset``, clipped at the end, as a ``bytes``
+        copy (see ``read_blob``)."""
+    def get_blob(self, key: Key) -> Blob:
+        """The whole object as a ``Blob``: the engine's buffer, no copy."""
+    def read_blob(self, key: Key, offset: int = 0, length: Optional[int] = None) -> Blob:
+        """``read`` as a ``Blob``: the engine's buffer, no copy."""
     def stat(self, key: Key) -> ObjectInfo:
         """Size, version and commit time."""
     def delete(self, key: Key) -> None:

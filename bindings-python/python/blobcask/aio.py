@@ -4,6 +4,10 @@ Reads, puts, stats and deletes run on the extension's own worker threads
 (without the GIL) and resolve an asyncio future through
 ``call_soon_threadsafe``: one hand-off each way, nothing on the event loop.
 The rarer calls (open, uploads, sync, close) use a thread pool.
+
+Reads resolve to a ``Blob`` (the engine's buffer, read-only, no copy), so
+the event loop never waits for a copy, whatever the object's size. Use it
+as any bytes-like object; ``bytes(blob)`` copies when ``bytes`` is needed.
 """
 
 from __future__ import annotations
@@ -13,9 +17,9 @@ import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Optional, TypeVar, Union
 
-from ._native import KeyIterator, ObjectInfo, Store, Upload
+from ._native import Blob, KeyIterator, ObjectInfo, Store, Upload
 
-Key = Union[str, bytes, bytearray, memoryview]
+Key = Union[str, bytes, bytearray, memoryview, Blob]
 T = TypeVar("T")
 
 __all__ = ["AsyncStore", "AsyncUpload"]
@@ -64,12 +68,13 @@ class AsyncStore:
         """Stores ``value`` under ``key``; durable when awaited."""
         return await self._native(self._store._put_cb, key, value)
 
-    async def get(self, key: Key) -> bytes:
-        """The whole object."""
+    async def get(self, key: Key) -> Blob:
+        """The whole object, as a ``Blob`` (no copy)."""
         return await self._native(self._store._read_cb, key, 0, None)
 
-    async def read(self, key: Key, offset: int = 0, length: Optional[int] = None) -> bytes:
-        """``length`` bytes from ``offset``, clipped at the end."""
+    async def read(self, key: Key, offset: int = 0, length: Optional[int] = None) -> Blob:
+        """``length`` bytes from ``offset``, clipped at the end, as a ``Blob``
+        (no copy)."""
         return await self._native(self._store._read_cb, key, offset, length)
 
     async def stat(self, key: Key) -> ObjectInfo:
