@@ -1,7 +1,11 @@
 // Node binding costs, in one run:
 //  * awaited get of cold data vs readFileSync of the same bytes from a file
 //    per object (page cache dropped first when permitted: run as root);
-//  * puts issued in one tick vs one at a time (group commit).
+//  * puts issued in one tick vs one at a time (group commit);
+//  * getSync of 1 MiB (results cross as Buffers over the engine's memory);
+//  * the event loop's delay (monitorEventLoopDelay, 1 ms resolution) while
+//    48 MiB gets are awaited, while 48 MiB puts are awaited (put copies the
+//    value before returning), and idle, for the machine's own noise.
 //
 //   (cd bindings-node && npm install --no-audit --no-fund)
 //   node benches/node_bench.mjs [DIR]
@@ -9,6 +13,8 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { execSync } from 'node:child_process'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
+import { setTimeout as sleep } from 'node:timers/promises'
 import { Store } from '../bindings-node/lib.mjs'
 
 const dir = process.argv[2] ?? 'target/bench/node'
@@ -16,7 +22,7 @@ rmSync(dir, { recursive: true, force: true })
 mkdirSync(join(dir, 'files'), { recursive: true })
 const N = 2000
 const SIZE = 16 * 1024
-const store = await Store.open(join(dir, 'store.blobcask'), { capacity: 256 * 1024 * 1024 })
+const store = await Store.open(join(dir, 'store.blobcask'), { capacity: 512 * 1024 * 1024 })
 const value = randomBytes(SIZE)
 await Promise.all(Array.from({ length: N }, (_, i) => store.put(`obj/${i}`, value)))
 for (let i = 0; i < N; i++) writeFileSync(join(dir, 'files', `obj-${i}`), value)
@@ -59,5 +65,43 @@ console.log(
   `durable 16 KiB puts/s: one at a time ${seq.toFixed(0)}, ${M} issued in one tick ${tick.toFixed(0)} ` +
     `(${(tick / seq).toFixed(1)} x, ${groups} commit groups)`,
 )
+
+await store.put('mib', randomBytes(1 << 20))
+for (let i = 0; i < 20; i++) store.getSync('mib')
+const syncs = []
+for (let i = 0; i < 200; i++) {
+  const t = process.hrtime.bigint()
+  store.getSync('mib')
+  syncs.push(Number(process.hrtime.bigint() - t) / 1000)
+}
+console.log(`getSync 1 MiB, median of 200: ${median(syncs).toFixed(1)} us`)
+
+const BIG = 48 * 1024 * 1024
+const big = randomBytes(BIG)
+await store.put('big', big)
+async function loopDelay(fn) {
+  const h = monitorEventLoopDelay({ resolution: 1 })
+  h.enable()
+  await fn()
+  h.disable()
+  return `max ${(h.max / 1e6).toFixed(1)} ms, p99 ${(h.percentile(99) / 1e6).toFixed(1)} ms`
+}
+const ROUNDS = 5
+const idle = await loopDelay(() => sleep(500))
+const gets48 = await loopDelay(async () => {
+  for (let r = 0; r < ROUNDS; r++) {
+    const b = await store.get('big')
+    if (b.length !== BIG) throw new Error('short read')
+    await sleep(5)
+  }
+})
+const puts48 = await loopDelay(async () => {
+  for (let r = 0; r < ROUNDS; r++) {
+    await store.put('big', big)
+    await sleep(5)
+  }
+})
+console.log(`event-loop delay (monitorEventLoopDelay, 1 ms resolution), ${ROUNDS} rounds each: ` +
+  `await get 48 MiB ${gets48}; await put 48 MiB ${puts48}; idle 500 ms ${idle}`)
 await store.close()
 rmSync(dir, { recursive: true, force: true })

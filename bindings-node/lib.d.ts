@@ -88,7 +88,7 @@ export type Key = string | Uint8Array
 
 /** A multipart upload: parts in any order, concurrently, then one atomic commit. */
 export declare class Upload {
-  /** Writes `data` at `offset` (a multiple of 4096). */
+  /** Writes `data` at `offset` (a multiple of 4096). `data` is copied before this returns. */
   writePart(offset: number, data: Uint8Array, crc32c?: number): Promise<void>
   /** Makes the object visible atomically. */
   commit(): Promise<ObjectInfo>
@@ -103,9 +103,17 @@ export declare class Store {
   static open(path: string, options?: OpenOptions): Promise<Store>
   /** Synchronous `open`, for scripts. */
   static openSync(path: string, options?: OpenOptions): Store
-  /** Stores `value` under `key`; resolves once durable. Puts issued together commit together. */
+  /**
+   * Stores `value` under `key`; resolves once durable. Puts issued together
+   * commit together. `value` is copied before `put` returns: changing the
+   * Buffer afterwards does not change what is stored.
+   */
   put(key: Key, value: Uint8Array): Promise<ObjectInfo>
-  /** The whole object. */
+  /**
+   * The whole object. Results over 16 KiB are Buffers over the engine's
+   * read buffer (no copy); each is the caller's own, valid after the key
+   * is overwritten or deleted and the store closed.
+   */
   get(key: Key): Promise<Buffer>
   /** `length` bytes from `offset` (to the end when omitted), clipped at the end. */
   read(key: Key, offset?: number, length?: number): Promise<Buffer>

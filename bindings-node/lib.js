@@ -79,11 +79,17 @@ class Store {
   static openSync(path, options) {
     return new Store(callSync(() => native.openSync(path, options)))
   }
-  /** Stores `value` under `key`; resolves once durable. */
+  /**
+   * Stores `value` under `key`; resolves once durable. `value` is copied
+   * before this returns, so the caller may reuse its Buffer at once.
+   */
   put(key, value) {
     return call(() => this.#n.put(key, value))
   }
-  /** The whole object as a Buffer. */
+  /**
+   * The whole object as a Buffer. Results over 16 KiB are external Buffers
+   * over the engine's read buffer (no copy); each is the caller's own.
+   */
   get(key) {
     return call(() => this.#n.get(key))
   }

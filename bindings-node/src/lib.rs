@@ -3,7 +3,13 @@
 //! engine for scripts. Errors carry their kind as a `CODE: ` message prefix
 //! that lib.js moves into the error's `code` property (`'NOT_FOUND'`,
 //! `'NO_SPACE'`, `'LOCKED'`, ...).
+//!
+//! Bytes in and out: values passed to `put`/`writePart` are copied before
+//! the call returns (the caller may reuse its Buffer at once); read results
+//! become Buffers over the engine's own read buffer, without a copy (see
+//! `ObjectBytes`).
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::UNIX_EPOCH;
 
@@ -44,8 +50,92 @@ fn key_of(key: Either<String, Uint8Array>) -> Bytes {
     }
 }
 
-fn to_buffer(b: Bytes) -> Buffer {
-    Buffer::from(Vec::from(b))
+/// Results up to this size are copied into an ordinary Buffer; larger ones
+/// become external Buffers over the engine's memory. Two reasons: (1) the
+/// engine shares the bytes of inline values (at most
+/// `MAX_INLINE_THRESHOLD`) with its in-memory index, and JavaScript may
+/// write into any Buffer, so those must never be lent; heap reads come back
+/// in a buffer of their own (`store/data.rs`, `assemble`), which nothing
+/// else holds; (2) for small results a copy costs less than an external
+/// Buffer with its finalizer.
+const COPY_UP_TO: usize = {
+    let measured = 16 << 10;
+    if engine::MAX_INLINE_THRESHOLD > measured {
+        engine::MAX_INLINE_THRESHOLD
+    } else {
+        measured
+    }
+};
+
+/// Start addresses of the memory lent to JavaScript as external Buffers
+/// and not yet finalized. V8 refuses a second ArrayBuffer over a start
+/// address that already backs one (it aborts the process), so should the
+/// engine ever hand out the same buffer twice, the second one is copied.
+static LENT: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+
+fn lend(at: usize) -> bool {
+    LENT.lock()
+        .map(|mut g| g.get_or_insert_with(HashSet::new).insert(at))
+        .unwrap_or(false)
+}
+
+fn give_back(at: usize) {
+    if let Ok(mut g) = LENT.lock() {
+        if let Some(set) = g.as_mut() {
+            set.remove(&at);
+        }
+    }
+}
+
+/// Object bytes on their way to JavaScript: a Buffer over the engine's
+/// read buffer (`napi_create_external_buffer`), whose finalizer drops the
+/// `Bytes` when the Buffer is collected; no copy, so the cost does not grow
+/// with the size. Small results, and runtimes that refuse external buffers
+/// (`napi_no_external_buffers_allowed`: Electron and other V8 sandbox
+/// builds), get a copy. Either way the Buffer stays valid whatever happens
+/// to the store afterwards (overwrite, delete, close).
+pub struct ObjectBytes(Bytes);
+
+impl TypeName for ObjectBytes {
+    fn type_name() -> &'static str {
+        "Buffer"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
+impl ToNapiValue for ObjectBytes {
+    unsafe fn to_napi_value(raw: napi::sys::napi_env, val: Self) -> Result<napi::sys::napi_value> {
+        let env = Env::from_raw(raw);
+        let bytes = val.0;
+        let at = bytes.as_ptr() as usize;
+        if bytes.len() <= COPY_UP_TO || !lend(at) {
+            return Ok(BufferSlice::copy_from(&env, &bytes)?.raw());
+        }
+        let len = bytes.len();
+        // SAFETY: `bytes` (moved into the finalizer's hint) keeps the `len`
+        // bytes at `at` alive until the Buffer is finalized. They are
+        // written only by JavaScript, through this one Buffer: a heap read's
+        // buffer is not shared with the engine (see `COPY_UP_TO`), and
+        // `LENT` keeps a second Buffer from being made over it. When the
+        // runtime refuses external buffers, `from_external` copies and runs
+        // the finalizer at once.
+        let made = unsafe {
+            BufferSlice::from_external(&env, at as *mut u8, len, bytes, move |_, b: Bytes| {
+                give_back(at);
+                drop(b);
+            })
+        };
+        match made {
+            Ok(buffer) => Ok(buffer.raw()),
+            Err(e) => {
+                give_back(at);
+                Err(e)
+            }
+        }
+    }
 }
 
 /// What a commit produced, or what `stat` reports.
@@ -208,19 +298,22 @@ impl Store {
     }
 
     /// Stores `value` under `key` (create or replace). Resolves once durable;
-    /// puts issued together are committed together.
-    #[napi]
-    pub async fn put(
+    /// puts issued together are committed together. The value is copied
+    /// before `put` returns, so the caller may change or reuse its Buffer
+    /// at once without changing what is stored.
+    #[napi(ts_return_type = "Promise<ObjectInfo>")]
+    pub fn put(
         &self,
+        env: &Env,
         key: Either<String, Uint8Array>,
         value: Uint8Array,
-    ) -> Result<ObjectInfo> {
+    ) -> Result<AsyncBlock<ObjectInfo>> {
         let (key, value) = (key_of(key), Bytes::copy_from_slice(&value));
-        self.inner
-            .put(key, value)
-            .await
-            .map(Into::into)
-            .map_err(js_err)
+        let store = self.inner.clone();
+        AsyncBlockBuilder::new(async move {
+            store.put(key, value).await.map(Into::into).map_err(js_err)
+        })
+        .build(env)
     }
 
     /// The whole object. Reads run as a libuv work item that calls the
@@ -365,22 +458,22 @@ impl Store {
     }
 
     /// Synchronous `get`.
-    #[napi]
-    pub fn get_sync(&self, key: Either<String, Uint8Array>) -> Result<Buffer> {
+    #[napi(ts_return_type = "Buffer")]
+    pub fn get_sync(&self, key: Either<String, Uint8Array>) -> Result<ObjectBytes> {
         self.blocking()
             .get(key_of(key))
-            .map(to_buffer)
+            .map(ObjectBytes)
             .map_err(js_err)
     }
 
     /// Synchronous `read`.
-    #[napi]
+    #[napi(ts_return_type = "Buffer")]
     pub fn read_sync(
         &self,
         key: Either<String, Uint8Array>,
         offset: f64,
         length: Option<f64>,
-    ) -> Result<Buffer> {
+    ) -> Result<ObjectBytes> {
         let offset = offset_of(offset, "offset")?;
         let length = match length {
             Some(l) => offset_of(l, "length")?,
@@ -388,7 +481,7 @@ impl Store {
         };
         self.blocking()
             .read(key_of(key), offset, length)
-            .map(to_buffer)
+            .map(ObjectBytes)
             .map_err(js_err)
     }
 
@@ -430,7 +523,7 @@ pub struct ReadTask {
 
 impl Task for ReadTask {
     type Output = Bytes;
-    type JsValue = Buffer;
+    type JsValue = ObjectBytes;
 
     fn compute(&mut self) -> Result<Bytes> {
         self.store
@@ -438,8 +531,8 @@ impl Task for ReadTask {
             .map_err(js_err)
     }
 
-    fn resolve(&mut self, _env: Env, output: Bytes) -> Result<Buffer> {
-        Ok(to_buffer(output))
+    fn resolve(&mut self, _env: Env, output: Bytes) -> Result<ObjectBytes> {
+        Ok(ObjectBytes(output))
     }
 }
 
@@ -480,13 +573,16 @@ impl Upload {
     /// With `crc32c` (the CRC32C of `data`, as `crc32c()` computes it) the
     /// bytes are checked before anything is written; a mismatch rejects
     /// with 'INVALID_ARGUMENT'.
-    #[napi]
-    pub async fn write_part(
+    /// The part is copied before `writePart` returns: the caller may reuse
+    /// its Buffer at once.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn write_part(
         &self,
+        env: &Env,
         offset: f64,
         data: Uint8Array,
         crc32c: Option<f64>,
-    ) -> Result<()> {
+    ) -> Result<AsyncBlock<()>> {
         let offset = offset_of(offset, "offset")?;
         let crc = match crc32c {
             None => None,
@@ -495,11 +591,14 @@ impl Upload {
         };
         let data = Bytes::copy_from_slice(&data);
         let up = self.handle()?;
-        match crc {
-            Some(c) => up.write_part_checked(offset, data, c).await,
-            None => up.write_part(offset, data).await,
-        }
-        .map_err(js_err)
+        AsyncBlockBuilder::new(async move {
+            match crc {
+                Some(c) => up.write_part_checked(offset, data, c).await,
+                None => up.write_part(offset, data).await,
+            }
+            .map_err(js_err)
+        })
+        .build(env)
     }
 
     /// Makes the object visible atomically.

@@ -1,0 +1,136 @@
+// Read results as Buffers over the engine's memory (no copy), and values
+// captured by put()/writePart() before they return (node --test).
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { randomBytes } from 'node:crypto'
+import { setImmediate as tick } from 'node:timers/promises'
+
+import { Store } from '../lib.mjs'
+
+function tempPath() {
+  const dir = mkdtempSync(join(tmpdir(), 'blobcask-node-zc-'))
+  return { path: join(dir, 'store.blobcask'), cleanup: () => rmSync(dir, { recursive: true, force: true }) }
+}
+
+// Sizes on both sides of the inline threshold (512) and of the size below
+// which results are copied (16 KiB).
+const SIZES = [0, 100, 512, 4096, 16 * 1024, 16 * 1024 + 1, 100_000, 1 << 20]
+
+test('every read method returns the stored bytes, at every size', async () => {
+  const t = tempPath()
+  const s = await Store.open(t.path, { capacity: 64 << 20 })
+  try {
+    for (const size of SIZES) {
+      const v = randomBytes(size)
+      await s.put(`k${size}`, v)
+      for (const got of [await s.get(`k${size}`), s.getSync(`k${size}`)]) {
+        assert.ok(Buffer.isBuffer(got))
+        assert.equal(got.length, size)
+        assert.ok(got.equals(v), `get of ${size} bytes`)
+      }
+      const at = size >> 1
+      for (const got of [await s.read(`k${size}`, at, 1000), s.readSync(`k${size}`, at, 1000)]) {
+        assert.ok(got.equals(v.subarray(at, at + 1000)), `read of ${size} bytes at ${at}`)
+      }
+    }
+  } finally {
+    await s.close()
+    t.cleanup()
+  }
+})
+
+test('a returned Buffer survives overwrite, delete, close and GC', async () => {
+  const t = tempPath()
+  const s = await Store.open(t.path, { capacity: 64 << 20 })
+  const big = randomBytes(3 << 20)
+  const small = randomBytes(200)
+  await s.put('big', big)
+  await s.put('small', small)
+  const held = [await s.get('big'), s.getSync('big'), await s.read('big', 4096, 1 << 20), await s.get('small')]
+  const want = [big, big, big.subarray(4096, 4096 + (1 << 20)), small]
+  const check = (when) => held.forEach((h, i) => assert.ok(h.equals(want[i]), `${when}: buffer ${i}`))
+  await s.put('big', randomBytes(3 << 20))
+  await s.put('small', randomBytes(200))
+  check('after overwrite')
+  await s.delete('big')
+  await s.delete('small')
+  // Reuse the freed space.
+  await Promise.all(Array.from({ length: 16 }, (_, i) => s.put(`fill/${i}`, randomBytes(1 << 20))))
+  check('after delete and reuse')
+  await s.close()
+  check('after close')
+  if (global.gc) {
+    // Buffers dropped meanwhile are finalized; the held ones stay intact.
+    for (let i = 0; i < 5; i++) {
+      global.gc()
+      await tick()
+    }
+  }
+  check('after GC')
+  t.cleanup()
+})
+
+test('writing into a returned Buffer changes neither the store nor another read', async () => {
+  const t = tempPath()
+  const s = await Store.open(t.path, { capacity: 64 << 20 })
+  try {
+    for (const size of [100, 100_000]) {
+      const v = randomBytes(size)
+      await s.put('k', v)
+      const a = await s.get('k')
+      const b = s.getSync('k')
+      a.fill(0)
+      assert.ok(b.equals(v))
+      assert.ok((await s.get('k')).equals(v))
+      assert.ok(s.getSync('k').equals(v))
+    }
+  } finally {
+    await s.close()
+    t.cleanup()
+  }
+})
+
+test('many reads of one object, held at once, are independent Buffers', async () => {
+  const t = tempPath()
+  const s = await Store.open(t.path, { capacity: 64 << 20 })
+  try {
+    const v = randomBytes(256 * 1024)
+    await s.put('k', v)
+    const all = await Promise.all(Array.from({ length: 32 }, () => s.get('k')))
+    for (let i = 0; i < 32; i++) all.push(s.getSync('k'))
+    for (const b of all) assert.ok(b.equals(v))
+    all[0][0] ^= 1
+    assert.ok(all[1].equals(v))
+  } finally {
+    await s.close()
+    t.cleanup()
+  }
+})
+
+test('put() captures the value before it returns: changing the Buffer afterwards stores nothing torn', async () => {
+  const t = tempPath()
+  const s = await Store.open(t.path, { capacity: 256 << 20 })
+  try {
+    const size = 32 << 20
+    const buf = Buffer.alloc(size, 0xab)
+    const original = Buffer.from(buf)
+    const p = s.put('k', buf)
+    buf.fill(0xcd) // right after put() returned, before awaiting
+    await p
+    assert.ok((await s.get('k')).equals(original))
+    // The same for a multipart part.
+    const part = Buffer.alloc(1 << 20, 0x11)
+    const up = await s.beginUpload('u', 1 << 20)
+    const w = up.writePart(0, part)
+    part.fill(0x22)
+    await w
+    await up.commit()
+    assert.ok((await s.get('u')).equals(Buffer.alloc(1 << 20, 0x11)))
+  } finally {
+    await s.close()
+    t.cleanup()
+  }
+})
