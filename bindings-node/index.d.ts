@@ -13,7 +13,9 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare class Store {
   /**
    * Stores `value` under `key` (create or replace). Resolves once durable;
-   * puts issued together are committed together.
+   * puts issued together are committed together. The value is copied
+   * before `put` returns, so the caller may change or reuse its Buffer
+   * at once without changing what is stored.
    */
   put(key: string | Uint8Array, value: Uint8Array): Promise<ObjectInfo>
   /**
@@ -67,6 +69,11 @@ export declare class Upload {
   /**
    * Writes one part at `offset` (a multiple of 4096; parts end on a
    * multiple of 4096 or at the object's end), in any order, concurrently.
+   * With `crc32c` (the CRC32C of `data`, as `crc32c()` computes it) the
+   * bytes are checked before anything is written; a mismatch rejects
+   * with 'INVALID_ARGUMENT'.
+   * The part is copied before `writePart` returns: the caller may reuse
+   * its Buffer at once.
    */
   writePart(offset: number, data: Uint8Array, crc32c?: number | undefined | null): Promise<void>
   /** Makes the object visible atomically. */
@@ -74,6 +81,9 @@ export declare class Upload {
   /** Abandons the upload and frees its space. */
   abort(): Promise<void>
 }
+
+/** CRC32C (Castagnoli) of `data`: the checksum `Upload.writePart` takes. */
+export declare function crc32c(data: Uint8Array): number
 
 /** What a commit produced, or what `stat` reports. */
 export interface ObjectInfo {
@@ -88,9 +98,6 @@ export interface ObjectInfo {
 }
 
 /** Opens (creating when missing) the store at `path`. */
-/** CRC32C (Castagnoli) of `data`: the checksum `Upload.writePart` takes. */
-export declare function crc32c(data: Uint8Array): number
-
 export declare function open(path: string, options?: OpenOptions | undefined | null): Promise<Store>
 
 /** Options for `Store.open`. */
@@ -107,8 +114,8 @@ export interface OpenOptions {
   directIo?: boolean
   /**
    * Create a store where nothing is: a missing path or an empty file
-   * (default true). Any other file without a blobcask superblock is refused
-   * (CORRUPT) and left untouched.
+   * (default true). Any other file without a blobcask superblock is
+   * refused (CORRUPT) and left untouched.
    */
   create?: boolean
   /**
@@ -117,15 +124,27 @@ export interface OpenOptions {
    */
   createNew?: boolean
   /**
-   * Open an existing store read-only: shared lock (several readers may share
-   * it, a writer gets LOCKED), read-only descriptor, every change rejected
-   * with UNSUPPORTED, nothing ever written (default false).
+   * Open an existing store read-only: shared lock (several readers may
+   * share it, a writer gets LOCKED), read-only descriptor, every change
+   * rejected with UNSUPPORTED, nothing ever written (default false).
    */
   readOnly?: boolean
 }
 
 /** Synchronous `open`, for scripts. */
 export declare function openSync(path: string, options?: OpenOptions | undefined | null): Store
+
+/**
+ * What recovery found and did at open: groups and object versions rolled
+ * back (a crash, or bytes that did not land) and damage repaired.
+ */
+export interface Recovery {
+  clean: boolean
+  rolledBackGroups: number
+  rolledBackObjects: number
+  repaired: Array<string>
+  details: Array<string>
+}
 
 /** Space and content figures. */
 export interface Stats {
@@ -143,13 +162,4 @@ export interface Stats {
   index: string
   /** What recovery did when the store was opened. */
   recovery: Recovery
-}
-
-/** What recovery found and did at open. */
-export interface Recovery {
-  clean: boolean
-  rolledBackGroups: number
-  rolledBackObjects: number
-  repaired: Array<string>
-  details: Array<string>
 }

@@ -837,5 +837,6 @@ module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __n
 module.exports = nativeBinding
 module.exports.Store = nativeBinding.Store
 module.exports.Upload = nativeBinding.Upload
+module.exports.crc32c = nativeBinding.crc32c
 module.exports.open = nativeBinding.open
 module.exports.openSync = nativeBinding.openSync
