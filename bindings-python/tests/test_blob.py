@@ -17,19 +17,7 @@ import pytest
 import blobcask
 
 
-@pytest.fixture
-def path(tmp_path):
-    return str(tmp_path / "store.blobcask")
-
-
-@pytest.fixture
-def store(path):
-    with blobcask.Store(path, capacity=64 << 20) as s:
-        yield s
-
-
-def pattern(seed: int, n: int) -> bytes:
-    return bytes((seed * 31 + i * 7 + (i >> 9)) & 0xFF for i in range(n))
+from conftest import pattern
 
 
 # Sizes on both sides of the inline threshold (512 by default): an inline

@@ -14,19 +14,7 @@ import blobcask
 from blobcask import errors
 
 
-@pytest.fixture
-def path(tmp_path):
-    return str(tmp_path / "store.blobcask")
-
-
-@pytest.fixture
-def store(path):
-    with blobcask.Store(path, capacity=64 << 20) as s:
-        yield s
-
-
-def pattern(seed: int, n: int) -> bytes:
-    return bytes((seed * 31 + i * 7 + (i >> 9)) & 0xFF for i in range(n))
+from conftest import pattern
 
 
 def test_put_get_read_stat_delete(store):
