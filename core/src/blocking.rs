@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::io::block_on;
 use bytes::Bytes;
-use futures::executor::block_on;
 
 use crate::io::IoEngine;
 use crate::{ObjectInfo, Options, Result, Stats};

@@ -22,11 +22,36 @@ use std::future::Future;
 use std::io;
 use std::path::Path;
 use std::pin::Pin;
+use std::sync::Arc;
 
 pub use buf::{round_up, AlignedBuf};
 pub use portable::PortableEngine;
 #[cfg(target_os = "linux")]
 pub use uring::UringEngine;
+
+thread_local! {
+    /// Set while [`block_on`] runs a future on this thread: engines then
+    /// wait for their completions right here instead of through a reactor
+    /// or another thread.
+    static BLOCKING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `fut` to completion on the calling thread, for the blocking API
+/// and the commit thread. I/O started inside completes on this thread (the
+/// io_uring engine waits in the kernel here), so it works even when called
+/// from inside an async runtime's worker.
+pub fn block_on<F: Future>(fut: F) -> F::Output {
+    let was = BLOCKING.with(|b| b.replace(true));
+    let out = futures::executor::block_on(fut);
+    BLOCKING.with(|b| b.set(was));
+    out
+}
+
+/// Whether the current thread is inside [`block_on`].
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub(crate) fn in_block_on() -> bool {
+    BLOCKING.with(|b| b.get())
+}
 
 /// A boxed `Send` future, the return type of engine operations.
 pub type IoFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -41,21 +66,43 @@ pub trait IoEngine: Send + Sync + 'static {
     /// callers: engines with a file descriptor use `pread` directly, with no
     /// hop to an I/O thread.
     fn read_at_blocking(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
-        futures::executor::block_on(self.read_at(buf, offset))
+        block_on(self.read_at(buf, offset))
     }
     /// [`write_at`](Self::write_at) on the calling thread (the commit thread
     /// and blocking callers), with no hop to an I/O thread.
     fn write_at_blocking(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
-        futures::executor::block_on(self.write_at(buf, offset))
+        block_on(self.write_at(buf, offset))
     }
     /// [`sync`](Self::sync) on the calling thread.
     fn sync_blocking(&self) -> io::Result<()> {
-        futures::executor::block_on(self.sync())
+        block_on(self.sync())
     }
     /// Writes `buf.len()` bytes at `offset`.
     fn write_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>>;
     /// Makes every completed write durable (fdatasync).
     fn sync(&self) -> IoFuture<io::Result<()>>;
+    /// Writes every buffer (concurrently) and then syncs once: a group
+    /// commit's tuple blocks together with its small objects' data. Engines
+    /// that can, hand all of it to the device in one submission.
+    fn write_and_sync(self: Arc<Self>, writes: Vec<(AlignedBuf, u64)>) -> IoFuture<io::Result<()>> {
+        let futs: Vec<_> = writes
+            .into_iter()
+            .map(|(buf, at)| self.write_at(buf, at))
+            .collect();
+        Box::pin(async move {
+            for (r, _) in futures::future::join_all(futs).await {
+                r?;
+            }
+            self.sync().await
+        })
+    }
+    /// [`write_and_sync`](Self::write_and_sync) on the calling thread.
+    fn write_and_sync_blocking(&self, writes: Vec<(AlignedBuf, u64)>) -> io::Result<()> {
+        for (buf, at) in writes {
+            self.write_at_blocking(buf, at).0?;
+        }
+        self.sync_blocking()
+    }
     /// Size of the file or device in bytes.
     fn size(&self) -> io::Result<u64>;
     /// Short name for stats and logs.

@@ -467,7 +467,7 @@ mod tests {
     }
 
     fn run(blocks: &mut [ScannedBlock], clean_seq: u64, bad: &'static str) -> Result<Plan> {
-        futures::executor::block_on(plan(blocks, clean_seq, |t: Tuple| async move {
+        crate::io::block_on(plan(blocks, clean_seq, |t: Tuple| async move {
             Ok((&*t.key == bad.as_bytes()).then(|| "test mismatch".to_string()))
         }))
     }

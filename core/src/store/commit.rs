@@ -22,9 +22,9 @@ use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::io::block_on;
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 use futures::channel::oneshot::Sender;
-use futures::executor::block_on;
 
 use super::{now_micros, Entry, ObjectData, ObjectInfo, Shared};
 use crate::error::{Error, ErrorKind, Result};

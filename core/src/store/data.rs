@@ -291,7 +291,7 @@ pub(crate) fn write_object_blocking(
     let parts = spans(&extent.pieces, 0, value.len() as u64);
     let small = tuple::table_len(value.len() as u64) == 0;
     let ([s], true) = (&parts[..], small) else {
-        return futures::executor::block_on(write_object(shared, extent, value));
+        return crate::io::block_on(write_object(shared, extent, value));
     };
     let mut buf = AlignedBuf::copy_from(value);
     let sums = tuple::block_sums(buf.as_slice());
@@ -605,10 +605,10 @@ pub(crate) fn read_range_blocking(
         _ => table.is_some(),
     };
     let [s] = parts[..] else {
-        return futures::executor::block_on(read_range(engine, tables, obj, offset, len));
+        return crate::io::block_on(read_range(engine, tables, obj, offset, len));
     };
     if !simple || len == 0 {
-        return futures::executor::block_on(read_range(engine, tables, obj, offset, len));
+        return crate::io::block_on(read_range(engine, tables, obj, offset, len));
     }
     let r = read_span_blocking(engine, s)?;
     if let Some(t) = &table {

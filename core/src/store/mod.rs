@@ -445,8 +445,7 @@ impl Store {
     /// writing).
     pub async fn open(path: impl AsRef<Path>, options: Options) -> Result<Store> {
         let path = path.as_ref().to_path_buf();
-        blocking::unblock(move || futures::executor::block_on(open::open_path(&path, options)))
-            .await
+        blocking::unblock(move || crate::io::block_on(open::open_path(&path, options))).await
     }
 
     /// Opens a store on a caller-supplied I/O engine (for example the
@@ -558,7 +557,7 @@ impl Store {
                 }
             }
         };
-        futures::executor::block_on(self.commit_object(key, value.len() as u64, data)).map_err(ctx)
+        crate::io::block_on(self.commit_object(key, value.len() as u64, data)).map_err(ctx)
     }
 
     /// Checks a put and decides where its value goes: inline, or into

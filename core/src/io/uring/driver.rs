@@ -1,0 +1,707 @@
+//! One io_uring shared by every thread, with no ring thread.
+//!
+//! * **Submission** happens on the caller's thread: an operation pushes its
+//!   entry when it is created, and the first poll (or blocking wait) of any
+//!   operation enters the kernel once for everything queued, so operations
+//!   created together (a `join` of many reads) go out in one
+//!   `io_uring_enter`.
+//! * **Completion** is delivered by whoever reaps the completion queue: each
+//!   result goes to its operation's slot and the waiting task is woken.
+//!   Who reaps depends on where the caller waits:
+//!   - under a tokio runtime, the waiting task itself, when the runtime's
+//!     reactor reports the ring's eventfd readable ([`AsyncFd`]): no extra
+//!     thread, no extra wake-up;
+//!   - on other executors, a fallback completion thread that blocks on the
+//!     eventfd only while such waiters exist;
+//!   - blocking callers, in `io_uring_enter` on their own thread.
+//!
+//! Invariants (numbered D1–D4; `driver_tests` and the loom model in
+//! `io::uring::loom_model` guard D2 and D3):
+//! * D1. A buffer handed to the kernel belongs to its slot until the
+//!   completion is reaped, even when the operation's future is dropped (the
+//!   slot is then *abandoned* and freed by the reaper).
+//! * D2. Whoever consumes an eventfd signal reaps afterwards, and every reap
+//!   hands every completion to its slot: no completion waits for a signal
+//!   that was already consumed.
+//! * D3. While any operation waits through the tokio reactor, one of them
+//!   (the *registrant*) holds the reactor registration; when it finishes or
+//!   is dropped it wakes another reactor waiter to take over.
+//! * D4. The ring outlives every operation in the kernel: operations hold
+//!   the driver, and dropping the driver waits for abandoned ones.
+#![allow(unsafe_code)]
+
+use std::future::Future;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll, Waker};
+
+use io_uring::{opcode, squeue, types, IoUring};
+use parking_lot::{Condvar, Mutex};
+
+use crate::io::AlignedBuf;
+
+/// Entries in the submission queue.
+const ENTRIES: u32 = 256;
+/// Completion queue size: room for many more operations in flight than
+/// one submission queue's worth.
+const CQ_ENTRIES: u32 = 4096;
+
+/// What an operation is waiting through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Not waiting yet (or a blocking caller in `io_uring_enter`).
+    Unset,
+    /// The tokio reactor of the registered runtime.
+    Reactor,
+    /// The fallback completion thread.
+    Fallback,
+}
+
+enum Slot {
+    Free,
+    InFlight {
+        waker: Option<Waker>,
+        mode: Mode,
+        buf: Option<AlignedBuf>,
+    },
+    Done {
+        res: i32,
+        buf: Option<AlignedBuf>,
+        mode: Mode,
+    },
+    /// The future was dropped while the kernel owned the buffer (D1).
+    Abandoned {
+        _buf: Option<AlignedBuf>,
+    },
+}
+
+#[derive(Default)]
+struct Slots {
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+    /// Slots not `Free`.
+    busy: usize,
+    /// The reactor waiter holding the registration (D3).
+    registrant: Option<usize>,
+    /// Operations waiting through the fallback thread.
+    fallback_waiters: usize,
+}
+
+impl Slots {
+    fn insert(&mut self, buf: Option<AlignedBuf>) -> usize {
+        let slot = Slot::InFlight {
+            waker: None,
+            mode: Mode::Unset,
+            buf,
+        };
+        self.busy += 1;
+        match self.free.pop() {
+            Some(i) => {
+                if let Some(s) = self.slots.get_mut(i) {
+                    *s = slot;
+                }
+                i
+            }
+            None => {
+                self.slots.push(slot);
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    fn release(&mut self, i: usize) {
+        if let Some(s) = self.slots.get_mut(i) {
+            *s = Slot::Free;
+            self.free.push(i);
+            self.busy -= 1;
+        }
+    }
+
+    /// A reactor waiter other than `except`, to take over the registration.
+    fn other_reactor_waiter(&self, except: usize) -> Option<Waker> {
+        self.slots.iter().enumerate().find_map(|(i, s)| match s {
+            Slot::InFlight {
+                waker: Some(w),
+                mode: Mode::Reactor,
+                ..
+            } if i != except => Some(w.clone()),
+            _ => None,
+        })
+    }
+}
+
+/// The tokio reactor registration of the ring's eventfd: one runtime at a
+/// time (the first that polls); operations polled from any other context
+/// use the fallback thread.
+struct Reactor {
+    runtime: tokio::runtime::Id,
+    /// `None` when that runtime has no I/O driver.
+    fd: Option<Arc<tokio::io::unix::AsyncFd<Arc<OwnedFd>>>>,
+}
+
+struct FallbackCtl {
+    running: Mutex<bool>,
+    wanted: Condvar,
+    shutdown: AtomicBool,
+}
+
+/// The shared ring and everything needed to deliver its completions.
+pub(crate) struct Driver {
+    ring: IoUring,
+    /// The file every entry names; closed only after the ring is idle (D4).
+    file: std::fs::File,
+    /// Serialises pushes to the submission queue.
+    sq: Mutex<()>,
+    /// Serialises reaping of the completion queue.
+    cq: Mutex<()>,
+    /// Entries pushed but not yet submitted to the kernel.
+    unsubmitted: AtomicUsize,
+    slots: Mutex<Slots>,
+    eventfd: Arc<OwnedFd>,
+    reactor: Mutex<Option<Reactor>>,
+    fallback: Arc<FallbackCtl>,
+    this: Weak<Driver>,
+}
+
+fn new_eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall; the returned descriptor is owned from here on.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Reads the eventfd's counter to zero (non-blocking; nothing to read is
+/// fine).
+fn drain_eventfd(fd: RawFd) {
+    let mut v = 0u64;
+    // SAFETY: reads 8 bytes into a local u64.
+    unsafe { libc::read(fd, (&raw mut v).cast(), 8) };
+}
+
+impl Driver {
+    pub fn new(file: std::fs::File) -> io::Result<Arc<Driver>> {
+        let ring = IoUring::builder().setup_cqsize(CQ_ENTRIES).build(ENTRIES)?;
+        let eventfd = Arc::new(new_eventfd()?);
+        ring.submitter().register_eventfd(eventfd.as_raw_fd())?;
+        Ok(Arc::new_cyclic(|this| Driver {
+            ring,
+            file,
+            sq: Mutex::new(()),
+            cq: Mutex::new(()),
+            unsubmitted: AtomicUsize::new(0),
+            slots: Mutex::new(Slots::default()),
+            eventfd,
+            reactor: Mutex::new(None),
+            fallback: Arc::new(FallbackCtl {
+                running: Mutex::new(false),
+                wanted: Condvar::new(),
+                shutdown: AtomicBool::new(false),
+            }),
+            this: this.clone(),
+        }))
+    }
+
+    /// Queues `entry` (its user data set to a fresh slot that owns `buf`)
+    /// and returns the operation. The kernel sees it at the next enter.
+    ///
+    /// # Safety
+    /// `entry` may only point into `buf`'s allocation (or at nothing), and
+    /// the descriptor it names must stay open while the driver lives.
+    pub unsafe fn push(
+        self: &Arc<Self>,
+        entry: squeue::Entry,
+        buf: Option<AlignedBuf>,
+    ) -> Result<Op, (io::Error, Option<AlignedBuf>)> {
+        let id = self.slots.lock().insert(buf);
+        let entry = entry.user_data(id as u64);
+        let mut pushed = false;
+        for _ in 0..2 {
+            {
+                let _g = self.sq.lock();
+                // SAFETY: pushes are serialised by `sq`; the entry's memory
+                // is owned by slot `id` until its completion is reaped (D1).
+                let mut sq = unsafe { self.ring.submission_shared() };
+                // SAFETY: as above.
+                if unsafe { sq.push(&entry) }.is_ok() {
+                    pushed = true;
+                }
+            }
+            if pushed {
+                self.unsubmitted.fetch_add(1, Ordering::Release);
+                break;
+            }
+            // Full: hand what is queued to the kernel and try again.
+            if let Err(e) = self.submit() {
+                return Err((e, self.take_back(id)));
+            }
+        }
+        if !pushed {
+            let e = io::Error::other("io_uring submission queue is full");
+            return Err((e, self.take_back(id)));
+        }
+        Ok(Op {
+            driver: self.clone(),
+            id: Some(id),
+        })
+    }
+
+    /// Frees a slot whose entry never reached the queue; its buffer back.
+    fn take_back(&self, id: usize) -> Option<AlignedBuf> {
+        let mut slots = self.slots.lock();
+        let buf = match slots.slots.get_mut(id) {
+            Some(Slot::InFlight { buf, .. }) => buf.take(),
+            _ => None,
+        };
+        slots.release(id);
+        buf
+    }
+
+    /// The store file's descriptor, valid while the driver lives.
+    pub fn fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+
+    /// Enters the kernel once for every queued entry, if any.
+    pub fn submit(&self) -> io::Result<()> {
+        if self.unsubmitted.swap(0, Ordering::AcqRel) == 0 {
+            return Ok(());
+        }
+        loop {
+            match self.ring.submitter().submit() {
+                Ok(_) => return Ok(()),
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    // Completion queue backlog: reap and retry.
+                    self.reap();
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Hands every completion in the queue to its slot and wakes the
+    /// waiting tasks (D2).
+    pub fn reap(&self) {
+        let mut done: Vec<(usize, i32)> = Vec::new();
+        {
+            // Wait for a concurrent reaper rather than skip: it may have
+            // drained the queue before the completion this caller was
+            // signalled for arrived (D2).
+            let _g = self.cq.lock();
+            loop {
+                // SAFETY: reaping is serialised by `cq`.
+                let cq = unsafe { self.ring.completion_shared() };
+                for cqe in cq {
+                    done.push((cqe.user_data() as usize, cqe.result()));
+                }
+                // Completions that did not fit the queue wait in the
+                // kernel's overflow list until an enter flushes them (the
+                // crate asks for events when the overflow flag is up).
+                let overflow = {
+                    let _g = self.sq.lock();
+                    // SAFETY: under `sq`; only the flags are read.
+                    unsafe { self.ring.submission_shared() }.cq_overflow()
+                };
+                if !overflow {
+                    break;
+                }
+                let _ = self.ring.submitter().submit();
+            }
+        }
+        if done.is_empty() {
+            return;
+        }
+        let mut wake = Vec::with_capacity(done.len());
+        {
+            let mut slots = self.slots.lock();
+            for (id, res) in done {
+                let Some(slot) = slots.slots.get_mut(id) else {
+                    continue;
+                };
+                match std::mem::replace(slot, Slot::Free) {
+                    Slot::InFlight { waker, buf, mode } => {
+                        *slot = Slot::Done { res, buf, mode };
+                        wake.extend(waker);
+                    }
+                    Slot::Abandoned { .. } => {
+                        // Free already holds; put the slot back on the list.
+                        slots.free.push(id);
+                        slots.busy -= 1;
+                    }
+                    other => *slot = other,
+                }
+            }
+        }
+        for w in wake {
+            w.wake();
+        }
+    }
+
+    /// The reactor registration for the current tokio runtime, creating it
+    /// for the first runtime that asks; `None` outside tokio, in a runtime
+    /// without I/O, or in a second runtime.
+    fn reactor(&self) -> Option<Arc<tokio::io::unix::AsyncFd<Arc<OwnedFd>>>> {
+        let handle = tokio::runtime::Handle::try_current().ok()?;
+        let mut r = self.reactor.lock();
+        match &*r {
+            Some(reg) if reg.runtime == handle.id() => return reg.fd.clone(),
+            Some(_) => return None,
+            None => {}
+        }
+        let eventfd = self.eventfd.clone();
+        // tokio panics (rather than failing) when the runtime was built
+        // without I/O; such a runtime is remembered and served by the
+        // fallback thread.
+        let registered = std::panic::catch_unwind(move || {
+            // SAFETY: the AsyncFd owns an `Arc` of the eventfd, so the
+            // descriptor stays open and the same for its whole life.
+            unsafe {
+                tokio::io::unix::AsyncFd::register_with_interest(
+                    eventfd,
+                    tokio::io::Interest::READABLE,
+                )
+            }
+            .ok()
+        });
+        let fd = registered.ok().flatten().map(Arc::new);
+        *r = Some(Reactor {
+            runtime: handle.id(),
+            fd: fd.clone(),
+        });
+        fd
+    }
+
+    /// Forgets a reactor whose runtime has shut down, so the next runtime
+    /// may register.
+    fn drop_reactor(&self) {
+        self.reactor.lock().take();
+    }
+
+    /// Makes sure the fallback thread runs (it is started on first need).
+    fn want_fallback(&self) {
+        let mut running = self.fallback.running.lock();
+        if !*running {
+            let weak = self.this.clone();
+            let fd = self.eventfd.clone();
+            let ctl = self.fallback.clone();
+            let started = std::thread::Builder::new()
+                .name("blobcask-uring-completions".into())
+                .spawn(move || fallback_thread(weak, fd, ctl));
+            if started.is_ok() {
+                *running = true;
+            }
+        }
+        self.fallback.wanted.notify_one();
+    }
+
+    /// Waits on the calling thread until `op` completes: enters the kernel
+    /// for at least one completion at a time (with a short timeout, since
+    /// another thread may reap this operation's completion first).
+    pub fn wait_blocking(&self, op: &mut Op) -> (io::Result<i32>, Option<AlignedBuf>) {
+        let ts = types::Timespec::new().nsec(1_000_000);
+        loop {
+            if let Err(e) = self.submit() {
+                return op.fail(e);
+            }
+            self.reap();
+            if let Some(r) = op.take_done(None) {
+                return r;
+            }
+            let args = types::SubmitArgs::new().timespec(&ts);
+            match self.ring.submitter().submit_with_args(1, &args) {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
+                    ) => {}
+                Err(e) => return op.fail(e),
+            }
+        }
+    }
+}
+
+fn fallback_thread(driver: Weak<Driver>, fd: Arc<OwnedFd>, ctl: Arc<FallbackCtl>) {
+    loop {
+        {
+            let Some(d) = driver.upgrade() else { return };
+            let mut running = ctl.running.lock();
+            while d.slots.lock().fallback_waiters == 0 {
+                if ctl.shutdown.load(Ordering::Acquire) {
+                    *running = false;
+                    return;
+                }
+                // Do not keep the driver alive while idle.
+                let timed_out = ctl
+                    .wanted
+                    .wait_for(&mut running, std::time::Duration::from_millis(100))
+                    .timed_out();
+                if timed_out && driver.strong_count() == 1 {
+                    // Only this thread holds the driver: it is going away.
+                    *running = false;
+                    return;
+                }
+            }
+        }
+        if ctl.shutdown.load(Ordering::Acquire) {
+            return;
+        }
+        let mut pfd = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd on the stack; a timeout so shutdown is seen.
+        unsafe { libc::poll(&raw mut pfd, 1, 100) };
+        drain_eventfd(fd.as_raw_fd());
+        let Some(d) = driver.upgrade() else { return };
+        d.reap();
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.fallback.shutdown.store(true, Ordering::Release);
+        self.fallback.wanted.notify_all();
+        // D4: abandoned operations still own buffers the kernel writes to.
+        let _ = self.submit();
+        for _ in 0..10_000 {
+            self.reap();
+            if self.slots.lock().busy == 0 {
+                break;
+            }
+            let ts = types::Timespec::new().nsec(10_000_000);
+            let args = types::SubmitArgs::new().timespec(&ts);
+            let _ = self.ring.submitter().submit_with_args(1, &args);
+        }
+    }
+}
+
+/// One operation in the ring. Awaiting it yields the kernel's result (bytes
+/// or a negative errno) and the buffer back.
+pub(crate) struct Op {
+    driver: Arc<Driver>,
+    id: Option<usize>,
+}
+
+/// Output of an operation: the result and the buffer it owned.
+pub(crate) type OpOutput = (io::Result<i32>, Option<AlignedBuf>);
+
+impl Op {
+    /// Takes the result if the completion arrived; otherwise records
+    /// `waker` (if any) for the reaper.
+    fn take_done(&mut self, waker: Option<&Waker>) -> Option<OpOutput> {
+        let id = self.id?;
+        let mut slots = self.driver.slots.lock();
+        let slot = slots.slots.get_mut(id)?;
+        match slot {
+            Slot::Done { .. } => {
+                let Slot::Done { res, buf, mode } = std::mem::replace(slot, Slot::Free) else {
+                    return None;
+                };
+                slots.free.push(id);
+                slots.busy -= 1;
+                if mode == Mode::Fallback {
+                    slots.fallback_waiters -= 1;
+                }
+                let handoff = self.leave(&mut slots, id);
+                drop(slots);
+                self.id = None;
+                handoff.into_iter().for_each(Waker::wake);
+                let r = if res < 0 {
+                    Err(io::Error::from_raw_os_error(-res))
+                } else {
+                    Ok(res)
+                };
+                Some((r, buf))
+            }
+            Slot::InFlight { waker: w, .. } => {
+                if let Some(new) = waker {
+                    match w {
+                        Some(old) if old.will_wake(new) => {}
+                        _ => *w = Some(new.clone()),
+                    }
+                }
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// Bookkeeping when this operation stops waiting: gives up the reactor
+    /// registration (D3) and the fallback count. Returns a waker to wake
+    /// (the new registrant) once the lock is released.
+    fn leave(&self, slots: &mut Slots, id: usize) -> Option<Waker> {
+        let mut handoff = None;
+        if slots.registrant == Some(id) {
+            slots.registrant = None;
+            handoff = slots.other_reactor_waiter(id);
+        }
+        handoff
+    }
+
+    fn set_mode(&self, mode: Mode) -> Mode {
+        let Some(id) = self.id else { return mode };
+        let mut slots = self.driver.slots.lock();
+        let mut was = Mode::Unset;
+        match slots.slots.get_mut(id) {
+            Some(Slot::InFlight { mode: m, .. }) | Some(Slot::Done { mode: m, .. }) => {
+                was = *m;
+                *m = mode;
+            }
+            _ => return was,
+        }
+        if was != mode {
+            if was == Mode::Fallback {
+                slots.fallback_waiters -= 1;
+            }
+            if mode == Mode::Fallback {
+                slots.fallback_waiters += 1;
+            }
+        }
+        was
+    }
+
+    /// Fails the operation before the kernel has it (or while waiting):
+    /// the slot is abandoned if still in flight.
+    fn fail(&mut self, e: io::Error) -> OpOutput {
+        (Err(e), None)
+    }
+
+    /// Waits on the calling thread (blocking callers).
+    pub fn wait(mut self) -> OpOutput {
+        let driver = self.driver.clone();
+        driver.wait_blocking(&mut self)
+    }
+}
+
+impl Future for Op {
+    type Output = OpOutput;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<OpOutput> {
+        let driver = self.driver.clone();
+        if crate::io::in_block_on() {
+            // A blocking caller: wait in the kernel on this thread.
+            return Poll::Ready(driver.wait_blocking(&mut self));
+        }
+        if let Err(e) = driver.submit() {
+            return Poll::Ready(self.fail(e));
+        }
+        loop {
+            driver.reap();
+            if let Some(r) = self.take_done(Some(cx.waker())) {
+                return Poll::Ready(r);
+            }
+            match driver.reactor() {
+                Some(fd) => {
+                    self.set_mode(Mode::Reactor);
+                    match fd.poll_read_ready(cx) {
+                        Poll::Ready(Ok(mut guard)) => {
+                            guard.clear_ready();
+                            drain_eventfd(driver.eventfd.as_raw_fd());
+                            continue;
+                        }
+                        Poll::Ready(Err(_)) => {
+                            // The runtime is shutting down: stop using it.
+                            driver.drop_reactor();
+                        }
+                        Poll::Pending => {
+                            if let Some(id) = self.id {
+                                driver.slots.lock().registrant = Some(id);
+                            }
+                            // A completion that landed between the reap and
+                            // the registration raised the eventfd, so the
+                            // reactor reports it (D2).
+                            return Poll::Pending;
+                        }
+                    }
+                }
+                None => {
+                    if self.set_mode(Mode::Fallback) != Mode::Fallback {
+                        driver.want_fallback();
+                    }
+                    // The fallback thread may have consumed the signal for
+                    // this completion before we registered: look again.
+                    driver.reap();
+                    if let Some(r) = self.take_done(Some(cx.waker())) {
+                        return Poll::Ready(r);
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Op {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let mut slots = self.driver.slots.lock();
+        let handoff = self.leave(&mut slots, id);
+        let Some(slot) = slots.slots.get_mut(id) else {
+            return;
+        };
+        let mut fallback = false;
+        match std::mem::replace(slot, Slot::Free) {
+            Slot::InFlight { buf, mode, .. } => {
+                fallback = mode == Mode::Fallback;
+                // D1: the kernel still owns the buffer.
+                *slot = Slot::Abandoned { _buf: buf };
+            }
+            Slot::Done { mode, .. } => {
+                fallback = mode == Mode::Fallback;
+                slots.free.push(id);
+                slots.busy -= 1;
+            }
+            other => *slot = other,
+        }
+        if fallback {
+            slots.fallback_waiters -= 1;
+        }
+        drop(slots);
+        if let Some(w) = handoff {
+            w.wake();
+        }
+    }
+}
+
+/// Entry builders for the operations the engine uses.
+pub(crate) fn read_entry(
+    fd: RawFd,
+    buf: &mut AlignedBuf,
+    from: usize,
+    offset: u64,
+) -> squeue::Entry {
+    let len = buf.capacity() - from;
+    // SAFETY (of the pointer arithmetic): from <= capacity.
+    let ptr = unsafe { buf.as_mut_ptr().add(from) };
+    opcode::Read::new(types::Fd(fd), ptr, len as u32)
+        .offset(offset)
+        .build()
+}
+
+pub(crate) fn write_entry(fd: RawFd, buf: &AlignedBuf, from: usize, offset: u64) -> squeue::Entry {
+    let len = buf.len() - from;
+    // SAFETY (of the pointer arithmetic): from <= len.
+    let ptr = unsafe { buf.as_ptr().add(from) };
+    opcode::Write::new(types::Fd(fd), ptr, len as u32)
+        .offset(offset)
+        .build()
+}
+
+pub(crate) fn fdatasync_entry(fd: RawFd) -> squeue::Entry {
+    opcode::Fsync::new(types::Fd(fd))
+        .flags(types::FsyncFlags::DATASYNC)
+        .build()
+}
+
+/// Marks an entry to start only after every earlier one completed.
+pub(crate) fn after_earlier(entry: squeue::Entry) -> squeue::Entry {
+    entry.flags(squeue::Flags::IO_DRAIN)
+}

@@ -1,0 +1,250 @@
+//! io_uring engine: a shared ring driven from the callers' threads (see
+//! [`driver`]). The returned futures are `Send` and runtime-agnostic; under
+//! tokio their completions arrive through the runtime's own reactor, so a
+//! read crosses no thread.
+
+#![allow(unsafe_code)]
+
+mod driver;
+
+use std::fs::File;
+use std::io;
+use std::sync::Arc;
+
+use driver::{Driver, Op};
+
+use super::{AlignedBuf, BufResult, IoEngine, IoFuture};
+
+/// io_uring engine over one file or device.
+pub struct UringEngine {
+    driver: Arc<Driver>,
+    /// The original descriptor: sizes and the blocking calls.
+    file: File,
+    direct: bool,
+}
+
+impl UringEngine {
+    /// Sets up a ring on a duplicate of `file`'s descriptor. Fails when the
+    /// kernel refuses io_uring (disabled or too old).
+    pub fn new(file: File, direct: bool) -> io::Result<Self> {
+        let driver = Driver::new(file.try_clone()?)?;
+        Ok(UringEngine {
+            driver,
+            file,
+            direct,
+        })
+    }
+}
+
+/// Queues `entry` owning `buf`; on failure the error and the buffer.
+fn push(
+    driver: &Arc<Driver>,
+    entry: io_uring::squeue::Entry,
+    buf: AlignedBuf,
+) -> Result<Op, (io::Error, AlignedBuf)> {
+    // SAFETY: every entry built in this module points into `buf` (which the
+    // slot owns from here on) and names the driver's own descriptor.
+    unsafe { driver.push(entry, Some(buf)) }.map_err(|(e, b)| (e, b.unwrap_or_else(empty)))
+}
+
+fn empty() -> AlignedBuf {
+    AlignedBuf::zeroed(0)
+}
+
+/// Fills the buffer's whole capacity, resubmitting after short reads.
+async fn read_rest(driver: Arc<Driver>, mut op: Op, total: usize, offset: u64) -> BufResult<()> {
+    let mut done = 0usize;
+    loop {
+        let (r, buf) = op.await;
+        let mut buf = buf.unwrap_or_else(empty);
+        match r {
+            Ok(0) => {
+                buf.set_len(total);
+                return (Err(io::ErrorKind::UnexpectedEof.into()), buf);
+            }
+            Ok(n) => done += n as usize,
+            Err(e) => {
+                buf.set_len(total);
+                return (Err(e), buf);
+            }
+        }
+        if done >= total {
+            buf.set_len(total);
+            return (Ok(()), buf);
+        }
+        let entry = driver::read_entry(driver.fd(), &mut buf, done, offset + done as u64);
+        op = match push(&driver, entry, buf) {
+            Ok(op) => op,
+            Err((e, buf)) => return (Err(e), buf),
+        };
+    }
+}
+
+/// Writes the buffer's valid bytes, resubmitting after short writes.
+async fn write_rest(driver: Arc<Driver>, mut op: Op, offset: u64) -> BufResult<()> {
+    let mut done = 0usize;
+    loop {
+        let (r, buf) = op.await;
+        let buf = buf.unwrap_or_else(empty);
+        match r {
+            Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
+            Ok(n) => done += n as usize,
+            Err(e) => return (Err(e), buf),
+        }
+        if done >= buf.len() {
+            return (Ok(()), buf);
+        }
+        let entry = driver::write_entry(driver.fd(), &buf, done, offset + done as u64);
+        op = match push(&driver, entry, buf) {
+            Ok(op) => op,
+            Err((e, buf)) => return (Err(e), buf),
+        };
+    }
+}
+
+impl UringEngine {
+    fn start_read(&self, mut buf: AlignedBuf, offset: u64) -> Result<Op, (io::Error, AlignedBuf)> {
+        buf.set_len(0);
+        let entry = driver::read_entry(self.driver.fd(), &mut buf, 0, offset);
+        push(&self.driver, entry, buf)
+    }
+
+    fn start_write(&self, buf: AlignedBuf, offset: u64) -> Result<Op, (io::Error, AlignedBuf)> {
+        let entry = driver::write_entry(self.driver.fd(), &buf, 0, offset);
+        push(&self.driver, entry, buf)
+    }
+
+    fn start_sync(&self, after_earlier: bool) -> io::Result<Op> {
+        let mut entry = driver::fdatasync_entry(self.driver.fd());
+        if after_earlier {
+            entry = driver::after_earlier(entry);
+        }
+        // SAFETY: a sync entry points at no memory.
+        unsafe { self.driver.push(entry, None) }.map_err(|(e, _)| e)
+    }
+}
+
+impl IoEngine for UringEngine {
+    fn read_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>> {
+        let total = buf.capacity();
+        match self.start_read(buf, offset) {
+            Ok(op) => Box::pin(read_rest(self.driver.clone(), op, total, offset)),
+            Err((e, buf)) => Box::pin(async move { (Err(e), buf) }),
+        }
+    }
+
+    fn read_at_blocking(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
+        // One request, one waiter: a plain pread on the caller's thread.
+        super::pread_full(&self.file, buf, offset)
+    }
+
+    fn write_at_blocking(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
+        super::pwrite_all(&self.file, buf, offset)
+    }
+
+    fn sync_blocking(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn write_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>> {
+        match self.start_write(buf, offset) {
+            Ok(op) => Box::pin(write_rest(self.driver.clone(), op, offset)),
+            Err((e, buf)) => Box::pin(async move { (Err(e), buf) }),
+        }
+    }
+
+    fn sync(&self) -> IoFuture<io::Result<()>> {
+        match self.start_sync(false) {
+            Ok(op) => Box::pin(async move { op.await.0.map(drop) }),
+            Err(e) => Box::pin(async move { Err(e) }),
+        }
+    }
+
+    fn write_and_sync(self: Arc<Self>, writes: Vec<(AlignedBuf, u64)>) -> IoFuture<io::Result<()>> {
+        // Every write and the sync go to the kernel in one enter; the sync
+        // starts once the writes (and anything queued before) completed.
+        let mut ops = Vec::with_capacity(writes.len());
+        for (buf, at) in writes {
+            match self.start_write(buf, at) {
+                Ok(op) => ops.push(Box::pin(write_rest(self.driver.clone(), op, at))),
+                Err((e, _)) => return Box::pin(async move { Err(e) }),
+            }
+        }
+        let sync = self.start_sync(true);
+        Box::pin(async move {
+            let sync = sync?;
+            let written = futures::future::join_all(ops).await;
+            let synced = sync.await.0;
+            for (r, _) in written {
+                r?;
+            }
+            synced.map(drop)
+        })
+    }
+
+    fn write_and_sync_blocking(&self, writes: Vec<(AlignedBuf, u64)>) -> io::Result<()> {
+        let mut ops = Vec::with_capacity(writes.len());
+        let mut failed = None;
+        for (buf, at) in writes {
+            match self.start_write(buf, at) {
+                Ok(op) => ops.push((op, at)),
+                Err((e, _)) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        let sync = if failed.is_none() {
+            match self.start_sync(true) {
+                Ok(op) => Some(op),
+                Err(e) => {
+                    failed = Some(e);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        // Wait for every write pushed, even after a failure: their buffers
+        // return only then.
+        let mut resync = false;
+        for (op, at) in ops {
+            let r = match op.wait() {
+                (Ok(n), Some(buf)) if (n as usize) < buf.len() => {
+                    // A short write (rare): redo it whole, and sync again
+                    // after it.
+                    resync = true;
+                    super::pwrite_all(&self.file, buf, at).0
+                }
+                (r, _) => r.map(drop),
+            };
+            if let Err(e) = r {
+                failed.get_or_insert(e);
+            }
+        }
+        if let Some(op) = sync {
+            if let Err(e) = op.wait().0 {
+                failed.get_or_insert(e);
+            }
+        }
+        if resync && failed.is_none() {
+            self.file.sync_data()?;
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn size(&self) -> io::Result<u64> {
+        super::file_size(&self.file)
+    }
+
+    fn name(&self) -> &'static str {
+        "io_uring"
+    }
+
+    fn direct_io(&self) -> bool {
+        self.direct
+    }
+}
