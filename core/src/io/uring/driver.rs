@@ -81,6 +81,10 @@ enum Slot {
 #[derive(Default)]
 struct Slots {
     slots: Vec<Slot>,
+    /// Generation of each slot, bumped at every reuse and carried in the
+    /// high half of the entry's user data, so that a completion can only
+    /// ever reach the operation it was submitted for.
+    gens: Vec<u32>,
     free: Vec<usize>,
     /// Slots not `Free`.
     busy: usize,
@@ -90,26 +94,38 @@ struct Slots {
     fallback_waiters: usize,
 }
 
+/// User data of an entry: generation in the high half, slot in the low.
+fn user_data(id: usize, gen: u32) -> u64 {
+    (u64::from(gen) << 32) | id as u64
+}
+
 impl Slots {
-    fn insert(&mut self, buf: Option<AlignedBuf>) -> usize {
+    /// A fresh slot owning `buf`: its index and the user data for its entry.
+    fn insert(&mut self, buf: Option<AlignedBuf>) -> (usize, u64) {
         let slot = Slot::InFlight {
             waker: None,
             mode: Mode::Unset,
             buf,
         };
         self.busy += 1;
-        match self.free.pop() {
+        let id = match self.free.pop() {
             Some(i) => {
+                debug_assert!(matches!(self.slots.get(i), Some(Slot::Free)));
                 if let Some(s) = self.slots.get_mut(i) {
                     *s = slot;
+                }
+                if let Some(g) = self.gens.get_mut(i) {
+                    *g = g.wrapping_add(1);
                 }
                 i
             }
             None => {
                 self.slots.push(slot);
+                self.gens.push(0);
                 self.slots.len() - 1
             }
-        }
+        };
+        (id, user_data(id, self.gens.get(id).copied().unwrap_or(0)))
     }
 
     fn release(&mut self, i: usize) {
@@ -218,20 +234,13 @@ impl Driver {
         entry: squeue::Entry,
         buf: Option<AlignedBuf>,
     ) -> Result<Op, (io::Error, Option<AlignedBuf>)> {
-        let id = self.slots.lock().insert(buf);
-        let entry = entry.user_data(id as u64);
+        let (id, data) = self.slots.lock().insert(buf);
+        let entry = entry.user_data(data);
         let mut pushed = false;
         for _ in 0..2 {
-            {
-                let _g = self.sq.lock();
-                // SAFETY: pushes are serialised by `sq`; the entry's memory
-                // is owned by slot `id` until its completion is reaped (D1).
-                let mut sq = unsafe { self.ring.submission_shared() };
-                // SAFETY: as above.
-                if unsafe { sq.push(&entry) }.is_ok() {
-                    pushed = true;
-                }
-            }
+            // SAFETY: the entry's memory is owned by slot `id` until its
+            // completion is reaped (D1).
+            pushed = self.with_sq(|sq| unsafe { sq.push(&entry) }.is_ok());
             if pushed {
                 self.unsubmitted.fetch_add(1, Ordering::Release);
                 break;
@@ -249,6 +258,25 @@ impl Driver {
             driver: self.clone(),
             id: Some(id),
         })
+    }
+
+    /// Runs `f` on the submission queue with `sq` held for the queue
+    /// handle's whole life. The handle stores its snapshot of the tail into
+    /// the shared ring when it is dropped, so that drop must happen under
+    /// `sq` too: a handle dropped after the guard (as a temporary in a
+    /// block's tail expression is, in edition 2021) can move the tail back
+    /// over an entry another thread just pushed. The kernel then never sees
+    /// that entry (its slot is overwritten by the next push), or, when the
+    /// tail falls behind the head, consumes a queue's worth of stale
+    /// entries a second time.
+    fn with_sq<R>(&self, f: impl FnOnce(&mut squeue::SubmissionQueue<'_>) -> R) -> R {
+        let _g = self.sq.lock();
+        // SAFETY: every handle on the submission queue is created and
+        // dropped inside this function, under `sq`.
+        let mut sq = unsafe { self.ring.submission_shared() };
+        let r = f(&mut sq);
+        drop(sq);
+        r
     }
 
     /// Frees a slot whose entry never reached the queue; its buffer back.
@@ -288,7 +316,7 @@ impl Driver {
     /// Hands every completion in the queue to its slot and wakes the
     /// waiting tasks (D2).
     pub fn reap(&self) {
-        let mut done: Vec<(usize, i32)> = Vec::new();
+        let mut done: Vec<(u64, i32)> = Vec::new();
         {
             // Wait for a concurrent reaper rather than skip: it may have
             // drained the queue before the completion this caller was
@@ -298,16 +326,12 @@ impl Driver {
                 // SAFETY: reaping is serialised by `cq`.
                 let cq = unsafe { self.ring.completion_shared() };
                 for cqe in cq {
-                    done.push((cqe.user_data() as usize, cqe.result()));
+                    done.push((cqe.user_data(), cqe.result()));
                 }
                 // Completions that did not fit the queue wait in the
                 // kernel's overflow list until an enter flushes them (the
                 // crate asks for events when the overflow flag is up).
-                let overflow = {
-                    let _g = self.sq.lock();
-                    // SAFETY: under `sq`; only the flags are read.
-                    unsafe { self.ring.submission_shared() }.cq_overflow()
-                };
+                let overflow = self.with_sq(|sq| sq.cq_overflow());
                 if !overflow {
                     break;
                 }
@@ -318,9 +342,17 @@ impl Driver {
             return;
         }
         let mut wake = Vec::with_capacity(done.len());
+        let mut stale = 0usize;
         {
             let mut slots = self.slots.lock();
-            for (id, res) in done {
+            for (data, res) in done {
+                let id = (data & 0xffff_ffff) as usize;
+                if slots.gens.get(id).map(|&g| user_data(id, g)) != Some(data) {
+                    // Not for the slot's current operation: never hand it
+                    // to another one.
+                    stale += 1;
+                    continue;
+                }
                 let Some(slot) = slots.slots.get_mut(id) else {
                     continue;
                 };
@@ -334,13 +366,17 @@ impl Driver {
                         slots.free.push(id);
                         slots.busy -= 1;
                     }
-                    other => *slot = other,
+                    other => {
+                        stale += 1;
+                        *slot = other;
+                    }
                 }
             }
         }
         for w in wake {
             w.wake();
         }
+        debug_assert_eq!(stale, 0, "io_uring completions for no waiting operation");
     }
 
     /// The reactor registration for the current tokio runtime, creating it
