@@ -99,3 +99,38 @@ fn dropped_operations_keep_their_buffers_until_the_kernel_is_done() {
     r.unwrap();
     drop(e);
 }
+
+#[test]
+fn threads_that_enter_and_exit_at_once_lose_nothing() {
+    // Any thread may enter the kernel for everything queued, and io_uring
+    // ties requests to the thread that entered them: when that thread
+    // exits, the kernel cancels what it has not started. Here each short
+    // thread submits (and so may carry the tokio tasks' queued requests)
+    // and exits at once, while the tasks keep reading and writing; every
+    // task must still see its own bytes and no error.
+    let (_d, e) = engine(256 << 20);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let tasks: Vec<_> = (12..44u64)
+            .map(|id| tokio::spawn(worker(e.clone(), id, 100)))
+            .collect();
+        for i in 0..400u64 {
+            let e = e.clone();
+            std::thread::spawn(move || {
+                let mut buf = AlignedBuf::zeroed(4096);
+                buf.as_mut_slice().fill(i as u8);
+                let at = (200 << 20) + (i % 64) * 4096;
+                blobcask::io::block_on(e.write_and_sync(vec![(buf, at)])).unwrap();
+            })
+            .join()
+            .unwrap();
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+}

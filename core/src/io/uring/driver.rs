@@ -295,20 +295,44 @@ impl Driver {
         self.file.as_raw_fd()
     }
 
-    /// Enters the kernel once for every queued entry, if any.
+    /// Enters the kernel once for every queued entry, if any. On failure
+    /// the entries stay queued and counted, so the next call retries them.
     pub fn submit(&self) -> io::Result<()> {
-        if self.unsubmitted.swap(0, Ordering::AcqRel) == 0 {
+        let n = self.unsubmitted.swap(0, Ordering::AcqRel);
+        if n == 0 {
             return Ok(());
         }
+        let mut rounds = 0;
         loop {
             match self.ring.submitter().submit() {
-                Ok(_) => return Ok(()),
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                    // Completion queue backlog: reap and retry.
-                    self.reap();
+                Ok(_) => {
+                    // The kernel stops at an entry it cannot take; what is
+                    // left goes in another enter (entries pushed meanwhile
+                    // by other threads are counted by them).
+                    rounds += 1;
+                    if rounds >= 8 || self.with_sq(|sq| sq.is_empty()) {
+                        if rounds >= 8 {
+                            self.unsubmitted.fetch_add(1, Ordering::AcqRel);
+                        }
+                        return Ok(());
+                    }
                 }
-                Err(e) => return Err(e),
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN)) => {
+                    // Completion queue backlog or no memory for requests
+                    // right now: reap and retry.
+                    self.reap();
+                    rounds += 1;
+                    if rounds >= 1000 {
+                        self.unsubmitted.fetch_add(n, Ordering::AcqRel);
+                        return Err(e);
+                    }
+                    std::thread::yield_now();
+                }
+                Err(e) => {
+                    self.unsubmitted.fetch_add(n, Ordering::AcqRel);
+                    return Err(e);
+                }
             }
         }
     }
@@ -440,6 +464,9 @@ impl Driver {
     /// for at least one completion at a time (with a short timeout, since
     /// another thread may reap this operation's completion first).
     pub fn wait_blocking(&self, op: &mut Op) -> (io::Result<i32>, Option<AlignedBuf>) {
+        if op.id.is_none() {
+            return op.fail(io::Error::other("io_uring operation already finished"));
+        }
         let ts = types::Timespec::new().nsec(1_000_000);
         loop {
             if let Err(e) = self.submit() {
@@ -604,8 +631,10 @@ impl Op {
         was
     }
 
-    /// Fails the operation before the kernel has it (or while waiting):
-    /// the slot is abandoned if still in flight.
+    /// The result of an operation that cannot wait any longer (entering
+    /// the kernel failed): the error, without the buffer. The slot keeps
+    /// the buffer and is abandoned when the `Op` is dropped (D1); the
+    /// entry itself stays queued and reaches the kernel at a later enter.
     fn fail(&mut self, e: io::Error) -> OpOutput {
         (Err(e), None)
     }

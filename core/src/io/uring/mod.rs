@@ -51,28 +51,90 @@ fn empty() -> AlignedBuf {
     AlignedBuf::zeroed(0)
 }
 
+/// Times an operation the kernel cancelled is issued again. The engine
+/// never cancels anything itself; the kernel cancels queued work of a
+/// thread that exits (io_uring ties requests to the task that entered
+/// them), and any thread may enter for every queued entry. Reads, writes
+/// of the same bytes and syncs are safe to repeat.
+const CANCELLED_RETRIES: u32 = 64;
+
+fn cancelled(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ECANCELED)
+}
+
 /// Fills the buffer's whole capacity, resubmitting after short reads.
 async fn read_rest(driver: Arc<Driver>, mut op: Op, total: usize, offset: u64) -> BufResult<()> {
     let mut done = 0usize;
+    let mut retries = 0;
     loop {
         let (r, buf) = op.await;
         let mut buf = buf.unwrap_or_else(empty);
+        let full = |mut buf: AlignedBuf| {
+            // A buffer the driver could not give back has no capacity.
+            buf.set_len(total.min(buf.capacity()));
+            buf
+        };
         match r {
-            Ok(0) => {
-                buf.set_len(total);
-                return (Err(io::ErrorKind::UnexpectedEof.into()), buf);
-            }
+            Ok(0) => return (Err(io::ErrorKind::UnexpectedEof.into()), full(buf)),
             Ok(n) => done += n as usize,
-            Err(e) => {
-                buf.set_len(total);
-                return (Err(e), buf);
+            Err(e) if cancelled(&e) && retries < CANCELLED_RETRIES && buf.capacity() == total => {
+                retries += 1;
             }
+            Err(e) => return (Err(e), full(buf)),
         }
         if done >= total {
-            buf.set_len(total);
-            return (Ok(()), buf);
+            return (Ok(()), full(buf));
         }
         let entry = driver::read_entry(driver.fd(), &mut buf, done, offset + done as u64);
+        op = match push(&driver, entry, buf) {
+            Ok(op) => op,
+            Err((e, buf)) => return (Err(e), full(buf)),
+        };
+    }
+}
+
+/// Writes the buffer's valid bytes, resubmitting after short writes.
+async fn write_rest(driver: Arc<Driver>, op: Op, offset: u64) -> BufResult<()> {
+    let (r, buf) = write_rest_tracked(driver, op, offset).await;
+    (r.map(drop), buf)
+}
+
+/// Whether a write needed more than its first request (a short write or a
+/// cancelled one): a sync queued behind the first request does not cover
+/// the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resubmitted {
+    No,
+    Yes,
+}
+
+async fn write_rest_tracked(
+    driver: Arc<Driver>,
+    mut op: Op,
+    offset: u64,
+) -> (io::Result<Resubmitted>, AlignedBuf) {
+    let mut done = 0usize;
+    let mut retries = 0;
+    let mut again = Resubmitted::No;
+    loop {
+        let (r, buf) = op.await;
+        let Some(buf) = buf else {
+            let e = r
+                .err()
+                .unwrap_or_else(|| io::Error::other("io_uring lost a write buffer"));
+            return (Err(e), empty());
+        };
+        match r {
+            Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
+            Ok(n) => done += n as usize,
+            Err(e) if cancelled(&e) && retries < CANCELLED_RETRIES => retries += 1,
+            Err(e) => return (Err(e), buf),
+        }
+        if done >= buf.len() {
+            return (Ok(again), buf);
+        }
+        again = Resubmitted::Yes;
+        let entry = driver::write_entry(driver.fd(), &buf, done, offset + done as u64);
         op = match push(&driver, entry, buf) {
             Ok(op) => op,
             Err((e, buf)) => return (Err(e), buf),
@@ -80,25 +142,17 @@ async fn read_rest(driver: Arc<Driver>, mut op: Op, total: usize, offset: u64) -
     }
 }
 
-/// Writes the buffer's valid bytes, resubmitting after short writes.
-async fn write_rest(driver: Arc<Driver>, mut op: Op, offset: u64) -> BufResult<()> {
-    let mut done = 0usize;
+/// Waits for a sync, issuing it again if the kernel cancelled it.
+async fn sync_rest(engine: Arc<Driver>, mut op: Op) -> io::Result<()> {
+    let mut retries = 0;
     loop {
-        let (r, buf) = op.await;
-        let buf = buf.unwrap_or_else(empty);
-        match r {
-            Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
-            Ok(n) => done += n as usize,
-            Err(e) => return (Err(e), buf),
+        match op.await.0 {
+            Err(e) if cancelled(&e) && retries < CANCELLED_RETRIES => retries += 1,
+            r => return r.map(drop),
         }
-        if done >= buf.len() {
-            return (Ok(()), buf);
-        }
-        let entry = driver::write_entry(driver.fd(), &buf, done, offset + done as u64);
-        op = match push(&driver, entry, buf) {
-            Ok(op) => op,
-            Err((e, buf)) => return (Err(e), buf),
-        };
+        // SAFETY: a sync entry points at no memory.
+        op = unsafe { engine.push(driver::fdatasync_entry(engine.fd()), None) }
+            .map_err(|(e, _)| e)?;
     }
 }
 
@@ -155,7 +209,7 @@ impl IoEngine for UringEngine {
 
     fn sync(&self) -> IoFuture<io::Result<()>> {
         match self.start_sync(false) {
-            Ok(op) => Box::pin(async move { op.await.0.map(drop) }),
+            Ok(op) => Box::pin(sync_rest(self.driver.clone(), op)),
             Err(e) => Box::pin(async move { Err(e) }),
         }
     }
@@ -166,7 +220,7 @@ impl IoEngine for UringEngine {
         let mut ops = Vec::with_capacity(writes.len());
         for (buf, at) in writes {
             match self.start_write(buf, at) {
-                Ok(op) => ops.push(Box::pin(write_rest(self.driver.clone(), op, at))),
+                Ok(op) => ops.push(Box::pin(write_rest_tracked(self.driver.clone(), op, at))),
                 Err((e, _)) => return Box::pin(async move { Err(e) }),
             }
         }
@@ -174,11 +228,29 @@ impl IoEngine for UringEngine {
         Box::pin(async move {
             let sync = sync?;
             let written = futures::future::join_all(ops).await;
-            let synced = sync.await.0;
+            let mut resync = false;
+            let mut failed = None;
             for (r, _) in written {
-                r?;
+                match r {
+                    Ok(Resubmitted::No) => {}
+                    // A part of a write went out after the sync was queued:
+                    // sync again once everything is written.
+                    Ok(Resubmitted::Yes) => resync = true,
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                    }
+                }
             }
-            synced.map(drop)
+            let synced = sync_rest(self.driver.clone(), sync).await;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            synced?;
+            if resync {
+                let op = self.start_sync(false)?;
+                sync_rest(self.driver.clone(), op).await?;
+            }
+            Ok(())
         })
     }
 
@@ -216,6 +288,10 @@ impl IoEngine for UringEngine {
                     resync = true;
                     super::pwrite_all(&self.file, buf, at).0
                 }
+                (Err(e), Some(buf)) if cancelled(&e) => {
+                    resync = true;
+                    super::pwrite_all(&self.file, buf, at).0
+                }
                 (r, _) => r.map(drop),
             };
             if let Err(e) = r {
@@ -223,8 +299,12 @@ impl IoEngine for UringEngine {
             }
         }
         if let Some(op) = sync {
-            if let Err(e) = op.wait().0 {
-                failed.get_or_insert(e);
+            match op.wait().0 {
+                Err(e) if cancelled(&e) => resync = true,
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+                Ok(_) => {}
             }
         }
         if resync && failed.is_none() {
