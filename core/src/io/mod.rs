@@ -96,13 +96,6 @@ pub trait IoEngine: Send + Sync + 'static {
             self.sync().await
         })
     }
-    /// [`write_and_sync`](Self::write_and_sync) on the calling thread.
-    fn write_and_sync_blocking(&self, writes: Vec<(AlignedBuf, u64)>) -> io::Result<()> {
-        for (buf, at) in writes {
-            self.write_at_blocking(buf, at).0?;
-        }
-        self.sync_blocking()
-    }
     /// Size of the file or device in bytes.
     fn size(&self) -> io::Result<u64>;
     /// Short name for stats and logs.

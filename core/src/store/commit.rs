@@ -1,15 +1,25 @@
-//! The commit thread: the only writer of metadata.
+//! The commit path: the only writer of metadata, run by the callers
+//! themselves (leader/follower group commit, no commit thread).
 //!
-//! Requests queue up while a group is being written; the thread takes all
-//! of them as one group and:
+//! A change is queued with its reply channel; then its caller either waits
+//! for the reply or, if nobody leads, takes the lead: it drains the queue
+//! as one group, commits it, and lets go. Changes queued meanwhile wait for
+//! the next leader, one of their own callers, who takes them all as the
+//! next group; the followers of a group are woken together by their
+//! replies. The group in progress lives in the leadership slot, not in the
+//! leader's future, so a leader that is dropped half way leaves the group
+//! for the next holder to finish (C1 in `INVARIANTS.md`'s commit section).
+//!
+//! A group:
 //!
 //! 0. if the previous group moved a tuple to another block, first rewrites
 //!    the blocks still holding the superseded copy and syncs (see below);
 //! 1. syncs once if any request carries heap data, so object bytes are
 //!    durable before any tuple that points at them can be;
 //! 2. applies the requests in order, assigning strictly increasing versions;
-//! 3. writes every changed tuple block to its spare slot, syncs once, and
-//!    only then acknowledges the requests and lets freed pieces go.
+//! 3. writes every changed tuple block to its spare slot, syncs once (a
+//!    few blocks go to the device chained with the sync), and only then
+//!    acknowledges the requests and lets freed pieces go.
 //!
 //! Moving tuples: an overwrite whose new tuple no longer fits its block is
 //! placed in another block while the old tuple stays (as a stale copy) in
@@ -17,14 +27,20 @@
 //! and lose the key; so the stale copy is removed in step 0 of the next
 //! group, and further changes to that key wait for that step. After a crash
 //! in between, open sees both copies and keeps the larger version.
+//!
+//! Background work (buffered durability's delayed write, index
+//! maintenance, a group left behind by a cancelled caller) is done by a
+//! small maintenance thread that takes the lead only when nobody holds it.
 
 use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::io::block_on;
-use crossbeam_channel::{Receiver, RecvTimeoutError};
-use futures::channel::oneshot::Sender;
+use std::future::Future;
+use std::pin::Pin;
+
+use futures::channel::oneshot::{self, Sender};
+use parking_lot::{Condvar, Mutex};
 
 use super::{now_micros, Entry, ObjectData, ObjectInfo, Shared};
 use crate::error::{Error, ErrorKind, Result};
@@ -38,17 +54,14 @@ use crate::meta::tuple::{self, Tuple};
 use crate::options::Durability;
 use std::time::Duration;
 
-/// How often an idle commit thread looks for index maintenance.
+/// How often the maintenance thread looks for work when idle.
 const IDLE_TICK: Duration = Duration::from_millis(100);
 /// Most requests folded into one group.
 const MAX_GROUP: usize = 1024;
-/// Groups touching at most this many tuple blocks write them one after the
-/// other from the commit thread; larger ones in parallel.
-const SEQUENTIAL_BLOCK_WRITES: usize = 2;
 /// Largest zero-fill write when a metadata extent is added.
 const ZERO_CHUNK: usize = 1 << 20;
 
-/// A change for the commit thread.
+/// A change for the commit path.
 pub(crate) enum Request {
     Put {
         key: Box<[u8]>,
@@ -130,7 +143,7 @@ fn fail_request(req: Request, e: &Error) {
     }
 }
 
-/// State owned by the commit thread.
+/// State of the commit path, owned by whoever leads.
 pub(crate) struct Committer {
     shared: Arc<Shared>,
     table: TupleBlockTable,
@@ -189,56 +202,44 @@ impl Committer {
         v
     }
 
-    pub fn run(mut self, rx: Receiver<Request>) {
-        loop {
-            let mut batch: Vec<Request> = self.deferred.drain(..).collect();
-            if batch.is_empty() {
-                match rx.recv_timeout(self.wait_for()) {
-                    Ok(r) => batch.push(r),
-                    Err(RecvTimeoutError::Timeout) => {
-                        if self.flush_due() {
-                            if let Err(e) = self.flush() {
-                                self.poison(&e);
-                            }
-                        }
-                        self.maintain_index();
-                        continue;
-                    }
-                    Err(RecvTimeoutError::Disconnected) => break,
-                }
-            }
-            while batch.len() < MAX_GROUP {
-                match rx.try_recv() {
-                    Ok(r) => batch.push(r),
-                    Err(_) => break,
-                }
-            }
-            self.commit_group(batch);
-        }
+    /// Writes what is still open, removes stale copies and records the
+    /// clean close in the superblock: the last thing done before close.
+    async fn finish(&mut self) {
         // A read-only store writes nothing, not even the clean-close mark
         // (invariant 7).
         if self.shared.options.is_read_only() {
             return;
         }
         if !self.shared.failed.load(Ordering::Acquire) {
-            if let Err(e) = self.flush() {
+            if let Err(e) = self.flush().await {
                 self.poison(&e);
             }
         }
         if !self.stale.is_empty() && !self.shared.failed.load(Ordering::Acquire) {
-            if let Err(e) = self.remove_stale() {
+            if let Err(e) = self.remove_stale().await {
                 self.poison(&e);
             }
         }
         // Every group is synced: record that in the superblock, so the next
         // open need not read back the newest group's objects to verify them.
-        if !self.shared.failed.load(Ordering::Acquire) && !self.shared.options.read_only {
+        if !self.shared.failed.load(Ordering::Acquire) {
             let mut sb = self.superblock.clone();
             sb.clean_seq = self.next_version - 1;
-            if let Ok(sb) = write_superblock(&self.shared, &sb) {
+            if let Ok(sb) = write_superblock(&self.shared, &sb).await {
                 self.superblock = sb;
             }
         }
+    }
+
+    /// Background work: a buffered group whose delay is up, index
+    /// maintenance.
+    async fn tick(&mut self) {
+        if self.flush_due() {
+            if let Err(e) = self.flush().await {
+                self.poison(&e);
+            }
+        }
+        self.maintain_index();
     }
 
     /// Lets the index fold in finished background work (an FST merge).
@@ -272,7 +273,7 @@ impl Committer {
     /// Writes the open group: data sync when needed, then every changed
     /// tuple block to its spare slot and one sync. Then superseded pieces
     /// may go.
-    fn flush(&mut self) -> Result<()> {
+    async fn flush(&mut self) -> Result<()> {
         let pending = std::mem::take(&mut self.pending);
         let Some(first) = pending.first else {
             return Ok(());
@@ -280,13 +281,14 @@ impl Committer {
         if pending.needs_data_sync {
             self.shared
                 .engine
-                .sync_blocking()
+                .sync()
+                .await
                 .map_err(|e| Error::io("syncing object data", e))?;
         }
         if !pending.dirty.is_empty() {
             let seq = self.next_version - 1;
             let flags = if pending.atomic { GROUP_ATOMIC } else { 0 };
-            self.write_blocks_now(&pending.dirty, seq, first, flags)?;
+            self.write_blocks(&pending.dirty, seq, first, flags).await?;
         }
         self.shared.commit_groups.fetch_add(1, Ordering::Relaxed);
         // Superseded versions are unlinked on disk now: their pieces may go
@@ -295,7 +297,7 @@ impl Committer {
         Ok(())
     }
 
-    fn commit_group(&mut self, batch: Vec<Request>) {
+    async fn commit_group(&mut self, batch: Vec<Request>) {
         if let Err(e) = self.shared.check_failed() {
             batch.into_iter().for_each(|r| fail_request(r, &e));
             return;
@@ -305,7 +307,10 @@ impl Committer {
         let step0 = if self.stale.is_empty() {
             Ok(())
         } else {
-            self.flush().and_then(|()| self.remove_stale())
+            match self.flush().await {
+                Ok(()) => self.remove_stale().await,
+                Err(e) => Err(e),
+            }
         };
         if let Err(e) = step0 {
             self.poison(&e);
@@ -338,7 +343,10 @@ impl Committer {
                     size,
                     data,
                     reply,
-                } => match self.apply_put(key, size, data, &mut dirty, &mut release) {
+                } => match self
+                    .apply_put(key, size, data, &mut dirty, &mut release)
+                    .await
+                {
                     Ok(info) => acks.push(Ack::Info(reply, info)),
                     Err(e) => drop(reply.send(Err(e))),
                 },
@@ -346,7 +354,10 @@ impl Committer {
                     self.pending.atomic = true;
                     let (mut applied, mut bytes, mut stop) = (0, 0, None);
                     for (key, size, data) in items {
-                        match self.apply_put(key, size, data, &mut dirty, &mut release) {
+                        match self
+                            .apply_put(key, size, data, &mut dirty, &mut release)
+                            .await
+                        {
                             Ok(_) => {
                                 applied += 1;
                                 bytes += size;
@@ -360,7 +371,7 @@ impl Committer {
                     acks.push(Ack::Many(reply, applied, bytes, stop));
                 }
                 Request::Delete { key, reply } => {
-                    match self.apply_delete(&key, &mut dirty, &mut release) {
+                    match self.apply_delete(&key, &mut dirty, &mut release).await {
                         Ok(true) => acks.push(Ack::Done(reply)),
                         Ok(false) => {
                             drop(reply.send(Err(Error::new(ErrorKind::NotFound, "no such key"))))
@@ -383,18 +394,21 @@ impl Committer {
         let buffered = matches!(self.shared.options.durability, Durability::Buffered { .. });
         let mut result = self.shared.check_failed();
         if result.is_ok() && (!buffered || barrier) {
-            result = self.flush();
+            result = self.flush().await;
             if result.is_ok() && barrier {
                 result = self
                     .shared
                     .engine
-                    .sync_blocking()
+                    .sync()
+                    .await
                     .map_err(|e| Error::io("sync", e));
             }
         } else if result.is_ok() && self.pending.first.is_some() {
-            self.pending
-                .since
-                .get_or_insert_with(std::time::Instant::now);
+            if self.pending.since.is_none() {
+                self.pending.since = Some(std::time::Instant::now());
+                // The maintenance thread writes the group by `max_delay`.
+                self.shared.wake_maintenance();
+            }
         }
         if let Err(e) = &result {
             self.poison(e);
@@ -414,7 +428,7 @@ impl Committer {
         }
     }
 
-    fn apply_put(
+    async fn apply_put(
         &mut self,
         key: Box<[u8]>,
         size: u64,
@@ -435,7 +449,7 @@ impl Committer {
             _ => match self.table.place(len) {
                 Some(b) => b,
                 None => {
-                    self.grow()?;
+                    self.grow().await?;
                     self.table.place(len).ok_or_else(|| {
                         Error::new(
                             ErrorKind::NoSpace,
@@ -447,7 +461,7 @@ impl Committer {
         };
         // Load the block before anything changes, so a failed read leaves
         // the in-memory state untouched.
-        self.load_image(block)?;
+        self.load_image(block).await?;
         let tuple = Tuple {
             key,
             version: self.bump(),
@@ -496,7 +510,7 @@ impl Committer {
         Ok(info)
     }
 
-    fn apply_delete(
+    async fn apply_delete(
         &mut self,
         key: &[u8],
         dirty: &mut BTreeSet<u32>,
@@ -509,7 +523,7 @@ impl Committer {
                 None => return Ok(false),
             }
         };
-        self.load_image(block)?;
+        self.load_image(block).await?;
         let Some((_, entry)) = self.shared.state.write().unlink(key) else {
             return Ok(false);
         };
@@ -524,16 +538,18 @@ impl Committer {
 
     /// Makes sure `block`'s content is in the image cache, reading its
     /// current slot when it is not.
-    fn load_image(&mut self, block: u32) -> Result<()> {
+    async fn load_image(&mut self, block: u32) -> Result<()> {
         if self.table.images.contains_key(&block) {
             return Ok(());
         }
         let state = &self.table.blocks[block as usize];
         let tuples = if state.has_state {
+            let at = state.current_offset();
             let (r, buf) = self
                 .shared
                 .engine
-                .read_at_blocking(AlignedBuf::zeroed(BLOCK_SIZE), state.current_offset());
+                .read_at(AlignedBuf::zeroed(BLOCK_SIZE), at)
+                .await;
             r.map_err(|e| Error::io("reading a tuple block to change it", e))?;
             let id = SlotIdentity {
                 store_id: self.shared.geometry.store_id,
@@ -559,11 +575,11 @@ impl Committer {
     }
 
     /// Step 0: drops stale copies from their blocks and makes that durable.
-    fn remove_stale(&mut self) -> Result<()> {
+    async fn remove_stale(&mut self) -> Result<()> {
         let stale = std::mem::take(&mut self.stale);
         let mut blocks = BTreeSet::new();
         for (block, key, version) in stale {
-            self.load_image(block)?;
+            self.load_image(block).await?;
             let image = self.table.images.get_mut(&block).expect("image loaded");
             if let Some(i) = image
                 .iter()
@@ -576,7 +592,7 @@ impl Committer {
         }
         if !blocks.is_empty() {
             let seq = self.bump();
-            self.write_blocks_now(&blocks, seq, seq, 0)?;
+            self.write_blocks(&blocks, seq, seq, 0).await?;
         }
         self.stale_keys.clear();
         Ok(())
@@ -632,59 +648,27 @@ impl Committer {
             .fetch_add((blocks.len() * BLOCK_SIZE) as u64, Ordering::Relaxed);
     }
 
-    /// Writes each block to its spare slot and syncs, on the commit thread
-    /// itself: a few blocks go out as plain pwrites (no hop to an I/O
-    /// thread), larger groups concurrently through the engine.
-    fn write_blocks_now(
+    /// Writes each block to its spare slot and syncs once: the engine
+    /// hands a few blocks to the device chained with the sync, in one
+    /// submission.
+    pub async fn write_blocks(
         &mut self,
         blocks: &BTreeSet<u32>,
         seq: u64,
         group_first: u64,
         flags: u32,
     ) -> Result<()> {
-        let writes = self.encode_blocks(blocks, seq, group_first, flags);
-        let engine = &self.shared.engine;
-        let results: Vec<_> = if writes.len() <= SEQUENTIAL_BLOCK_WRITES {
-            writes
-                .into_iter()
-                .map(|(at, buf)| engine.write_at_blocking(buf, at).0)
-                .collect()
-        } else {
-            let futs = writes.into_iter().map(|(at, buf)| engine.write_at(buf, at));
-            block_on(futures::future::join_all(futs))
-                .into_iter()
-                .map(|(r, _)| r)
-                .collect()
-        };
-        for r in results {
-            r.map_err(|e| Error::io("writing a tuple block", e))?;
-        }
-        engine
-            .sync_blocking()
-            .map_err(|e| Error::io("syncing tuple blocks", e))?;
-        self.blocks_written(blocks);
-        Ok(())
-    }
-
-    /// [`write_blocks_now`](Self::write_blocks_now) for async callers (open).
-    pub async fn write_blocks(
-        &mut self,
-        blocks: &BTreeSet<u32>,
-        seq: u64,
-        group_first: u64,
-    ) -> Result<()> {
-        let writes = self.encode_blocks(blocks, seq, group_first, 0);
-        let futs = writes
+        let writes = self
+            .encode_blocks(blocks, seq, group_first, flags)
             .into_iter()
-            .map(|(at, buf)| self.shared.engine.write_at(buf, at));
-        for (r, _) in futures::future::join_all(futs).await {
-            r.map_err(|e| Error::io("writing a tuple block", e))?;
-        }
+            .map(|(at, buf)| (buf, at))
+            .collect();
         self.shared
             .engine
-            .sync()
+            .clone()
+            .write_and_sync(writes)
             .await
-            .map_err(|e| Error::io("syncing tuple blocks", e))?;
+            .map_err(|e| Error::io("writing tuple blocks", e))?;
         self.blocks_written(blocks);
         Ok(())
     }
@@ -692,7 +676,7 @@ impl Committer {
     /// Adds a metadata extent: allocate from the heap, zero it, sync, then
     /// publish it in the superblock's spare slot and sync again. Until the
     /// superblock write is durable the extent is just free heap space.
-    fn grow(&mut self) -> Result<()> {
+    async fn grow(&mut self) -> Result<()> {
         let full = || Error::new(ErrorKind::NoSpace, "metadata area is full and cannot grow");
         if self.superblock.meta_extents.len() >= MAX_META_EXTENTS {
             return Err(full());
@@ -713,7 +697,7 @@ impl Committer {
             start: piece.start,
             order: piece.order,
         };
-        let result = self.publish_extent(extent);
+        let result = self.publish_extent(extent).await;
         if let Err(e) = &result {
             self.poison(e);
             return result;
@@ -725,21 +709,24 @@ impl Committer {
         Ok(())
     }
 
-    fn publish_extent(&mut self, extent: MetaExtent) -> Result<()> {
+    async fn publish_extent(&mut self, extent: MetaExtent) -> Result<()> {
         let engine = &self.shared.engine;
         let total = (1usize << extent.order) * BLOCK_SIZE;
         let mut done = 0;
         while done < total {
             let len = ZERO_CHUNK.min(total - done);
             let at = extent.start * BLOCK_SIZE as u64 + done as u64;
-            let (r, _) = block_on(engine.write_at(AlignedBuf::zeroed(len), at));
+            let (r, _) = engine.write_at(AlignedBuf::zeroed(len), at).await;
             r.map_err(|e| Error::io("zeroing a new metadata extent", e))?;
             done += len;
         }
-        block_on(engine.sync()).map_err(|e| Error::io("syncing a new metadata extent", e))?;
+        engine
+            .sync()
+            .await
+            .map_err(|e| Error::io("syncing a new metadata extent", e))?;
         let mut sb = self.superblock.clone();
         sb.meta_extents.push(extent);
-        let sb = write_superblock(&self.shared, &sb)?;
+        let sb = write_superblock(&self.shared, &sb).await?;
         self.shared
             .device_bytes_written
             .fetch_add((total + BLOCK_SIZE) as u64, Ordering::Relaxed);
@@ -749,9 +736,192 @@ impl Committer {
 }
 
 /// Publishes `sb` in both superblock copies (see `meta::superblock`).
-pub(crate) fn write_superblock(shared: &Shared, sb: &Superblock) -> Result<Superblock> {
-    block_on(crate::meta::superblock::publish_superblock(
-        shared.engine.as_ref(),
-        sb,
-    ))
+pub(crate) async fn write_superblock(shared: &Shared, sb: &Superblock) -> Result<Superblock> {
+    crate::meta::superblock::publish_superblock(shared.engine.as_ref(), sb).await
+}
+
+/// The group in progress, driven by whoever holds the lead.
+type GroupFuture = Pin<Box<dyn Future<Output = Box<Committer>> + Send>>;
+
+/// What the lead holds.
+enum Lead {
+    /// Nobody is committing: the next leader starts a group.
+    Idle(Box<Committer>),
+    /// A group is being committed; whoever holds the lead drives it on (its
+    /// first leader may have been dropped half way).
+    Busy(GroupFuture),
+    /// Closed: the committer finished.
+    Closed,
+}
+
+impl Lead {
+    /// Drives a group in progress to its end. Cancel-safe: dropped half
+    /// way, the group stays here for the next holder.
+    async fn settle(&mut self) {
+        if let Lead::Busy(group) = self {
+            let committer = group.as_mut().await;
+            *self = Lead::Idle(committer);
+        }
+    }
+}
+
+struct Queue {
+    requests: VecDeque<Request>,
+    closed: bool,
+}
+
+/// The commit path: the request queue and the lead (leader/follower group
+/// commit, see the module doc).
+pub(crate) struct CommitPath {
+    queue: Mutex<Queue>,
+    lead: futures::lock::Mutex<Lead>,
+    maintenance: Arc<Maintenance>,
+}
+
+/// Wake-ups for the maintenance thread.
+pub(crate) struct Maintenance {
+    poked: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl Maintenance {
+    pub(crate) fn new() -> Arc<Maintenance> {
+        Arc::new(Maintenance {
+            poked: Mutex::new(false),
+            wake: Condvar::new(),
+        })
+    }
+
+    pub(crate) fn poke(&self) {
+        *self.poked.lock() = true;
+        self.wake.notify_one();
+    }
+
+    /// Sleeps for `d` or until poked.
+    fn sleep(&self, d: Duration) {
+        let mut poked = self.poked.lock();
+        if !*poked {
+            self.wake.wait_for(&mut poked, d);
+        }
+        *poked = false;
+    }
+}
+
+impl CommitPath {
+    pub(crate) fn new(committer: Committer, maintenance: Arc<Maintenance>) -> CommitPath {
+        CommitPath {
+            queue: Mutex::new(Queue {
+                requests: VecDeque::new(),
+                closed: false,
+            }),
+            lead: futures::lock::Mutex::new(Lead::Idle(Box::new(committer))),
+            maintenance,
+        }
+    }
+
+    /// Queues a change; gives it back once the path is closed.
+    pub(crate) fn push(&self, req: Request) -> std::result::Result<(), Request> {
+        let mut q = self.queue.lock();
+        if q.closed {
+            return Err(req);
+        }
+        q.requests.push_back(req);
+        Ok(())
+    }
+
+    /// Waits for the reply to a queued change, leading groups while nobody
+    /// else does. `None` when the store closed without answering.
+    pub(crate) async fn wait<T>(&self, mut reply: oneshot::Receiver<T>) -> Option<T> {
+        loop {
+            let lead = self.lead.lock();
+            futures::pin_mut!(lead);
+            // The reply first: a follower whose group is done must not
+            // take the lead just to find nothing to do.
+            let mut lead = match futures::future::select(&mut reply, lead).await {
+                futures::future::Either::Left((r, _)) => return r.ok(),
+                futures::future::Either::Right((lead, _)) => lead,
+            };
+            self.lead_one(&mut lead).await;
+            if let Ok(Some(r)) = reply.try_recv() {
+                return Some(r);
+            }
+            // Our change is still queued (or was deferred): go round; the
+            // lead is let go here, so a waiting caller may take it first.
+        }
+    }
+
+    /// With the lead held: finishes the group in progress, then commits
+    /// what is queued (deferred changes first) as one group. Whether a
+    /// group ran.
+    async fn lead_one(&self, lead: &mut Lead) -> bool {
+        lead.settle().await;
+        let Lead::Idle(committer) = std::mem::replace(lead, Lead::Closed) else {
+            return false;
+        };
+        let mut committer = committer;
+        let mut batch: Vec<Request> = committer.deferred.drain(..).collect();
+        {
+            let mut q = self.queue.lock();
+            let take = q.requests.len().min(MAX_GROUP.saturating_sub(batch.len()));
+            batch.extend(q.requests.drain(..take));
+        }
+        if batch.is_empty() {
+            *lead = Lead::Idle(committer);
+            return false;
+        }
+        *lead = Lead::Busy(Box::pin(async move {
+            committer.commit_group(batch).await;
+            committer
+        }));
+        lead.settle().await;
+        true
+    }
+
+    /// Background work, when nobody leads: a group left behind, queued
+    /// changes without a waiting caller, a buffered group that is due,
+    /// index maintenance. How long to sleep before the next look.
+    pub(crate) fn tick(&self) -> Duration {
+        let Some(mut lead) = self.lead.try_lock() else {
+            return IDLE_TICK;
+        };
+        crate::io::block_on(async {
+            while self.lead_one(&mut lead).await {}
+            match &mut *lead {
+                Lead::Idle(c) => {
+                    c.tick().await;
+                    c.wait_for()
+                }
+                _ => IDLE_TICK,
+            }
+        })
+    }
+
+    /// Refuses new changes, commits everything queued, writes what is
+    /// open and marks the clean close. Idempotent.
+    pub(crate) fn close(&self) {
+        self.queue.lock().closed = true;
+        crate::io::block_on(async {
+            let mut lead = self.lead.lock().await;
+            while self.lead_one(&mut lead).await {}
+            if let Lead::Idle(c) = &mut *lead {
+                c.finish().await;
+            }
+            *lead = Lead::Closed;
+        });
+        // Whatever is still queued (closed during the last group) fails.
+        let left: Vec<Request> = self.queue.lock().requests.drain(..).collect();
+        let e = Error::new(ErrorKind::Closed, "the store is closed");
+        left.into_iter().for_each(|r| fail_request(r, &e));
+    }
+
+    /// The maintenance thread's loop, until `stop` is set.
+    pub(crate) fn maintain(&self, stop: &std::sync::atomic::AtomicBool) {
+        while !stop.load(Ordering::Acquire) {
+            let next = self.tick();
+            if stop.load(Ordering::Acquire) {
+                break;
+            }
+            self.maintenance.sleep(next);
+        }
+    }
 }

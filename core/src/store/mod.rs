@@ -2,9 +2,10 @@
 //! thread.
 //!
 //! Concurrency protocol:
-//! * every metadata change goes through the single commit thread
-//!   (`commit.rs`), which assigns versions in order, writes tuple blocks and
-//!   syncs once per group, and only then acknowledges;
+//! * every metadata change goes through the commit path (`commit.rs`): one
+//!   caller at a time leads, takes every queued change as a group, assigns
+//!   versions in order, writes tuple blocks and syncs once per group, and
+//!   only then acknowledges;
 //! * readers look a key up under a short read lock, clone the entry's
 //!   [`Extent`] handle and read without any lock;
 //! * heap pieces return to the allocator when the last handle of their
@@ -340,9 +341,16 @@ pub(crate) struct Shared {
     pub tables: data::TableCache,
     /// What recovery did when the store was opened.
     pub recovery: RecoveryReport,
+    /// Wakes the maintenance thread (a buffered group to write by its
+    /// deadline).
+    pub maintenance: Arc<commit::Maintenance>,
 }
 
 impl Shared {
+    pub fn wake_maintenance(&self) {
+        self.maintenance.poke();
+    }
+
     /// Refuses a change: on a read-only store (`Unsupported`), or after a
     /// failed metadata write (`Io`).
     pub fn check_failed(&self) -> Result<()> {
@@ -371,8 +379,11 @@ impl Shared {
 
 struct Inner {
     shared: Arc<Shared>,
-    commits: Mutex<Option<crossbeam_channel::Sender<commit::Request>>>,
-    committer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    commits: Arc<commit::CommitPath>,
+    /// The maintenance thread; it also closes the commit path when told
+    /// to stop.
+    maintainer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    stop: Arc<AtomicBool>,
     /// Separate open file description holding the `flock`; dropped on close.
     lock: Mutex<Option<std::fs::File>>,
     closed: AtomicBool,
@@ -385,13 +396,19 @@ impl Drop for Inner {
 }
 
 impl Inner {
-    /// Stops the commit thread after it drains its queue, then releases the
-    /// lock. Idempotent.
+    /// Commits what is queued, writes what is open, marks the clean close
+    /// and releases the lock. Idempotent. The closing is done by the
+    /// maintenance thread, so that dropping a store inside an executor
+    /// never nests one executor in another.
     fn shut_down(&self) {
         self.closed.store(true, Ordering::Release);
-        drop(self.commits.lock().take());
-        if let Some(h) = self.committer.lock().take() {
-            let _ = h.join();
+        self.stop.store(true, Ordering::Release);
+        self.shared.wake_maintenance();
+        if let Some(h) = self.maintainer.lock().take() {
+            if h.join().is_err() {
+                // The thread died: close from here.
+                self.commits.close();
+            }
         }
         drop(self.lock.lock().take());
     }
@@ -468,16 +485,27 @@ impl Store {
         committer: commit::Committer,
         lock: Option<std::fs::File>,
     ) -> Store {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let handle = std::thread::Builder::new()
-            .name("blobcask-commit".into())
-            .spawn(move || committer.run(rx))
-            .expect("spawn commit thread");
+        let commits = Arc::new(commit::CommitPath::new(
+            committer,
+            shared.maintenance.clone(),
+        ));
+        let stop = Arc::new(AtomicBool::new(false));
+        let handle = {
+            let (commits, stop) = (commits.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("blobcask-maintenance".into())
+                .spawn(move || {
+                    commits.maintain(&stop);
+                    commits.close();
+                })
+                .expect("spawn maintenance thread")
+        };
         Store {
             inner: Arc::new(Inner {
                 shared,
-                commits: Mutex::new(Some(tx)),
-                committer: Mutex::new(Some(handle)),
+                commits,
+                maintainer: Mutex::new(Some(handle)),
+                stop,
                 lock: Mutex::new(lock),
                 closed: AtomicBool::new(false),
             }),
@@ -500,16 +528,10 @@ impl Store {
         make: impl FnOnce(oneshot::Sender<Result<T>>) -> commit::Request,
     ) -> Result<T> {
         let (tx, rx) = oneshot::channel();
-        {
-            let guard = self.inner.commits.lock();
-            let Some(commits) = guard.as_ref() else {
-                return Err(Error::new(ErrorKind::Closed, "the store is closed"));
-            };
-            if commits.send(make(tx)).is_err() {
-                return Err(Error::new(ErrorKind::Closed, "the store is closed"));
-            }
+        if self.inner.commits.push(make(tx)).is_err() {
+            return Err(Error::new(ErrorKind::Closed, "the store is closed"));
         }
-        rx.await.unwrap_or_else(|_| {
+        self.inner.commits.wait(rx).await.unwrap_or_else(|| {
             Err(Error::new(
                 ErrorKind::Closed,
                 "the store closed during the call",
@@ -600,20 +622,15 @@ impl Store {
         items: Vec<commit::Staged>,
     ) -> Result<(usize, Option<Error>)> {
         let (tx, rx) = oneshot::channel();
-        {
-            let guard = self.inner.commits.lock();
-            let Some(commits) = guard.as_ref() else {
-                return Err(Error::new(ErrorKind::Closed, "the store is closed"));
-            };
-            if commits
-                .send(commit::Request::PutMany { items, reply: tx })
-                .is_err()
-            {
-                return Err(Error::new(ErrorKind::Closed, "the store is closed"));
-            }
+        let req = commit::Request::PutMany { items, reply: tx };
+        if self.inner.commits.push(req).is_err() {
+            return Err(Error::new(ErrorKind::Closed, "the store is closed"));
         }
-        rx.await
-            .map_err(|_| Error::new(ErrorKind::Closed, "the store closed during the call"))
+        self.inner
+            .commits
+            .wait(rx)
+            .await
+            .ok_or_else(|| Error::new(ErrorKind::Closed, "the store closed during the call"))
     }
 
     /// The whole object.

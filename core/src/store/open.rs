@@ -530,6 +530,7 @@ async fn recover(
         metadata_bytes: AtomicU64::new(metadata_bytes),
         tables: data::new_table_cache(),
         recovery: report,
+        maintenance: super::commit::Maintenance::new(),
     });
     // Blocks rewritten below hold exactly their winning tuples.
     for &b in &dirty {
@@ -613,7 +614,7 @@ async fn recover(
         // Drop losing duplicates and rejected slots from disk before
         // anything can reuse the pieces they point at (this syncs too).
         let seq = committer.bump();
-        committer.write_blocks(&dirty, seq, seq).await?;
+        committer.write_blocks(&dirty, seq, seq, 0).await?;
     }
     Ok(Store::start(shared, committer, lock))
 }

@@ -136,14 +136,15 @@ impl Slots {
         }
     }
 
-    /// A reactor waiter other than `except`, to take over the registration.
-    fn other_reactor_waiter(&self, except: usize) -> Option<Waker> {
+    /// A reactor waiter other than `except`, to take over the registration:
+    /// its slot and waker.
+    fn other_reactor_waiter(&self, except: usize) -> Option<(usize, Waker)> {
         self.slots.iter().enumerate().find_map(|(i, s)| match s {
             Slot::InFlight {
                 waker: Some(w),
                 mode: Mode::Reactor,
                 ..
-            } if i != except => Some(w.clone()),
+            } if i != except => Some((i, w.clone())),
             _ => None,
         })
     }
@@ -258,6 +259,64 @@ impl Driver {
             driver: self.clone(),
             id: Some(id),
         })
+    }
+
+    /// Queues `entries` as one chain: each starts only after the one before
+    /// completed in full, and a failed or short one cancels the rest
+    /// (`-ECANCELED`). The chain goes into the queue in one piece, so no
+    /// other thread's entry can land inside it.
+    ///
+    /// # Safety
+    /// As for [`push`](Self::push), for each entry and its buffer.
+    pub unsafe fn push_chain(
+        self: &Arc<Self>,
+        entries: Vec<(squeue::Entry, Option<AlignedBuf>)>,
+    ) -> io::Result<Vec<Op>> {
+        let n = entries.len();
+        if n == 0 || n > ENTRIES as usize {
+            return Err(io::Error::other("io_uring chain longer than the queue"));
+        }
+        let mut ids = Vec::with_capacity(n);
+        let mut chain = Vec::with_capacity(n);
+        {
+            let mut slots = self.slots.lock();
+            for (i, (entry, buf)) in entries.into_iter().enumerate() {
+                let (id, data) = slots.insert(buf);
+                ids.push(id);
+                let mut entry = entry.user_data(data);
+                if i + 1 < n {
+                    entry = entry.flags(squeue::Flags::IO_LINK);
+                }
+                chain.push(entry);
+            }
+        }
+        let mut pushed = false;
+        for _ in 0..2 {
+            pushed = self.with_sq(|sq| {
+                // SAFETY: every entry's memory is owned by its slot until
+                // its completion is reaped (D1).
+                sq.capacity() - sq.len() >= n && unsafe { sq.push_multiple(&chain) }.is_ok()
+            });
+            if pushed {
+                self.unsubmitted.fetch_add(n, Ordering::Release);
+                break;
+            }
+            if let Err(e) = self.submit() {
+                ids.into_iter().for_each(|id| drop(self.take_back(id)));
+                return Err(e);
+            }
+        }
+        if !pushed {
+            ids.into_iter().for_each(|id| drop(self.take_back(id)));
+            return Err(io::Error::other("io_uring submission queue is full"));
+        }
+        Ok(ids
+            .into_iter()
+            .map(|id| Op {
+                driver: self.clone(),
+                id: Some(id),
+            })
+            .collect())
     }
 
     /// Runs `f` on the submission queue with `sq` held for the queue
@@ -411,8 +470,10 @@ impl Driver {
         let mut r = self.reactor.lock();
         match &*r {
             Some(reg) if reg.runtime == handle.id() => return reg.fd.clone(),
-            Some(_) => return None,
-            None => {}
+            // Another runtime holds the registration.
+            Some(reg) if reg.fd.is_some() => return None,
+            // Nobody, or a runtime that shut down.
+            _ => {}
         }
         let eventfd = self.eventfd.clone();
         // tokio panics (rather than failing) when the runtime was built
@@ -437,10 +498,14 @@ impl Driver {
         fd
     }
 
-    /// Forgets a reactor whose runtime has shut down, so the next runtime
+    /// Forgets the registration of a runtime that is shutting down: that
+    /// runtime is served by the fallback thread from now on (registering
+    /// again could fail the same way, over and over), and another runtime
     /// may register.
     fn drop_reactor(&self) {
-        self.reactor.lock().take();
+        if let Some(r) = self.reactor.lock().as_mut() {
+            r.fd = None;
+        }
     }
 
     /// Makes sure the fallback thread runs (it is started on first need).
@@ -601,12 +666,18 @@ impl Op {
     /// registration (D3) and the fallback count. Returns a waker to wake
     /// (the new registrant) once the lock is released.
     fn leave(&self, slots: &mut Slots, id: usize) -> Option<Waker> {
-        let mut handoff = None;
-        if slots.registrant == Some(id) {
-            slots.registrant = None;
-            handoff = slots.other_reactor_waiter(id);
+        if slots.registrant != Some(id) {
+            return None;
         }
-        handoff
+        // The woken waiter is the registrant from now on, even before it
+        // polls again: if its own completion is reaped first and it leaves
+        // without registering, it hands on in turn (D3).
+        let (next, waker) = match slots.other_reactor_waiter(id) {
+            Some((next, w)) => (Some(next), Some(w)),
+            None => (None, None),
+        };
+        slots.registrant = next;
+        waker
     }
 
     fn set_mode(&self, mode: Mode) -> Mode {
@@ -638,12 +709,6 @@ impl Op {
     fn fail(&mut self, e: io::Error) -> OpOutput {
         (Err(e), None)
     }
-
-    /// Waits on the calling thread (blocking callers).
-    pub fn wait(mut self) -> OpOutput {
-        let driver = self.driver.clone();
-        driver.wait_blocking(&mut self)
-    }
 }
 
 impl Future for Op {
@@ -666,20 +731,28 @@ impl Future for Op {
             match driver.reactor() {
                 Some(fd) => {
                     self.set_mode(Mode::Reactor);
-                    match fd.poll_read_ready(cx) {
+                    // tokio keeps the waker of the latest poll only, so the
+                    // poll and the record of who made it happen under one
+                    // lock: `registrant` always names the task the reactor
+                    // will wake (D3).
+                    let mut slots = driver.slots.lock();
+                    let polled = fd.poll_read_ready(cx);
+                    if polled.is_pending() {
+                        slots.registrant = self.id;
+                    }
+                    drop(slots);
+                    match polled {
                         Poll::Ready(Ok(mut guard)) => {
                             guard.clear_ready();
                             drain_eventfd(driver.eventfd.as_raw_fd());
                             continue;
                         }
                         Poll::Ready(Err(_)) => {
-                            // The runtime is shutting down: stop using it.
+                            // The runtime is shutting down: its operations
+                            // go through the fallback thread from here on.
                             driver.drop_reactor();
                         }
                         Poll::Pending => {
-                            if let Some(id) = self.id {
-                                driver.slots.lock().registrant = Some(id);
-                            }
                             // A completion that landed between the reap and
                             // the registration raised the eventfd, so the
                             // reactor reports it (D2).
@@ -764,9 +837,4 @@ pub(crate) fn fdatasync_entry(fd: RawFd) -> squeue::Entry {
     opcode::Fsync::new(types::Fd(fd))
         .flags(types::FsyncFlags::DATASYNC)
         .build()
-}
-
-/// Marks an entry to start only after every earlier one completed.
-pub(crate) fn after_earlier(entry: squeue::Entry) -> squeue::Entry {
-    entry.flags(squeue::Flags::IO_DRAIN)
 }

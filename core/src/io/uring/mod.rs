@@ -62,6 +62,10 @@ fn cancelled(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::ECANCELED)
 }
 
+/// Writes of at most this many buffers go to the kernel chained with
+/// their sync.
+const CHAIN_MAX: usize = 4;
+
 /// Fills the buffer's whole capacity, resubmitting after short reads.
 async fn read_rest(driver: Arc<Driver>, mut op: Op, total: usize, offset: u64) -> BufResult<()> {
     let mut done = 0usize;
@@ -168,11 +172,8 @@ impl UringEngine {
         push(&self.driver, entry, buf)
     }
 
-    fn start_sync(&self, after_earlier: bool) -> io::Result<Op> {
-        let mut entry = driver::fdatasync_entry(self.driver.fd());
-        if after_earlier {
-            entry = driver::after_earlier(entry);
-        }
+    fn start_sync(&self) -> io::Result<Op> {
+        let entry = driver::fdatasync_entry(self.driver.fd());
         // SAFETY: a sync entry points at no memory.
         unsafe { self.driver.push(entry, None) }.map_err(|(e, _)| e)
     }
@@ -208,112 +209,82 @@ impl IoEngine for UringEngine {
     }
 
     fn sync(&self) -> IoFuture<io::Result<()>> {
-        match self.start_sync(false) {
+        match self.start_sync() {
             Ok(op) => Box::pin(sync_rest(self.driver.clone(), op)),
             Err(e) => Box::pin(async move { Err(e) }),
         }
     }
 
     fn write_and_sync(self: Arc<Self>, writes: Vec<(AlignedBuf, u64)>) -> IoFuture<io::Result<()>> {
-        // Every write and the sync go to the kernel in one enter; the sync
-        // starts once the writes (and anything queued before) completed.
-        let mut ops = Vec::with_capacity(writes.len());
-        for (buf, at) in writes {
-            match self.start_write(buf, at) {
-                Ok(op) => ops.push(Box::pin(write_rest_tracked(self.driver.clone(), op, at))),
-                Err((e, _)) => return Box::pin(async move { Err(e) }),
-            }
-        }
-        let sync = self.start_sync(true);
         Box::pin(async move {
-            let sync = sync?;
-            let written = futures::future::join_all(ops).await;
-            let mut resync = false;
+            let written = if writes.len() <= CHAIN_MAX {
+                // Writes and the sync as one chain, in one enter: the sync
+                // starts when the writes are done, with no round trip back
+                // here in between. (A drain flag would do the same for any
+                // number of writes, but would also hold back every other
+                // caller's reads behind the sync.)
+                let mut chain: Vec<_> = writes
+                    .iter()
+                    .map(|(buf, at)| (driver::write_entry(self.driver.fd(), buf, 0, *at), None))
+                    .collect();
+                chain.push((driver::fdatasync_entry(self.driver.fd()), None));
+                let mut offsets = Vec::with_capacity(writes.len());
+                // The buffers go to the slots of their entries.
+                for (slot, (buf, at)) in chain.iter_mut().zip(writes) {
+                    slot.1 = Some(buf);
+                    offsets.push(at);
+                }
+                // SAFETY: each write entry points into the buffer its slot
+                // now owns; the sync points at nothing.
+                let mut ops = unsafe { self.driver.push_chain(chain) }?;
+                let sync = ops.pop();
+                let written = futures::future::join_all(
+                    ops.into_iter()
+                        .zip(offsets)
+                        .map(|(op, at)| write_rest_tracked(self.driver.clone(), op, at)),
+                )
+                .await;
+                (written, sync)
+            } else {
+                let mut ops = Vec::with_capacity(writes.len());
+                for (buf, at) in writes {
+                    match self.start_write(buf, at) {
+                        Ok(op) => ops.push(write_rest_tracked(self.driver.clone(), op, at)),
+                        Err((e, _)) => return Err(e),
+                    }
+                }
+                (futures::future::join_all(ops).await, None)
+            };
+            let (written, sync) = written;
+            let mut resync = sync.is_none();
             let mut failed = None;
             for (r, _) in written {
                 match r {
                     Ok(Resubmitted::No) => {}
-                    // A part of a write went out after the sync was queued:
-                    // sync again once everything is written.
+                    // Part of a write went out after the chained sync: sync
+                    // again once everything is written.
                     Ok(Resubmitted::Yes) => resync = true,
                     Err(e) => {
                         failed.get_or_insert(e);
                     }
                 }
             }
-            let synced = sync_rest(self.driver.clone(), sync).await;
+            // A chained sync cancelled by a failed or short write is issued
+            // again by `sync_rest`, now that every write is done.
+            let synced = match sync {
+                Some(op) => sync_rest(self.driver.clone(), op).await,
+                None => Ok(()),
+            };
             if let Some(e) = failed {
                 return Err(e);
             }
             synced?;
             if resync {
-                let op = self.start_sync(false)?;
+                let op = self.start_sync()?;
                 sync_rest(self.driver.clone(), op).await?;
             }
             Ok(())
         })
-    }
-
-    fn write_and_sync_blocking(&self, writes: Vec<(AlignedBuf, u64)>) -> io::Result<()> {
-        let mut ops = Vec::with_capacity(writes.len());
-        let mut failed = None;
-        for (buf, at) in writes {
-            match self.start_write(buf, at) {
-                Ok(op) => ops.push((op, at)),
-                Err((e, _)) => {
-                    failed = Some(e);
-                    break;
-                }
-            }
-        }
-        let sync = if failed.is_none() {
-            match self.start_sync(true) {
-                Ok(op) => Some(op),
-                Err(e) => {
-                    failed = Some(e);
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        // Wait for every write pushed, even after a failure: their buffers
-        // return only then.
-        let mut resync = false;
-        for (op, at) in ops {
-            let r = match op.wait() {
-                (Ok(n), Some(buf)) if (n as usize) < buf.len() => {
-                    // A short write (rare): redo it whole, and sync again
-                    // after it.
-                    resync = true;
-                    super::pwrite_all(&self.file, buf, at).0
-                }
-                (Err(e), Some(buf)) if cancelled(&e) => {
-                    resync = true;
-                    super::pwrite_all(&self.file, buf, at).0
-                }
-                (r, _) => r.map(drop),
-            };
-            if let Err(e) = r {
-                failed.get_or_insert(e);
-            }
-        }
-        if let Some(op) = sync {
-            match op.wait().0 {
-                Err(e) if cancelled(&e) => resync = true,
-                Err(e) => {
-                    failed.get_or_insert(e);
-                }
-                Ok(_) => {}
-            }
-        }
-        if resync && failed.is_none() {
-            self.file.sync_data()?;
-        }
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
     }
 
     fn size(&self) -> io::Result<u64> {
