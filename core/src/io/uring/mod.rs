@@ -6,6 +6,8 @@
 #![allow(unsafe_code)]
 
 mod driver;
+#[cfg(all(test, blobcask_loom))]
+mod loom_model;
 
 use std::fs::File;
 use std::io;

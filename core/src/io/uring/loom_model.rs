@@ -1,0 +1,400 @@
+//! loom models of the io_uring driver's completion protocol (invariants D2
+//! and D3 of [`super::driver`]). Run with
+//!
+//! ```text
+//! RUSTFLAGS="--cfg blobcask_loom" CARGO_TARGET_DIR=target/loom \
+//!     cargo test -p blobcask --release --lib loom_model
+//! ```
+//!
+//! loom cannot run io_uring, so the ring, the eventfd and the tokio reactor
+//! are modelled by the few atomic steps the driver relies on; the driver's
+//! own steps (`Driver::reap`, `Op::poll`, `Op::take_done`, `Op::leave`) are
+//! written out step for step, each lock of `slots` or `cq` being one loom
+//! lock. Each protocol has a deliberately broken variant that loom must
+//! catch (`#[should_panic]`): if a change to the model made the check
+//! vacuous, the broken variant would start passing and the suite would
+//! fail.
+//!
+//! The D3 model passes only where the registrant alone leaves: the driver
+//! as written strands reactor waiters when the waiter it hands the
+//! registration to finishes before registering, which the ignored test at
+//! the end reproduces (`-- --ignored`).
+//!
+//! Shared flags that several threads both set and clear (the eventfd
+//! counter, wake-ups) are loom locks rather than atomics: loom's model of
+//! an atomic read-modify-write racing a store is unsound
+//! (tokio-rs/loom#254) and reports impossible failures.
+
+use loom::sync::atomic::{AtomicUsize, Ordering};
+use loom::sync::{Arc, Mutex};
+use loom::thread;
+
+/// Explores interleavings with up to this many preemptions (loom's
+/// recommended bound: bugs rarely need more, and the search stays in
+/// seconds). The count is printed also when loom finds a failure.
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
+    struct Report(std::sync::Arc<AtomicUsize>);
+    impl Drop for Report {
+        fn drop(&mut self) {
+            let n = self.0.load(StdOrdering::Relaxed);
+            if std::thread::panicking() {
+                eprintln!("loom explored {n} interleavings (the last one failed)");
+            } else {
+                eprintln!("loom explored {n} interleavings");
+            }
+        }
+    }
+    let runs = std::sync::Arc::new(AtomicUsize::new(0));
+    let report = Report(runs.clone());
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(3);
+    b.check(move || {
+        runs.fetch_add(1, StdOrdering::Relaxed);
+        f();
+    });
+    drop(report);
+}
+
+// ---------------------------------------------------------------------------
+// D2: whoever consumes an eventfd signal reaps afterwards, and every reap
+// hands every completion to its slot.
+// ---------------------------------------------------------------------------
+
+/// Operations in flight, one per waiter; the kernel completes them in order.
+const OPS: usize = 2;
+
+/// An operation's slot, as far as D2 is concerned.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum D2Slot {
+    /// In the kernel; `waker` once the operation was polled.
+    InFlight { waker: bool },
+    /// Handed over by a reaper; `woken` if the reaper woke a waker.
+    Done { woken: bool },
+    /// The waiter took the result.
+    Taken,
+}
+
+struct D2 {
+    /// The completion queue ring: the kernel writes an entry (the index of
+    /// the operation), then publishes the tail with release ordering.
+    entries: [AtomicUsize; OPS],
+    tail: AtomicUsize,
+    /// The driver's `cq` lock, guarding the head that reapers advance.
+    cq: Mutex<usize>,
+    /// The eventfd counter: the kernel adds one per completion, a drain
+    /// reads it to zero. (A lock, as in the kernel: each write and read of
+    /// an eventfd is atomic.)
+    eventfd: Mutex<usize>,
+    slots: Mutex<[D2Slot; OPS]>,
+}
+
+impl D2 {
+    /// The kernel posts the completion of `op` and then signals the eventfd.
+    fn complete(&self, op: usize) {
+        let tail = self.tail.load(Ordering::Relaxed);
+        self.entries[tail].store(op, Ordering::Relaxed);
+        self.tail.store(tail + 1, Ordering::Release);
+        *self.eventfd.lock().unwrap() += 1;
+    }
+
+    /// `Driver::reap`: drain the queue under `cq`, then hand every
+    /// completion to its slot under `slots`, waking the waker it holds.
+    /// `skip_if_busy` is the old bug: give up when another reaper holds
+    /// `cq` instead of waiting for it.
+    fn reap(&self, skip_if_busy: bool) {
+        let done: Vec<usize> = {
+            let mut head = if skip_if_busy {
+                match self.cq.try_lock() {
+                    Ok(head) => head,
+                    Err(_) => return,
+                }
+            } else {
+                self.cq.lock().unwrap()
+            };
+            let tail = self.tail.load(Ordering::Acquire);
+            let done = (*head..tail)
+                .map(|i| self.entries[i].load(Ordering::Relaxed))
+                .collect();
+            *head = tail;
+            done
+        };
+        if done.is_empty() {
+            return;
+        }
+        let mut slots = self.slots.lock().unwrap();
+        for op in done {
+            match slots[op] {
+                D2Slot::InFlight { waker } => slots[op] = D2Slot::Done { woken: waker },
+                other => panic!("completion of operation {op} found its slot {other:?}"),
+            }
+        }
+    }
+
+    /// `Op::take_done`: the result if it arrived, else records the waker.
+    fn take_done(&self, op: usize) -> bool {
+        let mut slots = self.slots.lock().unwrap();
+        match slots[op] {
+            D2Slot::Done { .. } => {
+                slots[op] = D2Slot::Taken;
+                true
+            }
+            D2Slot::InFlight { .. } => {
+                slots[op] = D2Slot::InFlight { waker: true };
+                false
+            }
+            D2Slot::Taken => unreachable!("polled after completion"),
+        }
+    }
+
+    /// One `Op::poll` of operation `op` through the reactor: reap, look
+    /// for the result, then ask the reactor. The reactor reports the
+    /// eventfd readable while a signal is unconsumed; the poller then
+    /// drains it (`clear_ready`, `drain_eventfd`, one step here: reading
+    /// the counter to zero) and goes round again, so it reaps after every
+    /// signal it consumes. Without a signal the poll returns `Pending`.
+    /// Every round but the first consumes one of the `OPS` signals, so the
+    /// loop is bounded. Returns whether the poll was `Ready`.
+    fn poll(&self, op: usize, skip_if_busy: bool) -> bool {
+        loop {
+            self.reap(skip_if_busy);
+            if self.take_done(op) {
+                return true;
+            }
+            if std::mem::take(&mut *self.eventfd.lock().unwrap()) == 0 {
+                return false;
+            }
+        }
+    }
+}
+
+/// A kernel thread completes two operations (entry, then signal, each);
+/// two tasks poll one operation each, concurrently. With every thread
+/// joined, either a signal is still unconsumed (the reactor will report
+/// it, and the reap that follows drains the whole queue), or every
+/// completion reached its slot and every task left `Pending` was woken.
+fn signal_then_reap(skip_if_busy: bool) {
+    model(move || {
+        let d = Arc::new(D2 {
+            entries: [AtomicUsize::new(usize::MAX), AtomicUsize::new(usize::MAX)],
+            tail: AtomicUsize::new(0),
+            cq: Mutex::new(0),
+            eventfd: Mutex::new(0),
+            slots: Mutex::new([D2Slot::InFlight { waker: false }; OPS]),
+        });
+        let kernel = {
+            let d = d.clone();
+            thread::spawn(move || {
+                for op in 0..OPS {
+                    d.complete(op);
+                }
+            })
+        };
+        let waiters: Vec<_> = (0..OPS)
+            .map(|op| {
+                let d = d.clone();
+                thread::spawn(move || d.poll(op, skip_if_busy))
+            })
+            .collect();
+        kernel.join().unwrap();
+        let ready: Vec<bool> = waiters.into_iter().map(|w| w.join().unwrap()).collect();
+
+        if *d.eventfd.lock().unwrap() > 0 {
+            return;
+        }
+        let head = *d.cq.lock().unwrap();
+        let slots = *d.slots.lock().unwrap();
+        assert!(
+            head == d.tail.load(Ordering::SeqCst)
+                && !slots.iter().any(|s| matches!(s, D2Slot::InFlight { .. })),
+            "lost completion: its signal was consumed but no reap delivered it \
+             (head {head}, slots {slots:?})"
+        );
+        for (op, ready) in ready.into_iter().enumerate() {
+            assert!(
+                ready || slots[op] == (D2Slot::Done { woken: true }),
+                "lost completion: operation {op} left pending and never woken ({:?})",
+                slots[op]
+            );
+        }
+    });
+}
+
+#[test]
+fn d2_every_consumed_signal_is_followed_by_a_reap() {
+    signal_then_reap(false);
+}
+
+#[test]
+#[should_panic(expected = "lost completion")]
+fn d2_reaper_giving_up_on_a_busy_queue_is_caught() {
+    signal_then_reap(true);
+}
+
+// ---------------------------------------------------------------------------
+// D3: while any operation waits through the reactor, one of them (the
+// registrant) holds the registration; when it leaves it wakes another.
+// ---------------------------------------------------------------------------
+
+/// A waiter's slot, as far as D3 is concerned.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum D3Slot {
+    /// Waiting through the reactor (`InFlight`, a waker, mode `Reactor`).
+    Reactor,
+    /// Took its result or was dropped.
+    Left,
+}
+
+struct D3State {
+    slots: Vec<D3Slot>,
+    registrant: Option<usize>,
+}
+
+/// The shared state: `Slots` (the slot states and the registrant) behind
+/// the driver's `slots` lock, and the wake-ups sent by hand-offs and not
+/// yet acted on (a woken task polls its operation again; the executor
+/// serialises a wake with the task's next poll, modelled by a lock).
+struct D3 {
+    slots: Mutex<D3State>,
+    woken: Mutex<Vec<bool>>,
+}
+
+impl D3 {
+    /// `Op::take_done` finding the result (or `Drop for Op`): the slot is
+    /// freed and `Op::leave` gives up the registration, handing it to the
+    /// first other reactor waiter (`Slots::other_reactor_waiter`), whose
+    /// waker is woken once the lock is released. `no_handoff` is the broken
+    /// variant: give the registration up and wake nobody.
+    fn leave(&self, me: usize, no_handoff: bool) {
+        let handoff = {
+            let mut s = self.slots.lock().unwrap();
+            s.slots[me] = D3Slot::Left;
+            let mut handoff = None;
+            if s.registrant == Some(me) {
+                s.registrant = None;
+                if !no_handoff {
+                    handoff =
+                        (0..s.slots.len()).find(|&i| i != me && s.slots[i] == D3Slot::Reactor);
+                }
+            }
+            handoff
+        };
+        if let Some(w) = handoff {
+            self.woken.lock().unwrap()[w] = true;
+        }
+    }
+
+    /// A woken task polls its operation again: no result yet, the reactor
+    /// returns `Pending`, and it takes the registration. (A wake-up that has
+    /// not arrived yet when this runs stays pending for the final check.)
+    fn repoll_if_woken(&self, me: usize) {
+        if std::mem::take(&mut self.woken.lock().unwrap()[me]) {
+            let mut s = self.slots.lock().unwrap();
+            if s.slots[me] == D3Slot::Reactor {
+                s.registrant = Some(me);
+            }
+        }
+    }
+
+    /// With every thread joined: if any operation still waits through the
+    /// reactor, a waiting one holds the registration, or a waiting one has
+    /// a wake-up pending (it will poll and register).
+    fn check(&self) {
+        let s = self.slots.lock().unwrap();
+        let waiting: Vec<usize> = (0..s.slots.len())
+            .filter(|&i| s.slots[i] == D3Slot::Reactor)
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        let registered = s.registrant.is_some_and(|r| waiting.contains(&r));
+        let woken = self.woken.lock().unwrap();
+        let handed = waiting.iter().any(|&i| woken[i]);
+        assert!(
+            registered || handed,
+            "reactor waiters {waiting:?} stranded: registrant {:?} and no hand-off pending",
+            s.registrant
+        );
+    }
+}
+
+/// What a waiter thread does, in order.
+#[derive(Clone, Copy)]
+enum Step {
+    RepollIfWoken,
+    Leave,
+}
+
+/// Runs one thread per entry of `waiters` (its steps); all wait through
+/// the reactor at first, waiter 0 holding the registration.
+fn registrant_handoff(no_handoff: bool, waiters: &'static [&'static [Step]]) {
+    model(move || {
+        let d = Arc::new(D3 {
+            slots: Mutex::new(D3State {
+                slots: vec![D3Slot::Reactor; waiters.len()],
+                registrant: Some(0),
+            }),
+            woken: Mutex::new(vec![false; waiters.len()]),
+        });
+        let threads: Vec<_> = waiters
+            .iter()
+            .enumerate()
+            .map(|(me, &steps)| {
+                let d = d.clone();
+                thread::spawn(move || {
+                    for step in steps {
+                        match step {
+                            Step::RepollIfWoken => d.repoll_if_woken(me),
+                            Step::Leave => d.leave(me, no_handoff),
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        d.check();
+    });
+}
+
+/// The registrant (0) takes its result (or is dropped) while waiters 1
+/// and 2 wait through the reactor; each polls again if it was woken.
+/// (Only the registrant leaves: see the ignored test below for why.)
+const REGISTRANT_LEAVES: &[&[Step]] = &[
+    &[Step::Leave],
+    &[Step::RepollIfWoken],
+    &[Step::RepollIfWoken],
+];
+
+#[test]
+fn d3_registrant_leaving_hands_the_registration_on() {
+    registrant_handoff(false, REGISTRANT_LEAVES);
+}
+
+#[test]
+#[should_panic(expected = "stranded")]
+fn d3_registrant_leaving_without_a_handoff_is_caught() {
+    registrant_handoff(true, REGISTRANT_LEAVES);
+}
+
+/// A gap in the driver's D3 as written (`Op::leave` hands off only when
+/// the leaver *is* the registrant): the registrant (0) hands off to waiter
+/// 1, whose own completion is reaped before its task polls again, so it
+/// takes its result without ever registering; `registrant` is `None` by
+/// then, so it hands off to nobody and waiter 2 is stranded. Ignored: it
+/// fails against the driver's protocol (run it with `-- --ignored`).
+///
+/// Also outside the model: `Op::poll` stores its waker in the reactor
+/// (`poll_read_ready`, which keeps only the latest waker) and sets
+/// `registrant` in two separate steps, so two concurrent polls can leave
+/// `registrant` naming one operation and the reactor holding the other's
+/// waker.
+#[test]
+#[ignore = "reproduces a D3 gap in driver.rs: hand-off to a waiter that finishes before registering"]
+fn d3_registration_handed_to_a_waiter_that_finishes_first() {
+    registrant_handoff(
+        false,
+        &[&[Step::Leave], &[Step::Leave], &[Step::RepollIfWoken]],
+    );
+}
