@@ -15,10 +15,10 @@
 //! vacuous, the broken variant would start passing and the suite would
 //! fail.
 //!
-//! The D3 model passes only where the registrant alone leaves: the driver
-//! as written strands reactor waiters when the waiter it hands the
-//! registration to finishes before registering, which the ignored test at
-//! the end reproduces (`-- --ignored`).
+//! The D3 model first found a gap in the driver: a hand-off to a waiter
+//! whose own completion was reaped before it polled again left nobody
+//! registered. The driver now names the woken waiter as the registrant at
+//! the hand-off; the old protocol is kept as a broken variant.
 //!
 //! Shared flags that several threads both set and clear (the eventfd
 //! counter, wake-ups) are loom locks rather than atomics: loom's model of
@@ -262,19 +262,22 @@ struct D3 {
 impl D3 {
     /// `Op::take_done` finding the result (or `Drop for Op`): the slot is
     /// freed and `Op::leave` gives up the registration, handing it to the
-    /// first other reactor waiter (`Slots::other_reactor_waiter`), whose
-    /// waker is woken once the lock is released. `no_handoff` is the broken
-    /// variant: give the registration up and wake nobody.
-    fn leave(&self, me: usize, no_handoff: bool) {
+    /// first other reactor waiter (`Slots::other_reactor_waiter`), who is
+    /// the registrant from then on and whose waker is woken once the lock
+    /// is released.
+    fn leave(&self, me: usize, protocol: Handoff) {
         let handoff = {
             let mut s = self.slots.lock().unwrap();
             s.slots[me] = D3Slot::Left;
             let mut handoff = None;
             if s.registrant == Some(me) {
                 s.registrant = None;
-                if !no_handoff {
+                if protocol != Handoff::None {
                     handoff =
                         (0..s.slots.len()).find(|&i| i != me && s.slots[i] == D3Slot::Reactor);
+                }
+                if protocol == Handoff::NamingTheNext {
+                    s.registrant = handoff;
                 }
             }
             handoff
@@ -318,6 +321,19 @@ impl D3 {
     }
 }
 
+/// How `Op::leave` passes the registration on.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Handoff {
+    /// The driver's protocol: wake the next reactor waiter and name it the
+    /// registrant at once.
+    NamingTheNext,
+    /// Broken (the driver before the loom model): wake the next waiter but
+    /// leave `registrant` unset until it polls again.
+    WakeOnly,
+    /// Broken: give the registration up and wake nobody.
+    None,
+}
+
 /// What a waiter thread does, in order.
 #[derive(Clone, Copy)]
 enum Step {
@@ -327,7 +343,7 @@ enum Step {
 
 /// Runs one thread per entry of `waiters` (its steps); all wait through
 /// the reactor at first, waiter 0 holding the registration.
-fn registrant_handoff(no_handoff: bool, waiters: &'static [&'static [Step]]) {
+fn registrant_handoff(protocol: Handoff, waiters: &'static [&'static [Step]]) {
     model(move || {
         let d = Arc::new(D3 {
             slots: Mutex::new(D3State {
@@ -345,7 +361,7 @@ fn registrant_handoff(no_handoff: bool, waiters: &'static [&'static [Step]]) {
                     for step in steps {
                         match step {
                             Step::RepollIfWoken => d.repoll_if_woken(me),
-                            Step::Leave => d.leave(me, no_handoff),
+                            Step::Leave => d.leave(me, protocol),
                         }
                     }
                 })
@@ -360,41 +376,36 @@ fn registrant_handoff(no_handoff: bool, waiters: &'static [&'static [Step]]) {
 
 /// The registrant (0) takes its result (or is dropped) while waiters 1
 /// and 2 wait through the reactor; each polls again if it was woken.
-/// (Only the registrant leaves: see the ignored test below for why.)
 const REGISTRANT_LEAVES: &[&[Step]] = &[
     &[Step::Leave],
     &[Step::RepollIfWoken],
     &[Step::RepollIfWoken],
 ];
 
+/// The registrant (0) hands off to waiter 1, whose own completion is
+/// reaped before its task polls again, so it takes its result without
+/// ever registering; waiter 2 must not be stranded.
+const HANDED_TO_ONE_THAT_FINISHES: &[&[Step]] =
+    &[&[Step::Leave], &[Step::Leave], &[Step::RepollIfWoken]];
+
 #[test]
 fn d3_registrant_leaving_hands_the_registration_on() {
-    registrant_handoff(false, REGISTRANT_LEAVES);
+    registrant_handoff(Handoff::NamingTheNext, REGISTRANT_LEAVES);
+}
+
+#[test]
+fn d3_registration_handed_to_a_waiter_that_finishes_first_is_handed_on() {
+    registrant_handoff(Handoff::NamingTheNext, HANDED_TO_ONE_THAT_FINISHES);
 }
 
 #[test]
 #[should_panic(expected = "stranded")]
 fn d3_registrant_leaving_without_a_handoff_is_caught() {
-    registrant_handoff(true, REGISTRANT_LEAVES);
+    registrant_handoff(Handoff::None, REGISTRANT_LEAVES);
 }
 
-/// A gap in the driver's D3 as written (`Op::leave` hands off only when
-/// the leaver *is* the registrant): the registrant (0) hands off to waiter
-/// 1, whose own completion is reaped before its task polls again, so it
-/// takes its result without ever registering; `registrant` is `None` by
-/// then, so it hands off to nobody and waiter 2 is stranded. Ignored: it
-/// fails against the driver's protocol (run it with `-- --ignored`).
-///
-/// Also outside the model: `Op::poll` stores its waker in the reactor
-/// (`poll_read_ready`, which keeps only the latest waker) and sets
-/// `registrant` in two separate steps, so two concurrent polls can leave
-/// `registrant` naming one operation and the reactor holding the other's
-/// waker.
 #[test]
-#[ignore = "reproduces a D3 gap in driver.rs: hand-off to a waiter that finishes before registering"]
-fn d3_registration_handed_to_a_waiter_that_finishes_first() {
-    registrant_handoff(
-        false,
-        &[&[Step::Leave], &[Step::Leave], &[Step::RepollIfWoken]],
-    );
+#[should_panic(expected = "stranded")]
+fn d3_handoff_that_does_not_name_the_next_registrant_is_caught() {
+    registrant_handoff(Handoff::WakeOnly, HANDED_TO_ONE_THAT_FINISHES);
 }
