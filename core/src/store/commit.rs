@@ -885,7 +885,9 @@ impl CommitPath {
             return IDLE_TICK;
         };
         crate::io::block_on(async {
-            while self.lead_one(&mut lead).await {}
+            // One group at most: changes queued while it runs have callers
+            // waiting to lead them (this is not a commit thread).
+            self.lead_one(&mut lead).await;
             match &mut *lead {
                 Lead::Idle(c) => {
                     c.tick().await;
