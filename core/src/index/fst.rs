@@ -6,7 +6,7 @@
 //! grows past a fraction of the FST it is frozen (a sorted vector) and
 //! merged with the FST into a new one on a background thread; lookups
 //! meanwhile consult the overlay, then the frozen layer, then the FST. The
-//! finished FST is swapped in on the next change or the commit thread's next
+//! finished FST is swapped in on the next change or the maintenance thread's next
 //! idle tick, an O(1) step, so neither readers nor writers wait for a
 //! merge. At open every key arrives at once: they serve lookups from the
 //! frozen layer while the first FST is built behind them. A merge still

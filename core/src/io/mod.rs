@@ -37,7 +37,7 @@ thread_local! {
 }
 
 /// Runs `fut` to completion on the calling thread, for the blocking API
-/// and the commit thread. I/O started inside completes on this thread (the
+/// and the maintenance thread. I/O started inside completes on this thread (the
 /// io_uring engine waits in the kernel here), so it works even when called
 /// from inside an async runtime's worker.
 pub fn block_on<F: Future>(fut: F) -> F::Output {
@@ -68,7 +68,7 @@ pub trait IoEngine: Send + Sync + 'static {
     fn read_at_blocking(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
         block_on(self.read_at(buf, offset))
     }
-    /// [`write_at`](Self::write_at) on the calling thread (the commit thread
+    /// [`write_at`](Self::write_at) on the calling thread (the maintenance thread
     /// and blocking callers), with no hop to an I/O thread.
     fn write_at_blocking(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
         block_on(self.write_at(buf, offset))

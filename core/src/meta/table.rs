@@ -6,7 +6,7 @@
 //! content is not cached is read back from its current slot before it is
 //! changed (read-modify-write), so memory stays bounded by the cache.
 //!
-//! Owned by the commit thread alone; readers never touch it.
+//! Owned by the commit lead alone (`store::commit`); readers never touch it.
 
 use std::collections::{BTreeSet, HashMap};
 

@@ -7,7 +7,7 @@
 //! copies done in parallel on the blocking pool), two batches at a time so
 //! the device is never idle at a batch boundary. Written batches
 //! accumulate until `COMMIT_OBJECTS` objects or `COMMIT_BYTES` bytes (or the
-//! end), and then go to the commit thread as one request: one commit group
+//! end), and then go to the commit path as one request: one commit group
 //! (one data sync, one tuple sync) per ~`COMMIT_BYTES` instead of per
 //! object. While a group commits, the next batches' data is being written.
 //!
@@ -230,7 +230,7 @@ impl Store {
                     .map_err(|e| e.context(show_key(&key)))?;
                 let (sums, table) = data::seal(crate::meta::tuple::block_sums(&value));
                 segments.extend(data::segments(&extent, &value, table.as_ref()));
-                // The commit thread syncs this data before the tuples, which
+                // The commit path syncs this data before the tuples, which
                 // a batch pays once per group.
                 ObjectData::Heap {
                     extent,

@@ -8,7 +8,7 @@
 //! next group; the followers of a group are woken together by their
 //! replies. The group in progress lives in the leadership slot, not in the
 //! leader's future, so a leader that is dropped half way leaves the group
-//! for the next holder to finish (C1 in `INVARIANTS.md`'s commit section).
+//! for the next holder to finish (invariant 1 in `INVARIANTS.md`).
 //!
 //! A group:
 //!
@@ -403,12 +403,10 @@ impl Committer {
                     .await
                     .map_err(|e| Error::io("sync", e));
             }
-        } else if result.is_ok() && self.pending.first.is_some() {
-            if self.pending.since.is_none() {
-                self.pending.since = Some(std::time::Instant::now());
-                // The maintenance thread writes the group by `max_delay`.
-                self.shared.wake_maintenance();
-            }
+        } else if result.is_ok() && self.pending.first.is_some() && self.pending.since.is_none() {
+            self.pending.since = Some(std::time::Instant::now());
+            // The maintenance thread writes the group by `max_delay`.
+            self.shared.wake_maintenance();
         }
         if let Err(e) = &result {
             self.poison(e);

@@ -323,7 +323,7 @@ pub(crate) struct Geometry {
     pub capacity: u64,
 }
 
-/// What the store handles and the commit thread share.
+/// What the store handles and the commit path share.
 pub(crate) struct Shared {
     pub engine: Arc<dyn IoEngine>,
     pub geometry: Geometry,

@@ -211,6 +211,12 @@ impl IoEngine for UringEngine {
     }
 
     fn sync(&self) -> IoFuture<io::Result<()>> {
+        if super::in_block_on() {
+            // See `write_and_sync`: no kernel worker hop for a blocking
+            // caller.
+            let r = self.file.sync_data();
+            return Box::pin(async move { r });
+        }
         match self.start_sync() {
             Ok(op) => Box::pin(sync_rest(self.driver.clone(), op)),
             Err(e) => Box::pin(async move { Err(e) }),
@@ -219,6 +225,16 @@ impl IoEngine for UringEngine {
 
     fn write_and_sync(self: Arc<Self>, writes: Vec<(AlignedBuf, u64)>) -> IoFuture<io::Result<()>> {
         Box::pin(async move {
+            if super::in_block_on() {
+                // A blocking caller (the blocking API, the maintenance
+                // thread): plain pwrite and fdatasync on this thread. A
+                // sync through the ring always runs on a kernel worker
+                // thread, a wake-up this caller need not pay.
+                for (buf, at) in writes {
+                    super::pwrite_all(&self.file, buf, at).0?;
+                }
+                return self.file.sync_data();
+            }
             let written = if writes.len() <= CHAIN_MAX {
                 // Writes and the sync as one chain, in one enter: the sync
                 // starts when the writes are done, with no round trip back
