@@ -174,3 +174,52 @@ fn tokio_futures_executor_and_blocking_writers_share_the_commit_path() {
         });
     }
 }
+
+#[test]
+fn a_follower_told_to_lead_and_dropped_passes_the_lead_on() {
+    for engine in [IoEngineKind::IoUring, IoEngineKind::Portable] {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let t = temp_path();
+            let s = open(&t, engine).await;
+            let mut dropped = 0;
+            let mut maybe = vec![];
+            let mut acked = vec![];
+            for round in 0..30u64 {
+                let (ka, va) = (format!("a/{round}"), pattern(round, 100));
+                let (kb, vb) = (format!("b/{round}"), pattern(500 + round, 200));
+                // A leads and is left half way through its group; B queues
+                // behind it as a follower.
+                let mut a = Box::pin(s.put(ka.clone(), va.clone()));
+                let mut b = Box::pin(s.put(kb.clone(), vb.clone()));
+                let a_done = (&mut a).now_or_never();
+                let b_done = (&mut b).now_or_never();
+                if a_done.is_none() && b_done.is_none() {
+                    dropped += 1;
+                }
+                // Dropping A hands the lead to B (B's caller is told to
+                // lead); dropping B before it acts must pass it on, or the
+                // next put would wait for a leader that never comes.
+                drop(a);
+                drop(b);
+                maybe.push((ka, va));
+                maybe.push((kb, vb));
+                let (kc, vc) = (format!("c/{round}"), pattern(900 + round, 3000));
+                s.put(kc.clone(), vc.clone()).await.unwrap();
+                acked.push((kc, vc));
+            }
+            assert!(
+                dropped > 0,
+                "never had a leader and a follower both in flight"
+            );
+            check(&s, &acked, &maybe).await;
+            s.close().await.unwrap();
+            let s = open(&t, engine).await;
+            check(&s, &acked, &maybe).await;
+            s.close().await.unwrap();
+        });
+    }
+}

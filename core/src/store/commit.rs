@@ -763,16 +763,31 @@ impl Lead {
     }
 }
 
+/// A queued change and the way to tell its caller to lead.
+struct Queued {
+    req: Request,
+    /// Taken when the caller is told to lead (or when it was).
+    lead: Option<oneshot::Sender<()>>,
+}
+
 struct Queue {
-    requests: VecDeque<Request>,
+    requests: VecDeque<Queued>,
+    /// Somebody holds the lead (or has been told to take it).
+    leading: bool,
     closed: bool,
 }
 
 /// The commit path: the request queue and the lead (leader/follower group
 /// commit, see the module doc).
+///
+/// The lead passes explicitly: a leader that is done hands it to the
+/// caller of the oldest change still queued, so the next group starts at
+/// once, without waking callers whose changes were in the group just
+/// committed.
 pub(crate) struct CommitPath {
     queue: Mutex<Queue>,
-    lead: futures::lock::Mutex<Lead>,
+    /// The committer, out of here while a leader holds it (`Leading`).
+    lead: Mutex<Option<Lead>>,
     maintenance: Arc<Maintenance>,
 }
 
@@ -805,52 +820,154 @@ impl Maintenance {
     }
 }
 
+/// Whether a caller leads now or waits to be told.
+pub(crate) enum Role {
+    Leader,
+    Follower(oneshot::Receiver<()>),
+}
+
+/// The lead, out of the path while its holder uses it. Dropped (done, or
+/// with its holder's future cancelled half way), it puts the lead back,
+/// group in progress included, and passes it on (`CommitPath::release`).
+struct Leading<'a> {
+    path: &'a CommitPath,
+    lead: Option<Lead>,
+}
+
+impl Drop for Leading<'_> {
+    fn drop(&mut self) {
+        *self.path.lead.lock() = self.lead.take();
+        self.path.release();
+    }
+}
+
+/// A follower's summons to lead. Dropped before it is acted on (the
+/// caller's future cancelled), a summons already sent is passed on.
+struct Summons<'a> {
+    path: &'a CommitPath,
+    rx: oneshot::Receiver<()>,
+}
+
+impl Drop for Summons<'_> {
+    fn drop(&mut self) {
+        // No summons can arrive after this; one that did is passed on.
+        self.rx.close();
+        if let Ok(Some(())) = self.rx.try_recv() {
+            self.path.release();
+        }
+    }
+}
+
 impl CommitPath {
     pub(crate) fn new(committer: Committer, maintenance: Arc<Maintenance>) -> CommitPath {
         CommitPath {
             queue: Mutex::new(Queue {
                 requests: VecDeque::new(),
+                leading: false,
                 closed: false,
             }),
-            lead: futures::lock::Mutex::new(Lead::Idle(Box::new(committer))),
+            lead: Mutex::new(Some(Lead::Idle(Box::new(committer)))),
             maintenance,
         }
     }
 
-    /// Queues a change; gives it back once the path is closed.
-    pub(crate) fn push(&self, req: Request) -> std::result::Result<(), Request> {
+    /// Queues a change: its caller leads now if nobody does, or waits to be
+    /// told. Gives the change back once the path is closed.
+    pub(crate) fn push(&self, req: Request) -> std::result::Result<Role, Request> {
         let mut q = self.queue.lock();
         if q.closed {
             return Err(req);
         }
-        q.requests.push_back(req);
-        Ok(())
+        if !q.leading {
+            q.leading = true;
+            q.requests.push_back(Queued { req, lead: None });
+            return Ok(Role::Leader);
+        }
+        let (tx, rx) = oneshot::channel();
+        q.requests.push_back(Queued {
+            req,
+            lead: Some(tx),
+        });
+        Ok(Role::Follower(rx))
     }
 
-    /// Waits for the reply to a queued change, leading groups while nobody
-    /// else does. `None` when the store closed without answering.
-    pub(crate) async fn wait<T>(&self, mut reply: oneshot::Receiver<T>) -> Option<T> {
-        loop {
-            let lead = self.lead.lock();
-            futures::pin_mut!(lead);
-            // The reply first: a follower whose group is done must not
-            // take the lead just to find nothing to do.
-            let mut lead = match futures::future::select(&mut reply, lead).await {
-                futures::future::Either::Left((r, _)) => return r.ok(),
-                futures::future::Either::Right((lead, _)) => lead,
-            };
-            self.lead_one(&mut lead).await;
-            if let Ok(Some(r)) = reply.try_recv() {
-                return Some(r);
+    /// Passes the lead on: to the caller of the oldest queued change that
+    /// still waits, else nobody (the maintenance thread is poked when a
+    /// group was left in progress).
+    fn release(&self) {
+        let mut q = self.queue.lock();
+        for queued in q.requests.iter_mut() {
+            if let Some(tx) = queued.lead.take() {
+                if tx.send(()).is_ok() {
+                    return;
+                }
             }
-            // Our change is still queued (or was deferred): go round; the
-            // lead is let go here, so a waiting caller may take it first.
+        }
+        q.leading = false;
+        drop(q);
+        let left = matches!(*self.lead.lock(), Some(Lead::Busy(_)));
+        let queued = !self.queue.lock().requests.is_empty();
+        if left || queued {
+            // A group left half way, or changes whose callers are gone.
+            self.maintenance.poke();
         }
     }
 
+    /// Takes the lead out of the path (the caller was told it leads).
+    fn take_lead(&self) -> Leading<'_> {
+        Leading {
+            path: self,
+            lead: self.lead.lock().take(),
+        }
+    }
+
+    /// Waits for the reply to a queued change, leading groups when told
+    /// to. `None` when the store closed without answering.
+    pub(crate) async fn wait<T>(&self, role: Role, mut reply: oneshot::Receiver<T>) -> Option<T> {
+        let summons = match role {
+            Role::Leader => None,
+            Role::Follower(rx) => Some(Summons { path: self, rx }),
+        };
+        if let Some(mut summons) = summons {
+            let told = futures::future::select(&mut reply, &mut summons.rx).await;
+            match told {
+                futures::future::Either::Left((r, _)) => return r.ok(),
+                futures::future::Either::Right((Ok(()), _)) => {
+                    // Acted on: nothing to pass on when it drops.
+                    summons.rx.close();
+                    drop(summons);
+                }
+                futures::future::Either::Right((Err(_), _)) => {
+                    // The path dropped the summons (closed): the reply
+                    // says how the change ended.
+                    drop(summons);
+                    return reply.await.ok();
+                }
+            }
+        }
+        {
+            let mut leading = self.take_lead();
+            if let Some(lead) = leading.lead.as_mut() {
+                self.lead_groups(lead).await;
+            }
+        }
+        reply.await.ok()
+    }
+
     /// With the lead held: finishes the group in progress, then commits
-    /// what is queued (deferred changes first) as one group. Whether a
-    /// group ran.
+    /// what is queued as one group, and again while changes deferred by
+    /// it remain (so a deferred change never waits for another caller).
+    async fn lead_groups(&self, lead: &mut Lead) {
+        while self.lead_one(lead).await {
+            let deferred = matches!(lead, Lead::Idle(c) if !c.deferred.is_empty());
+            if !deferred {
+                break;
+            }
+        }
+    }
+
+    /// One group: finishes the group in progress, then commits what is
+    /// queued (deferred changes first). Whether a group ran.
     async fn lead_one(&self, lead: &mut Lead) -> bool {
         lead.settle().await;
         let Lead::Idle(committer) = std::mem::replace(lead, Lead::Closed) else {
@@ -861,7 +978,7 @@ impl CommitPath {
         {
             let mut q = self.queue.lock();
             let take = q.requests.len().min(MAX_GROUP.saturating_sub(batch.len()));
-            batch.extend(q.requests.drain(..take));
+            batch.extend(q.requests.drain(..take).map(|queued| queued.req));
         }
         if batch.is_empty() {
             *lead = Lead::Idle(committer);
@@ -875,18 +992,32 @@ impl CommitPath {
         true
     }
 
+    /// Takes the lead if nobody holds it.
+    fn try_lead(&self) -> Option<Leading<'_>> {
+        let mut q = self.queue.lock();
+        if q.leading {
+            return None;
+        }
+        q.leading = true;
+        drop(q);
+        Some(self.take_lead())
+    }
+
     /// Background work, when nobody leads: a group left behind, queued
-    /// changes without a waiting caller, a buffered group that is due,
-    /// index maintenance. How long to sleep before the next look.
+    /// changes whose callers are gone, a buffered group that is due, index
+    /// maintenance. How long to sleep before the next look.
     pub(crate) fn tick(&self) -> Duration {
-        let Some(mut lead) = self.lead.try_lock() else {
+        let Some(mut leading) = self.try_lead() else {
             return IDLE_TICK;
         };
         crate::io::block_on(async {
-            // One group at most: changes queued while it runs have callers
-            // waiting to lead them (this is not a commit thread).
-            self.lead_one(&mut lead).await;
-            match &mut *lead {
+            let Some(lead) = leading.lead.as_mut() else {
+                return IDLE_TICK;
+            };
+            // One round at most: changes queued meanwhile have callers
+            // to lead them (this is not a commit thread).
+            self.lead_groups(lead).await;
+            match lead {
                 Lead::Idle(c) => {
                     c.tick().await;
                     c.wait_for()
@@ -900,18 +1031,28 @@ impl CommitPath {
     /// open and marks the clean close. Idempotent.
     pub(crate) fn close(&self) {
         self.queue.lock().closed = true;
-        crate::io::block_on(async {
-            let mut lead = self.lead.lock().await;
-            while self.lead_one(&mut lead).await {}
-            if let Lead::Idle(c) = &mut *lead {
-                c.finish().await;
+        // Wait for the lead (a caller may hold it for a last group).
+        let mut leading = loop {
+            if let Some(l) = self.try_lead() {
+                break l;
             }
-            *lead = Lead::Closed;
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        crate::io::block_on(async {
+            if let Some(lead) = leading.lead.as_mut() {
+                while self.lead_one(lead).await {}
+                if let Lead::Idle(c) = lead {
+                    c.finish().await;
+                }
+                *lead = Lead::Closed;
+            }
         });
-        // Whatever is still queued (closed during the last group) fails.
-        let left: Vec<Request> = self.queue.lock().requests.drain(..).collect();
+        drop(leading);
+        // Whatever is still queued fails (nothing can be, once closed and
+        // drained; kept for safety).
+        let left: Vec<Queued> = self.queue.lock().requests.drain(..).collect();
         let e = Error::new(ErrorKind::Closed, "the store is closed");
-        left.into_iter().for_each(|r| fail_request(r, &e));
+        left.into_iter().for_each(|q| fail_request(q.req, &e));
     }
 
     /// The maintenance thread's loop, until `stop` is set.

@@ -528,10 +528,10 @@ impl Store {
         make: impl FnOnce(oneshot::Sender<Result<T>>) -> commit::Request,
     ) -> Result<T> {
         let (tx, rx) = oneshot::channel();
-        if self.inner.commits.push(make(tx)).is_err() {
+        let Ok(role) = self.inner.commits.push(make(tx)) else {
             return Err(Error::new(ErrorKind::Closed, "the store is closed"));
-        }
-        self.inner.commits.wait(rx).await.unwrap_or_else(|| {
+        };
+        self.inner.commits.wait(role, rx).await.unwrap_or_else(|| {
             Err(Error::new(
                 ErrorKind::Closed,
                 "the store closed during the call",
@@ -623,12 +623,12 @@ impl Store {
     ) -> Result<(usize, Option<Error>)> {
         let (tx, rx) = oneshot::channel();
         let req = commit::Request::PutMany { items, reply: tx };
-        if self.inner.commits.push(req).is_err() {
+        let Ok(role) = self.inner.commits.push(req) else {
             return Err(Error::new(ErrorKind::Closed, "the store is closed"));
-        }
+        };
         self.inner
             .commits
-            .wait(rx)
+            .wait(role, rx)
             .await
             .ok_or_else(|| Error::new(ErrorKind::Closed, "the store closed during the call"))
     }
