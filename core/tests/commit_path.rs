@@ -23,48 +23,58 @@ async fn check(s: &Store, acked: &[(String, Vec<u8>)], maybe: &[(String, Vec<u8>
     }
 }
 
-#[test]
-fn a_leader_dropped_half_way_leaves_its_group_to_the_next_caller() {
+/// Runs `body` once per I/O engine, on a current-thread runtime (where a
+/// future polled once and dropped is easy to arrange).
+fn per_engine_on_current_thread<F, Fut>(body: F)
+where
+    F: Fn(IoEngineKind) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     for engine in [IoEngineKind::IoUring, IoEngineKind::Portable] {
-        let rt = tokio::runtime::Builder::new_current_thread()
+        tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .unwrap();
-        rt.block_on(async {
-            let t = temp_path();
-            let s = open(&t, engine).await;
-            let mut acked = vec![];
-            let mut maybe = vec![];
-            for round in 0..50u64 {
-                // An inline value goes straight to the commit path: the
-                // first poll queues it, takes the lead and starts the
-                // group's writes; then the future is dropped.
-                let k = format!("dropped/{round}");
-                let v = pattern(round, 100);
-                let mut f = Box::pin(s.put(k.clone(), v.clone()));
-                if let Some(r) = (&mut f).now_or_never() {
-                    r.unwrap();
-                    acked.push((k, v));
-                } else {
-                    maybe.push((k, v));
-                }
-                drop(f);
-                // The next caller finishes that group first, then its own.
-                let k = format!("next/{round}");
-                let v = pattern(1000 + round, 5000 + round as usize);
-                s.put(k.clone(), v.clone()).await.unwrap();
-                acked.push((k, v));
-            }
-            // The case this test is about happened: futures dropped while
-            // their group was in flight.
-            assert!(!maybe.is_empty(), "no put was dropped half way");
-            check(&s, &acked, &maybe).await;
-            s.close().await.unwrap();
-            let s = open(&t, engine).await;
-            check(&s, &acked, &maybe).await;
-            s.close().await.unwrap();
-        });
+            .unwrap()
+            .block_on(body(engine));
     }
+}
+
+#[test]
+fn a_leader_dropped_half_way_leaves_its_group_to_the_next_caller() {
+    per_engine_on_current_thread(|engine| async move {
+        let t = temp_path();
+        let s = open(&t, engine).await;
+        let mut acked = vec![];
+        let mut maybe = vec![];
+        for round in 0..50u64 {
+            // An inline value goes straight to the commit path: the
+            // first poll queues it, takes the lead and starts the
+            // group's writes; then the future is dropped.
+            let k = format!("dropped/{round}");
+            let v = pattern(round, 100);
+            let mut f = Box::pin(s.put(k.clone(), v.clone()));
+            if let Some(r) = (&mut f).now_or_never() {
+                r.unwrap();
+                acked.push((k, v));
+            } else {
+                maybe.push((k, v));
+            }
+            drop(f);
+            // The next caller finishes that group first, then its own.
+            let k = format!("next/{round}");
+            let v = pattern(1000 + round, 5000 + round as usize);
+            s.put(k.clone(), v.clone()).await.unwrap();
+            acked.push((k, v));
+        }
+        // The case this test is about happened: futures dropped while
+        // their group was in flight.
+        assert!(!maybe.is_empty(), "no put was dropped half way");
+        check(&s, &acked, &maybe).await;
+        s.close().await.unwrap();
+        let s = open(&t, engine).await;
+        check(&s, &acked, &maybe).await;
+        s.close().await.unwrap();
+    });
 }
 
 #[test]
@@ -177,49 +187,43 @@ fn tokio_futures_executor_and_blocking_writers_share_the_commit_path() {
 
 #[test]
 fn a_follower_told_to_lead_and_dropped_passes_the_lead_on() {
-    for engine in [IoEngineKind::IoUring, IoEngineKind::Portable] {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let t = temp_path();
-            let s = open(&t, engine).await;
-            let mut dropped = 0;
-            let mut maybe = vec![];
-            let mut acked = vec![];
-            for round in 0..30u64 {
-                let (ka, va) = (format!("a/{round}"), pattern(round, 100));
-                let (kb, vb) = (format!("b/{round}"), pattern(500 + round, 200));
-                // A leads and is left half way through its group; B queues
-                // behind it as a follower.
-                let mut a = Box::pin(s.put(ka.clone(), va.clone()));
-                let mut b = Box::pin(s.put(kb.clone(), vb.clone()));
-                let a_done = (&mut a).now_or_never();
-                let b_done = (&mut b).now_or_never();
-                if a_done.is_none() && b_done.is_none() {
-                    dropped += 1;
-                }
-                // Dropping A hands the lead to B (B's caller is told to
-                // lead); dropping B before it acts must pass it on, or the
-                // next put would wait for a leader that never comes.
-                drop(a);
-                drop(b);
-                maybe.push((ka, va));
-                maybe.push((kb, vb));
-                let (kc, vc) = (format!("c/{round}"), pattern(900 + round, 3000));
-                s.put(kc.clone(), vc.clone()).await.unwrap();
-                acked.push((kc, vc));
+    per_engine_on_current_thread(|engine| async move {
+        let t = temp_path();
+        let s = open(&t, engine).await;
+        let mut dropped = 0;
+        let mut maybe = vec![];
+        let mut acked = vec![];
+        for round in 0..30u64 {
+            let (ka, va) = (format!("a/{round}"), pattern(round, 100));
+            let (kb, vb) = (format!("b/{round}"), pattern(500 + round, 200));
+            // A leads and is left half way through its group; B queues
+            // behind it as a follower.
+            let mut a = Box::pin(s.put(ka.clone(), va.clone()));
+            let mut b = Box::pin(s.put(kb.clone(), vb.clone()));
+            let a_done = (&mut a).now_or_never();
+            let b_done = (&mut b).now_or_never();
+            if a_done.is_none() && b_done.is_none() {
+                dropped += 1;
             }
-            assert!(
-                dropped > 0,
-                "never had a leader and a follower both in flight"
-            );
-            check(&s, &acked, &maybe).await;
-            s.close().await.unwrap();
-            let s = open(&t, engine).await;
-            check(&s, &acked, &maybe).await;
-            s.close().await.unwrap();
-        });
-    }
+            // Dropping A hands the lead to B (B's caller is told to
+            // lead); dropping B before it acts must pass it on, or the
+            // next put would wait for a leader that never comes.
+            drop(a);
+            drop(b);
+            maybe.push((ka, va));
+            maybe.push((kb, vb));
+            let (kc, vc) = (format!("c/{round}"), pattern(900 + round, 3000));
+            s.put(kc.clone(), vc.clone()).await.unwrap();
+            acked.push((kc, vc));
+        }
+        assert!(
+            dropped > 0,
+            "never had a leader and a follower both in flight"
+        );
+        check(&s, &acked, &maybe).await;
+        s.close().await.unwrap();
+        let s = open(&t, engine).await;
+        check(&s, &acked, &maybe).await;
+        s.close().await.unwrap();
+    });
 }

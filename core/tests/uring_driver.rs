@@ -25,6 +25,15 @@ fn engine(len: u64) -> (tempfile::TempDir, Arc<dyn IoEngine>) {
     (dir, Arc::new(UringEngine::new(f, false).unwrap()))
 }
 
+/// A two-worker tokio runtime with its reactor.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// Writes a pattern unique to (worker, round) into its own region, syncs
 /// sometimes, reads it back and compares.
 async fn worker(e: Arc<dyn IoEngine>, id: u64, rounds: u64) {
@@ -53,11 +62,7 @@ async fn worker(e: Arc<dyn IoEngine>, id: u64, rounds: u64) {
 #[test]
 fn reactor_blocking_and_fallback_callers_share_one_ring() {
     let (_d, e) = engine(256 << 20);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let mut threads = Vec::new();
     for id in 8..10u64 {
         let e = e.clone();
@@ -109,11 +114,7 @@ fn threads_that_enter_and_exit_at_once_lose_nothing() {
     // and exits at once, while the tasks keep reading and writing; every
     // task must still see its own bytes and no error.
     let (_d, e) = engine(256 << 20);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let tasks: Vec<_> = (12..44u64)
             .map(|id| tokio::spawn(worker(e.clone(), id, 100)))
