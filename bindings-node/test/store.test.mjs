@@ -9,21 +9,7 @@ import { randomBytes } from 'node:crypto'
 import { Store, crc32c } from '../lib.mjs'
 import cjs from '../lib.js'
 
-function tempPath() {
-  const dir = mkdtempSync(join(tmpdir(), 'blobcask-node-'))
-  return { path: join(dir, 'store.blobcask'), cleanup: () => rmSync(dir, { recursive: true, force: true }) }
-}
-
-async function withStore(options, fn) {
-  const t = tempPath()
-  const store = await Store.open(t.path, { capacity: 64 * 1024 * 1024, ...options })
-  try {
-    await fn(store, t.path)
-  } finally {
-    await store.close()
-    t.cleanup()
-  }
-}
+import { tempPath, withStore } from './helpers.mjs'
 
 test('CommonJS and ESM export the same class', () => {
   assert.equal(cjs.Store, Store)

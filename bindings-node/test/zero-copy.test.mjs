@@ -2,27 +2,19 @@
 // captured by put()/writePart() before they return (node --test).
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { setImmediate as tick } from 'node:timers/promises'
 
 import { Store } from '../lib.mjs'
 
-function tempPath() {
-  const dir = mkdtempSync(join(tmpdir(), 'blobcask-node-zc-'))
-  return { path: join(dir, 'store.blobcask'), cleanup: () => rmSync(dir, { recursive: true, force: true }) }
-}
+import { tempPath, withStore } from './helpers.mjs'
 
 // Sizes on both sides of the inline threshold (512) and of the size below
 // which results are copied (16 KiB).
 const SIZES = [0, 100, 512, 4096, 16 * 1024, 16 * 1024 + 1, 100_000, 1 << 20]
 
 test('every read method returns the stored bytes, at every size', async () => {
-  const t = tempPath()
-  const s = await Store.open(t.path, { capacity: 64 << 20 })
-  try {
+  await withStore({ capacity: 64 << 20 }, async (s) => {
     for (const size of SIZES) {
       const v = randomBytes(size)
       await s.put(`k${size}`, v)
@@ -36,10 +28,7 @@ test('every read method returns the stored bytes, at every size', async () => {
         assert.ok(got.equals(v.subarray(at, at + 1000)), `read of ${size} bytes at ${at}`)
       }
     }
-  } finally {
-    await s.close()
-    t.cleanup()
-  }
+  })
 })
 
 test('a returned Buffer survives overwrite, delete, close and GC', async () => {
@@ -74,9 +63,7 @@ test('a returned Buffer survives overwrite, delete, close and GC', async () => {
 })
 
 test('writing into a returned Buffer changes neither the store nor another read', async () => {
-  const t = tempPath()
-  const s = await Store.open(t.path, { capacity: 64 << 20 })
-  try {
+  await withStore({ capacity: 64 << 20 }, async (s) => {
     for (const size of [100, 100_000]) {
       const v = randomBytes(size)
       await s.put('k', v)
@@ -87,16 +74,11 @@ test('writing into a returned Buffer changes neither the store nor another read'
       assert.ok((await s.get('k')).equals(v))
       assert.ok(s.getSync('k').equals(v))
     }
-  } finally {
-    await s.close()
-    t.cleanup()
-  }
+  })
 })
 
 test('many reads of one object, held at once, are independent Buffers', async () => {
-  const t = tempPath()
-  const s = await Store.open(t.path, { capacity: 64 << 20 })
-  try {
+  await withStore({ capacity: 64 << 20 }, async (s) => {
     const v = randomBytes(256 * 1024)
     await s.put('k', v)
     const all = await Promise.all(Array.from({ length: 32 }, () => s.get('k')))
@@ -104,16 +86,11 @@ test('many reads of one object, held at once, are independent Buffers', async ()
     for (const b of all) assert.ok(b.equals(v))
     all[0][0] ^= 1
     assert.ok(all[1].equals(v))
-  } finally {
-    await s.close()
-    t.cleanup()
-  }
+  })
 })
 
 test('put() captures the value before it returns: changing the Buffer afterwards stores nothing torn', async () => {
-  const t = tempPath()
-  const s = await Store.open(t.path, { capacity: 256 << 20 })
-  try {
+  await withStore({ capacity: 256 << 20 }, async (s) => {
     const size = 32 << 20
     const buf = Buffer.alloc(size, 0xab)
     const original = Buffer.from(buf)
@@ -129,8 +106,5 @@ test('put() captures the value before it returns: changing the Buffer afterwards
     await w
     await up.commit()
     assert.ok((await s.get('u')).equals(Buffer.alloc(1 << 20, 0x11)))
-  } finally {
-    await s.close()
-    t.cleanup()
-  }
+  })
 })
