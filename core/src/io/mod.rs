@@ -41,10 +41,15 @@ thread_local! {
 /// io_uring engine waits in the kernel here), so it works even when called
 /// from inside an async runtime's worker.
 pub fn block_on<F: Future>(fut: F) -> F::Output {
-    let was = BLOCKING.with(|b| b.replace(true));
-    let out = futures::executor::block_on(fut);
-    BLOCKING.with(|b| b.set(was));
-    out
+    /// Restores the flag even when `fut` panics.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BLOCKING.with(|b| b.set(self.0));
+        }
+    }
+    let _restore = Restore(BLOCKING.with(|b| b.replace(true)));
+    futures::executor::block_on(fut)
 }
 
 /// Whether the current thread is inside [`block_on`].
@@ -81,9 +86,9 @@ pub trait IoEngine: Send + Sync + 'static {
     fn write_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>>;
     /// Makes every completed write durable (fdatasync).
     fn sync(&self) -> IoFuture<io::Result<()>>;
-    /// Writes every buffer (concurrently) and then syncs once: a group
-    /// commit's tuple blocks together with its small objects' data. Engines
-    /// that can, hand all of it to the device in one submission.
+    /// Writes every buffer (concurrently) and then syncs once: a commit
+    /// group's tuple blocks. Engines that can hand the writes and the sync
+    /// to the device in one submission.
     fn write_and_sync(self: Arc<Self>, writes: Vec<(AlignedBuf, u64)>) -> IoFuture<io::Result<()>> {
         let futs: Vec<_> = writes
             .into_iter()

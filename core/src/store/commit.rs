@@ -791,10 +791,11 @@ pub(crate) struct CommitPath {
     maintenance: Arc<Maintenance>,
 }
 
-/// Wake-ups for the maintenance thread.
+/// Wake-ups for the maintenance thread, and its stop.
 pub(crate) struct Maintenance {
     poked: Mutex<bool>,
     wake: Condvar,
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 impl Maintenance {
@@ -802,7 +803,18 @@ impl Maintenance {
         Arc::new(Maintenance {
             poked: Mutex::new(false),
             wake: Condvar::new(),
+            stopped: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Tells the maintenance thread to close the commit path and end.
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+        self.poke();
+    }
+
+    fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
     }
 
     pub(crate) fn poke(&self) {
@@ -1055,14 +1067,16 @@ impl CommitPath {
         left.into_iter().for_each(|q| fail_request(q.req, &e));
     }
 
-    /// The maintenance thread's loop, until `stop` is set.
-    pub(crate) fn maintain(&self, stop: &std::sync::atomic::AtomicBool) {
-        while !stop.load(Ordering::Acquire) {
+    /// The maintenance thread: background work until told to stop, then
+    /// the close.
+    pub(crate) fn maintain(&self) {
+        while !self.maintenance.stopped() {
             let next = self.tick();
-            if stop.load(Ordering::Acquire) {
+            if self.maintenance.stopped() {
                 break;
             }
             self.maintenance.sleep(next);
         }
+        self.close();
     }
 }

@@ -383,7 +383,6 @@ struct Inner {
     /// The maintenance thread; it also closes the commit path when told
     /// to stop.
     maintainer: Mutex<Option<std::thread::JoinHandle<()>>>,
-    stop: Arc<AtomicBool>,
     /// Separate open file description holding the `flock`; dropped on close.
     lock: Mutex<Option<std::fs::File>>,
     closed: AtomicBool,
@@ -402,8 +401,7 @@ impl Inner {
     /// never nests one executor in another.
     fn shut_down(&self) {
         self.closed.store(true, Ordering::Release);
-        self.stop.store(true, Ordering::Release);
-        self.shared.wake_maintenance();
+        self.shared.maintenance.stop();
         if let Some(h) = self.maintainer.lock().take() {
             if h.join().is_err() {
                 // The thread died: close from here.
@@ -489,15 +487,11 @@ impl Store {
             committer,
             shared.maintenance.clone(),
         ));
-        let stop = Arc::new(AtomicBool::new(false));
         let handle = {
-            let (commits, stop) = (commits.clone(), stop.clone());
+            let commits = commits.clone();
             std::thread::Builder::new()
                 .name("blobcask-maintenance".into())
-                .spawn(move || {
-                    commits.maintain(&stop);
-                    commits.close();
-                })
+                .spawn(move || commits.maintain())
                 .expect("spawn maintenance thread")
         };
         Store {
@@ -505,7 +499,6 @@ impl Store {
                 shared,
                 commits,
                 maintainer: Mutex::new(Some(handle)),
-                stop,
                 lock: Mutex::new(lock),
                 closed: AtomicBool::new(false),
             }),
