@@ -11,7 +11,12 @@ fn run(store: &std::path::Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().unwrap();
     if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input).unwrap();
+        // A command that fails before reading its input (a missing store)
+        // may exit first: the pipe is then closed, which is not an error
+        // of the test.
+        if let Err(e) = child.stdin.take().unwrap().write_all(input) {
+            assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
+        }
     }
     drop(child.stdin.take());
     child.wait_with_output().unwrap()
