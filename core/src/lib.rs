@@ -22,6 +22,7 @@
 pub mod alloc;
 pub mod blocking;
 mod error;
+pub mod event_loop;
 pub mod format;
 pub mod index;
 pub mod io;

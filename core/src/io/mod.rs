@@ -52,6 +52,86 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
     futures::executor::block_on(fut)
 }
 
+thread_local! {
+    /// The completion source (its identity) an [`EventLoop`] watches while
+    /// it polls tasks on this thread; 0 for none.
+    ///
+    /// [`EventLoop`]: crate::event_loop::EventLoop
+    static LOOP_SOURCE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `f` with `source` marked as watched by the event loop polling on
+/// this thread: operations of that engine then wait for the loop to call
+/// [`CompletionSource::complete`] instead of a reactor or another thread.
+pub(crate) fn polling_for_loop<R>(source: Option<&CompletionSource>, f: impl FnOnce() -> R) -> R {
+    /// Restores the mark even when `f` panics.
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            LOOP_SOURCE.with(|s| s.set(self.0));
+        }
+    }
+    let id = source.map_or(0, CompletionSource::id);
+    let _restore = Restore(LOOP_SOURCE.with(|s| s.replace(id)));
+    f()
+}
+
+/// Whether the event loop polling on this thread watches the completion
+/// source with identity `id`.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+pub(crate) fn polled_by_loop_of(id: usize) -> bool {
+    id != 0 && LOOP_SOURCE.with(|s| s.get()) == id
+}
+
+/// A descriptor through which a foreign event loop completes an engine's
+/// operations on its own thread: when [`fd`](Self::fd) turns readable the
+/// loop calls [`complete`](Self::complete), which hands every finished
+/// operation to its task and wakes it. Used by
+/// [`EventLoop`](crate::event_loop::EventLoop); engines without one
+/// (portable, in-memory) wake their tasks from their own threads.
+#[derive(Clone)]
+pub struct CompletionSource {
+    #[cfg(target_os = "linux")]
+    driver: Arc<uring::Driver>,
+}
+
+impl CompletionSource {
+    #[cfg(target_os = "linux")]
+    pub(crate) fn new(driver: Arc<uring::Driver>) -> Self {
+        CompletionSource { driver }
+    }
+
+    /// The descriptor to watch for readability.
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        #[cfg(target_os = "linux")]
+        return self.driver.eventfd();
+        #[cfg(not(target_os = "linux"))]
+        return -1;
+    }
+
+    /// Consumes the readiness and delivers every finished operation.
+    pub fn complete(&self) {
+        #[cfg(target_os = "linux")]
+        self.driver.complete();
+    }
+
+    /// Identity of the ring, for the thread-local mark.
+    fn id(&self) -> usize {
+        #[cfg(target_os = "linux")]
+        return Arc::as_ptr(&self.driver) as usize;
+        #[cfg(not(target_os = "linux"))]
+        return 0;
+    }
+}
+
+impl std::fmt::Debug for CompletionSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompletionSource")
+            .field("fd", &self.fd())
+            .finish()
+    }
+}
+
 /// Whether the current thread is inside [`block_on`].
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) fn in_block_on() -> bool {
@@ -100,6 +180,12 @@ pub trait IoEngine: Send + Sync + 'static {
             }
             self.sync().await
         })
+    }
+    /// The descriptor an event loop may watch to complete this engine's
+    /// operations on its own thread; `None` (the default) when the engine
+    /// wakes its tasks from threads of its own.
+    fn completion_source(&self) -> Option<CompletionSource> {
+        None
     }
     /// Size of the file or device in bytes.
     fn size(&self) -> io::Result<u64>;

@@ -505,6 +505,12 @@ impl Store {
         }
     }
 
+    /// The descriptor an event loop watches to complete this store's I/O
+    /// on its own thread (see [`crate::event_loop`]).
+    pub(crate) fn completion_source(&self) -> Option<crate::io::CompletionSource> {
+        self.shared().engine.completion_source()
+    }
+
     fn shared(&self) -> &Shared {
         &self.inner.shared
     }

@@ -13,6 +13,9 @@
 //!     thread, no extra wake-up;
 //!   - on other executors, a fallback completion thread that blocks on the
 //!     eventfd only while such waiters exist;
+//!   - on a foreign event loop's thread (asyncio, libuv) that watches the
+//!     ring's eventfd for an [`EventLoop`](crate::event_loop::EventLoop):
+//!     that loop's thread, when the descriptor turns readable;
 //!   - blocking callers, in `io_uring_enter` on their own thread.
 //!
 //! Invariants (numbered D1–D4; `driver_tests` and the loom model in
@@ -58,6 +61,9 @@ enum Mode {
     Reactor,
     /// The fallback completion thread.
     Fallback,
+    /// A foreign event loop that watches the eventfd and reaps when it is
+    /// readable ([`Driver::complete`]).
+    Loop,
 }
 
 enum Slot {
@@ -352,6 +358,18 @@ impl Driver {
     /// The store file's descriptor, valid while the driver lives.
     pub fn fd(&self) -> RawFd {
         self.file.as_raw_fd()
+    }
+
+    /// The eventfd the ring signals at every completion.
+    pub fn eventfd(&self) -> RawFd {
+        self.eventfd.as_raw_fd()
+    }
+
+    /// For an event loop that found the eventfd readable: consumes the
+    /// signal and reaps (D2), waking the tasks whose operations finished.
+    pub fn complete(&self) {
+        drain_eventfd(self.eventfd.as_raw_fd());
+        self.reap();
     }
 
     /// Enters the kernel once for every queued entry, if any. On failure
@@ -727,6 +745,21 @@ impl Future for Op {
             driver.reap();
             if let Some(r) = self.take_done(Some(cx.waker())) {
                 return Poll::Ready(r);
+            }
+            if crate::io::polled_by_loop_of(Arc::as_ptr(&driver) as usize) {
+                // The event loop polling this task watches the eventfd and
+                // reaps when it turns readable; the waker is recorded (by
+                // `take_done`, under the slots lock the reaper takes), so a
+                // completion from here on wakes it.
+                self.set_mode(Mode::Loop);
+                // An operation first polled under tokio may have held the
+                // reactor registration: pass it on (D3).
+                let handoff = match self.id {
+                    Some(id) => self.leave(&mut driver.slots.lock(), id),
+                    None => None,
+                };
+                handoff.into_iter().for_each(Waker::wake);
+                return Poll::Pending;
             }
             match driver.reactor() {
                 Some(fd) => {

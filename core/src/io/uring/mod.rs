@@ -13,7 +13,8 @@ use std::fs::File;
 use std::io;
 use std::sync::Arc;
 
-use driver::{Driver, Op};
+pub(crate) use driver::Driver;
+use driver::Op;
 
 use super::{AlignedBuf, BufResult, IoEngine, IoFuture};
 
@@ -303,6 +304,10 @@ impl IoEngine for UringEngine {
             }
             Ok(())
         })
+    }
+
+    fn completion_source(&self) -> Option<super::CompletionSource> {
+        Some(super::CompletionSource::new(self.driver.clone()))
     }
 
     fn size(&self) -> io::Result<u64> {

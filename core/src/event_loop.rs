@@ -1,0 +1,242 @@
+//! Store operations driven by a foreign event loop (asyncio, libuv), on
+//! that loop's own thread.
+//!
+//! An [`EventLoop`] is a small executor for one store's futures, meant for
+//! language bindings whose host already runs an event loop. The host
+//! watches the descriptors of [`EventLoop::fds`] for readability and calls
+//! [`EventLoop::run`] whenever one is readable; `run` delivers the ring's
+//! completions (io_uring), polls every woken task and hands each finished
+//! result to its callback, all on the calling thread. An awaited read
+//! therefore goes: submitted from the loop's thread by [`EventLoop::spawn`],
+//! completed by the kernel, the eventfd turns readable, the loop's own
+//! `epoll` reports it and `run` resolves the result. No thread in between.
+//!
+//! Tasks woken from other threads (a commit group led by a blocking caller,
+//! the portable engine's thread pool) raise the wake descriptor, so the
+//! loop runs them at its next turn.
+//!
+//! Invariants (L1–L3; `core/tests/event_loop.rs` guards them):
+//! * L1. A woken task is polled by a later `run`: the waker queues it and
+//!   raises the wake descriptor unless it was raised after the latest `run`
+//!   began, and `run` lowers the flag before it takes the queue.
+//! * L2. No lock of the executor is held while a task is polled or a
+//!   callback runs, so callbacks may spawn and cancel.
+//! * L3. Operations of the store's ring polled inside `spawn` or `run` wait
+//!   for this loop's `run` (they register no other reactor or thread):
+//!   the host must watch every descriptor of `fds` for as long as tasks are
+//!   pending.
+#![allow(unsafe_code)]
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use futures::FutureExt;
+use parking_lot::Mutex;
+
+use crate::io::{self, CompletionSource};
+use crate::{Error, ErrorKind, Result, Store};
+
+/// Identifies a spawned task, for [`EventLoop::cancel`].
+pub type TaskId = u64;
+
+/// Rounds of woken tasks one `run` polls before it returns to the host
+/// loop (raising the wake descriptor when more are queued), so a task that
+/// keeps waking itself cannot starve the loop's other work.
+const ROUNDS_PER_RUN: usize = 64;
+
+type BoxedTask = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+struct Task {
+    future: BoxedTask,
+    waker: Waker,
+}
+
+/// The queue of woken tasks and the descriptor that tells the host loop.
+struct Ready {
+    queue: Mutex<Vec<TaskId>>,
+    /// Whether the descriptor was raised since the latest `run` began (L1).
+    raised: AtomicBool,
+    fd: OwnedFd,
+}
+
+impl Ready {
+    fn push(&self, id: TaskId) {
+        self.queue.lock().push(id);
+        self.raise();
+    }
+
+    fn raise(&self) {
+        if !self.raised.swap(true, Ordering::AcqRel) {
+            let one = 1u64;
+            // SAFETY: writes 8 bytes from a local u64 to our eventfd. The
+            // counter cannot overflow (it is drained at every `run`), and
+            // a failed write is impossible for a valid eventfd.
+            unsafe { libc::write(self.fd.as_raw_fd(), (&raw const one).cast(), 8) };
+        }
+    }
+
+    fn lower(&self) {
+        self.raised.store(false, Ordering::Release);
+        let mut v = 0u64;
+        // SAFETY: reads 8 bytes into a local u64; the descriptor is
+        // non-blocking, so nothing to read is fine.
+        unsafe { libc::read(self.fd.as_raw_fd(), (&raw mut v).cast(), 8) };
+    }
+}
+
+struct TaskWaker {
+    id: TaskId,
+    ready: Arc<Ready>,
+}
+
+impl Wake for TaskWaker {
+    fn wake(self: Arc<Self>) {
+        self.ready.push(self.id);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.ready.push(self.id);
+    }
+}
+
+/// An executor for one store's futures, driven by a host event loop (see
+/// the module documentation). `Send` and `Sync`; normally used from the
+/// loop's thread only.
+pub struct EventLoop {
+    ready: Arc<Ready>,
+    tasks: Mutex<HashMap<TaskId, Task>>,
+    next: AtomicU64,
+    source: Option<CompletionSource>,
+}
+
+impl std::fmt::Debug for EventLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventLoop")
+            .field("fds", &self.fds())
+            .field("pending", &self.len())
+            .finish()
+    }
+}
+
+impl EventLoop {
+    /// An executor for `store`'s operations. Fails only when the system
+    /// refuses an eventfd.
+    pub fn new(store: &Store) -> Result<EventLoop> {
+        // SAFETY: plain syscall; the descriptor is owned from here on.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!("eventfd: {}", std::io::Error::last_os_error()),
+            ));
+        }
+        Ok(EventLoop {
+            ready: Arc::new(Ready {
+                queue: Mutex::new(Vec::new()),
+                raised: AtomicBool::new(false),
+                // SAFETY: `fd` is a fresh descriptor nobody else owns.
+                fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            }),
+            tasks: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+            source: store.completion_source(),
+        })
+    }
+
+    /// The descriptors the host loop must watch for readability (calling
+    /// [`run`](Self::run) when any is readable): the wake descriptor, then
+    /// the store's ring eventfd when its engine has one.
+    pub fn fds(&self) -> Vec<RawFd> {
+        let mut fds = vec![self.ready.fd.as_raw_fd()];
+        fds.extend(self.source.as_ref().map(CompletionSource::fd));
+        fds
+    }
+
+    /// Starts `future` and polls it once right away, on this thread (so its
+    /// I/O is submitted now); `done` receives its output (or the panic that
+    /// ended it) from inside this call or a later [`run`](Self::run).
+    pub fn spawn<T, F, D>(&self, future: F, done: D) -> TaskId
+    where
+        F: Future<Output = T> + Send + 'static,
+        D: FnOnce(std::thread::Result<T>) + Send + 'static,
+    {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let future: BoxedTask = Box::pin(AssertUnwindSafe(future).catch_unwind().map(done));
+        let waker = Waker::from(Arc::new(TaskWaker {
+            id,
+            ready: self.ready.clone(),
+        }));
+        self.tasks.lock().insert(id, Task { future, waker });
+        self.poll_task(id);
+        id
+    }
+
+    /// Delivers the ring's completions and polls every woken task. Call it
+    /// whenever a descriptor of [`fds`](Self::fds) is readable. A panic of a
+    /// callback is resumed here, after its task was removed.
+    pub fn run(&self) {
+        // L1: lower the flag before taking the queue, so a wake after the
+        // take raises the descriptor again.
+        self.ready.lower();
+        if let Some(source) = &self.source {
+            source.complete();
+        }
+        for _ in 0..ROUNDS_PER_RUN {
+            let woken = std::mem::take(&mut *self.ready.queue.lock());
+            if woken.is_empty() {
+                return;
+            }
+            for id in woken {
+                self.poll_task(id);
+            }
+        }
+        if !self.ready.queue.lock().is_empty() {
+            self.ready.raise();
+        }
+    }
+
+    /// Drops a pending task (its future is dropped, its callback never
+    /// runs). `false` when it already finished or is being polled.
+    pub fn cancel(&self, id: TaskId) -> bool {
+        let task = self.tasks.lock().remove(&id);
+        task.is_some()
+    }
+
+    /// Tasks spawned and not finished.
+    pub fn len(&self) -> usize {
+        self.tasks.lock().len()
+    }
+
+    /// Whether no task is pending.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn poll_task(&self, id: TaskId) {
+        // L2: the task leaves the table while it is polled.
+        let Some(mut task) = self.tasks.lock().remove(&id) else {
+            // Finished or cancelled; a stale wake.
+            return;
+        };
+        let polled = io::polling_for_loop(self.source.as_ref(), || {
+            let mut cx = Context::from_waker(&task.waker);
+            catch_unwind(AssertUnwindSafe(|| task.future.as_mut().poll(&mut cx)))
+        });
+        match polled {
+            Ok(Poll::Pending) => {
+                self.tasks.lock().insert(id, task);
+            }
+            Ok(Poll::Ready(())) => {}
+            Err(panic) => {
+                drop(task);
+                resume_unwind(panic);
+            }
+        }
+    }
+}
