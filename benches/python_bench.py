@@ -5,12 +5,14 @@ and threads in parallel.
     /tmp/v/bin/python benches/python_bench.py [DIR]
 
 Reports, in one run: medians of per-call latency for a 16 KiB get (the
-blocking call and the same call awaited through AsyncStore); the longest
-event-loop stall while three 48 MiB AsyncStore gets are awaited (a ticker
-coroutine sleeps 1 ms at a time and records the longest gap between its
-wake-ups; the same for the blocking get run in an executor, which copies
-into bytes under the GIL, for comparison); gets per second from 1 and 8
-threads.
+blocking call and the same call awaited through AsyncStore, interleaved);
+the longest event-loop stall while three 48 MiB AsyncStore gets are awaited
+(a ticker coroutine sleeps 1 ms at a time and records the longest gap
+between its wake-ups; the same for the blocking get run in an executor,
+which copies into bytes under the GIL, and for three `dd iflag=direct`
+processes reading as many bytes, the machine's floor); 64 concurrent
+awaited gets against py-lmdb through `asyncio.to_thread` (when `lmdb` is
+installed); gets per second from 1 and 8 threads.
 """
 
 import asyncio
@@ -37,32 +39,25 @@ for k in keys:
     store.put(k, payload)
 
 
-def timed(fn):
-    out = []
+async def get_medians():
+    """Blocking and awaited 16 KiB gets, interleaved sample by sample so
+    both see the same device (its latency drifts over seconds here)."""
+    a = blobcask.AsyncStore(store)
+    blocking, awaited = [], []
     for _ in range(SAMPLES):
         k = random.choice(keys)
         t = time.perf_counter()
-        fn(k)
-        out.append(time.perf_counter() - t)
-    return statistics.median(out) * 1e6
-
-
-blocking = timed(store.get)
-
-
-async def awaited_median():
-    a = blobcask.AsyncStore(store)
-    out = []
-    for _ in range(SAMPLES):
+        store.get(k)
+        blocking.append(time.perf_counter() - t)
         k = random.choice(keys)
         t = time.perf_counter()
         await a.get(k)
-        out.append(time.perf_counter() - t)
-    return statistics.median(out) * 1e6
+        awaited.append(time.perf_counter() - t)
+    return statistics.median(blocking) * 1e6, statistics.median(awaited) * 1e6
 
 
-awaited = asyncio.run(awaited_median())
-print(f"16 KiB get, median of {SAMPLES}: blocking {blocking:.1f} us, awaited {awaited:.1f} us "
+blocking, awaited = asyncio.run(get_medians())
+print(f"16 KiB get, median of {SAMPLES}, interleaved: blocking {blocking:.1f} us, awaited {awaited:.1f} us "
       f"({awaited / blocking:.2f} x blocking)")
 
 # Event-loop stalls: three 48 MiB gets awaited at once, while a ticker
@@ -107,9 +102,82 @@ async def stalls():
     return blob, copied
 
 
+async def dd_stall():
+    """The floor: the same ticker while three `dd iflag=direct` processes
+    read as many bytes from the same file, ROUNDS times (no blobcask in this
+    process). One shell, started before the ticker, runs them all: forking
+    from this process inside the window would stall the loop itself."""
+    rounds = "; ".join(
+        "(" + " & ".join(
+            f"dd if={PATH} of=/dev/null bs={BIG} count=1 skip={i} iflag=direct 2>/dev/null"
+            for i in range(3)) + "; wait)"
+        for _ in range(ROUNDS))
+    sh = await asyncio.create_subprocess_shell(
+        f"read go; {rounds}", stdin=asyncio.subprocess.PIPE)
+    worst, last, running = 0.0, time.perf_counter(), True
+
+    async def ticker():
+        nonlocal worst, last
+        while running:
+            await asyncio.sleep(0.001)
+            now = time.perf_counter()
+            worst = max(worst, now - last)
+            last = now
+
+    t = asyncio.create_task(ticker())
+    await asyncio.sleep(0.01)
+    worst = 0.0
+    sh.stdin.write(b"go\n")
+    await sh.stdin.drain()
+    await sh.wait()
+    running = False
+    await t
+    return worst * 1e3
+
+
 blob_stall, bytes_stall = asyncio.run(stalls())
+floor = asyncio.run(dd_stall())
 print(f"longest event-loop stall (1 ms ticker) during 3 x 48 MiB gets, worst of {ROUNDS} rounds: "
-      f"AsyncStore.get (Blob) {blob_stall:.1f} ms, Store.get in an executor (bytes copy) {bytes_stall:.1f} ms")
+      f"AsyncStore.get (Blob) {blob_stall:.1f} ms, Store.get in an executor (bytes copy) {bytes_stall:.1f} ms, "
+      f"3 dd iflag=direct processes reading as much of the file {floor:.1f} ms")
+
+
+async def concurrent_gets(get, rounds=100, width=64):
+    t = time.perf_counter()
+    for _ in range(rounds):
+        await asyncio.gather(*(get(random.choice(keys)) for _ in range(width)))
+    return rounds * width / (time.perf_counter() - t)
+
+
+async def versus_lmdb():
+    """64 awaited gets at a time: AsyncStore against py-lmdb (the same keys
+    and values, page cache warm) through asyncio.to_thread."""
+    try:
+        import lmdb
+    except ImportError:
+        return None
+    env = lmdb.open(os.path.join(DIR, "py-bench.lmdb"), map_size=1 << 30)
+    with env.begin(write=True) as txn:
+        for k in keys:
+            txn.put(k.encode(), payload)
+
+    def lmdb_get(k):
+        with env.begin(buffers=False) as txn:
+            return txn.get(k.encode())
+
+    a = blobcask.AsyncStore(store)
+    ours = await concurrent_gets(a.get)
+    theirs = await concurrent_gets(lambda k: asyncio.to_thread(lmdb_get, k))
+    env.close()
+    return ours, theirs
+
+
+vs = asyncio.run(versus_lmdb())
+if vs is None:
+    print("64 concurrent awaited gets vs py-lmdb: skipped (pip install lmdb)")
+else:
+    print(f"64 concurrent awaited 16 KiB gets/s: AsyncStore {vs[0]:.0f}, "
+          f"py-lmdb through asyncio.to_thread {vs[1]:.0f} ({vs[0] / vs[1]:.2f} x)")
 
 # Threads: 8 threads doing gets; with the GIL released they overlap.
 def run_threads(n):

@@ -48,52 +48,23 @@ fn py_err(e: Error) -> PyErr {
     })
 }
 
-/// Threads that run asyncio calls: each blocks in the engine with the GIL
-/// released, then hands the result to the event loop. Enough of them that
-/// concurrent awaited puts still meet in one commit group.
-const ASYNC_WORKERS: usize = 64;
-
-type Job = Box<dyn FnOnce() + Send>;
-
-fn async_pool() -> &'static crossbeam_channel::Sender<Job> {
-    static POOL: OnceLock<crossbeam_channel::Sender<Job>> = OnceLock::new();
-    POOL.get_or_init(|| {
-        let (tx, rx) = crossbeam_channel::unbounded::<Job>();
-        for i in 0..ASYNC_WORKERS {
-            let rx = rx.clone();
-            let _ = std::thread::Builder::new()
-                .name(format!("blobcask-py-{i}"))
-                .spawn(move || {
-                    while let Ok(job) = rx.recv() {
-                        job();
-                    }
-                });
-        }
-        tx
-    })
-}
-
-/// Runs `work` on the async pool (no GIL), then calls `done(error, result)`
-/// with the GIL held; `done` hands the outcome to the event loop.
-fn submit<T, F, C>(done: Py<PyAny>, work: F, convert: C)
-where
-    T: Send + 'static,
-    F: FnOnce() -> engine::Result<T> + Send + 'static,
-    C: for<'py> FnOnce(Python<'py>, T) -> PyResult<Bound<'py, PyAny>> + Send + 'static,
-{
-    let job: Job = Box::new(move || {
-        let outcome = work();
-        Python::attach(|py| {
-            let call = match outcome.map_err(py_err).and_then(|v| convert(py, v)) {
-                Ok(v) => done.call1(py, (py.None(), v)),
-                Err(e) => done.call1(py, (e.into_value(py), py.None())),
-            };
-            if let Err(e) = call {
-                e.write_unraisable(py, None);
-            }
-        });
+/// Drops large buffers away from the thread that let them go: giving back
+/// 48 MiB to the kernel takes ~4 ms here, which would otherwise stall the
+/// event loop (or whichever thread drops the last reference).
+fn drop_elsewhere(bytes: Bytes) {
+    static DROPPER: OnceLock<Option<Mutex<std::sync::mpsc::Sender<Bytes>>>> = OnceLock::new();
+    let dropper = DROPPER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Bytes>();
+        std::thread::Builder::new()
+            .name("blobcask-py-free".into())
+            .spawn(move || rx.into_iter().for_each(drop))
+            .ok()
+            .map(|_| Mutex::new(tx))
     });
-    let _ = async_pool().send(job);
+    // Without the thread (it could not start), drop here.
+    if let Some(tx) = dropper.as_ref().and_then(|m| m.lock().ok()) {
+        let _ = tx.send(bytes);
+    }
 }
 
 /// A key: `str` (UTF-8) or any bytes-like object.
@@ -160,16 +131,14 @@ impl Blob {
     }
 }
 
-/// Blobs at least this large free their buffer on a worker thread: giving
-/// back 48 MiB to the kernel takes ~4 ms here, which would otherwise stall
-/// the event loop (or whichever thread drops the last reference).
+/// Blobs at least this large free their buffer on another thread
+/// (`drop_elsewhere`).
 const FREE_ELSEWHERE: usize = 1 << 20;
 
 impl Drop for Blob {
     fn drop(&mut self) {
         if self.bytes.len() >= FREE_ELSEWHERE {
-            let bytes = std::mem::take(&mut self.bytes);
-            let _ = async_pool().send(Box::new(move || drop(bytes)));
+            drop_elsewhere(std::mem::take(&mut self.bytes));
         }
     }
 }
@@ -653,63 +622,128 @@ impl Store {
         self.close(py)?;
         Ok(false)
     }
+}
 
-    /// asyncio support: reads `length` bytes at `offset` on a worker thread
-    /// and calls `done(error, blob)`. The result crosses as a `Blob` that
-    /// owns the engine's buffer: nothing is copied while the GIL is held.
-    #[pyo3(signature = (key, offset, length, done))]
-    fn _read_cb(
+/// Runs a store's asyncio calls on the event loop's own thread.
+///
+/// `blobcask.aio` makes one per store and event loop, watches every
+/// descriptor of `fds()` with `loop.add_reader(fd, run)`, and starts calls
+/// with `read`/`put`/`stat`/`delete`, each given the asyncio future to
+/// resolve. The engine submits the I/O right there, the kernel completes
+/// it, the descriptor turns readable, and `run` (called by the loop, with
+/// the GIL) reaps the completion and resolves the future: no thread in
+/// between (see `blobcask::event_loop`). Results cross as `Blob`s, so
+/// nothing is copied while the GIL is held.
+#[pyclass(frozen, module = "blobcask", name = "EventLoop")]
+struct EventLoop {
+    inner: engine::event_loop::EventLoop,
+}
+
+/// Resolves the asyncio future `fut` with `outcome` (unless it was
+/// cancelled meanwhile). Runs inside `EventLoop.run` or a start call, on the
+/// loop's thread.
+fn resolve<T>(
+    fut: Py<PyAny>,
+    outcome: std::thread::Result<engine::Result<T>>,
+    convert: impl for<'py> FnOnce(Python<'py>, T) -> PyResult<Bound<'py, PyAny>>,
+) {
+    Python::attach(|py| {
+        let fut = fut.bind(py);
+        if fut
+            .call_method0("cancelled")
+            .and_then(|c| c.is_truthy())
+            .unwrap_or(true)
+        {
+            return;
+        }
+        let value = match outcome {
+            Ok(r) => r.map_err(py_err).and_then(|v| convert(py, v)),
+            Err(_) => Err(PyRuntimeError::new_err("blobcask: the operation panicked")),
+        };
+        let set = match value {
+            Ok(v) => fut.call_method1("set_result", (v,)),
+            Err(e) => fut.call_method1("set_exception", (e.into_value(py),)),
+        };
+        if let Err(e) = set {
+            e.write_unraisable(py, None);
+        }
+    });
+}
+
+fn info_out(py: Python<'_>, i: Info) -> PyResult<Bound<'_, PyAny>> {
+    Ok(Bound::new(py, ObjectInfo::from(i))?.into_any())
+}
+
+#[pymethods]
+impl EventLoop {
+    #[new]
+    fn new(store: &Store) -> PyResult<Self> {
+        let inner = engine::event_loop::EventLoop::new(store.inner.as_async()).map_err(py_err)?;
+        Ok(EventLoop { inner })
+    }
+
+    /// The descriptors to watch for readability (`run` when readable).
+    fn fds(&self) -> Vec<i32> {
+        self.inner.fds()
+    }
+
+    /// Delivers completions and resolves the futures of finished calls.
+    fn run(&self) {
+        self.inner.run();
+    }
+
+    /// Calls not finished yet.
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// Drops the call `task` (when its future is cancelled). A cancelled
+    /// put or delete may still have been committed.
+    fn cancel(&self, task: u64) -> bool {
+        self.inner.cancel(task)
+    }
+
+    /// Starts a read of `length` bytes at `offset` (None: to the end) that
+    /// resolves `fut` with a `Blob`; returns the task id.
+    #[pyo3(signature = (key, offset, length, fut))]
+    fn read(
         &self,
         key: &Bound<'_, PyAny>,
         offset: u64,
         length: Option<u64>,
-        done: Py<PyAny>,
-    ) -> PyResult<()> {
-        let (key, s) = (key_of(key)?, self.inner.clone());
-        submit(
-            done,
-            move || s.read(&key, offset, length.unwrap_or(u64::MAX)),
-            Blob::into_py,
-        );
-        Ok(())
+        fut: Py<PyAny>,
+    ) -> PyResult<u64> {
+        let len = length.unwrap_or(u64::MAX);
+        Ok(self.inner.read(key_of(key)?, offset, len, move |out| {
+            resolve(fut, out, Blob::into_py)
+        }))
     }
 
-    /// asyncio support: put on a worker thread, then `done(error, info)`.
-    fn _put_cb(
+    /// Starts a put that resolves `fut` with its `ObjectInfo` once durable.
+    fn put(
         &self,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
-        done: Py<PyAny>,
-    ) -> PyResult<()> {
-        let (key, value, s) = (key_of(key)?, value_of(value)?, self.inner.clone());
-        submit(
-            done,
-            move || s.put(&key, value),
-            |py, i| Ok(Bound::new(py, ObjectInfo::from(i))?.into_any()),
-        );
-        Ok(())
+        fut: Py<PyAny>,
+    ) -> PyResult<u64> {
+        let (key, value) = (key_of(key)?, value_of(value)?);
+        Ok(self
+            .inner
+            .put(key, value, move |out| resolve(fut, out, info_out)))
     }
 
-    /// asyncio support: stat on a worker thread, then `done(error, info)`.
-    fn _stat_cb(&self, key: &Bound<'_, PyAny>, done: Py<PyAny>) -> PyResult<()> {
-        let (key, s) = (key_of(key)?, self.inner.clone());
-        submit(
-            done,
-            move || s.stat(&key),
-            |py, i| Ok(Bound::new(py, ObjectInfo::from(i))?.into_any()),
-        );
-        Ok(())
+    /// Starts a stat that resolves `fut` with an `ObjectInfo`.
+    fn stat(&self, key: &Bound<'_, PyAny>, fut: Py<PyAny>) -> PyResult<u64> {
+        Ok(self
+            .inner
+            .stat(key_of(key)?, move |out| resolve(fut, out, info_out)))
     }
 
-    /// asyncio support: delete on a worker thread, then `done(error, None)`.
-    fn _delete_cb(&self, key: &Bound<'_, PyAny>, done: Py<PyAny>) -> PyResult<()> {
-        let (key, s) = (key_of(key)?, self.inner.clone());
-        submit(
-            done,
-            move || s.delete(&key),
-            |py, ()| Ok(py.None().into_bound(py)),
-        );
-        Ok(())
+    /// Starts a delete that resolves `fut` with None once durable.
+    fn delete(&self, key: &Bound<'_, PyAny>, fut: Py<PyAny>) -> PyResult<u64> {
+        Ok(self.inner.delete(key_of(key)?, move |out| {
+            resolve(fut, out, |py, ()| Ok(py.None().into_bound(py)))
+        }))
     }
 }
 
@@ -835,6 +869,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(crc32c_of, m)?)?;
     m.add_class::<Store>()?;
     m.add_class::<Blob>()?;
+    m.add_class::<EventLoop>()?;
     m.add_class::<Upload>()?;
     m.add_class::<ObjectInfo>()?;
     m.add_class::<KeyIterator>()?;

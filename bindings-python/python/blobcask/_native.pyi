@@ -1,5 +1,6 @@
 """Type stubs for the native extension (``blobcask._native``)."""
 
+import asyncio
 from os import PathLike
 from types import TracebackType
 from typing import Any, Callable, Iterator, Optional, SupportsIndex, Union, overload
@@ -127,10 +128,6 @@ class Store:
         """Barrier: everything acknowledged before is durable."""
     def close(self) -> None:
         """Finishes pending commits and releases the lock."""
-    def _read_cb(self, key: Key, offset: int, length: Optional[int], done: Callable[[Optional[BaseException], Any], None]) -> None: ...
-    def _put_cb(self, key: Key, value: BytesLike, done: Callable[[Optional[BaseException], Any], None]) -> None: ...
-    def _stat_cb(self, key: Key, done: Callable[[Optional[BaseException], Any], None]) -> None: ...
-    def _delete_cb(self, key: Key, done: Callable[[Optional[BaseException], Any], None]) -> None: ...
     def __enter__(self) -> "Store": ...
     def __exit__(
         self,
@@ -138,6 +135,26 @@ class Store:
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> bool: ...
+
+class EventLoop:
+    """Runs a store's asyncio calls on the event loop's thread (see
+    ``blobcask.aio``): watch ``fds()`` with ``loop.add_reader(fd, run)``."""
+    def __init__(self, store: Store) -> None: ...
+    def fds(self) -> list[int]:
+        """Descriptors to watch for readability."""
+    def run(self) -> None:
+        """Delivers completions and resolves finished calls' futures."""
+    def __len__(self) -> int: ...
+    def cancel(self, task: int) -> bool:
+        """Drops a pending call (a put or delete may still land)."""
+    def read(self, key: Key, offset: int, length: Optional[int], fut: "asyncio.Future[Any]") -> int:
+        """Starts a read resolving ``fut`` with a ``Blob``; the task id."""
+    def put(self, key: Key, value: BytesLike, fut: "asyncio.Future[Any]") -> int:
+        """Starts a put resolving ``fut`` with an ``ObjectInfo``; the task id."""
+    def stat(self, key: Key, fut: "asyncio.Future[Any]") -> int:
+        """Starts a stat resolving ``fut`` with an ``ObjectInfo``; the task id."""
+    def delete(self, key: Key, fut: "asyncio.Future[Any]") -> int:
+        """Starts a delete resolving ``fut`` with None; the task id."""
 
 def crc32c(data: BytesLike) -> int:
     """CRC32C (Castagnoli) of ``data``: the checksum ``Upload.write_part`` takes."""

@@ -1,9 +1,12 @@
 """asyncio API: the same calls as ``Store``, as coroutines.
 
-Reads, puts, stats and deletes run on the extension's own worker threads
-(without the GIL) and resolve an asyncio future through
-``call_soon_threadsafe``: one hand-off each way, nothing on the event loop.
-The rarer calls (open, uploads, sync, close) use a thread pool.
+Reads, puts, stats and deletes run on the event loop's own thread, with no
+thread in between: the call submits its I/O to the kernel at once, the
+loop watches the store's completion descriptors (``loop.add_reader``), and
+when one turns readable the extension reaps the completion and resolves
+the future right there (``_native.EventLoop``). An ``AsyncStore`` serves
+the first event loop that uses it. The rarer calls (open, uploads, sync,
+close) use a thread pool.
 
 Reads resolve to a ``Blob`` (the engine's buffer, read-only, no copy), so
 the event loop never waits for a copy, whatever the object's size. Use it
@@ -17,7 +20,7 @@ import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Optional, TypeVar, Union
 
-from ._native import Blob, KeyIterator, ObjectInfo, Store, Upload
+from ._native import Blob, EventLoop, KeyIterator, ObjectInfo, Store, Upload
 
 Key = Union[str, bytes, bytearray, memoryview, Blob]
 T = TypeVar("T")
@@ -29,13 +32,16 @@ class AsyncStore:
     """An open store for asyncio code.
 
     Construct with ``await AsyncStore.open(path, **options)`` (the options
-    of ``Store``), use as ``async with``. ``workers`` bounds how many calls
-    run on the device at once.
+    of ``Store``), use as ``async with``. ``workers`` bounds the threads that
+    run the calls which block (open, uploads, sync, close); reads, puts,
+    stats and deletes use none.
     """
 
     def __init__(self, store: Store, workers: int = 16) -> None:
         self._store = store
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="blobcask")
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._events: Optional[EventLoop] = None
 
     @classmethod
     async def open(cls, path: Any, *, workers: int = 16, **options: Any) -> "AsyncStore":
@@ -53,37 +59,55 @@ class AsyncStore:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, fn, *args)
 
-    def _native(self, method: Callable[..., None], *args: Any) -> "asyncio.Future[Any]":
+    def _bind(self) -> EventLoop:
+        """The extension's executor for the running loop, watched by it."""
         loop = asyncio.get_running_loop()
+        if self._loop is loop and self._events is not None:
+            return self._events
+        if self._loop is not None and not self._loop.is_closed():
+            raise RuntimeError("this AsyncStore serves another event loop")
+        events = EventLoop(self._store)
+        for fd in events.fds():
+            loop.add_reader(fd, events.run)
+        self._loop, self._events = loop, events
+        return events
+
+    def _unbind(self) -> None:
+        if self._loop is not None and self._events is not None and not self._loop.is_closed():
+            for fd in self._events.fds():
+                self._loop.remove_reader(fd)
+        self._loop = self._events = None
+
+    def _start(self, start: Callable[..., int], *args: Any) -> "asyncio.Future[Any]":
+        """Starts a call on the loop's thread; its future resolves there."""
+        loop = asyncio.get_running_loop()
+        events = self._bind()
         fut = loop.create_future()
-
-        def done(error: Optional[BaseException], value: Any) -> None:
-            # Runs on an extension worker thread, with the GIL.
-            loop.call_soon_threadsafe(_resolve, fut, error, value)
-
-        method(*args, done)
+        task = start(events, *args, fut)
+        if not fut.done():
+            fut.add_done_callback(functools.partial(_forget_if_cancelled, events, task))
         return fut
 
     async def put(self, key: Key, value: Any) -> ObjectInfo:
         """Stores ``value`` under ``key``; durable when awaited."""
-        return await self._native(self._store._put_cb, key, value)
+        return await self._start(EventLoop.put, key, value)
 
     async def get(self, key: Key) -> Blob:
         """The whole object, as a ``Blob`` (no copy)."""
-        return await self._native(self._store._read_cb, key, 0, None)
+        return await self._start(EventLoop.read, key, 0, None)
 
     async def read(self, key: Key, offset: int = 0, length: Optional[int] = None) -> Blob:
         """``length`` bytes from ``offset``, clipped at the end, as a ``Blob``
         (no copy)."""
-        return await self._native(self._store._read_cb, key, offset, length)
+        return await self._start(EventLoop.read, key, offset, length)
 
     async def stat(self, key: Key) -> ObjectInfo:
         """Size, version and commit time."""
-        return await self._native(self._store._stat_cb, key)
+        return await self._start(EventLoop.stat, key)
 
     async def delete(self, key: Key) -> None:
         """Deletes ``key``; durable when awaited."""
-        await self._native(self._store._delete_cb, key)
+        await self._start(EventLoop.delete, key)
 
     def contains(self, key: Key) -> bool:
         """Whether ``key`` has an object (memory only, no I/O)."""
@@ -113,8 +137,10 @@ class AsyncStore:
         await self._run(self._store.sync)
 
     async def close(self) -> None:
-        """Closes the store and its thread pool."""
+        """Closes the store and its thread pool. Calls still pending end
+        with ClosedError or finish first."""
         await self._run(self._store.close)
+        self._unbind()
         self._pool.shutdown(wait=False)
 
     async def __aenter__(self) -> "AsyncStore":
@@ -124,13 +150,10 @@ class AsyncStore:
         await self.close()
 
 
-def _resolve(fut: "asyncio.Future[Any]", error: Optional[BaseException], value: Any) -> None:
+def _forget_if_cancelled(events: EventLoop, task: int, fut: "asyncio.Future[Any]") -> None:
+    # A cancelled call's engine future is dropped (a put may still land).
     if fut.cancelled():
-        return
-    if error is not None:
-        fut.set_exception(error)
-    else:
-        fut.set_result(value)
+        events.cancel(task)
 
 
 class AsyncUpload:

@@ -715,6 +715,11 @@ impl Store {
         })
     }
 
+    /// The size of `key`'s object, from memory (`None` when absent).
+    pub(crate) fn size_of(&self, key: &[u8]) -> Option<u64> {
+        self.shared().state.read().lookup(key).map(|e| e.size)
+    }
+
     /// Size, version and commit time of `key`.
     pub async fn stat(&self, key: impl AsRef<[u8]>) -> Result<ObjectInfo> {
         let key = key.as_ref();

@@ -1,0 +1,129 @@
+"""blobcask.aio: calls complete on the event loop's own thread."""
+
+import asyncio
+import os
+
+import pytest
+
+import blobcask
+from blobcask.errors import ClosedError, NotFoundError
+from conftest import pattern
+
+
+def thread_names() -> list[str]:
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                names.append(f.read().strip())
+        except FileNotFoundError:
+            pass  # the thread exited meanwhile
+    return names
+
+
+@pytest.mark.parametrize("io_engine", ["io_uring", "portable"])
+def test_concurrent_calls_resolve_with_the_right_results(path, io_engine):
+    async def main() -> None:
+        async with await blobcask.AsyncStore.open(
+            path, capacity=64 << 20, io_engine=io_engine
+        ) as s:
+            sizes = [10, 3000, 16 << 10, 200 << 10]
+            infos = await asyncio.gather(
+                *(s.put(f"k{i}", pattern(i, sizes[i % 4])) for i in range(32))
+            )
+            assert [i.size for i in infos] == [sizes[i % 4] for i in range(32)]
+            got = await asyncio.gather(*(s.get(f"k{i % 32}") for i in range(64)))
+            for i, blob in enumerate(got):
+                assert blob == pattern(i % 32, sizes[i % 4])
+            part = await s.read("k2", 5, 4099)
+            assert part == pattern(2, 16 << 10)[5 : 5 + 4099]
+            assert (await s.stat("k3")).size == 200 << 10
+            await s.delete("k3")
+            with pytest.raises(NotFoundError):
+                await s.get("k3")
+            with pytest.raises(NotFoundError):
+                await s.delete("k3")
+
+    asyncio.run(main())
+    with blobcask.Store(path) as s:
+        assert s.get("k1") == pattern(1, 3000)
+        assert "k3" not in s
+
+
+def test_no_thread_serves_reads_and_puts(path):
+    """Reads, puts, stats and deletes start no thread of their own: the
+    kernel's completion reaches the loop's thread directly."""
+
+    async def main() -> None:
+        async with await blobcask.AsyncStore.open(path, capacity=64 << 20) as s:
+            await s.put("warm", b"x" * 20_000)
+            before = thread_names()
+            for i in range(200):
+                await s.put(f"p{i}", pattern(i, 16 << 10))
+                assert await s.get(f"p{i}") == pattern(i, 16 << 10)
+                await s.stat(f"p{i}")
+            await asyncio.gather(*(s.get(f"p{i}") for i in range(200)))
+            after = thread_names()
+            assert len(after) <= len(before), (before, after)
+            assert not [n for n in after if n.startswith("blobcask-uring")], after
+
+    asyncio.run(main())
+
+
+def test_cancelled_calls_leave_the_store_consistent(path):
+    async def main() -> None:
+        async with await blobcask.AsyncStore.open(path, capacity=64 << 20) as s:
+            await s.put("base", pattern(0, 50_000))
+            tasks = [asyncio.ensure_future(s.put(f"c{i}", pattern(i, 30_000))) for i in range(40)]
+            tasks += [asyncio.ensure_future(s.get("base")) for _ in range(40)]
+            await asyncio.sleep(0)
+            for t in tasks[::2]:
+                t.cancel()
+            done = await asyncio.gather(*tasks, return_exceptions=True)
+            assert sum(isinstance(d, asyncio.CancelledError) for d in done) >= 1
+            assert await s.get("base") == pattern(0, 50_000)
+            await s.put("after", b"ok")
+
+    asyncio.run(main())
+    with blobcask.Store(path) as s:
+        assert s.get("after") == b"ok"
+        for i in range(40):
+            if f"c{i}" in s:
+                assert s.get(f"c{i}") == pattern(i, 30_000)
+
+
+def test_one_store_across_successive_loops_and_after_close(path):
+    s = asyncio.run(blobcask.AsyncStore.open(path, capacity=32 << 20))
+
+    async def put() -> None:
+        await s.put("a", b"1")
+
+    async def get() -> bytes:
+        return bytes(await s.get("a"))
+
+    asyncio.run(put())
+    assert asyncio.run(get()) == b"1"
+
+    async def close_then_use() -> None:
+        await s.close()
+        with pytest.raises(ClosedError):
+            await s.get("a")
+
+    asyncio.run(close_then_use())
+
+
+def test_a_second_running_loop_is_refused(path):
+    s = asyncio.run(blobcask.AsyncStore.open(path, capacity=32 << 20))
+    first = asyncio.new_event_loop()
+    try:
+        first.run_until_complete(s.put("a", b"1"))
+
+        async def other() -> None:
+            with pytest.raises(RuntimeError, match="another event loop"):
+                await s.get("a")
+
+        asyncio.run(other())
+        assert bytes(first.run_until_complete(s.get("a"))) == b"1"
+        first.run_until_complete(s.close())
+    finally:
+        first.close()
