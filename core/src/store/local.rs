@@ -31,6 +31,19 @@ use crate::io::{AlignedBuf, BufResult};
 /// io_uring and complete on it, with no thread and no other ring in
 /// between. Made by [`Store::local`]; Linux only.
 ///
+/// ```no_run
+/// # fn main() -> blobcask::Result<()> {
+/// tokio_uring::start(async {
+///     let store = blobcask::Store::open("/tmp/demo.blobcask", blobcask::Options::new()).await?;
+///     let local = store.local()?; // on this runtime's ring from here on
+///     local.put("thumbs/cat.jpg", vec![0u8; 20_000]).await?;
+///     let head = local.read("thumbs/cat.jpg", 0, 4096).await?;
+///     assert_eq!(head.len(), 4096);
+///     store.close().await
+/// })
+/// # }
+/// ```
+///
 /// Which ring each call uses:
 /// * [`get`](Self::get) and [`read`](Self::read): the **runtime's** ring.
 ///   They find the object exactly as [`Store::read`] does and check every
