@@ -7,7 +7,11 @@
 //! Phases (each reports blobcask and its raw baseline on the same file):
 //! * `read`: random 4 KiB range reads, one in flight, through `Store::read`
 //!   vs `pread` with `O_DIRECT` at random offsets of the same store file;
-//!   rounds alternate between the two so machine noise hits both.
+//!   rounds alternate between the two so machine noise hits both. On
+//!   Linux also `LocalStore::read` on a thread running `tokio_uring::start`
+//!   (reads on that runtime's own ring), in the same rounds, next to
+//!   tokio-uring's own `read_at` of 4 KiB on the same file (`O_DIRECT`),
+//!   which tells the runtime's cost from the store's.
 //! * `upload`: 64 MiB objects through `put` vs sequential `O_DIRECT`
 //!   `pwrite` of the same bytes (1 MiB requests, 16 in flight) + fdatasync.
 //! * `commit`: durable 16 KiB puts from 1 and 16 concurrent writers vs one
@@ -277,6 +281,9 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
     let rounds = if cfg.quick { 4 } else { 10 };
     let per = 1000;
     let blocking = blobcask::blocking::Store::from(store.clone());
+    #[cfg(target_os = "linux")]
+    let uring = local_reader::LocalReader::start(store.clone(), &path);
+    let (mut t_local, mut t_uring_raw): (Vec<Duration>, Vec<Duration>) = (vec![], vec![]);
     let (mut t_raw, mut t_raw2, mut t_bc, mut t_bc_unaligned, mut t_blocking) =
         (vec![], vec![], vec![], vec![], vec![]);
     for _ in 0..rounds {
@@ -320,6 +327,21 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
             t_bc_unaligned.push(t.elapsed());
             assert_eq!(got.len(), 4096);
         }
+        #[cfg(target_os = "linux")]
+        {
+            let reads = (0..per)
+                .map(|_| {
+                    let key = format!("obj/{}", rng.random_range(0..objects));
+                    (key, rng.random_range(0..(obj as u64 / 4096)) * 4096)
+                })
+                .collect();
+            let raw_offsets = (0..per)
+                .map(|_| rng.random_range(0..written_blocks) * 4096)
+                .collect();
+            let (local, raw) = uring.round(reads, raw_offsets).await;
+            t_local.extend(local);
+            t_uring_raw.extend(raw);
+        }
     }
     for v in [
         &mut t_raw,
@@ -327,6 +349,8 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
         &mut t_bc,
         &mut t_bc_unaligned,
         &mut t_blocking,
+        &mut t_local,
+        &mut t_uring_raw,
     ] {
         v.sort();
     }
@@ -340,7 +364,7 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
     println!("|---|---|---|---|---|");
     let raw50 = us(pct(&t_raw, 0.5));
     let raw2_50 = us(pct(&t_raw2, 0.5));
-    for (name, v, same) in [
+    let mut rows = vec![
         ("raw pread O_DIRECT, 4 KiB", &t_raw, raw50),
         ("raw pread O_DIRECT, 2 blocks (8 KiB)", &t_raw2, raw2_50),
         ("Store::read (async), 4 KiB-aligned offset", &t_bc, raw50),
@@ -354,7 +378,16 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
             &t_bc_unaligned,
             raw2_50,
         ),
-    ] {
+    ];
+    if !t_local.is_empty() {
+        rows.push(("tokio-uring read_at O_DIRECT, 4 KiB", &t_uring_raw, raw50));
+        rows.push((
+            "tokio-uring LocalStore::read, 4 KiB-aligned offset",
+            &t_local,
+            raw50,
+        ));
+    }
+    for (name, v, same) in rows {
         println!(
             "| {name} | {:.1} | {:.1} | {:.2} | {:.2} |",
             us(pct(v, 0.5)),
@@ -364,6 +397,94 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
         );
     }
     store.close().await.unwrap();
+}
+
+/// `LocalStore::read` on its own thread inside `tokio_uring::start` (the
+/// runtime the handle is for), driven round by round from the read phase
+/// so that its rounds interleave with the others.
+#[cfg(target_os = "linux")]
+mod local_reader {
+    use std::path::Path;
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    use blobcask::io::AlignedBuf;
+    use blobcask::Store;
+
+    /// Latencies of a round: `LocalStore::read`, tokio-uring's `read_at`.
+    type Times = (Vec<Duration>, Vec<Duration>);
+
+    /// One round: (key, offset) of each 4 KiB store read, the file offset
+    /// of each raw one, and where the latencies go.
+    type Round = (
+        Vec<(String, u64)>,
+        Vec<u64>,
+        tokio::sync::oneshot::Sender<Times>,
+    );
+
+    pub struct LocalReader {
+        tx: Option<mpsc::Sender<Round>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl LocalReader {
+        pub fn start(store: Store, path: &Path) -> LocalReader {
+            let raw = super::open_direct(path);
+            let (tx, rx) = mpsc::channel::<Round>();
+            let thread = std::thread::Builder::new()
+                .name("bench-tokio-uring".into())
+                .spawn(move || {
+                    tokio_uring::start(async move {
+                        let local = store.local().expect("LocalStore");
+                        let raw = tokio_uring::fs::File::from_std(raw);
+                        let mut buf = AlignedBuf::zeroed(4096);
+                        // Blocks the runtime between rounds, when it has
+                        // nothing else to run.
+                        while let Ok((reads, raw_offsets, reply)) = rx.recv() {
+                            let mut times = Vec::with_capacity(reads.len());
+                            for (key, off) in reads {
+                                let t = Instant::now();
+                                let got = local.read(&key, off, 4096).await.unwrap();
+                                times.push(t.elapsed());
+                                assert_eq!(got.len(), 4096);
+                            }
+                            let mut raw_times = Vec::with_capacity(raw_offsets.len());
+                            for off in raw_offsets {
+                                let t = Instant::now();
+                                let (r, b) = raw.read_at(buf, off).await;
+                                raw_times.push(t.elapsed());
+                                assert_eq!(r.unwrap(), 4096);
+                                buf = b;
+                            }
+                            let _ = reply.send((times, raw_times));
+                        }
+                    })
+                })
+                .expect("spawn the tokio-uring thread");
+            LocalReader {
+                tx: Some(tx),
+                thread: Some(thread),
+            }
+        }
+
+        /// Runs one round of reads on the tokio-uring thread.
+        pub async fn round(&self, reads: Vec<(String, u64)>, raw: Vec<u64>) -> Times {
+            let (reply, rx) = tokio::sync::oneshot::channel();
+            if let Some(tx) = &self.tx {
+                tx.send((reads, raw, reply)).expect("tokio-uring thread");
+            }
+            rx.await.expect("tokio-uring round")
+        }
+    }
+
+    impl Drop for LocalReader {
+        fn drop(&mut self) {
+            drop(self.tx.take());
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
 }
 
 async fn upload_phase(cfg: &Config, engine: IoEngineKind) {

@@ -41,6 +41,8 @@ pub use options::{
     Durability, Options, DEFAULT_CAPACITY, DEFAULT_INLINE_THRESHOLD, DEFAULT_MAX_PIECE_SIZE,
     MAX_INLINE_THRESHOLD, MIN_CAPACITY,
 };
+#[cfg(target_os = "linux")]
+pub use store::LocalStore;
 pub use store::{
     BulkOptions, Keys, ListEntry, LoadReport, ObjectInfo, ScrubReport, Stats, Store, Upload,
     PART_ALIGN,

@@ -13,10 +13,9 @@ use std::sync::Arc;
 use blobcask::blocking::Store;
 use blobcask::format::BLOCK_SIZE;
 use blobcask::io::fault::{CrashMode, MemDevice};
-use blobcask::meta::block::{choose_slot, decode_slot, SlotContent, SlotIdentity};
 use blobcask::meta::tuple::{self, TupleValue};
 use blobcask::{ErrorKind, Options};
-use common::{pattern, superblock};
+use common::{device_offset, pattern, tuple_of};
 
 /// How an object was written.
 #[derive(Debug, Clone, Copy)]
@@ -62,52 +61,6 @@ fn write(s: &Store, path: WritePath, key: &str, v: &[u8]) {
             s.bulk_load([(key.to_string(), v.to_vec())]).unwrap();
         }
     }
-}
-
-/// The live tuple of `key` in a cleanly closed image.
-fn tuple_of(image: &[u8], key: &str) -> tuple::Tuple {
-    let sb = superblock(image);
-    let mut best: Option<tuple::Tuple> = None;
-    let mut no = 0u32;
-    for e in &sb.meta_extents {
-        let start = e.start as usize * BLOCK_SIZE;
-        for pair in image[start..start + (BLOCK_SIZE << e.order)].chunks_exact(2 * BLOCK_SIZE) {
-            let id = SlotIdentity {
-                store_id: sb.store_id,
-                block_no: no,
-            };
-            no += 1;
-            let slots = [
-                decode_slot(id, &pair[..BLOCK_SIZE]),
-                decode_slot(id, &pair[BLOCK_SIZE..]),
-            ];
-            if let Ok(Some(w)) = choose_slot(&slots) {
-                if let SlotContent::Valid { tuples, .. } = &slots[w] {
-                    for t in tuples.iter().filter(|t| &*t.key == key.as_bytes()) {
-                        if best.as_ref().is_none_or(|b| b.version < t.version) {
-                            best = Some(t.clone());
-                        }
-                    }
-                }
-            }
-        }
-    }
-    best.unwrap()
-}
-
-/// Device byte holding object byte `pos` of `t`.
-fn device_offset(t: &tuple::Tuple, pos: u64) -> usize {
-    let TupleValue::Heap { pieces, .. } = &t.value else {
-        panic!("not a heap object")
-    };
-    let mut at = 0;
-    for p in pieces {
-        if pos < at + p.len_bytes() {
-            return (p.offset() + pos - at) as usize;
-        }
-        at += p.len_bytes();
-    }
-    panic!("{pos} past the pieces")
 }
 
 fn expect_corrupt(r: blobcask::Result<bytes::Bytes>, key: &str, what: &str) {

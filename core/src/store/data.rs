@@ -15,6 +15,7 @@
 //! what direct I/O does anyway, so checking costs no extra device read; a
 //! trailer table is read once (concurrently with the data) and cached.
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -24,7 +25,7 @@ use futures::StreamExt;
 use super::{Extent, Shared};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::BLOCK_SIZE;
-use crate::io::{round_up, AlignedBuf, IoEngine};
+use crate::io::{round_up, AlignedBuf, BufResult, IoEngine};
 use crate::meta::block::BLOCK_PAYLOAD;
 use crate::meta::tuple::{self, Checksums, Piece, TupleValue, MAX_TUPLE_SUMS};
 
@@ -407,31 +408,66 @@ struct ReadSpan {
     buf: AlignedBuf,
 }
 
-async fn read_span(engine: &dyn IoEngine, s: Span) -> Result<ReadSpan> {
+/// How a read path issues one device read: the only thing the store's
+/// engine and a runtime's own ring (`store::local`) do differently when
+/// reading objects. Everything else — planning the requests from the
+/// pieces, checking every block against its checksum, the trailer table,
+/// assembling the result — is the code below, shared by every read path.
+///
+/// Contract (as [`IoEngine::read_at`]): `offset` is block-aligned, the
+/// buffer is block-aligned with a block-multiple capacity, and `Ok` means
+/// the buffer's whole capacity was filled from `offset` (its length set to
+/// its capacity). The buffer comes back either way.
+///
+/// A generic rather than `dyn`: the engine's futures are `Send` and a
+/// runtime-local ring's are not, and each read path keeps its own.
+pub(crate) trait BlockReader {
+    /// Fills `buf`'s whole capacity from device byte `offset`.
+    fn read_blocks(&self, buf: AlignedBuf, offset: u64) -> impl Future<Output = BufResult<()>>;
+}
+
+// For every lifetime of the trait object, so that the `Send` check of a
+// future holding `&dyn IoEngine` (a higher-ranked one) finds the impl.
+impl<'a> BlockReader for dyn IoEngine + 'a {
+    fn read_blocks(&self, buf: AlignedBuf, offset: u64) -> impl Future<Output = BufResult<()>> {
+        self.read_at(buf, offset)
+    }
+}
+
+/// Where a span's read starts on the device and the buffer it needs: the
+/// span widened to whole blocks, `skip` bytes before its first byte.
+fn span_buffer(s: Span) -> (u64, usize, AlignedBuf) {
     let dev_start = s.dev & !(BLOCK_SIZE as u64 - 1);
     let skip = (s.dev - dev_start) as usize;
     let buf = AlignedBuf::zeroed(round_up(skip + s.len as usize, BLOCK_SIZE));
-    let (r, buf) = engine.read_at(buf, dev_start).await;
-    r.map_err(|e| Error::io(format!("reading object data at device byte {dev_start}"), e))?;
+    (dev_start, skip, buf)
+}
+
+fn read_failed(dev_start: u64, e: std::io::Error) -> Error {
+    Error::io(format!("reading object data at device byte {dev_start}"), e)
+}
+
+async fn read_span<R: BlockReader + ?Sized>(dev: &R, s: Span) -> Result<ReadSpan> {
+    let (dev_start, skip, buf) = span_buffer(s);
+    let (r, buf) = dev.read_blocks(buf, dev_start).await;
+    r.map_err(|e| read_failed(dev_start, e))?;
     Ok(ReadSpan { span: s, skip, buf })
 }
 
 fn read_span_blocking(engine: &dyn IoEngine, s: Span) -> Result<ReadSpan> {
-    let dev_start = s.dev & !(BLOCK_SIZE as u64 - 1);
-    let skip = (s.dev - dev_start) as usize;
-    let buf = AlignedBuf::zeroed(round_up(skip + s.len as usize, BLOCK_SIZE));
+    let (dev_start, skip, buf) = span_buffer(s);
     let (r, buf) = engine.read_at_blocking(buf, dev_start);
-    r.map_err(|e| Error::io(format!("reading object data at device byte {dev_start}"), e))?;
+    r.map_err(|e| read_failed(dev_start, e))?;
     Ok(ReadSpan { span: s, skip, buf })
 }
 
-async fn read_spans(engine: &dyn IoEngine, parts: Vec<Span>) -> Result<Vec<ReadSpan>> {
+async fn read_spans<R: BlockReader + ?Sized>(dev: &R, parts: Vec<Span>) -> Result<Vec<ReadSpan>> {
     if let [one] = parts[..] {
         // The common case (any range inside one request): no stream.
-        return Ok(vec![read_span(engine, one).await?]);
+        return Ok(vec![read_span(dev, one).await?]);
     }
     let mut out: Vec<ReadSpan> = futures::stream::iter(parts)
-        .map(|s| read_span(engine, s))
+        .map(|s| read_span(dev, s))
         .buffer_unordered(IO_DEPTH)
         .collect::<Vec<Result<ReadSpan>>>()
         .await
@@ -475,8 +511,8 @@ fn damaged(obj_offset: u64, dev: u64) -> Error {
 }
 
 /// Reads, checks and caches the trailer table of a large object.
-async fn load_table(
-    engine: &dyn IoEngine,
+async fn load_table<R: BlockReader + ?Sized>(
+    dev: &R,
     tables: Option<&TableCache>,
     obj: &ObjectRef<'_>,
     crc: u32,
@@ -486,7 +522,7 @@ async fn load_table(
     }
     let at = tuple::table_offset(obj.size);
     let len = tuple::table_len(obj.size);
-    let reads = read_spans(engine, spans(obj.pieces, at, len)).await?;
+    let reads = read_spans(dev, spans(obj.pieces, at, len)).await?;
     let mut bytes = Vec::with_capacity(len as usize);
     for r in &reads {
         bytes.extend_from_slice(&r.buf.as_slice()[r.skip..r.skip + r.span.len as usize]);
@@ -508,9 +544,12 @@ async fn load_table(
 }
 
 /// Reads `len` bytes at object offset `offset` (already clipped), checking
-/// every block it returns.
-pub(crate) async fn read_range(
-    engine: &dyn IoEngine,
+/// every block it returns. Every async read path comes here, whatever
+/// issues its device reads (`dev`: the store's engine, or a runtime's own
+/// ring for `LocalStore`), so each gets the same planning and the same
+/// checks (invariant 5).
+pub(crate) async fn read_range<R: BlockReader + ?Sized>(
+    dev: &R,
     tables: Option<&TableCache>,
     obj: &ObjectRef<'_>,
     offset: u64,
@@ -521,19 +560,16 @@ pub(crate) async fn read_range(
     }
     let parts = spans(obj.pieces, offset, len);
     let (table, reads) = match obj.sums {
-        Checksums::Blocks(t) => (Some(t.clone()), read_spans(engine, parts).await?),
+        Checksums::Blocks(t) => (Some(t.clone()), read_spans(dev, parts).await?),
         Checksums::Table(crc) => {
             // The table (cached after its first read) and the data are
             // read concurrently: one device round trip either way.
-            let (t, r) = futures::join!(
-                load_table(engine, tables, obj, *crc),
-                read_spans(engine, parts)
-            );
+            let (t, r) = futures::join!(load_table(dev, tables, obj, *crc), read_spans(dev, parts));
             (Some(t?), r?)
         }
-        Checksums::Whole(crc) => return read_whole_checked(engine, obj, *crc, offset, len).await,
+        Checksums::Whole(crc) => return read_whole_checked(dev, obj, *crc, offset, len).await,
         // Written by format 1 without any checksum: nothing to check.
-        Checksums::None => (None, read_spans(engine, parts).await?),
+        Checksums::None => (None, read_spans(dev, parts).await?),
     };
     if let Some(t) = &table {
         for r in &reads {
@@ -563,14 +599,14 @@ fn assemble(mut reads: Vec<ReadSpan>, offset: u64, len: u64) -> Bytes {
 
 /// Format-1 objects with one checksum over the whole object (at most
 /// 1 MiB): read whole, checked, then cut.
-async fn read_whole_checked(
-    engine: &dyn IoEngine,
+async fn read_whole_checked<R: BlockReader + ?Sized>(
+    dev: &R,
     obj: &ObjectRef<'_>,
     crc: u32,
     offset: u64,
     len: u64,
 ) -> Result<Bytes> {
-    let reads = read_spans(engine, spans(obj.pieces, 0, obj.size)).await?;
+    let reads = read_spans(dev, spans(obj.pieces, 0, obj.size)).await?;
     let whole = assemble(reads, 0, obj.size);
     if crc32c::crc32c(&whole) != crc {
         return Err(Error::new(

@@ -18,6 +18,8 @@ mod bulk;
 mod commit;
 mod data;
 mod list;
+#[cfg(target_os = "linux")]
+mod local;
 #[cfg(all(test, blobcask_loom))]
 mod loom_models;
 mod open;
@@ -44,6 +46,8 @@ use crate::options::Options;
 
 pub use bulk::{BulkOptions, LoadReport};
 pub use list::{Keys, ListEntry};
+#[cfg(target_os = "linux")]
+pub use local::LocalStore;
 pub use scrub::ScrubReport;
 pub use upload::{Upload, PART_ALIGN};
 
@@ -326,6 +330,11 @@ pub(crate) struct Geometry {
 /// What the store handles and the commit path share.
 pub(crate) struct Shared {
     pub engine: Arc<dyn IoEngine>,
+    /// A duplicate of the engine's descriptor when the store was opened by
+    /// path (`None` on a caller-supplied engine): what `Store::local`
+    /// reads through on another ring.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub io_file: Option<std::fs::File>,
     pub geometry: Geometry,
     pub options: Options,
     pub state: RwLock<State>,
@@ -718,6 +727,30 @@ impl Store {
     /// The size of `key`'s object, from memory (`None` when absent).
     pub(crate) fn size_of(&self, key: &[u8]) -> Option<u64> {
         self.shared().state.read().lookup(key).map(|e| e.size)
+    }
+
+    /// A handle for tasks of the tokio-uring runtime running on this
+    /// thread (call it inside `tokio_uring::start`): its reads go out on
+    /// that runtime's own io_uring, with the same checks as
+    /// [`read`](Self::read); writes take the ordinary commit path. See
+    /// [`LocalStore`] for which call uses which ring. Linux only.
+    ///
+    /// `Unsupported` outside a tokio-uring runtime and for stores opened
+    /// on a caller-supplied engine ([`open_with_engine`](Self::open_with_engine):
+    /// no descriptor to read through); `Closed` once closed.
+    #[cfg(target_os = "linux")]
+    pub fn local(&self) -> Result<LocalStore> {
+        self.check_open()?;
+        let Some(file) = &self.shared().io_file else {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "a LocalStore needs a store opened by path (this one runs on a caller-supplied engine)",
+            ));
+        };
+        let dup = file
+            .try_clone()
+            .map_err(|e| Error::io("duplicating the store descriptor", e))?;
+        LocalStore::new(self.clone(), dup)
     }
 
     /// Size, version and commit time of `key`.

@@ -28,6 +28,16 @@ use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{Piece, Tuple, TupleValue};
 use crate::options::{Options, MIN_CAPACITY};
 
+/// The descriptors a store opened by path keeps beside its engine.
+pub(crate) struct PathFiles {
+    /// The open file description holding the `flock`.
+    pub lock: std::fs::File,
+    /// A duplicate of the descriptor the engine does its I/O on (the same
+    /// open file description, so the same `O_DIRECT` and access mode), for
+    /// rings other than the engine's: `Store::local`.
+    pub io: std::fs::File,
+}
+
 /// What open does with a device whose first blocks hold no superblock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum IfBlank {
@@ -218,8 +228,12 @@ pub(crate) async fn open_path(path: &Path, options: Options) -> Result<Store> {
         }
         let file = io::open_file(path, false, !options.read_only, options.direct_io)
             .map_err(|e| Error::io("opening the store file for I/O", e))?;
+        let io = file
+            .file
+            .try_clone()
+            .map_err(|e| Error::io("duplicating the store descriptor", e))?;
         let engine = make_engine(file, options.io_engine)?;
-        open_engine(engine, Some(lock), options, if_blank).await
+        open_engine(engine, Some(PathFiles { lock, io }), options, if_blank).await
     }
     .await;
     match (opened, undo) {
@@ -293,7 +307,7 @@ async fn read_blocks(engine: &dyn IoEngine, first: u64, count: usize) -> Result<
 /// superblock is `if_blank`'s to say.
 pub(crate) async fn open_engine(
     engine: Arc<dyn IoEngine>,
-    lock: Option<std::fs::File>,
+    files: Option<PathFiles>,
     options: Options,
     if_blank: IfBlank,
 ) -> Result<Store> {
@@ -325,7 +339,7 @@ pub(crate) async fn open_engine(
             republish: false,
             repaired: Vec::new(),
         };
-        return recover(engine, lock, options, head, size).await;
+        return recover(engine, files, options, head, size).await;
     }
     let head = match choose_superblock(head.as_slice())? {
         Some(h) => h,
@@ -346,7 +360,7 @@ pub(crate) async fn open_engine(
             }
         }
     };
-    recover(engine, lock, options, head, size).await
+    recover(engine, files, options, head, size).await
 }
 
 fn not_a_store(options: &Options) -> Error {
@@ -413,7 +427,7 @@ fn corrupt(msg: String) -> Error {
 
 async fn recover(
     engine: Arc<dyn IoEngine>,
-    lock: Option<std::fs::File>,
+    files: Option<PathFiles>,
     options: Options,
     head: Head,
     size: u64,
@@ -514,8 +528,13 @@ async fn recover(
     }
 
     let read_only = options.read_only;
+    let (lock, io_file) = match files {
+        Some(PathFiles { lock, io }) => (Some(lock), Some(io)),
+        None => (None, None),
+    };
     let shared = Arc::new(Shared {
         engine,
+        io_file,
         geometry: Geometry {
             store_id: sb.store_id,
             capacity: sb.capacity,

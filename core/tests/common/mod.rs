@@ -3,6 +3,9 @@
 
 use std::path::PathBuf;
 
+use blobcask::format::BLOCK_SIZE;
+use blobcask::meta::block::{choose_slot, decode_slot, SlotContent, SlotIdentity};
+use blobcask::meta::tuple::{Tuple, TupleValue};
 use blobcask::{IndexKind, IoEngineKind, Options, Store};
 
 /// One configuration a behaviour runs against.
@@ -79,7 +82,7 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
 
 /// The newest valid superblock copy of a store image.
 pub fn superblock(image: &[u8]) -> blobcask::format::Superblock {
-    use blobcask::format::{Superblock, BLOCK_SIZE};
+    use blobcask::format::Superblock;
     [0, BLOCK_SIZE]
         .iter()
         .filter_map(|&at| {
@@ -89,4 +92,50 @@ pub fn superblock(image: &[u8]) -> blobcask::format::Superblock {
         })
         .max_by_key(|s| s.seq)
         .expect("no valid superblock copy")
+}
+
+/// The live tuple of `key` in a cleanly closed image.
+pub fn tuple_of(image: &[u8], key: &str) -> Tuple {
+    let sb = superblock(image);
+    let mut best: Option<Tuple> = None;
+    let mut no = 0u32;
+    for e in &sb.meta_extents {
+        let start = e.start as usize * BLOCK_SIZE;
+        for pair in image[start..start + (BLOCK_SIZE << e.order)].chunks_exact(2 * BLOCK_SIZE) {
+            let id = SlotIdentity {
+                store_id: sb.store_id,
+                block_no: no,
+            };
+            no += 1;
+            let slots = [
+                decode_slot(id, &pair[..BLOCK_SIZE]),
+                decode_slot(id, &pair[BLOCK_SIZE..]),
+            ];
+            if let Ok(Some(w)) = choose_slot(&slots) {
+                if let SlotContent::Valid { tuples, .. } = &slots[w] {
+                    for t in tuples.iter().filter(|t| &*t.key == key.as_bytes()) {
+                        if best.as_ref().is_none_or(|b| b.version < t.version) {
+                            best = Some(t.clone());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    best.unwrap()
+}
+
+/// Device byte holding object byte `pos` of `t`.
+pub fn device_offset(t: &Tuple, pos: u64) -> usize {
+    let TupleValue::Heap { pieces, .. } = &t.value else {
+        panic!("not a heap object")
+    };
+    let mut at = 0;
+    for p in pieces {
+        if pos < at + p.len_bytes() {
+            return (p.offset() + pos - at) as usize;
+        }
+        at += p.len_bytes();
+    }
+    panic!("{pos} past the pieces")
 }
