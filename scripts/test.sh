@@ -27,8 +27,8 @@ echo "micro benches passed: $(grep -c '^Success' <<<"$micro")"
 step "comparison engines compile (SQLite, fjall features; RocksDB stays out: ~50 min build)"
 cargo clippy --locked -q -p blobcask-bench --all-targets --features sqlite,fjall -- -D warnings
 
-step "loom models of the reclaim, group-commit and io_uring completion (D2, D3) protocols (and their broken variants)"
-# The filter `loom_model` matches both `store::loom_models` and `io::uring::loom_model`.
+step "loom models of the reclaim, group-commit, io_uring completion (D2, D3) and event-loop wake-up (L1) protocols (and their broken variants)"
+# The filter `loom_model` matches `store::loom_models`, `io::uring::loom_model` and `event_loop::loom_model`.
 RUSTFLAGS="--cfg blobcask_loom" CARGO_TARGET_DIR=target/loom cargo test --locked -p blobcask --release --lib loom_model -- --nocapture 2>&1 | grep -E "loom explored|test result"
 
 step "stochastic stresser (seeded; STRESS_SECONDS to run longer)"

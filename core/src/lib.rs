@@ -26,6 +26,8 @@ pub mod event_loop;
 pub mod format;
 pub mod index;
 pub mod io;
+#[cfg(all(test, blobcask_loom))]
+mod loom_check;
 pub mod meta;
 mod options;
 mod store;

@@ -15,30 +15,12 @@ use loom::thread;
 
 use super::Extent;
 use crate::alloc::BuddyAllocator;
+use crate::loom_check::model;
 use crate::sync::{Arc, Mutex};
 
 /// Invariant 2, with the real `Extent` and allocator: a reader that found
 /// an object reads its bytes, never those of an object that reused its
 /// space after a delete. The device block holds an owner tag.
-/// Explores interleavings with up to this many preemptions (loom's
-/// recommended bound: bugs rarely need more, and the search stays in
-/// seconds).
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
-    let runs = std::sync::Arc::new(AtomicUsize::new(0));
-    let counted = runs.clone();
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(move || {
-        counted.fetch_add(1, StdOrdering::Relaxed);
-        f();
-    });
-    eprintln!(
-        "loom explored {} interleavings",
-        runs.load(StdOrdering::Relaxed)
-    );
-}
-
 fn reclaim(broken: bool) {
     model(move || {
         let alloc = Arc::new(Mutex::new(BuddyAllocator::new(0, 1, 0)));

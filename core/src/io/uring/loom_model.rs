@@ -29,32 +29,7 @@ use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 
-/// Explores interleavings with up to this many preemptions (loom's
-/// recommended bound: bugs rarely need more, and the search stays in
-/// seconds). The count is printed also when loom finds a failure.
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
-    struct Report(std::sync::Arc<AtomicUsize>);
-    impl Drop for Report {
-        fn drop(&mut self) {
-            let n = self.0.load(StdOrdering::Relaxed);
-            if std::thread::panicking() {
-                eprintln!("loom explored {n} interleavings (the last one failed)");
-            } else {
-                eprintln!("loom explored {n} interleavings");
-            }
-        }
-    }
-    let runs = std::sync::Arc::new(AtomicUsize::new(0));
-    let report = Report(runs.clone());
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(move || {
-        runs.fetch_add(1, StdOrdering::Relaxed);
-        f();
-    });
-    drop(report);
-}
+use crate::loom_check::model;
 
 // ---------------------------------------------------------------------------
 // D2: whoever consumes an eventfd signal reaps afterwards, and every reap

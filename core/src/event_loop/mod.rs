@@ -24,7 +24,8 @@
 //! for three 48 MiB gets on the loop), while the hop costs tens of
 //! microseconds, nothing at that size.
 //!
-//! Invariants (L1–L3; `core/tests/event_loop.rs` guards them):
+//! Invariants (L1–L3; `core/tests/event_loop.rs` guards them, and the loom
+//! model in `loom_model` L1 with a broken variant):
 //! * L1. A woken task is polled by a later `run`: the waker queues it and
 //!   raises the wake descriptor unless it was raised after the latest `run`
 //!   began, and `run` lowers the flag before it takes the queue.
@@ -35,6 +36,9 @@
 //!   the host must watch every descriptor of `fds` for as long as tasks are
 //!   pending.
 #![allow(unsafe_code)]
+
+#[cfg(all(test, blobcask_loom))]
+mod loom_model;
 
 use std::collections::HashMap;
 use std::future::Future;
