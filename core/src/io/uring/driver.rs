@@ -26,9 +26,13 @@
 //! * D2. Whoever consumes an eventfd signal reaps afterwards, and every reap
 //!   hands every completion to its slot: no completion waits for a signal
 //!   that was already consumed.
-//! * D3. While any operation waits through the tokio reactor, one of them
-//!   (the *registrant*) holds the reactor registration; when it finishes or
-//!   is dropped it wakes another reactor waiter to take over.
+//! * D3. While any operation waits through a tokio runtime's reactor, one
+//!   of that runtime's waiters (its *registrant*) holds the runtime's
+//!   registration; when it finishes or is dropped it wakes another waiter
+//!   of the same runtime to take over. Each runtime that polls an operation
+//!   registers the eventfd with its own reactor (thread-per-core setups
+//!   run one runtime per thread), so none of them needs the fallback
+//!   thread.
 //! * D4. The ring outlives every operation in the kernel: operations hold
 //!   the driver, and dropping the driver waits for abandoned ones.
 #![allow(unsafe_code)]
@@ -46,6 +50,9 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::io::AlignedBuf;
 
+/// Runtimes whose reactor registrations a driver remembers at most.
+const MAX_REACTORS: usize = 64;
+
 /// Entries in the submission queue.
 const ENTRIES: u32 = 256;
 /// Completion queue size: room for many more operations in flight than
@@ -57,8 +64,8 @@ const CQ_ENTRIES: u32 = 4096;
 enum Mode {
     /// Not waiting yet (or a blocking caller in `io_uring_enter`).
     Unset,
-    /// The tokio reactor of the registered runtime.
-    Reactor,
+    /// The reactor of the tokio runtime with this id.
+    Reactor(tokio::runtime::Id),
     /// The fallback completion thread.
     Fallback,
     /// A foreign event loop that watches the eventfd and reaps when it is
@@ -94,8 +101,8 @@ struct Slots {
     free: Vec<usize>,
     /// Slots not `Free`.
     busy: usize,
-    /// The reactor waiter holding the registration (D3).
-    registrant: Option<usize>,
+    /// Per runtime, the reactor waiter holding its registration (D3).
+    registrants: Vec<(tokio::runtime::Id, usize)>,
     /// Operations waiting through the fallback thread.
     fallback_waiters: usize,
 }
@@ -142,23 +149,41 @@ impl Slots {
         }
     }
 
-    /// A reactor waiter other than `except`, to take over the registration:
-    /// its slot and waker.
-    fn other_reactor_waiter(&self, except: usize) -> Option<(usize, Waker)> {
+    /// A waiter of runtime `rt`'s reactor other than `except`, to take
+    /// over the registration: its slot and waker.
+    fn other_reactor_waiter(
+        &self,
+        rt: tokio::runtime::Id,
+        except: usize,
+    ) -> Option<(usize, Waker)> {
         self.slots.iter().enumerate().find_map(|(i, s)| match s {
             Slot::InFlight {
                 waker: Some(w),
-                mode: Mode::Reactor,
+                mode: Mode::Reactor(r),
                 ..
-            } if i != except => Some((i, w.clone())),
+            } if *r == rt && i != except => Some((i, w.clone())),
             _ => None,
         })
     }
+
+    /// The runtime whose registration `id` holds, if any.
+    fn registered_runtime(&self, id: usize) -> Option<tokio::runtime::Id> {
+        self.registrants
+            .iter()
+            .find(|(_, r)| *r == id)
+            .map(|(rt, _)| *rt)
+    }
+
+    /// Names `id` (or nobody) the registrant of runtime `rt`.
+    fn set_registrant(&mut self, rt: tokio::runtime::Id, id: Option<usize>) {
+        self.registrants.retain(|(r, _)| *r != rt);
+        if let Some(id) = id {
+            self.registrants.push((rt, id));
+        }
+    }
 }
 
-/// The tokio reactor registration of the ring's eventfd: one runtime at a
-/// time (the first that polls); operations polled from any other context
-/// use the fallback thread.
+/// A tokio runtime's reactor registration of the ring's eventfd.
 struct Reactor {
     runtime: tokio::runtime::Id,
     /// `None` when that runtime has no I/O driver.
@@ -184,7 +209,8 @@ pub(crate) struct Driver {
     unsubmitted: AtomicUsize,
     slots: Mutex<Slots>,
     eventfd: Arc<OwnedFd>,
-    reactor: Mutex<Option<Reactor>>,
+    /// One per runtime that polled an operation (D3).
+    reactors: Mutex<Vec<Reactor>>,
     fallback: Arc<FallbackCtl>,
     this: Weak<Driver>,
 }
@@ -220,7 +246,7 @@ impl Driver {
             unsubmitted: AtomicUsize::new(0),
             slots: Mutex::new(Slots::default()),
             eventfd,
-            reactor: Mutex::new(None),
+            reactors: Mutex::new(Vec::new()),
             fallback: Arc::new(FallbackCtl {
                 running: Mutex::new(false),
                 wanted: Condvar::new(),
@@ -480,18 +506,21 @@ impl Driver {
         debug_assert_eq!(stale, 0, "io_uring completions for no waiting operation");
     }
 
-    /// The reactor registration for the current tokio runtime, creating it
-    /// for the first runtime that asks; `None` outside tokio, in a runtime
-    /// without I/O, or in a second runtime.
-    fn reactor(&self) -> Option<Arc<tokio::io::unix::AsyncFd<Arc<OwnedFd>>>> {
+    /// The current tokio runtime and its reactor registration, created
+    /// for each runtime the first time one of its tasks polls; `None`
+    /// outside tokio or in a runtime without I/O.
+    #[allow(clippy::type_complexity)]
+    fn reactor(
+        &self,
+    ) -> Option<(
+        tokio::runtime::Id,
+        Arc<tokio::io::unix::AsyncFd<Arc<OwnedFd>>>,
+    )> {
         let handle = tokio::runtime::Handle::try_current().ok()?;
-        let mut r = self.reactor.lock();
-        match &*r {
-            Some(reg) if reg.runtime == handle.id() => return reg.fd.clone(),
-            // Another runtime holds the registration.
-            Some(reg) if reg.fd.is_some() => return None,
-            // Nobody, or a runtime that shut down.
-            _ => {}
+        let rt = handle.id();
+        let mut reactors = self.reactors.lock();
+        if let Some(reg) = reactors.iter().find(|r| r.runtime == rt) {
+            return reg.fd.clone().map(|fd| (rt, fd));
         }
         let eventfd = self.eventfd.clone();
         // tokio panics (rather than failing) when the runtime was built
@@ -509,19 +538,24 @@ impl Driver {
             .ok()
         });
         let fd = registered.ok().flatten().map(Arc::new);
-        *r = Some(Reactor {
-            runtime: handle.id(),
+        // Runtimes come and go (a test per runtime, short-lived runtimes in
+        // applications): forget the oldest beyond a bound. One forgotten
+        // while it still runs registers again at its next poll.
+        if reactors.len() >= MAX_REACTORS {
+            reactors.remove(0);
+        }
+        reactors.push(Reactor {
+            runtime: rt,
             fd: fd.clone(),
         });
-        fd
+        fd.map(|fd| (rt, fd))
     }
 
-    /// Forgets the registration of a runtime that is shutting down: that
-    /// runtime is served by the fallback thread from now on (registering
-    /// again could fail the same way, over and over), and another runtime
-    /// may register.
-    fn drop_reactor(&self) {
-        if let Some(r) = self.reactor.lock().as_mut() {
+    /// Forgets the registration of runtime `rt`, which is shutting down:
+    /// its operations are served by the fallback thread from now on
+    /// (registering again could fail the same way, over and over).
+    fn drop_reactor(&self, rt: tokio::runtime::Id) {
+        if let Some(r) = self.reactors.lock().iter_mut().find(|r| r.runtime == rt) {
             r.fd = None;
         }
     }
@@ -684,17 +718,15 @@ impl Op {
     /// registration (D3) and the fallback count. Returns a waker to wake
     /// (the new registrant) once the lock is released.
     fn leave(&self, slots: &mut Slots, id: usize) -> Option<Waker> {
-        if slots.registrant != Some(id) {
-            return None;
-        }
+        let rt = slots.registered_runtime(id)?;
         // The woken waiter is the registrant from now on, even before it
         // polls again: if its own completion is reaped first and it leaves
         // without registering, it hands on in turn (D3).
-        let (next, waker) = match slots.other_reactor_waiter(id) {
+        let (next, waker) = match slots.other_reactor_waiter(rt, id) {
             Some((next, w)) => (Some(next), Some(w)),
             None => (None, None),
         };
-        slots.registrant = next;
+        slots.set_registrant(rt, next);
         waker
     }
 
@@ -762,18 +794,28 @@ impl Future for Op {
                 return Poll::Pending;
             }
             match driver.reactor() {
-                Some(fd) => {
-                    self.set_mode(Mode::Reactor);
+                Some((rt, fd)) => {
+                    self.set_mode(Mode::Reactor(rt));
                     // tokio keeps the waker of the latest poll only, so the
                     // poll and the record of who made it happen under one
                     // lock: `registrant` always names the task the reactor
                     // will wake (D3).
                     let mut slots = driver.slots.lock();
                     let polled = fd.poll_read_ready(cx);
+                    let mut handoff = None;
                     if polled.is_pending() {
-                        slots.registrant = self.id;
+                        // A waiter that registered for another runtime
+                        // before (a future moved between runtimes) hands
+                        // that one on first.
+                        if let Some(id) = self.id {
+                            if slots.registered_runtime(id) != Some(rt) {
+                                handoff = self.leave(&mut slots, id);
+                            }
+                        }
+                        slots.set_registrant(rt, self.id);
                     }
                     drop(slots);
+                    handoff.into_iter().for_each(Waker::wake);
                     match polled {
                         Poll::Ready(Ok(mut guard)) => {
                             guard.clear_ready();
@@ -783,7 +825,7 @@ impl Future for Op {
                         Poll::Ready(Err(_)) => {
                             // The runtime is shutting down: its operations
                             // go through the fallback thread from here on.
-                            driver.drop_reactor();
+                            driver.drop_reactor(rt);
                         }
                         Poll::Pending => {
                             // A completion that landed between the reap and
