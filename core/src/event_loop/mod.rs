@@ -28,7 +28,10 @@
 //! model in `loom_model` L1 with a broken variant):
 //! * L1. A woken task is polled by a later `run`: the waker queues it and
 //!   raises the wake descriptor unless it was raised after the latest `run`
-//!   began, and `run` lowers the flag before it takes the queue.
+//!   began, and `run` lowers the flag before it takes the queue. A wake on
+//!   the thread of a `run` in progress only queues: that run takes the
+//!   queue again until it is empty (or raises the descriptor when it stops
+//!   early).
 //! * L2. No lock of the executor is held while a task is polled or a
 //!   callback runs, so callbacks may spawn and cancel.
 //! * L3. Operations of the store's ring polled inside `spawn` or `run` wait
@@ -85,7 +88,12 @@ struct Ready {
 impl Ready {
     fn push(&self, id: TaskId) {
         self.queue.lock().push(id);
-        self.raise();
+        // A wake from inside this loop's own `run` (an operation reaped
+        // there) is taken by that run before it returns: no descriptor
+        // write, and no extra turn of the host loop to read it back.
+        if RUNNING.with(|r| r.get()) != self as *const Ready as usize {
+            self.raise();
+        }
     }
 
     fn raise(&self) {
@@ -109,6 +117,11 @@ impl Ready {
             unsafe { libc::read(self.fd.as_raw_fd(), (&raw mut v).cast(), 8) };
         }
     }
+}
+
+thread_local! {
+    /// The `Ready` whose `run` is polling tasks on this thread (0: none).
+    static RUNNING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 struct TaskWaker {
@@ -256,6 +269,15 @@ impl EventLoop {
     /// whenever a descriptor of [`fds`](Self::fds) is readable. A panic of a
     /// callback is resumed here, after its task was removed.
     pub fn run(&self) {
+        /// Restores the thread's mark, also when a callback panics.
+        struct Restore(usize);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                RUNNING.with(|r| r.set(self.0));
+            }
+        }
+        let me = Arc::as_ptr(&self.ready) as usize;
+        let _restore = Restore(RUNNING.with(|r| r.replace(me)));
         // L1: lower the flag before taking the queue, so a wake after the
         // take raises the descriptor again.
         self.ready.lower();
