@@ -176,6 +176,14 @@ mod tests {
     }
 
     #[test]
+    fn a_head_shorter_than_a_block_is_corrupt_not_a_panic() {
+        for len in [0, 100, BLOCK_SIZE - 1] {
+            let e = choose_superblock(&sb(1, 1).encode()[..len]).err().unwrap();
+            assert_eq!(e.kind(), ErrorKind::Corrupt);
+        }
+    }
+
+    #[test]
     fn blank_foreign_and_doubly_damaged_heads() {
         let zero = vec![0u8; BLOCK_SIZE];
         assert!(choose_superblock(&head(&zero, &zero)).unwrap().is_none());
