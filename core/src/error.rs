@@ -113,7 +113,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// shortened so a 1 KiB key does not flood a log line.
 pub(crate) fn show_key(key: &[u8]) -> String {
     const MAX: usize = 64;
-    let shown = &key[..key.len().min(MAX)];
+    let shown = key.get(..MAX).unwrap_or(key);
     let mut s = match std::str::from_utf8(shown) {
         Ok(t) if t.chars().all(|c| !c.is_control()) => format!("{t:?}"),
         _ => {

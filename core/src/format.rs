@@ -89,25 +89,27 @@ const SB_CRC: usize = BLOCK_SIZE - 4;
 impl Superblock {
     /// Encodes into one block.
     pub fn encode(&self) -> Vec<u8> {
-        let mut b = vec![0u8; BLOCK_SIZE];
-        b[..8].copy_from_slice(SUPER_MAGIC);
-        put_u32(&mut b, SB_VERSION, self.format_version);
-        put_u32(&mut b, SB_BLOCK_SIZE, self.block_size);
-        put_u64(&mut b, SB_CAPACITY, self.capacity);
-        b[SB_MAX_ORDER] = self.max_order;
-        put_u64(&mut b, SB_STORE_ID, self.store_id);
-        put_u64(&mut b, SB_SEQ, self.seq);
-        put_u64(&mut b, SB_CREATED, self.created_micros);
+        let mut b = Vec::with_capacity(BLOCK_SIZE);
+        let mut w = RecordWriter::new(&mut b);
+        w.bytes(SUPER_MAGIC);
+        w.at(SB_VERSION).u32(self.format_version);
+        w.at(SB_BLOCK_SIZE).u32(self.block_size);
+        w.at(SB_CAPACITY).u64(self.capacity);
+        w.at(SB_MAX_ORDER).u8(self.max_order);
+        w.at(SB_STORE_ID).u64(self.store_id);
+        w.at(SB_SEQ).u64(self.seq);
+        w.at(SB_CREATED).u64(self.created_micros);
         assert!(self.meta_extents.len() <= MAX_META_EXTENTS);
-        put_u16(&mut b, SB_EXTENT_COUNT, self.meta_extents.len() as u16);
-        put_u64(&mut b, SB_CLEAN_SEQ, self.clean_seq);
+        w.at(SB_EXTENT_COUNT).u16(self.meta_extents.len() as u16);
+        w.at(SB_CLEAN_SEQ).u64(self.clean_seq);
         for (i, e) in self.meta_extents.iter().enumerate() {
-            let at = SB_EXTENTS + i * SB_EXTENT_LEN;
-            put_u64(&mut b, at, e.start);
-            b[at + 8] = e.order;
+            w.at(SB_EXTENTS + i * SB_EXTENT_LEN)
+                .u64(e.start)
+                .u8(e.order);
         }
-        let crc = crc32c::crc32c(&b[..SB_CRC]);
-        put_u32(&mut b, SB_CRC, crc);
+        w.at(SB_CRC);
+        let crc = crc32c::crc32c(&b);
+        RecordWriter::new(&mut b).u32(crc);
         b
     }
 
@@ -115,19 +117,26 @@ impl Superblock {
     /// (never written); a slot with our magic but a bad checksum or an
     /// impossible field is `Corrupt`; a newer format is `Unsupported`.
     pub fn decode(b: &[u8]) -> Result<Option<Superblock>> {
-        if b.len() < BLOCK_SIZE {
-            return Err(Error::new(ErrorKind::Corrupt, "superblock truncated"));
-        }
-        if &b[..8] != SUPER_MAGIC {
+        let truncated = || Error::new(ErrorKind::Corrupt, "superblock truncated");
+        // Every field lies before the checksum, so a slot that holds the
+        // checksum holds them all; the reads below cannot fail after this.
+        let Some((body, crc)) = b.get(..BLOCK_SIZE).and_then(|b| b.split_at_checked(SB_CRC)) else {
+            return Err(truncated());
+        };
+        if !body.starts_with(SUPER_MAGIC) {
             return Ok(None);
         }
-        if get_u32(b, SB_CRC) != crc32c::crc32c(&b[..SB_CRC]) {
+        if get_u32(crc, 0) != Some(crc32c::crc32c(body)) {
             return Err(Error::new(
                 ErrorKind::Corrupt,
                 "superblock checksum mismatch",
             ));
         }
-        let format_version = get_u32(b, SB_VERSION);
+        let u8_at = |at: usize| body.get(at).copied().ok_or_else(truncated);
+        let u16_at = |at: usize| get_u16(body, at).ok_or_else(truncated);
+        let u32_at = |at: usize| get_u32(body, at).ok_or_else(truncated);
+        let u64_at = |at: usize| get_u64(body, at).ok_or_else(truncated);
+        let format_version = u32_at(SB_VERSION)?;
         if format_version > FORMAT_VERSION {
             return Err(Error::new(
                 ErrorKind::Unsupported,
@@ -142,21 +151,21 @@ impl Superblock {
                 format!("superblock format version {format_version} is not a version blobcask ever wrote"),
             ));
         }
-        let block_size = get_u32(b, SB_BLOCK_SIZE);
+        let block_size = u32_at(SB_BLOCK_SIZE)?;
         if block_size as usize != BLOCK_SIZE {
             return Err(Error::new(
                 ErrorKind::Unsupported,
                 format!("store block size {block_size} differs from {BLOCK_SIZE}"),
             ));
         }
-        let count = get_u16(b, SB_EXTENT_COUNT) as usize;
+        let count = u16_at(SB_EXTENT_COUNT)? as usize;
         if count > MAX_META_EXTENTS {
             return Err(Error::new(
                 ErrorKind::Corrupt,
                 "superblock lists too many metadata extents",
             ));
         }
-        let max_order = b[SB_MAX_ORDER];
+        let max_order = u8_at(SB_MAX_ORDER)?;
         if max_order > 40 {
             return Err(Error::new(
                 ErrorKind::Corrupt,
@@ -166,21 +175,21 @@ impl Superblock {
         let meta_extents = (0..count)
             .map(|i| {
                 let at = SB_EXTENTS + i * SB_EXTENT_LEN;
-                MetaExtent {
-                    start: get_u64(b, at),
-                    order: b[at + 8],
-                }
+                Ok(MetaExtent {
+                    start: u64_at(at)?,
+                    order: u8_at(at + 8)?,
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         Ok(Some(Superblock {
             format_version,
             block_size,
-            capacity: get_u64(b, SB_CAPACITY),
+            capacity: u64_at(SB_CAPACITY)?,
             max_order,
-            store_id: get_u64(b, SB_STORE_ID),
-            seq: get_u64(b, SB_SEQ),
-            created_micros: get_u64(b, SB_CREATED),
-            clean_seq: get_u64(b, SB_CLEAN_SEQ),
+            store_id: u64_at(SB_STORE_ID)?,
+            seq: u64_at(SB_SEQ)?,
+            created_micros: u64_at(SB_CREATED)?,
+            clean_seq: u64_at(SB_CLEAN_SEQ)?,
             meta_extents,
         }))
     }
@@ -191,27 +200,124 @@ impl Superblock {
     }
 }
 
-pub(crate) fn put_u16(b: &mut [u8], at: usize, v: u16) {
-    b[at..at + 2].copy_from_slice(&v.to_le_bytes());
+/// Builds a little-endian record field by field, appending to a `Vec`:
+/// each field is placed at its named offset (the gap before it zero-filled),
+/// so an encoder reads like the layout table in FORMAT.md and cannot write
+/// out of bounds. Offsets are relative to where the record starts.
+pub(crate) struct RecordWriter<'a> {
+    out: &'a mut Vec<u8>,
+    start: usize,
 }
-pub(crate) fn put_u32(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+
+impl<'a> RecordWriter<'a> {
+    /// Starts a record at the current end of `out`.
+    pub(crate) fn new(out: &'a mut Vec<u8>) -> Self {
+        let start = out.len();
+        RecordWriter { out, start }
+    }
+
+    /// Bytes written so far.
+    pub(crate) fn len(&self) -> usize {
+        self.out.len() - self.start
+    }
+
+    /// Moves to record offset `at`, zero-filling up to it. Fields are
+    /// written in offset order: `at` is never before the end of the
+    /// previous field.
+    pub(crate) fn at(&mut self, at: usize) -> &mut Self {
+        debug_assert!(at >= self.len(), "field at {at} overlaps the previous one");
+        self.out.resize(self.start + at, 0);
+        self
+    }
+
+    pub(crate) fn bytes(&mut self, v: &[u8]) -> &mut Self {
+        self.out.extend_from_slice(v);
+        self
+    }
+
+    pub(crate) fn u8(&mut self, v: u8) -> &mut Self {
+        self.bytes(&[v])
+    }
+
+    pub(crate) fn u16(&mut self, v: u16) -> &mut Self {
+        self.bytes(&v.to_le_bytes())
+    }
+
+    pub(crate) fn u32(&mut self, v: u32) -> &mut Self {
+        self.bytes(&v.to_le_bytes())
+    }
+
+    pub(crate) fn u64(&mut self, v: u64) -> &mut Self {
+        self.bytes(&v.to_le_bytes())
+    }
 }
-pub(crate) fn put_u64(b: &mut [u8], at: usize, v: u64) {
-    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+
+/// Reads a little-endian record field by field from the front of a slice:
+/// every read is checked, `None` once the slice ends, so a decoder built on
+/// it cannot panic on truncated or damaged bytes.
+pub(crate) struct RecordReader<'a> {
+    rest: &'a [u8],
+    pos: usize,
 }
-pub(crate) fn get_u16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
+
+impl<'a> RecordReader<'a> {
+    pub(crate) fn new(b: &'a [u8]) -> Self {
+        RecordReader { rest: b, pos: 0 }
+    }
+
+    /// Bytes consumed so far.
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// The next `n` bytes.
+    pub(crate) fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = self.rest.split_at_checked(n)?;
+        self.rest = rest;
+        self.pos += n;
+        Some(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let (head, rest) = self.rest.split_first_chunk::<N>()?;
+        self.rest = rest;
+        self.pos += N;
+        Some(*head)
+    }
+
+    pub(crate) fn u8(&mut self) -> Option<u8> {
+        self.array().map(u8::from_le_bytes)
+    }
+
+    pub(crate) fn u16(&mut self) -> Option<u16> {
+        self.array().map(u16::from_le_bytes)
+    }
+
+    pub(crate) fn u32(&mut self) -> Option<u32> {
+        self.array().map(u32::from_le_bytes)
+    }
+
+    pub(crate) fn u64(&mut self) -> Option<u64> {
+        self.array().map(u64::from_le_bytes)
+    }
 }
-pub(crate) fn get_u32(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(a)
+
+/// The `N` bytes at `at`; `None` when `b` ends before them.
+fn field<const N: usize>(b: &[u8], at: usize) -> Option<[u8; N]> {
+    b.get(at..at.checked_add(N)?)?.try_into().ok()
 }
-pub(crate) fn get_u64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
+
+/// The little-endian `u16` at `at`; `None` when `b` is too short.
+pub(crate) fn get_u16(b: &[u8], at: usize) -> Option<u16> {
+    field(b, at).map(u16::from_le_bytes)
+}
+/// The little-endian `u32` at `at`; `None` when `b` is too short.
+pub(crate) fn get_u32(b: &[u8], at: usize) -> Option<u32> {
+    field(b, at).map(u32::from_le_bytes)
+}
+/// The little-endian `u64` at `at`; `None` when `b` is too short.
+pub(crate) fn get_u64(b: &[u8], at: usize) -> Option<u64> {
+    field(b, at).map(u64::from_le_bytes)
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 //! # Ok(()) }
 //! ```
 #![deny(unsafe_code)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 #![warn(missing_docs)]
 
 pub mod alloc;

@@ -39,7 +39,7 @@ impl BuddyAllocator {
             while k > 0 && (!pos.is_multiple_of(1 << k) || pos + (1 << k) > total) {
                 k -= 1;
             }
-            a.free[k as usize].insert(pos);
+            a.free_list(k).insert(pos);
             a.free_blocks += 1 << k;
             pos += 1 << k;
         }
@@ -65,7 +65,19 @@ impl BuddyAllocator {
     pub fn largest_free_order(&self) -> Option<u8> {
         (0..=self.max_order)
             .rev()
-            .find(|&k| !self.free[k as usize].is_empty())
+            .find(|&k| self.free.get(k as usize).is_some_and(|l| !l.is_empty()))
+    }
+
+    /// The free list of order `k`.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "`free` holds max_order + 1 lists (built in `new`, never resized) and every \
+                  caller passes k <= max_order: the orders it walks are bounded by max_order, \
+                  and pieces are checked against max_order before their order is used"
+    )]
+    fn free_list(&mut self, k: u8) -> &mut BTreeSet<u64> {
+        debug_assert!(k <= self.max_order);
+        &mut self.free[k as usize]
     }
 
     /// Allocates one piece of `2^order` blocks (lowest address first).
@@ -73,11 +85,12 @@ impl BuddyAllocator {
         if order > self.max_order {
             return None;
         }
-        let from = (order..=self.max_order).find(|&k| !self.free[k as usize].is_empty())?;
-        let rel = self.free[from as usize].pop_first()?;
+        let from = (order..=self.max_order)
+            .find(|&k| self.free.get(k as usize).is_some_and(|l| !l.is_empty()))?;
+        let rel = self.free_list(from).pop_first()?;
         // Split down, returning the upper halves to the free lists.
         for k in (order..from).rev() {
-            self.free[k as usize].insert(rel + (1 << k));
+            self.free_list(k).insert(rel + (1 << k));
         }
         self.free_blocks -= 1 << order;
         Some(Piece {
@@ -87,20 +100,25 @@ impl BuddyAllocator {
     }
 
     /// Returns a piece, merging it with its free buddies.
+    /// Pieces come from `alloc` or passed `mark_allocated`; any other is
+    /// ignored (a bug, caught by the debug assertion).
     pub fn free(&mut self, piece: Piece) {
-        debug_assert!(piece.start >= self.base && piece.order <= self.max_order);
+        if piece.start < self.base || piece.order > self.max_order {
+            debug_assert!(false, "freeing a piece outside the heap: {piece:?}");
+            return;
+        }
         let mut rel = piece.start - self.base;
         let mut k = piece.order;
         self.free_blocks += 1 << k;
         while k < self.max_order {
             let buddy = rel ^ (1 << k);
-            if !self.free[k as usize].remove(&buddy) {
+            if !self.free_list(k).remove(&buddy) {
                 break;
             }
             rel = rel.min(buddy);
             k += 1;
         }
-        self.free[k as usize].insert(rel);
+        self.free_list(k).insert(rel);
     }
 
     /// Marks a specific piece as allocated (rebuild at open). Fails with
@@ -125,7 +143,11 @@ impl BuddyAllocator {
         let mut found = None;
         for k in piece.order..=self.max_order {
             let parent = rel & !((1u64 << k) - 1);
-            if self.free[k as usize].contains(&parent) {
+            if self
+                .free
+                .get(k as usize)
+                .is_some_and(|l| l.contains(&parent))
+            {
                 found = Some((k, parent));
                 break;
             }
@@ -133,16 +155,16 @@ impl BuddyAllocator {
         let Some((mut k, mut at)) = found else {
             return Err(bad("overlaps another live piece"));
         };
-        self.free[k as usize].remove(&at);
+        self.free_list(k).remove(&at);
         // Split towards the target, freeing the halves that do not contain it.
         while k > piece.order {
             k -= 1;
             let half = 1u64 << k;
             if rel >= at + half {
-                self.free[k as usize].insert(at);
+                self.free_list(k).insert(at);
                 at += half;
             } else {
-                self.free[k as usize].insert(at + half);
+                self.free_list(k).insert(at + half);
             }
         }
         self.free_blocks -= size;

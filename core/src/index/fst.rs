@@ -60,8 +60,9 @@ impl FstIndex {
         if let Some(state) = self.overlay.get(key) {
             return *state;
         }
-        if let Ok(i) = self.frozen.binary_search_by(|(k, _)| (**k).cmp(key)) {
-            return self.frozen[i].1;
+        let found = self.frozen.binary_search_by(|(k, _)| (**k).cmp(key));
+        if let Some((_, state)) = found.ok().and_then(|i| self.frozen.get(i)) {
+            return *state;
         }
         self.base.get(key)
     }
@@ -219,7 +220,11 @@ impl KeyIndex for FstIndex {
             Bound::Excluded(s) => self.frozen.partition_point(|(k, _)| &**k <= s),
             Bound::Unbounded => 0,
         };
-        let mut f = self.frozen[from..]
+        // `partition_point` returns at most the length: never empty by error.
+        let mut f = self
+            .frozen
+            .get(from..)
+            .unwrap_or_default()
             .iter()
             .take_while(|(k, _)| match end {
                 Bound::Included(e) => &**k <= e,

@@ -122,7 +122,10 @@ impl MemDevice {
                     _ => (next() % data.len().max(1) as u64) as usize,
                 },
             };
-            img[at..at + len].copy_from_slice(&data[..len]);
+            // `write_at` refused writes past the end; `len <= data.len()`.
+            if let (Some(dst), Some(src)) = (img.get_mut(at..at + len), data.get(..len)) {
+                dst.copy_from_slice(src);
+            }
         }
         img
     }
@@ -166,9 +169,11 @@ impl IoEngine for MemDevice {
                 // reached the disk whole, partly, or not at all.
                 s.crashed = true;
                 Err(power_cut())
-            } else {
-                s.volatile[at..at + len].copy_from_slice(buf.as_slice());
+            } else if let Some(dst) = s.volatile.get_mut(at..at + len) {
+                dst.copy_from_slice(buf.as_slice());
                 Ok(())
+            } else {
+                Err(io::Error::other("write past the end of the device"))
             }
         };
         drop(s);
@@ -183,7 +188,10 @@ impl IoEngine for MemDevice {
             let pending = std::mem::take(&mut s.pending);
             for (offset, data) in pending {
                 let at = offset as usize;
-                s.durable[at..at + data.len()].copy_from_slice(&data);
+                // `write_at` refused writes past the end of the device.
+                if let Some(dst) = s.durable.get_mut(at..at + data.len()) {
+                    dst.copy_from_slice(&data);
+                }
             }
             s.syncs += 1;
             Ok(())

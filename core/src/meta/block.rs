@@ -30,7 +30,7 @@
 //! way round) or has a damaged copy (see `recovery`).
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64, BLOCK_SIZE};
+use crate::format::{get_u64, RecordReader, RecordWriter, BLOCK_SIZE};
 use crate::meta::tuple::Tuple;
 
 /// Slot magic, format 2.
@@ -39,6 +39,11 @@ pub const BLOCK_MAGIC: u32 = u32::from_le_bytes(*b"BCT2");
 pub const BLOCK_MAGIC_V1: u32 = u32::from_le_bytes(*b"BCTB");
 /// Header bytes before the tuples.
 pub const BLOCK_HEADER_LEN: usize = 48;
+/// Where the slot checksum lives; it covers every byte before it.
+const SLOT_CRC: usize = 28;
+/// Where the group stamp starts; the checksummed body runs from here to
+/// the end of the payload.
+const SLOT_GROUP: usize = 32;
 /// Where the second copy of the sequence lives (format 2).
 const SEQ_COPY: usize = BLOCK_SIZE - 8;
 /// Room for tuples in one format-2 slot.
@@ -81,31 +86,72 @@ pub fn encode_slot(
 ) {
     assert!(payload.len() <= BLOCK_PAYLOAD_V1 && out.len() == BLOCK_SIZE);
     let v2 = payload.len() <= BLOCK_PAYLOAD;
-    out.fill(0);
-    put_u32(out, 0, if v2 { BLOCK_MAGIC } else { BLOCK_MAGIC_V1 });
-    put_u32(out, 4, id.block_no);
-    put_u64(out, 8, id.store_id);
-    put_u64(out, 16, stamp.seq);
-    put_u16(out, 24, count as u16);
-    put_u16(out, 26, payload.len() as u16);
-    put_u64(out, 32, stamp.first);
-    put_u32(out, 40, stamp.blocks);
-    put_u32(out, 44, stamp.flags);
-    out[BLOCK_HEADER_LEN..BLOCK_HEADER_LEN + payload.len()].copy_from_slice(payload);
-    if v2 {
-        put_u64(out, SEQ_COPY, stamp.seq);
+    let mut head = Vec::with_capacity(SLOT_CRC);
+    RecordWriter::new(&mut head)
+        .u32(if v2 { BLOCK_MAGIC } else { BLOCK_MAGIC_V1 })
+        .u32(id.block_no)
+        .u64(id.store_id)
+        .u64(stamp.seq)
+        .u16(count as u16)
+        .u16(payload.len() as u16);
+    let mut body = Vec::with_capacity(BLOCK_HEADER_LEN - SLOT_GROUP + payload.len());
+    RecordWriter::new(&mut body)
+        .u64(stamp.first)
+        .u32(stamp.blocks)
+        .u32(stamp.flags)
+        .bytes(payload);
+    let seq_copy = stamp.seq.to_le_bytes();
+    let tail: &[u8] = if v2 { &seq_copy } else { &[] };
+    let crc = slot_crc(&head, &body, tail);
+    let mut image = Vec::with_capacity(BLOCK_SIZE);
+    let mut w = RecordWriter::new(&mut image);
+    w.bytes(&head).u32(crc).bytes(&body);
+    w.at(BLOCK_SIZE - tail.len()).bytes(tail);
+    debug_assert_eq!(image.len(), BLOCK_SIZE);
+    // Same length as `out` (asserted above): every byte is overwritten.
+    for (o, i) in out.iter_mut().zip(&image) {
+        *o = *i;
     }
-    let crc = slot_crc(out, payload.len(), v2);
-    put_u32(out, 28, crc);
 }
 
-fn slot_crc(b: &[u8], payload_len: usize, v2: bool) -> u32 {
-    let head = crc32c::crc32c(&b[..28]);
-    let body = crc32c::crc32c_append(head, &b[32..BLOCK_HEADER_LEN + payload_len]);
-    if v2 {
-        crc32c::crc32c_append(body, &b[SEQ_COPY..])
-    } else {
-        body
+/// CRC32C over what a slot's checksum covers: the header before the
+/// checksum field, the group stamp and payload, and (format 2) the second
+/// sequence copy at the end of the block.
+fn slot_crc(head: &[u8], body: &[u8], seq_copy: &[u8]) -> u32 {
+    let crc = crc32c::crc32c(head);
+    let crc = crc32c::crc32c_append(crc, body);
+    crc32c::crc32c_append(crc, seq_copy)
+}
+
+/// The fixed header of a slot, as read (not yet checked).
+struct SlotHeader {
+    magic: u32,
+    block_no: u32,
+    store_id: u64,
+    seq: u64,
+    count: u16,
+    payload_len: u16,
+    crc: u32,
+    group_first: u64,
+    group_blocks: u32,
+    group_flags: u32,
+}
+
+impl SlotHeader {
+    fn read(b: &[u8]) -> Option<SlotHeader> {
+        let mut r = RecordReader::new(b);
+        Some(SlotHeader {
+            magic: r.u32()?,
+            block_no: r.u32()?,
+            store_id: r.u64()?,
+            seq: r.u64()?,
+            count: r.u16()?,
+            payload_len: r.u16()?,
+            crc: r.u32()?,
+            group_first: r.u64()?,
+            group_blocks: r.u32()?,
+            group_flags: r.u32()?,
+        })
     }
 }
 
@@ -144,68 +190,80 @@ pub enum SlotContent {
 
 /// Decodes one slot. Never panics, whatever the bytes.
 pub fn decode_slot(id: SlotIdentity, b: &[u8]) -> SlotContent {
-    if b.len() < BLOCK_SIZE {
+    let Some(b) = b.get(..BLOCK_SIZE) else {
         return invalid("slot truncated", None, None);
-    }
+    };
     if b.iter().all(|&x| x == 0) {
         return SlotContent::Empty;
     }
-    let magic = get_u32(b, 0);
-    let v2 = magic == BLOCK_MAGIC;
-    let ours = get_u64(b, 8) == id.store_id && get_u32(b, 4) == id.block_no;
-    let seq = get_u64(b, 16);
+    // Both reads lie inside the block just taken: they cannot fail.
+    let (Some(h), Some(seq_copy)) = (SlotHeader::read(b), get_u64(b, SEQ_COPY)) else {
+        return invalid("slot truncated", None, None);
+    };
+    let v2 = h.magic == BLOCK_MAGIC;
+    let ours = h.store_id == id.store_id && h.block_no == id.block_no;
+    let seq = h.seq;
     // What a damaged slot still tells: its sequence, when both copies
     // agree (one flipped byte cannot forge that), or both copies. Read even
     // when the magic or the identity is damaged; not from format-1 slots,
     // which have no second copy.
-    let (claim, split) = if magic == BLOCK_MAGIC_V1 {
+    let (claim, split) = if h.magic == BLOCK_MAGIC_V1 {
         (None, None)
-    } else if get_u64(b, SEQ_COPY) == seq {
+    } else if seq_copy == seq {
         (Some(seq), None)
     } else {
-        (None, Some((seq, get_u64(b, SEQ_COPY))))
+        (None, Some((seq, seq_copy)))
     };
-    if !v2 && magic != BLOCK_MAGIC_V1 {
+    if !v2 && h.magic != BLOCK_MAGIC_V1 {
         return invalid("bad magic", claim, split);
     }
     let room = if v2 { BLOCK_PAYLOAD } else { BLOCK_PAYLOAD_V1 };
-    let payload_len = get_u16(b, 26) as usize;
+    let payload_len = h.payload_len as usize;
     if payload_len > room {
         return invalid("payload length out of range", claim, split);
     }
-    if get_u32(b, 28) != slot_crc(b, payload_len, v2) {
+    // In range: the payload fits the room checked just above.
+    let covered = (
+        b.get(..SLOT_CRC),
+        b.get(SLOT_GROUP..BLOCK_HEADER_LEN + payload_len),
+        b.get(BLOCK_HEADER_LEN..BLOCK_HEADER_LEN + payload_len),
+        if v2 { b.get(SEQ_COPY..) } else { Some(&[][..]) },
+    );
+    let (Some(head), Some(body), Some(payload), Some(tail)) = covered else {
+        return invalid("payload length out of range", claim, split);
+    };
+    if h.crc != slot_crc(head, body, tail) {
         return invalid("checksum mismatch", claim, split);
     }
     if !ours {
         return invalid("slot belongs to another store or place", claim, split);
     }
-    let group_first = get_u64(b, 32);
-    let group_blocks = get_u32(b, 40);
-    let group_flags = get_u32(b, 44);
-    let count = get_u16(b, 24) as usize;
-    let payload = &b[BLOCK_HEADER_LEN..BLOCK_HEADER_LEN + payload_len];
+    let count = h.count as usize;
     let mut tuples = Vec::with_capacity(count);
-    let mut at = 0;
+    let mut rest = payload;
     for _ in 0..count {
-        match Tuple::decode(&payload[at..]) {
+        match Tuple::decode(rest) {
             Ok((t, n)) => {
                 if t.version > seq {
                     return invalid("tuple version above block sequence", Some(seq), None);
                 }
                 tuples.push(t);
-                at += n;
+                let Some(after) = rest.get(n..) else {
+                    return invalid("tuple runs past the payload", Some(seq), None);
+                };
+                rest = after;
             }
             Err(e) => return invalid(e.message(), Some(seq), None),
         }
     }
-    if at != payload_len {
+    if !rest.is_empty() {
         return invalid("payload length disagrees with tuples", Some(seq), None);
     }
     SlotContent::Valid {
         seq,
-        group_first,
-        group_blocks,
-        group_flags,
+        group_first: h.group_first,
+        group_blocks: h.group_blocks,
+        group_flags: h.group_flags,
         tuples,
     }
 }

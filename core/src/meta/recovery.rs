@@ -95,25 +95,47 @@ pub(crate) async fn scan(
                 .read_at(AlignedBuf::zeroed(len), start + done as u64)
                 .await;
             r.map_err(|e| Error::io("reading tuple blocks", e))?;
-            for (i, pair) in buf.as_slice()[..len]
-                .chunks_exact(2 * BLOCK_SIZE)
-                .enumerate()
-            {
+            // A short buffer would shift every later block's number.
+            let bytes = buf
+                .as_slice()
+                .get(..len)
+                .ok_or_else(|| Error::new(ErrorKind::Io, "reading tuple blocks: short read"))?;
+            let (blocks, _) = bytes.as_chunks::<BLOCK_SIZE>();
+            for (i, [a, b]) in blocks.as_chunks::<2>().0.iter().enumerate() {
                 let offset = start + (done + i * 2 * BLOCK_SIZE) as u64;
                 let id = SlotIdentity {
                     store_id,
                     block_no: out.len() as u32,
                 };
-                let slots = [
-                    decode_slot(id, &pair[..BLOCK_SIZE]),
-                    decode_slot(id, &pair[BLOCK_SIZE..]),
-                ];
+                let slots = [decode_slot(id, a), decode_slot(id, b)];
                 out.push(ScannedBlock { offset, slots });
             }
             done += len;
         }
     }
     Ok(out)
+}
+
+impl ScannedBlock {
+    /// Slot `w` (0 or 1) and its sibling.
+    fn pair(&self, w: usize) -> (&SlotContent, &SlotContent) {
+        let [a, b] = &self.slots;
+        if w == 0 {
+            (a, b)
+        } else {
+            (b, a)
+        }
+    }
+
+    /// Slot `w` (0 or 1) and its sibling, mutably.
+    fn pair_mut(&mut self, w: usize) -> (&mut SlotContent, &mut SlotContent) {
+        let [a, b] = &mut self.slots;
+        if w == 0 {
+            (a, b)
+        } else {
+            (b, a)
+        }
+    }
 }
 
 /// What recovery decided, for open to apply (or `check` to report).
@@ -219,18 +241,22 @@ where
         let at = |e: Error| e.context(format!("tuple block {no} at byte {}", b.offset));
         let w = choose_slot(&b.slots).map_err(at)?;
         let (y, damaged) = match w {
-            Some(w) => (b.slots[w].seq().unwrap_or(0), 1 - w),
+            Some(w) => {
+                let (state, other) = b.pair(w);
+                (state.seq().unwrap_or(0), other)
+            }
             None => match &b.slots {
-                [SlotContent::Invalid { .. }, _] => (0, 0),
-                [_, SlotContent::Invalid { .. }] => (0, 1),
+                [d @ SlotContent::Invalid { .. }, _] | [_, d @ SlotContent::Invalid { .. }] => {
+                    (0, d)
+                }
                 _ => {
                     chosen.push(None);
                     continue;
                 }
             },
         };
-        if let SlotContent::Invalid { why, .. } = &b.slots[damaged] {
-            match classify(&b.slots[damaged], y, tear_floor) {
+        if let SlotContent::Invalid { why, .. } = damaged {
+            match classify(damaged, y, tear_floor) {
                 Damage::Superseded => {
                     if clean {
                         report.repaired.push(format!(
@@ -254,7 +280,7 @@ where
         }
         chosen.push(w);
     }
-    let winner = |b: &ScannedBlock, w: Option<usize>| match w.map(|w| &b.slots[w]) {
+    let winner = |b: &ScannedBlock, w: Option<usize>| match w.map(|w| b.pair(w).0) {
         Some(SlotContent::Valid {
             seq,
             group_blocks,
@@ -285,15 +311,16 @@ where
         if clean && last_seq == clean_seq {
             break;
         }
-        let members: Vec<usize> = (0..scanned.len())
-            .filter(|&no| winner(&scanned[no], chosen[no]).is_some_and(|g| g.0 == last_seq))
+        // The group's blocks, with what their state slot says of it.
+        let members: Vec<(usize, (u64, u32, u64, u32))> = scanned
+            .iter()
+            .zip(&chosen)
+            .enumerate()
+            .filter_map(|(no, (b, w))| winner(b, *w).map(|g| (no, g)))
+            .filter(|(_, g)| g.0 == last_seq)
             .collect();
         let stamp = |f: fn(&(u64, u32, u64, u32)) -> u64| {
-            members
-                .iter()
-                .filter_map(|&no| winner(&scanned[no], chosen[no]).map(|g| f(&g)))
-                .max()
-                .unwrap_or(0)
+            members.iter().map(|(_, g)| f(g)).max().unwrap_or(0)
         };
         let declared = stamp(|g| g.1 as u64);
         let group_first = stamp(|g| g.2);
@@ -301,10 +328,11 @@ where
         let complete = members.len() as u64 >= declared && !torn_groups.contains(&last_seq);
         let mut failed = Vec::new();
         if complete {
-            for &no in &members {
-                let Some(SlotContent::Valid { tuples, .. }) =
-                    chosen[no].map(|w| &scanned[no].slots[w])
-                else {
+            for &(no, _) in &members {
+                let (Some(b), Some(&Some(w))) = (scanned.get(no), chosen.get(no)) else {
+                    continue;
+                };
+                let SlotContent::Valid { tuples, .. } = b.pair(w).0 else {
                     continue;
                 };
                 for t in tuples.iter().filter(|t| t.version >= group_first) {
@@ -327,16 +355,18 @@ where
                 // gets its previous version back (from the block's other
                 // slot, or its not yet removed copy in another block).
                 for (no, key, why) in failed {
-                    let b = &mut scanned[no];
-                    let Some(w) = chosen[no] else { continue };
-                    let previous = match &b.slots[1 - w] {
+                    let (Some(b), Some(&Some(w))) = (scanned.get_mut(no), chosen.get(no)) else {
+                        continue;
+                    };
+                    let (state, other) = b.pair_mut(w);
+                    let previous = match other {
                         SlotContent::Valid { tuples, .. } => tuples
                             .iter()
                             .find(|t| t.key == key && t.version < group_first)
                             .cloned(),
                         _ => None,
                     };
-                    if let SlotContent::Valid { tuples, .. } = &mut b.slots[w] {
+                    if let SlotContent::Valid { tuples, .. } = state {
                         tuples.retain(|t| !(t.key == key && t.version >= group_first));
                         tuples.extend(previous);
                     }
@@ -357,15 +387,20 @@ where
         } else {
             "a bulk-load group with an object whose bytes did not reach the disk"
         };
-        for &no in &members {
-            let b = &scanned[no];
-            let (Some(w), None) = (chosen[no], rejected[no]) else {
+        for &(no, _) in &members {
+            let (Some(b), Some(chosen_no), Some(rejected_no)) =
+                (scanned.get(no), chosen.get_mut(no), rejected.get_mut(no))
+            else {
+                continue;
+            };
+            let (Some(w), None) = (*chosen_no, *rejected_no) else {
                 return Err(corrupt(format!(
                     "tuple block {no} at byte {}: both slots belong to interrupted groups",
                     b.offset
                 )));
             };
-            if let SlotContent::Valid { tuples, .. } = &b.slots[w] {
+            let (state, other) = b.pair(w);
+            if let SlotContent::Valid { tuples, .. } = state {
                 for t in tuples.iter().filter(|t| t.version >= group_first) {
                     report.object(format!(
                         "{}: its newest version was rolled back: the commit group was {why}",
@@ -373,7 +408,7 @@ where
                     ));
                 }
             }
-            chosen[no] = match &b.slots[1 - w] {
+            *chosen_no = match other {
                 SlotContent::Valid { .. } => Some(1 - w),
                 SlotContent::Empty => None,
                 SlotContent::Invalid { why, .. } => {
@@ -383,14 +418,16 @@ where
                     )))
                 }
             };
-            rejected[no] = Some(w);
+            *rejected_no = Some(w);
             dirty.insert(no as u32);
         }
     }
-    let next_slots: Vec<u8> = (0..scanned.len())
-        .map(|no| match rejected[no] {
-            Some(w) => w as u8,
-            None => chosen[no].map_or(0, |w| 1 - w as u8),
+    let next_slots: Vec<u8> = rejected
+        .iter()
+        .zip(&chosen)
+        .map(|(rejected, chosen)| match rejected {
+            Some(w) => *w as u8,
+            None => chosen.map_or(0, |w| 1 - w as u8),
         })
         .collect();
     Ok(Plan {

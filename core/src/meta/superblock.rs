@@ -20,7 +20,9 @@ pub(crate) struct Head {
 /// (see [`publish_superblock`]), so one damaged copy loses nothing: the
 /// other is used and the damage reported (invariant 6). `Ok(None)`: blank.
 pub(crate) fn choose_superblock(head: &[u8]) -> Result<Option<Head>> {
-    let (a, b) = head.split_at(BLOCK_SIZE);
+    let Some((a, b)) = head.split_at_checked(BLOCK_SIZE) else {
+        return Err(Error::new(ErrorKind::Corrupt, "superblock truncated"));
+    };
     let blank = |s: &[u8]| s.iter().all(|&x| x == 0);
     let decoded = [Superblock::decode(a), Superblock::decode(b)];
     for d in &decoded {
@@ -33,10 +35,10 @@ pub(crate) fn choose_superblock(head: &[u8]) -> Result<Option<Head>> {
     let raw = [a, b];
     let mut valid = Vec::new();
     let mut damaged = Vec::new();
-    for (i, d) in decoded.into_iter().enumerate() {
+    for (i, (d, raw)) in decoded.into_iter().zip(raw).enumerate() {
         match d {
             Ok(Some(sb)) => valid.push(sb),
-            Ok(None) if blank(raw[i]) => {}
+            Ok(None) if blank(raw) => {}
             Ok(None) => damaged.push(format!("superblock copy {i}: no magic")),
             Err(e) => damaged.push(format!("superblock copy {i}: {}", e.message())),
         }
@@ -65,7 +67,10 @@ pub(crate) fn choose_superblock(head: &[u8]) -> Result<Option<Head>> {
         y.seq = x.seq;
         *x == y
     };
-    let republish = valid.len() < 2 || !same(&valid[0], &valid[1]);
+    let republish = match valid.as_slice() {
+        [older, newer] => !same(older, newer),
+        _ => true,
+    };
     let sb = valid
         .pop()
         .ok_or_else(|| Error::new(ErrorKind::Corrupt, "no superblock"))?;
@@ -168,6 +173,14 @@ mod tests {
             .unwrap();
         assert_eq!(h.sb.meta_extents.len(), 3);
         assert!(h.republish && h.repaired.is_empty());
+    }
+
+    #[test]
+    fn a_head_shorter_than_a_block_is_corrupt_not_a_panic() {
+        for len in [0, 100, BLOCK_SIZE - 1] {
+            let e = choose_superblock(&sb(1, 1).encode()[..len]).err().unwrap();
+            assert_eq!(e.kind(), ErrorKind::Corrupt);
+        }
     }
 
     #[test]

@@ -90,7 +90,7 @@ impl TupleBlockTable {
     /// must grow first.
     pub fn place(&self, len: usize) -> Option<u32> {
         if let Some(b) = self.last_placed {
-            if self.blocks[b as usize].free() >= len {
+            if self.block(b).is_some_and(|s| s.free() >= len) {
                 return Some(b);
             }
         }
@@ -98,18 +98,38 @@ impl TupleBlockTable {
         self.by_free.range((len, 0)..).next().map(|&(_, b)| b)
     }
 
-    /// Accounts `len` more payload bytes in `block`.
+    /// The block numbered `no`. Blocks are never removed, so every number
+    /// this table handed out (`push_block`, `place`) has one.
+    pub fn block(&self, no: u32) -> Option<&BlockState> {
+        self.blocks.get(no as usize)
+    }
+
+    /// The block numbered `no`, mutably (see [`Self::block`]).
+    pub fn block_mut(&mut self, no: u32) -> Option<&mut BlockState> {
+        self.blocks.get_mut(no as usize)
+    }
+
+    /// Accounts `len` more payload bytes in `block` (a number this table
+    /// handed out; any other is ignored).
     pub fn grow_used(&mut self, block: u32, len: usize, placed: bool) {
-        self.blocks[block as usize].used += len;
+        let Some(b) = self.block_mut(block) else {
+            debug_assert!(false, "tuple block {block} is not in the table");
+            return;
+        };
+        b.used += len;
         if placed {
             self.last_placed = Some(block);
         }
         self.refresh(block);
     }
 
-    /// Accounts `len` fewer payload bytes in `block`.
+    /// Accounts `len` fewer payload bytes in `block` (a number this table
+    /// handed out; any other is ignored).
     pub fn shrink_used(&mut self, block: u32, len: usize) {
-        let b = &mut self.blocks[block as usize];
+        let Some(b) = self.block_mut(block) else {
+            debug_assert!(false, "tuple block {block} is not in the table");
+            return;
+        };
         b.used = b.used.saturating_sub(len);
         self.refresh(block);
     }
@@ -133,7 +153,9 @@ impl TupleBlockTable {
     }
 
     fn refresh(&mut self, block: u32) {
-        let b = &mut self.blocks[block as usize];
+        let Some(b) = self.blocks.get_mut(block as usize) else {
+            return;
+        };
         let free = b.free();
         if free != b.filed_free {
             self.by_free.remove(&(b.filed_free, block));

@@ -28,9 +28,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{
-    get_u16, get_u32, get_u64, put_u16, put_u32, put_u64, BLOCK_SHIFT, BLOCK_SIZE,
-};
+use crate::format::{RecordReader, RecordWriter, BLOCK_SHIFT, BLOCK_SIZE};
 
 /// Longest key accepted, in bytes.
 pub const MAX_KEY_LEN: usize = 1024;
@@ -87,9 +85,8 @@ pub fn encode_table(sums: &[u32]) -> Vec<u8> {
 
 /// Block checksums from a trailer table's bytes.
 pub fn decode_table(b: &[u8]) -> Vec<u32> {
-    b.chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
+    let (sums, _) = b.as_chunks::<4>();
+    sums.iter().map(|c| u32::from_le_bytes(*c)).collect()
 }
 
 /// What an object's bytes are checked against.
@@ -195,141 +192,117 @@ impl Tuple {
     /// Appends the encoding to `out`. Format-1 heap tuples (read from old
     /// stores) are written back in their own kind.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        out.resize(start + self.encoded_len(), 0);
-        let b = &mut out[start..];
-        put_u16(b, 0, self.key.len() as u16);
-        put_u64(b, 3, self.version);
-        put_u64(b, 11, self.created_micros);
-        put_u64(b, 19, self.size);
-        let mut at = TUPLE_HEADER_LEN;
+        let mut w = RecordWriter::new(out);
+        let kind = match &self.value {
+            TupleValue::Inline(_) => KIND_INLINE,
+            TupleValue::Heap { sums, .. } => match sums {
+                Checksums::None => KIND_HEAP_V1,
+                Checksums::Whole(_) => KIND_HEAP_V1_CRC,
+                _ => KIND_HEAP,
+            },
+        };
+        w.u16(self.key.len() as u16)
+            .u8(kind)
+            .u64(self.version)
+            .u64(self.created_micros)
+            .u64(self.size);
         match &self.value {
             TupleValue::Inline(v) => {
-                b[2] = KIND_INLINE;
-                b[at..at + v.len()].copy_from_slice(v);
-                at += v.len();
+                w.bytes(v);
             }
             TupleValue::Heap {
                 pieces,
                 sums,
                 unsynced,
             } => {
-                b[2] = match sums {
-                    Checksums::None => KIND_HEAP_V1,
-                    Checksums::Whole(_) => KIND_HEAP_V1_CRC,
-                    _ => KIND_HEAP,
-                };
-                put_u16(b, at, pieces.len() as u16);
-                at += 2;
+                w.u16(pieces.len() as u16);
                 for p in pieces {
-                    put_u64(b, at, p.pack());
-                    at += 8;
+                    w.u64(p.pack());
                 }
                 let flags = if *unsynced { FLAG_UNSYNCED } else { 0 };
                 match sums {
                     Checksums::None => {}
                     Checksums::Whole(c) => {
-                        put_u32(b, at, *c);
-                        at += 4;
+                        w.u32(*c);
                     }
                     Checksums::Table(c) => {
-                        b[at] = flags | FLAG_TABLE;
-                        put_u32(b, at + 1, *c);
-                        at += 5;
+                        w.u8(flags | FLAG_TABLE).u32(*c);
                     }
                     Checksums::Blocks(list) => {
-                        b[at] = flags;
-                        at += 1;
+                        w.u8(flags);
                         for c in list.iter() {
-                            put_u32(b, at, *c);
-                            at += 4;
+                            w.u32(*c);
                         }
                     }
                 }
             }
         }
-        b[at..at + self.key.len()].copy_from_slice(&self.key);
+        w.bytes(&self.key);
+        debug_assert_eq!(w.len(), self.encoded_len());
     }
 
     /// Decodes one tuple from the front of `b`; returns it and its length.
     /// Structural checks only: the caller checks pieces against the geometry.
     pub fn decode(b: &[u8]) -> Result<(Tuple, usize)> {
         let corrupt = |what: &str| Error::new(ErrorKind::Corrupt, format!("tuple: {what}"));
-        if b.len() < TUPLE_HEADER_LEN {
+        let mut r = RecordReader::new(b);
+        let (Some(key_len), Some(kind), Some(version), Some(created_micros), Some(size)) =
+            (r.u16(), r.u8(), r.u64(), r.u64(), r.u64())
+        else {
             return Err(corrupt("truncated header"));
-        }
-        let key_len = get_u16(b, 0) as usize;
+        };
+        let key_len = key_len as usize;
         if key_len == 0 || key_len > MAX_KEY_LEN {
             return Err(corrupt("key length out of range"));
         }
-        let version = get_u64(b, 3);
-        let created_micros = get_u64(b, 11);
-        let size = get_u64(b, 19);
-        let mut at = TUPLE_HEADER_LEN;
-        let value = match b[2] {
+        let value = match kind {
             KIND_INLINE => {
                 let len = usize::try_from(size).map_err(|_| corrupt("inline size"))?;
-                let end = at.checked_add(len).filter(|&e| e <= b.len());
-                let end = end.ok_or_else(|| corrupt("inline value truncated"))?;
-                let v = Bytes::copy_from_slice(&b[at..end]);
-                at = end;
-                TupleValue::Inline(v)
+                let v = r
+                    .bytes(len)
+                    .ok_or_else(|| corrupt("inline value truncated"))?;
+                TupleValue::Inline(Bytes::copy_from_slice(v))
             }
             kind @ (KIND_HEAP_V1 | KIND_HEAP_V1_CRC | KIND_HEAP) => {
-                if at + 2 > b.len() {
-                    return Err(corrupt("piece count truncated"));
-                }
-                let n = get_u16(b, at) as usize;
-                at += 2;
-                if at + 8 * n > b.len() {
-                    return Err(corrupt("piece list truncated"));
-                }
+                let n = r.u16().ok_or_else(|| corrupt("piece count truncated"))? as usize;
+                let list = r
+                    .bytes(8 * n)
+                    .ok_or_else(|| corrupt("piece list truncated"))?;
                 let mut pieces = Vec::with_capacity(n);
                 let mut covered: u64 = 0;
-                for _ in 0..n {
-                    let p = Piece::unpack(get_u64(b, at));
+                for p in list.as_chunks::<8>().0 {
+                    let p = Piece::unpack(u64::from_le_bytes(*p));
                     if p.order > 40 {
                         return Err(corrupt("piece order out of range"));
                     }
                     covered = covered.saturating_add(p.len_bytes());
                     pieces.push(p);
-                    at += 8;
                 }
-                let u32_at = |at: usize| {
-                    b.get(at..at + 4)
-                        .map(|_| get_u32(b, at))
-                        .ok_or_else(|| corrupt("checksum truncated"))
-                };
                 let (sums, unsynced, need) = match kind {
                     KIND_HEAP_V1 => (Checksums::None, false, size),
                     KIND_HEAP_V1_CRC => {
-                        let c = u32_at(at)?;
-                        at += 4;
+                        let c = r.u32().ok_or_else(|| corrupt("checksum truncated"))?;
                         (Checksums::Whole(c), true, size)
                     }
                     _ => {
-                        let flags = *b.get(at).ok_or_else(|| corrupt("flags truncated"))?;
-                        at += 1;
+                        let flags = r.u8().ok_or_else(|| corrupt("flags truncated"))?;
                         if flags & !(FLAG_TABLE | FLAG_UNSYNCED) != 0 {
                             return Err(corrupt("unknown flags"));
                         }
+                        let mut checksum = || r.u32().ok_or_else(|| corrupt("checksum truncated"));
                         let blocks = data_blocks(size);
                         let sums = if flags & FLAG_TABLE != 0 {
                             if blocks as usize <= MAX_TUPLE_SUMS {
                                 return Err(corrupt("checksum table on a small object"));
                             }
-                            let c = u32_at(at)?;
-                            at += 4;
-                            Checksums::Table(c)
+                            Checksums::Table(checksum()?)
                         } else {
                             if blocks as usize > MAX_TUPLE_SUMS {
                                 return Err(corrupt("large object without a checksum table"));
                             }
-                            let mut list = Vec::with_capacity(blocks as usize);
-                            for _ in 0..blocks {
-                                list.push(u32_at(at)?);
-                                at += 4;
-                            }
+                            let list = (0..blocks)
+                                .map(|_| checksum())
+                                .collect::<Result<Vec<u32>>>()?;
                             Checksums::Blocks(list.into())
                         };
                         (sums, flags & FLAG_UNSYNCED != 0, stored_len(size))
@@ -348,11 +321,10 @@ impl Tuple {
             }
             _ => return Err(corrupt("unknown kind")),
         };
-        if at + key_len > b.len() {
-            return Err(corrupt("key truncated"));
-        }
-        let key: Box<[u8]> = b[at..at + key_len].into();
-        at += key_len;
+        let key: Box<[u8]> = r
+            .bytes(key_len)
+            .ok_or_else(|| corrupt("key truncated"))?
+            .into();
         Ok((
             Tuple {
                 key,
@@ -361,7 +333,7 @@ impl Tuple {
                 size,
                 value,
             },
-            at,
+            r.pos(),
         ))
     }
 }

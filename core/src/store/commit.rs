@@ -443,7 +443,14 @@ impl Committer {
                 .and_then(|id| st.entry(id).map(|e| (e.block, e.tuple_len(), e.version)))
         };
         let block = match old {
-            Some((b, old_len, _)) if self.table.blocks[b as usize].free() + old_len >= len => b,
+            Some((b, old_len, _))
+                if self
+                    .table
+                    .block(b)
+                    .is_some_and(|s| s.free() + old_len >= len) =>
+            {
+                b
+            }
             _ => match self.table.place(len) {
                 Some(b) => b,
                 None => {
@@ -481,10 +488,10 @@ impl Committer {
         match old {
             Some((old_block, old_len, old_version)) if old_block == block => {
                 let at = image
-                    .iter()
-                    .position(|t| t.key == tuple.key && t.version == old_version);
+                    .iter_mut()
+                    .find(|t| t.key == tuple.key && t.version == old_version);
                 match at {
-                    Some(i) => image[i] = tuple,
+                    Some(t) => *t = tuple,
                     None => image.push(tuple),
                 }
                 self.table.shrink_used(block, old_len);
@@ -540,7 +547,10 @@ impl Committer {
         if self.table.images.contains_key(&block) {
             return Ok(());
         }
-        let state = &self.table.blocks[block as usize];
+        let state = self
+            .table
+            .block(block)
+            .ok_or_else(|| unknown_block(block))?;
         let tuples = if state.has_state {
             let at = state.current_offset();
             let (r, buf) = self
@@ -604,13 +614,14 @@ impl Committer {
         seq: u64,
         group_first: u64,
         flags: u32,
-    ) -> Vec<(u64, AlignedBuf)> {
+    ) -> Result<Vec<(u64, AlignedBuf)>> {
         let store_id = self.shared.geometry.store_id;
         let mut payload = Vec::with_capacity(BLOCK_SIZE);
         let mut out = Vec::with_capacity(blocks.len());
         for &b in blocks {
-            let state = &self.table.blocks[b as usize];
-            let tuples = &self.table.images[&b];
+            let state = self.table.block(b).ok_or_else(|| unknown_block(b))?;
+            // Every block of a group is loaded before it is changed.
+            let tuples = self.table.images.get(&b).ok_or_else(|| unknown_block(b))?;
             payload.clear();
             for t in tuples {
                 t.encode_into(&mut payload);
@@ -629,16 +640,18 @@ impl Committer {
             encode_slot(id, stamp, tuples.len(), &payload, buf.as_mut_slice());
             out.push((state.slot_offset(state.next_slot), buf));
         }
-        out
+        Ok(out)
     }
 
     /// After the writes and the sync: the slots just written hold the
     /// blocks' state, so the next writes go to the other ones.
     fn blocks_written(&mut self, blocks: &BTreeSet<u32>) {
+        // `encode_blocks` found every one of them.
         for &b in blocks {
-            let state = &mut self.table.blocks[b as usize];
-            state.next_slot ^= 1;
-            state.has_state = true;
+            if let Some(state) = self.table.block_mut(b) {
+                state.next_slot ^= 1;
+                state.has_state = true;
+            }
         }
         self.table.trim_images(blocks);
         self.shared
@@ -657,7 +670,7 @@ impl Committer {
         flags: u32,
     ) -> Result<()> {
         let writes = self
-            .encode_blocks(blocks, seq, group_first, flags)
+            .encode_blocks(blocks, seq, group_first, flags)?
             .into_iter()
             .map(|(at, buf)| (buf, at))
             .collect();
@@ -761,6 +774,16 @@ impl Lead {
             *self = Lead::Idle(committer);
         }
     }
+}
+
+/// A tuple block number the committer's block table does not hold: block
+/// numbers come from that table, so this is in-memory state gone wrong,
+/// reported rather than written.
+fn unknown_block(block: u32) -> Error {
+    Error::new(
+        ErrorKind::Corrupt,
+        format!("tuple block {block} is not in the metadata table; nothing was written"),
+    )
 }
 
 /// A queued change and the way to tell its caller to lead.

@@ -408,6 +408,25 @@ struct ReadSpan {
     buf: AlignedBuf,
 }
 
+impl ReadSpan {
+    /// The span's own bytes within the whole blocks read around them.
+    /// The buffer was sized to hold them (`span_buffer`); a buffer the
+    /// engine returned shorter is an I/O error, not a panic.
+    fn bytes(&self) -> Result<&[u8]> {
+        let end = self.skip + self.span.len as usize;
+        self.buf.as_slice().get(self.skip..end).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Io,
+                format!(
+                    "reading object data at device byte {}: the read returned {} of {end} bytes",
+                    self.span.dev - self.skip as u64,
+                    self.buf.len()
+                ),
+            )
+        })
+    }
+}
+
 /// How a read path issues one device read: the only thing the store's
 /// engine and a runtime's own ring (`store::local`) do differently when
 /// reading objects. Everything else — planning the requests from the
@@ -525,7 +544,7 @@ async fn load_table<R: BlockReader + ?Sized>(
     let reads = read_spans(dev, spans(obj.pieces, at, len)).await?;
     let mut bytes = Vec::with_capacity(len as usize);
     for r in &reads {
-        bytes.extend_from_slice(&r.buf.as_slice()[r.skip..r.skip + r.span.len as usize]);
+        bytes.extend_from_slice(r.bytes()?);
     }
     if bytes.len() as u64 != len || crc32c::crc32c(&bytes) != crc {
         return Err(Error::new(
@@ -576,25 +595,37 @@ pub(crate) async fn read_range<R: BlockReader + ?Sized>(
             verify_span(t, obj.size, r).map_err(|(o, d)| damaged(o, d))?;
         }
     }
-    Ok(assemble(reads, offset, len))
+    assemble(reads, offset, len)
 }
 
 /// The bytes of `reads` (sorted, covering `[offset, offset + len)`): the
 /// device buffer itself when there is one read, else one copy.
-fn assemble(mut reads: Vec<ReadSpan>, offset: u64, len: u64) -> Bytes {
+fn assemble(mut reads: Vec<ReadSpan>, offset: u64, len: u64) -> Result<Bytes> {
     if reads.len() == 1 {
         if let Some(r) = reads.pop() {
+            // Checked first: `Bytes::slice` panics out of range.
+            r.bytes()?;
             let (skip, n) = (r.skip, r.span.len as usize);
-            return Bytes::from_owner(r.buf).slice(skip..skip + n);
+            return Ok(Bytes::from_owner(r.buf).slice(skip..skip + n));
         }
     }
     let mut out = BytesMut::zeroed(len as usize);
     for r in &reads {
         let at = (r.span.obj_pos - offset) as usize;
-        let n = r.span.len as usize;
-        out[at..at + n].copy_from_slice(&r.buf.as_slice()[r.skip..r.skip + n]);
+        let src = r.bytes()?;
+        // `spans` cuts `[offset, offset + len)` itself: each span lies in it.
+        let dst = out.get_mut(at..at + src.len()).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Io,
+                format!(
+                    "object data read at object offset {} lies outside the range read",
+                    r.span.obj_pos
+                ),
+            )
+        })?;
+        dst.copy_from_slice(src);
     }
-    out.freeze()
+    Ok(out.freeze())
 }
 
 /// Format-1 objects with one checksum over the whole object (at most
@@ -607,7 +638,7 @@ async fn read_whole_checked<R: BlockReader + ?Sized>(
     len: u64,
 ) -> Result<Bytes> {
     let reads = read_spans(dev, spans(obj.pieces, 0, obj.size)).await?;
-    let whole = assemble(reads, 0, obj.size);
+    let whole = assemble(reads, 0, obj.size)?;
     if crc32c::crc32c(&whole) != crc {
         return Err(Error::new(
             ErrorKind::Corrupt,
@@ -650,7 +681,7 @@ pub(crate) fn read_range_blocking(
     if let Some(t) = &table {
         verify_span(t, obj.size, &r).map_err(|(o, d)| damaged(o, d))?;
     }
-    Ok(assemble(vec![r], offset, len))
+    assemble(vec![r], offset, len)
 }
 
 /// Reads a whole heap object and checks every byte (scrub, and recovery of

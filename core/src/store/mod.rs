@@ -293,9 +293,14 @@ impl State {
     pub fn add(&mut self, entry: Entry) -> EntryId {
         self.logical_bytes += entry.size;
         self.heap_bytes += entry.data.heap_bytes();
-        match self.free_ids.pop() {
-            Some(id) => {
-                self.entries[id as usize] = Some(entry);
+        // A free id names a slot of `entries` emptied by `take`.
+        let free = self
+            .free_ids
+            .pop()
+            .and_then(|id| Some((id, self.entries.get_mut(id as usize)?)));
+        match free {
+            Some((id, slot)) => {
+                *slot = Some(entry);
                 id
             }
             None => {

@@ -498,12 +498,13 @@ async fn recover(
     // key order too, which the FST stores more compactly).
     let mut table = TupleBlockTable::default();
     let mut all: Vec<(u32, Tuple)> = Vec::new();
-    for (no, block) in scanned.iter_mut().enumerate() {
-        table.push_block(block.offset, next_slots[no], chosen[no].is_some());
-        if let Some(w) = chosen[no] {
-            if let SlotContent::Valid { tuples, .. } =
-                std::mem::replace(&mut block.slots[w], SlotContent::Empty)
-            {
+    // The plan holds one entry per scanned block, in order.
+    for (no, ((block, next_slot), chosen)) in
+        scanned.iter_mut().zip(next_slots).zip(chosen).enumerate()
+    {
+        table.push_block(block.offset, next_slot, chosen.is_some());
+        if let Some(slot) = chosen.and_then(|w| block.slots.get_mut(w)) {
+            if let SlotContent::Valid { tuples, .. } = std::mem::replace(slot, SlotContent::Empty) {
                 all.extend(tuples.into_iter().map(|t| (no as u32, t)));
             }
         }
@@ -574,7 +575,7 @@ async fn recover(
                     let mut a = alloc.lock();
                     for (i, p) in pieces.iter().enumerate() {
                         if let Err(e) = a.mark_allocated(*p) {
-                            for q in &pieces[..i] {
+                            for q in pieces.iter().take(i) {
                                 a.free(*q);
                             }
                             return Err(
@@ -599,7 +600,10 @@ async fn recover(
                 block,
             });
             keys.push((t.key, id));
-            used[block as usize] += len;
+            // One entry per block of the table, which `block` is from.
+            if let Some(used) = used.get_mut(block as usize) {
+                *used += len;
+            }
         }
         st.index.load(keys);
         for (block, bytes) in used.into_iter().enumerate() {

@@ -48,7 +48,7 @@ impl Store {
             let Ok(Some(w)) = choose_slot(&b.slots) else {
                 continue;
             };
-            let SlotContent::Valid { tuples, .. } = &b.slots[w] else {
+            let Some(SlotContent::Valid { tuples, .. }) = b.slots.get(w) else {
                 continue;
             };
             for t in tuples {

@@ -128,19 +128,29 @@ impl Upload {
         }
         match &self.target {
             Target::Inline(buf) => {
-                buf.lock()[offset as usize..end as usize].copy_from_slice(&bytes)
+                // The buffer holds `size` bytes and `end <= size` (above).
+                let mut buf = buf.lock();
+                let Some(dst) = buf.get_mut(offset as usize..end as usize) else {
+                    return invalid(format!("part at {offset} runs past the object"));
+                };
+                dst.copy_from_slice(&bytes);
             }
             Target::Heap(extent, table) => {
                 let sums = data::write_range(self.store.shared(), extent, offset, &bytes)
                     .await
                     .map_err(|e| e.context(ctx()))?;
+                // One checksum per block of the part, at the part's blocks.
                 let first = (offset / BLOCK_SIZE as u64) as usize;
-                table.lock()[first..first + sums.len()].copy_from_slice(&sums);
+                for (slot, sum) in table.lock().iter_mut().skip(first).zip(sums) {
+                    *slot = sum;
+                }
             }
         }
         let mut bits = self.written.lock();
         for unit in offset / PART_ALIGN..end.div_ceil(PART_ALIGN) {
-            bits[(unit / 64) as usize] |= 1 << (unit % 64);
+            if let Some(word) = bits.get_mut((unit / 64) as usize) {
+                *word |= 1 << (unit % 64);
+            }
         }
         Ok(())
     }
@@ -150,7 +160,10 @@ impl Upload {
         let bits = self.written.lock();
         let units = self.size.div_ceil(PART_ALIGN);
         (0..units)
-            .find(|u| bits[(u / 64) as usize] & (1 << (u % 64)) == 0)
+            .find(|u| {
+                bits.get((u / 64) as usize)
+                    .is_none_or(|word| word & (1 << (u % 64)) == 0)
+            })
             .map(|u| u * PART_ALIGN)
     }
 
