@@ -304,3 +304,50 @@ fn a_panicking_task_reports_its_panic() {
     );
     assert!(ev.is_empty());
 }
+
+/// L4: a blocking call on the loop's thread while loop tasks are pending
+/// (here a blocking put joining commit groups those tasks lead) drives the
+/// loop while it waits; without that it would wait forever for a leader
+/// whose I/O only this thread's `run` completes.
+#[test]
+fn a_blocking_call_on_the_loop_thread_drives_the_loop() {
+    let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watch = finished.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(60));
+        if !watch.load(Ordering::SeqCst) {
+            eprintln!("a blocking call on the loop thread deadlocked (L4)");
+            std::process::abort();
+        }
+    });
+    for engine in [IoEngineKind::IoUring, IoEngineKind::Portable] {
+        let t = temp_path();
+        let s = open(&t, engine);
+        let b = blobcask::blocking::Store::from(s.clone());
+        let ev = EventLoop::new(&s).unwrap();
+        let acked = Arc::new(AtomicUsize::new(0));
+        for round in 0..20u64 {
+            for i in 0..8u64 {
+                let (s2, a) = (s.clone(), acked.clone());
+                // Inline values go straight to the commit path: the first
+                // task leads a group at its first poll.
+                ev.spawn(
+                    async move { s2.put(format!("loop/{round}/{i}"), pattern(i, 100)).await },
+                    move |r| {
+                        r.unwrap().unwrap();
+                        a.fetch_add(1, Ordering::SeqCst);
+                    },
+                );
+            }
+            // The loop's tasks are pending (one of them leads a group):
+            // blocking calls on this very thread.
+            b.put(format!("blocking/{round}"), pattern(round, 7000))
+                .unwrap();
+            b.delete(format!("blocking/{round}")).unwrap();
+            b.sync().unwrap();
+        }
+        drive(&ev, || acked.load(Ordering::SeqCst) < 160);
+        assert_eq!(b.get("loop/19/7").unwrap().len(), 100);
+    }
+    finished.store(true, Ordering::SeqCst);
+}

@@ -38,6 +38,11 @@
 //!   for this loop's `run` (they register no other reactor or thread):
 //!   the host must watch every descriptor of `fds` for as long as tasks are
 //!   pending.
+//! * L4. A blocking call ([`crate::io::block_on`]) made on a thread that
+//!   started tasks of a loop still pending drives that loop while it
+//!   waits: it may be waiting for one of them (a commit group led by a
+//!   loop task, whose I/O only that loop's `run` completes), and the host
+//!   loop cannot run while its thread is blocked.
 #![allow(unsafe_code)]
 
 #[cfg(all(test, blobcask_loom))]
@@ -49,7 +54,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 
 use futures::FutureExt;
@@ -143,11 +148,22 @@ impl Wake for TaskWaker {
 /// the module documentation). `Send` and `Sync`; normally used from the
 /// loop's thread only.
 pub struct EventLoop {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     ready: Arc<Ready>,
     tasks: Mutex<HashMap<TaskId, Task>>,
     next: AtomicU64,
     source: Option<CompletionSource>,
     store: Store,
+}
+
+thread_local! {
+    /// The event loops whose tasks were started on this thread: a blocking
+    /// call made here while they have tasks pending drives them while it
+    /// waits ([`drive_hosted`]).
+    static HOSTED: std::cell::RefCell<Vec<Weak<Inner>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl std::fmt::Debug for EventLoop {
@@ -172,16 +188,18 @@ impl EventLoop {
             ));
         }
         Ok(EventLoop {
-            ready: Arc::new(Ready {
-                queue: Mutex::new(Vec::new()),
-                raised: AtomicBool::new(false),
-                // SAFETY: `fd` is a fresh descriptor nobody else owns.
-                fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            inner: Arc::new(Inner {
+                ready: Arc::new(Ready {
+                    queue: Mutex::new(Vec::new()),
+                    raised: AtomicBool::new(false),
+                    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+                    fd: unsafe { OwnedFd::from_raw_fd(fd) },
+                }),
+                tasks: Mutex::new(HashMap::new()),
+                next: AtomicU64::new(1),
+                source: store.completion_source(),
+                store: store.clone(),
             }),
-            tasks: Mutex::new(HashMap::new()),
-            next: AtomicU64::new(1),
-            source: store.completion_source(),
-            store: store.clone(),
         })
     }
 
@@ -189,8 +207,8 @@ impl EventLoop {
     /// [`run`](Self::run) when any is readable): the wake descriptor, then
     /// the store's ring eventfd when its engine has one.
     pub fn fds(&self) -> Vec<RawFd> {
-        let mut fds = vec![self.ready.fd.as_raw_fd()];
-        fds.extend(self.source.as_ref().map(CompletionSource::fd));
+        let mut fds = vec![self.inner.ready.fd.as_raw_fd()];
+        fds.extend(self.inner.source.as_ref().map(CompletionSource::fd));
         fds
     }
 
@@ -202,13 +220,14 @@ impl EventLoop {
         F: Future<Output = T> + Send + 'static,
         D: FnOnce(std::thread::Result<T>) + Send + 'static,
     {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.note_hosted();
+        let id = self.inner.next.fetch_add(1, Ordering::Relaxed);
         let future: BoxedTask = Box::pin(AssertUnwindSafe(future).catch_unwind().map(done));
         let waker = Waker::from(Arc::new(TaskWaker {
             id,
-            ready: self.ready.clone(),
+            ready: self.inner.ready.clone(),
         }));
-        self.tasks.lock().insert(id, Task { future, waker });
+        self.inner.tasks.lock().insert(id, Task { future, waker });
         self.poll_task(id);
         id
     }
@@ -219,7 +238,7 @@ impl EventLoop {
     where
         D: FnOnce(std::thread::Result<Result<Bytes>>) + Send + 'static,
     {
-        let store = self.store.clone();
+        let store = self.inner.store.clone();
         let large = store
             .size_of(&key)
             .is_some_and(|size| size.saturating_sub(offset).min(len) >= OFFLOAD_BYTES);
@@ -237,7 +256,7 @@ impl EventLoop {
     where
         D: FnOnce(std::thread::Result<Result<ObjectInfo>>) + Send + 'static,
     {
-        let store = self.store.clone();
+        let store = self.inner.store.clone();
         if value.len() as u64 >= OFFLOAD_BYTES {
             return self.spawn(
                 blocking::unblock(move || store.put_blocking(&key, value)),
@@ -252,7 +271,7 @@ impl EventLoop {
     where
         D: FnOnce(std::thread::Result<Result<ObjectInfo>>) + Send + 'static,
     {
-        let store = self.store.clone();
+        let store = self.inner.store.clone();
         self.spawn(async move { store.stat(&key).await }, done)
     }
 
@@ -261,7 +280,7 @@ impl EventLoop {
     where
         D: FnOnce(std::thread::Result<Result<()>>) + Send + 'static,
     {
-        let store = self.store.clone();
+        let store = self.inner.store.clone();
         self.spawn(async move { store.delete(&key).await }, done)
     }
 
@@ -276,16 +295,16 @@ impl EventLoop {
                 RUNNING.with(|r| r.set(self.0));
             }
         }
-        let me = Arc::as_ptr(&self.ready) as usize;
+        let me = Arc::as_ptr(&self.inner.ready) as usize;
         let _restore = Restore(RUNNING.with(|r| r.replace(me)));
         // L1: lower the flag before taking the queue, so a wake after the
         // take raises the descriptor again.
-        self.ready.lower();
-        if let Some(source) = &self.source {
+        self.inner.ready.lower();
+        if let Some(source) = &self.inner.source {
             source.complete();
         }
         for _ in 0..ROUNDS_PER_RUN {
-            let woken = std::mem::take(&mut *self.ready.queue.lock());
+            let woken = std::mem::take(&mut *self.inner.ready.queue.lock());
             if woken.is_empty() {
                 return;
             }
@@ -293,21 +312,21 @@ impl EventLoop {
                 self.poll_task(id);
             }
         }
-        if !self.ready.queue.lock().is_empty() {
-            self.ready.raise();
+        if !self.inner.ready.queue.lock().is_empty() {
+            self.inner.ready.raise();
         }
     }
 
     /// Drops a pending task (its future is dropped, its callback never
     /// runs). `false` when it already finished or is being polled.
     pub fn cancel(&self, id: TaskId) -> bool {
-        let task = self.tasks.lock().remove(&id);
+        let task = self.inner.tasks.lock().remove(&id);
         task.is_some()
     }
 
     /// Tasks spawned and not finished.
     pub fn len(&self) -> usize {
-        self.tasks.lock().len()
+        self.inner.tasks.lock().len()
     }
 
     /// Whether no task is pending.
@@ -315,25 +334,100 @@ impl EventLoop {
         self.len() == 0
     }
 
+    /// Records that this loop's tasks are started on this thread (L4).
+    fn note_hosted(&self) {
+        HOSTED.with(|h| {
+            let mut h = h.borrow_mut();
+            if h.iter()
+                .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(&self.inner)))
+            {
+                return;
+            }
+            h.retain(|w| w.strong_count() > 0);
+            h.push(Arc::downgrade(&self.inner));
+        });
+    }
+
     fn poll_task(&self, id: TaskId) {
         // L2: the task leaves the table while it is polled.
-        let Some(mut task) = self.tasks.lock().remove(&id) else {
+        let Some(mut task) = self.inner.tasks.lock().remove(&id) else {
             // Finished or cancelled; a stale wake.
             return;
         };
-        let polled = io::polling_for_loop(self.source.as_ref(), || {
+        let polled = io::polling_for_loop(self.inner.source.as_ref(), || {
             let mut cx = Context::from_waker(&task.waker);
             catch_unwind(AssertUnwindSafe(|| task.future.as_mut().poll(&mut cx)))
         });
         match polled {
             Ok(Poll::Pending) => {
-                self.tasks.lock().insert(id, task);
+                self.inner.tasks.lock().insert(id, task);
             }
             Ok(Poll::Ready(())) => {}
             Err(panic) => {
                 drop(task);
                 resume_unwind(panic);
             }
+        }
+    }
+}
+
+/// For [`crate::io::block_on`] (L4): polls `future` to completion on this
+/// thread like `block_on` does, and while it is pending, waits on the
+/// descriptors of every event loop hosted here with tasks pending and runs
+/// them. `Err(future)` when no such loop exists (the caller blocks as
+/// usual).
+pub(crate) fn drive_hosted<F: Future>(future: F) -> std::result::Result<F::Output, F> {
+    let hosted: Vec<EventLoop> = HOSTED.with(|h| {
+        h.borrow()
+            .iter()
+            .filter_map(Weak::upgrade)
+            .map(|inner| EventLoop { inner })
+            .filter(|ev| !ev.is_empty())
+            .collect()
+    });
+    if hosted.is_empty() {
+        return Err(future);
+    }
+    // The future's own waker raises a descriptor of its own.
+    // SAFETY: plain syscall; the descriptor is owned from here on.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+    if fd < 0 {
+        return Err(future);
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    let woken = Arc::new(Ready {
+        queue: Mutex::new(Vec::new()),
+        raised: AtomicBool::new(false),
+        fd: unsafe { OwnedFd::from_raw_fd(fd) },
+    });
+    let waker = Waker::from(Arc::new(TaskWaker {
+        id: 0,
+        ready: woken.clone(),
+    }));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    let mut fds: Vec<libc::pollfd> = std::iter::once(woken.fd.as_raw_fd())
+        .chain(hosted.iter().flat_map(EventLoop::fds))
+        .map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    loop {
+        woken.lower();
+        woken.queue.lock().clear();
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return Ok(out);
+        }
+        for p in &mut fds {
+            p.revents = 0;
+        }
+        // SAFETY: a valid array of `fds.len()` pollfd. The timeout bounds
+        // the wait should a loop stop having tasks while we sleep.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 100) };
+        for ev in &hosted {
+            io::outside_block_on(|| ev.run());
         }
     }
 }

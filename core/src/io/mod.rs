@@ -49,7 +49,12 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
         }
     }
     let _restore = Restore(BLOCKING.with(|b| b.replace(true)));
-    futures::executor::block_on(fut)
+    // On a thread hosting an event loop with tasks pending, keep that loop
+    // running while waiting (invariant L4 of `event_loop`).
+    match crate::event_loop::drive_hosted(fut) {
+        Ok(out) => out,
+        Err(fut) => futures::executor::block_on(fut),
+    }
 }
 
 thread_local! {
@@ -130,6 +135,19 @@ impl std::fmt::Debug for CompletionSource {
             .field("fd", &self.fd())
             .finish()
     }
+}
+
+/// Runs `f` as if outside [`block_on`] (an event loop's tasks driven from
+/// inside a blocking call wait for their loop, not in the kernel).
+pub(crate) fn outside_block_on<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BLOCKING.with(|b| b.set(self.0));
+        }
+    }
+    let _restore = Restore(BLOCKING.with(|b| b.replace(false)));
+    f()
 }
 
 /// Whether the current thread is inside [`block_on`].
