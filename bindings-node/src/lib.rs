@@ -1,8 +1,26 @@
-//! Node bindings: Promise methods over the async engine (run on napi-rs's
-//! runtime, never on the event loop), `...Sync` twins over the blocking
-//! engine for scripts. Errors carry their kind as a `CODE: ` message prefix
-//! that lib.js moves into the error's `code` property (`'NOT_FOUND'`,
-//! `'NO_SPACE'`, `'LOCKED'`, ...).
+//! Node bindings: Promise methods over the async engine, `...Sync` twins
+//! over the blocking engine for scripts. Errors carry their kind as a
+//! `CODE: ` message prefix that lib.js moves into the error's `code`
+//! property (`'NOT_FOUND'`, `'NO_SPACE'`, `'LOCKED'`, ...).
+//!
+//! Where Promise calls run: `get`, `read`, `put`, `stat` and `delete` run
+//! on the store's own [`engine::event_loop::EventLoop`], hosted on Node's
+//! libuv loop (`host.rs`): the call submits its I/O from the JavaScript
+//! thread, the loop's `uv_poll` handles see the completion, and the promise
+//! is settled in that same libuv callback. No thread hop either way. Two
+//! exceptions keep a worker path, because on the loop the engine's own work
+//! for them (checksums, copies) would stall it past 5 ms: reads whose
+//! result is over `LOOP_READ_MAX` (a libuv work item over the blocking
+//! engine, `ReadTask`) and puts of values over `LOOP_PUT_MAX` (napi-rs's
+//! runtime). Uploads, `sync` and `close` run on napi-rs's runtime. The
+//! `...Sync` commit calls (`putSync`, `deleteSync`, `syncSync`,
+//! `closeSync`) drive the loop while Promise calls are pending, since a
+//! commit group one of those leads completes only when the loop runs.
+//!
+//! After `close()` (or once the JavaScript `Store` is collected) new
+//! Promise calls reject with CLOSED; pending ones still settle, then the
+//! loop's handles are closed. An open store with nothing pending does not
+//! keep Node alive.
 //!
 //! Bytes in and out: values passed to `put`/`writePart` are copied before
 //! the call returns (the caller may reuse its Buffer at once); read results
