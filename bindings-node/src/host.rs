@@ -515,8 +515,10 @@ unsafe extern "C" fn on_readable(handle: *mut c_void, status: c_int, _events: c_
         // close callback; the handle is not closed while it calls us.
         let host = unsafe { &*(uv_handle_get_data(handle) as *const Host) };
         if status < 0 {
-            // A descriptor in error would report at every turn: stop
-            // watching it (the store's calls fail from here on anyway).
+            // libuv reports a polling error (not expected for an eventfd)
+            // at every turn: stop watching that descriptor rather than
+            // spin. Tasks it would have woken then wait for a wake of the
+            // other descriptor: a known gap, for a case never seen.
             // SAFETY: a live handle.
             unsafe { uv_poll_stop(handle) };
         }
