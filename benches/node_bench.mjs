@@ -3,6 +3,9 @@
 //    per object (page cache dropped first when permitted: run as root);
 //  * puts issued in one tick vs one at a time (group commit);
 //  * getSync of 1 MiB (results cross as Buffers over the engine's memory);
+//  * an awaited 16 KiB get against getSync of the same objects (both direct
+//    I/O, interleaved, so the ratio is the cost of the async path), and 64
+//    awaited 16 KiB gets in flight at once;
 //  * the event loop's delay (monitorEventLoopDelay, 1 ms resolution) while
 //    48 MiB gets are awaited, while 48 MiB puts are awaited (put copies the
 //    value before returning), and idle, for the machine's own noise.
@@ -75,6 +78,37 @@ for (let i = 0; i < 200; i++) {
   syncs.push(Number(process.hrtime.bigint() - t) / 1000)
 }
 console.log(`getSync 1 MiB, median of 200: ${median(syncs).toFixed(1)} us`)
+
+// Alternating which goes first, so drift in the machine's load hits both.
+const sync16 = []
+const async16 = []
+for (let r = 0; r < 2000; r++) {
+  const k = `obj/${order[r % N]}`
+  const once = async (out, f) => {
+    const t = process.hrtime.bigint()
+    await f()
+    out.push(Number(process.hrtime.bigint() - t) / 1000)
+  }
+  if (r & 1) {
+    await once(async16, () => store.get(k))
+    await once(sync16, () => store.getSync(k))
+  } else {
+    await once(sync16, () => store.getSync(k))
+    await once(async16, () => store.get(k))
+  }
+}
+const DEPTH = 64
+t = process.hrtime.bigint()
+let done = 0
+for (let r = 0; r < 40; r++) {
+  await Promise.all(Array.from({ length: DEPTH }, (_, j) => store.get(`obj/${order[(r * DEPTH + j) % N]}`)))
+  done += DEPTH
+}
+const inflight = done / (Number(process.hrtime.bigint() - t) / 1e9)
+console.log(
+  `16 KiB get, median of 2000: getSync ${median(sync16).toFixed(1)} us, await get ${median(async16).toFixed(1)} us ` +
+    `(${(median(async16) / median(sync16)).toFixed(2)} x getSync); ${DEPTH} in flight: ${inflight.toFixed(0)} gets/s`,
+)
 
 const BIG = 48 * 1024 * 1024
 const big = randomBytes(BIG)

@@ -15,13 +15,14 @@ export declare class Store {
    * Stores `value` under `key` (create or replace). Resolves once durable;
    * puts issued together are committed together. The value is copied
    * before `put` returns, so the caller may change or reuse its Buffer
-   * at once without changing what is stored.
+   * at once without changing what is stored. Runs on the store's loop
+   * (submitted from this thread, completed by the loop), except values
+   * over `LOOP_PUT_MAX`, which napi-rs's runtime writes.
    */
   put(key: string | Uint8Array, value: Uint8Array): Promise<ObjectInfo>
   /**
-   * The whole object. Reads run as a libuv work item that calls the
-   * blocking engine (one `pread` on the worker thread), so a read costs
-   * the same two thread hand-offs as `fs.promises.readFile`.
+   * The whole object. Runs on the store's loop; results over
+   * `LOOP_READ_MAX` are read by a libuv worker instead.
    */
   get(key: string | Uint8Array): Promise<Buffer>
   /**
@@ -46,7 +47,11 @@ export declare class Store {
   stats(): Stats
   /** Barrier: resolves once everything acknowledged before is durable. */
   sync(): Promise<void>
-  /** Finishes pending commits and releases the lock. */
+  /**
+   * Finishes pending commits and releases the lock. Calls made after
+   * `close()` reject with CLOSED at once; calls already pending settle
+   * as usual, and the store's loop stops once they have.
+   */
   close(): Promise<void>
   /** Synchronous `put` (blocks the event loop; for scripts). */
   putSync(key: string | Uint8Array, value: Uint8Array): ObjectInfo

@@ -2,8 +2,10 @@
 /**
  * blobcask for Node: an embedded blob store.
  *
- * Promise methods run on the engine's own threads and never block the event
- * loop; `...Sync` twins are for scripts. Errors are `Error` objects whose
+ * Promise methods submit their I/O from the calling thread and complete on
+ * Node's own event loop (large transfers on worker threads), without
+ * blocking it; an open store with no call pending does not keep Node alive.
+ * `...Sync` twins are for scripts. Errors are `Error` objects whose
  * `code` names the kind: 'NOT_FOUND', 'INVALID_ARGUMENT', 'TOO_LARGE',
  * 'NO_SPACE', 'CORRUPT', 'IO', 'LOCKED', 'UNSUPPORTED', 'CLOSED'.
  */

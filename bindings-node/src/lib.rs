@@ -1,25 +1,51 @@
-//! Node bindings: Promise methods over the async engine (run on napi-rs's
-//! runtime, never on the event loop), `...Sync` twins over the blocking
-//! engine for scripts. Errors carry their kind as a `CODE: ` message prefix
-//! that lib.js moves into the error's `code` property (`'NOT_FOUND'`,
-//! `'NO_SPACE'`, `'LOCKED'`, ...).
+//! Node bindings: Promise methods over the async engine, `...Sync` twins
+//! over the blocking engine for scripts. Errors carry their kind as a
+//! `CODE: ` message prefix that lib.js moves into the error's `code`
+//! property (`'NOT_FOUND'`, `'NO_SPACE'`, `'LOCKED'`, ...).
+//!
+//! Where Promise calls run: `get`, `read`, `put`, `stat` and `delete` run
+//! on the store's own [`engine::event_loop::EventLoop`], hosted on Node's
+//! libuv loop (`host.rs`): the call submits its I/O from the JavaScript
+//! thread, the loop's `uv_poll` handles see the completion, and the promise
+//! is settled in that same libuv callback. No thread hop either way. Two
+//! exceptions keep a worker path, because on the loop the engine's own work
+//! for them (checksums, copies) would stall it past 5 ms: reads whose
+//! result is over `LOOP_READ_MAX` (a libuv work item over the blocking
+//! engine, `ReadTask`) and puts of values over `LOOP_PUT_MAX` (napi-rs's
+//! runtime). Uploads, `sync` and `close` run on napi-rs's runtime. The
+//! `...Sync` commit calls (`putSync`, `deleteSync`, `syncSync`,
+//! `closeSync`) drive the loop while Promise calls are pending, since a
+//! commit group one of those leads completes only when the loop runs.
+//!
+//! After `close()` (or once the JavaScript `Store` is collected) new
+//! Promise calls reject with CLOSED; pending ones still settle, then the
+//! loop's handles are closed. An open store with nothing pending does not
+//! keep Node alive.
 //!
 //! Bytes in and out: values passed to `put`/`writePart` are copied before
 //! the call returns (the caller may reuse its Buffer at once); read results
 //! become Buffers over the engine's own read buffer, without a copy (see
 //! `ObjectBytes`).
 
+use std::cell::RefCell;
 use std::collections::HashSet;
+use std::future::Future;
+use std::rc::Rc;
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Waker};
 use std::time::UNIX_EPOCH;
 
 use engine::{Bytes, ErrorKind, IndexKind, IoEngineKind, ObjectInfo as Info, Options};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
+mod host;
+
+use host::{Host, JsThread, Promise};
+
 /// Errors cross as `"CODE: message"`; lib.js moves the code into the
 /// error's `code` property (napi-rs Promises only carry its own statuses).
-fn js_err(e: engine::Error) -> Error {
+pub(crate) fn js_err(e: engine::Error) -> Error {
     let code = match e.kind() {
         ErrorKind::NotFound => "NOT_FOUND",
         ErrorKind::InvalidArgument => "INVALID_ARGUMENT",
@@ -290,7 +316,7 @@ pub struct Recovery {
 pub async fn open(path: String, options: Option<OpenOptions>) -> Result<Store> {
     let opts = options_of(options)?;
     let store = engine::Store::open(path, opts).await.map_err(js_err)?;
-    Ok(Store { inner: store })
+    Ok(Store::new(store))
 }
 
 /// Synchronous `open`, for scripts.
@@ -298,9 +324,7 @@ pub async fn open(path: String, options: Option<OpenOptions>) -> Result<Store> {
 pub fn open_sync(path: String, options: Option<OpenOptions>) -> Result<Store> {
     let opts = options_of(options)?;
     let store = engine::blocking::Store::open(path, opts).map_err(js_err)?;
-    Ok(Store {
-        inner: store.as_async().clone(),
-    })
+    Ok(Store::new(store.as_async().clone()))
 }
 
 /// CRC32C (Castagnoli) of `data`: the checksum `Upload.writePart` takes.
@@ -309,48 +333,206 @@ pub fn crc32c_of(data: Uint8Array) -> u32 {
     ::crc32c::crc32c(&data)
 }
 
+/// Reads whose result is larger than this run as a libuv work item (the
+/// blocking engine on a worker thread) instead of on the loop. On the loop
+/// the engine's own work for a read (the buffer set up when it is
+/// submitted, every returned byte checked against its checksum when it
+/// completes) runs on the JavaScript thread: measured here at about
+/// 0.5 ms per MiB for each of the two turns, 25-31 ms for 48 MiB, against
+/// the 5 ms a call may stall the loop (several completions can also land
+/// in one turn). At 1 MiB and above the two thread hops of the worker path
+/// are lost in the transfer (medians within noise of the loop path), so
+/// the cut-off costs nothing. See `benches/RESULTS.md` (Node, issue 14).
+const LOOP_READ_MAX: u64 = 1 << 20;
+
+/// Puts of values larger than this run on napi-rs's runtime instead of on
+/// the loop, for the same reason: the engine checksums the value and copies
+/// it into aligned buffers when the put is first polled (7 ms for 48 MiB on
+/// the loop, on top of the copy every `put` makes before it returns).
+const LOOP_PUT_MAX: usize = 1 << 20;
+
+/// The output of a future that is ready at its first poll (`None` when it
+/// is not): for engine calls that only look at the in-memory index.
+fn ready_now<F: Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    match future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(v) => Some(v),
+        Poll::Pending => None,
+    }
+}
+
+/// The loop host of a store and whether the store was closed (H1 in
+/// `host.rs`: JavaScript thread only).
+#[derive(Default)]
+struct Hosting {
+    host: Option<Rc<Host>>,
+    closed: bool,
+}
+
 /// An open blob store.
 #[napi]
 pub struct Store {
     inner: engine::Store,
+    /// Made at the first call that needs it, on the JavaScript thread, and
+    /// used there only; `open` builds the `Store` on a runtime thread with
+    /// an empty one.
+    hosting: JsThread<RefCell<Hosting>>,
 }
 
-#[napi]
 impl Store {
+    fn new(inner: engine::Store) -> Store {
+        Store {
+            inner,
+            hosting: JsThread(RefCell::new(Hosting::default())),
+        }
+    }
+
     fn blocking(&self) -> engine::blocking::Store {
         engine::blocking::Store::from(self.inner.clone())
     }
 
+    /// The store's loop host, made on first use. `env` proves we are on
+    /// the JavaScript thread (H1).
+    fn host(&self, env: &Env) -> Result<Rc<Host>> {
+        let mut hosting = self.hosting.0.borrow_mut();
+        if hosting.closed {
+            return Err(host::closed());
+        }
+        if let Some(h) = &hosting.host {
+            return Ok(h.clone());
+        }
+        let h = Host::new(env.raw(), &self.inner)?;
+        hosting.host = Some(h.clone());
+        Ok(h)
+    }
+
+    /// The host when it exists and has tasks pending: blocking calls that
+    /// may join a commit then run through it (`Host::block_on`).
+    fn busy_host(&self, _env: &Env) -> Option<Rc<Host>> {
+        let hosting = self.hosting.0.borrow();
+        hosting.host.as_ref().filter(|h| h.pending() > 0).cloned()
+    }
+
+    /// A blocking commit-path call (`putSync`, `deleteSync`, `syncSync`,
+    /// `closeSync`): the blocking engine on this thread, unless tasks of
+    /// the loop are pending; then the call's future runs through the loop
+    /// and the loop is driven until it is done (`Host::block_on`): a commit
+    /// group one of those tasks leads completes only when the loop runs, so
+    /// waiting for it without running the loop would never end.
+    fn commit_blocking<T, F>(
+        &self,
+        env: &Env,
+        blocking: impl FnOnce(engine::blocking::Store) -> engine::Result<T>,
+        future: impl FnOnce(engine::Store) -> F,
+    ) -> Result<T>
+    where
+        T: Send + 'static,
+        F: Future<Output = engine::Result<T>> + Send + 'static,
+    {
+        match self.busy_host(env) {
+            Some(h) => h.block_on(future(self.inner.clone()))?.map_err(js_err),
+            None => blocking(self.blocking()).map_err(js_err),
+        }
+    }
+
+    /// A `get`/`read`: on the loop, unless the result is larger than
+    /// `LOOP_READ_MAX` (then on a libuv worker, as `ReadTask`).
+    fn read_range(&self, env: &Env, key: Bytes, offset: u64, length: u64) -> Result<Promise> {
+        let host = self.host(env)?;
+        // The result's size, from the in-memory index: `stat` does no I/O,
+        // so it is ready at its first poll. Errors (absent key, ...) are
+        // left to the read itself.
+        let size = ready_now(self.inner.stat(&key))
+            .and_then(|r| r.ok())
+            .map_or(0, |info| info.size);
+        if size.saturating_sub(offset).min(length) > LOOP_READ_MAX {
+            let task = ReadTask {
+                store: self.blocking(),
+                key,
+                offset,
+                length,
+            };
+            return promise_of(env, AsyncTask::new(task));
+        }
+        let store = self.inner.clone();
+        host.spawn(async move {
+            store
+                .read(key, offset, length)
+                .await
+                .map(ObjectBytes)
+                .map_err(js_err)
+        })
+    }
+
+    /// Marks the store closed for the loop: later calls reject with
+    /// CLOSED; the host stops once its pending tasks are done.
+    fn close_host(&self) {
+        let host = {
+            let mut hosting = self.hosting.0.borrow_mut();
+            hosting.closed = true;
+            hosting.host.take()
+        };
+        if let Some(h) = host {
+            h.close();
+        }
+    }
+}
+
+impl Drop for Store {
+    /// The JavaScript `Store` was collected (or `open` was abandoned, with
+    /// no host yet): pending calls still settle, then the host stops.
+    fn drop(&mut self) {
+        self.close_host();
+    }
+}
+
+/// Converts a napi-rs promise-making value (`AsyncTask`, `AsyncBlock`) now.
+fn promise_of<T: ToNapiValue>(env: &Env, v: T) -> Result<Promise> {
+    // SAFETY: on the JavaScript thread, inside the call's handle scope.
+    unsafe { T::to_napi_value(env.raw(), v) }.map(Promise::from_raw)
+}
+
+#[napi]
+impl Store {
     /// Stores `value` under `key` (create or replace). Resolves once durable;
     /// puts issued together are committed together. The value is copied
     /// before `put` returns, so the caller may change or reuse its Buffer
-    /// at once without changing what is stored.
+    /// at once without changing what is stored. Runs on the store's loop
+    /// (submitted from this thread, completed by the loop), except values
+    /// over `LOOP_PUT_MAX`, which napi-rs's runtime writes.
     #[napi(ts_return_type = "Promise<ObjectInfo>")]
     pub fn put(
         &self,
         env: &Env,
         key: Either<String, Uint8Array>,
         value: Uint8Array,
-    ) -> Result<AsyncBlock<ObjectInfo>> {
+    ) -> Result<Promise> {
+        let host = self.host(env)?;
         let (key, value) = (key_of(key), Bytes::copy_from_slice(&value));
+        let on_loop = value.len() <= LOOP_PUT_MAX;
         let store = self.inner.clone();
-        AsyncBlockBuilder::new(async move {
-            store.put(key, value).await.map(Into::into).map_err(js_err)
-        })
-        .build(env)
+        let future = async move {
+            store
+                .put(key, value)
+                .await
+                .map(ObjectInfo::from)
+                .map_err(js_err)
+        };
+        if on_loop {
+            host.spawn(future)
+        } else {
+            promise_of(env, AsyncBlockBuilder::new(future).build(env)?)
+        }
     }
 
-    /// The whole object. Reads run as a libuv work item that calls the
-    /// blocking engine (one `pread` on the worker thread), so a read costs
-    /// the same two thread hand-offs as `fs.promises.readFile`.
+    /// The whole object. Runs on the store's loop; results over
+    /// `LOOP_READ_MAX` are read by a libuv worker instead.
     #[napi(ts_return_type = "Promise<Buffer>")]
-    pub fn get(&self, key: Either<String, Uint8Array>) -> AsyncTask<ReadTask> {
-        AsyncTask::new(ReadTask {
-            store: self.blocking(),
-            key: key_of(key),
-            offset: 0,
-            length: u64::MAX,
-        })
+    pub fn get(&self, env: &Env, key: Either<String, Uint8Array>) -> Result<Promise> {
+        self.read_range(env, key_of(key), 0, u64::MAX)
     }
 
     /// `length` bytes from `offset` (to the end when omitted), clipped at
@@ -358,35 +540,33 @@ impl Store {
     #[napi(ts_return_type = "Promise<Buffer>")]
     pub fn read(
         &self,
+        env: &Env,
         key: Either<String, Uint8Array>,
         offset: f64,
         length: Option<f64>,
-    ) -> Result<AsyncTask<ReadTask>> {
+    ) -> Result<Promise> {
         let offset = offset_of(offset, "offset")?;
         let length = match length {
             Some(l) => offset_of(l, "length")?,
             None => u64::MAX,
         };
-        Ok(AsyncTask::new(ReadTask {
-            store: self.blocking(),
-            key: key_of(key),
-            offset,
-            length,
-        }))
+        self.read_range(env, key_of(key), offset, length)
     }
 
     /// Size, version and commit time.
-    #[napi]
-    pub async fn stat(&self, key: Either<String, Uint8Array>) -> Result<ObjectInfo> {
-        let key = key_of(key);
-        self.inner.stat(key).await.map(Into::into).map_err(js_err)
+    #[napi(ts_return_type = "Promise<ObjectInfo>")]
+    pub fn stat(&self, env: &Env, key: Either<String, Uint8Array>) -> Result<Promise> {
+        let host = self.host(env)?;
+        let (store, key) = (self.inner.clone(), key_of(key));
+        host.spawn(async move { store.stat(key).await.map(ObjectInfo::from).map_err(js_err) })
     }
 
     /// Deletes `key` (NOT_FOUND when absent); resolves once durable.
-    #[napi]
-    pub async fn delete(&self, key: Either<String, Uint8Array>) -> Result<()> {
-        let key = key_of(key);
-        self.inner.delete(key).await.map_err(js_err)
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn delete(&self, env: &Env, key: Either<String, Uint8Array>) -> Result<Promise> {
+        let host = self.host(env)?;
+        let (store, key) = (self.inner.clone(), key_of(key));
+        host.spawn(async move { store.delete(key).await.map_err(js_err) })
     }
 
     /// Whether `key` has an object (memory only, no I/O).
@@ -418,14 +598,23 @@ impl Store {
     }
 
     /// Starts a multipart upload of exactly `size` bytes.
-    #[napi]
-    pub async fn begin_upload(&self, key: Either<String, Uint8Array>, size: f64) -> Result<Upload> {
+    #[napi(ts_return_type = "Promise<Upload>")]
+    pub fn begin_upload(
+        &self,
+        env: &Env,
+        key: Either<String, Uint8Array>,
+        size: f64,
+    ) -> Result<AsyncBlock<Upload>> {
         let key = key_of(key);
         let size = offset_of(size, "size")?;
-        let up = self.inner.begin_upload(key, size).await.map_err(js_err)?;
-        Ok(Upload {
-            inner: Mutex::new(Some(Arc::new(up))),
+        let store = self.inner.clone();
+        AsyncBlockBuilder::new(async move {
+            let up = store.begin_upload(key, size).await.map_err(js_err)?;
+            Ok(Upload {
+                inner: Mutex::new(Some(Arc::new(up))),
+            })
         })
+        .build(env)
     }
 
     /// Space and content figures.
@@ -456,29 +645,38 @@ impl Store {
     }
 
     /// Barrier: resolves once everything acknowledged before is durable.
-    #[napi]
-    pub async fn sync(&self) -> Result<()> {
-        self.inner.sync().await.map_err(js_err)
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn sync(&self, env: &Env) -> Result<AsyncBlock<()>> {
+        let store = self.inner.clone();
+        AsyncBlockBuilder::new(async move { store.sync().await.map_err(js_err) }).build(env)
     }
 
-    /// Finishes pending commits and releases the lock.
-    #[napi]
-    pub async fn close(&self) -> Result<()> {
-        self.inner.close().await.map_err(js_err)
+    /// Finishes pending commits and releases the lock. Calls made after
+    /// `close()` reject with CLOSED at once; calls already pending settle
+    /// as usual, and the store's loop stops once they have.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close(&self, env: &Env) -> Result<AsyncBlock<()>> {
+        self.close_host();
+        let store = self.inner.clone();
+        AsyncBlockBuilder::new(async move { store.close().await.map_err(js_err) }).build(env)
     }
 
     /// Synchronous `put` (blocks the event loop; for scripts).
     #[napi]
     pub fn put_sync(
         &self,
+        env: &Env,
         key: Either<String, Uint8Array>,
         value: Uint8Array,
     ) -> Result<ObjectInfo> {
         let (key, value) = (key_of(key), Bytes::copy_from_slice(&value));
-        self.blocking()
-            .put(key, value)
-            .map(Into::into)
-            .map_err(js_err)
+        let (k, v) = (key.clone(), value.clone());
+        self.commit_blocking(
+            env,
+            |b| b.put(k, v),
+            |s| async move { s.put(key, value).await },
+        )
+        .map(Into::into)
     }
 
     /// Synchronous `get`.
@@ -520,20 +718,34 @@ impl Store {
 
     /// Synchronous `delete`.
     #[napi]
-    pub fn delete_sync(&self, key: Either<String, Uint8Array>) -> Result<()> {
-        self.blocking().delete(key_of(key)).map_err(js_err)
+    pub fn delete_sync(&self, env: &Env, key: Either<String, Uint8Array>) -> Result<()> {
+        let key = key_of(key);
+        let k = key.clone();
+        self.commit_blocking(env, |b| b.delete(k), |s| async move { s.delete(key).await })
     }
 
     /// Synchronous `sync`.
     #[napi]
-    pub fn sync_sync(&self) -> Result<()> {
-        self.blocking().sync().map_err(js_err)
+    pub fn sync_sync(&self, env: &Env) -> Result<()> {
+        self.commit_blocking(env, |b| b.sync(), |s| async move { s.sync().await })
     }
 
     /// Synchronous `close`.
     #[napi]
-    pub fn close_sync(&self) -> Result<()> {
-        self.blocking().close().map_err(js_err)
+    pub fn close_sync(&self, env: &Env) -> Result<()> {
+        // The host first, so that calls pending on the loop finish through
+        // `commit_blocking` (it drives the loop while they are pending).
+        let host = self.busy_host(env);
+        self.close_host();
+        match host {
+            Some(h) => h
+                .block_on({
+                    let s = self.inner.clone();
+                    async move { s.close().await }
+                })?
+                .map_err(js_err),
+            None => self.blocking().close().map_err(js_err),
+        }
     }
 }
 
