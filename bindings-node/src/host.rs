@@ -42,7 +42,7 @@ use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use engine::event_loop::EventLoop;
 use napi::bindgen_prelude::{Error, JsError, Result, Status, ToNapiValue};
@@ -103,12 +103,6 @@ impl napi::bindgen_prelude::TypeName for Promise {
 
     fn value_type() -> napi::ValueType {
         napi::ValueType::Object
-    }
-}
-
-impl Promise {
-    pub(crate) fn from_raw(v: sys::napi_value) -> Promise {
-        Promise(v)
     }
 }
 
@@ -261,15 +255,15 @@ impl Host {
         Ok(())
     }
 
-    /// Tasks pending.
-    pub(crate) fn pending(&self) -> usize {
-        self.pending.get()
-    }
-
     /// Starts `future` on the loop and returns a promise that `future`'s
     /// output settles: `Ok` resolves with its JavaScript value, `Err`
     /// rejects with it (a panic rejects with an INTERNAL error).
-    pub(crate) fn spawn<T, F>(self: &Rc<Self>, future: F) -> Result<Promise>
+    /// `make` builds the future from the store's `EventLoop` (whose
+    /// `read_op`/`put_op` decide where a transfer runs).
+    pub(crate) fn spawn<T, F>(
+        self: &Rc<Self>,
+        make: impl FnOnce(&EventLoop) -> F,
+    ) -> Result<Promise>
     where
         T: ToNapiValue + Send + 'static,
         F: Future<Output = Result<T>> + Send + 'static,
@@ -278,6 +272,7 @@ impl Host {
         let Some(ev) = ev.filter(|_| !self.closing.get()) else {
             return Err(closed());
         };
+        let future = make(&ev);
         let env = self.env;
         let mut deferred = ptr::null_mut();
         let mut promise = ptr::null_mut();
@@ -295,49 +290,6 @@ impl Host {
             host.finished();
         });
         Ok(Promise(promise))
-    }
-
-    /// Runs `future` to completion on this thread while still driving the
-    /// loop's other tasks (their promises settle meanwhile; their reactions
-    /// run once JavaScript regains control). For blocking calls made while
-    /// tasks are pending: a commit they join may be led by one of those
-    /// tasks, whose I/O completes only when this loop runs. `None` when
-    /// the host is shut down (a CLOSED error); a panic of `future` is an
-    /// INTERNAL error.
-    pub(crate) fn block_on<T, F>(&self, future: F) -> Result<T>
-    where
-        T: Send + 'static,
-        F: Future<Output = T> + Send + 'static,
-    {
-        let ev = self.ev.borrow().clone();
-        let Some(ev) = ev else {
-            return Err(closed());
-        };
-        let slot: Arc<Mutex<Option<std::thread::Result<T>>>> = Arc::default();
-        let out = slot.clone();
-        ev.spawn(future, move |r| {
-            if let Ok(mut s) = out.lock() {
-                *s = Some(r);
-            }
-        });
-        let fds = ev.fds();
-        loop {
-            if let Some(r) = slot.lock().ok().and_then(|mut s| s.take()) {
-                return r.map_err(|panic| panicked(&*panic));
-            }
-            let mut pfds: Vec<libc::pollfd> = fds
-                .iter()
-                .map(|&fd| libc::pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                })
-                .collect();
-            // SAFETY: a valid array of `pfds.len()` pollfd; the descriptors
-            // belong to `ev`, held here.
-            unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 100) };
-            self.run_scoped(&ev);
-        }
     }
 
     /// `close()` or the store collected: no new calls; shut down now when
@@ -402,21 +354,6 @@ impl Host {
                 sys::napi_close_callback_scope(env, scope);
             }
             sys::napi_close_handle_scope(env, handles);
-        }
-    }
-
-    /// `run` in a handle scope of its own, for `block_on` (already inside
-    /// a JavaScript call, so no callback scope).
-    fn run_scoped(&self, ev: &EventLoop) {
-        let mut handles = ptr::null_mut();
-        // SAFETY: napi calls on the JS thread inside a JavaScript call.
-        unsafe {
-            let opened =
-                sys::napi_open_handle_scope(self.env, &mut handles) == sys::Status::napi_ok;
-            let _ = catch_unwind(AssertUnwindSafe(|| ev.run()));
-            if opened {
-                sys::napi_close_handle_scope(self.env, handles);
-            }
         }
     }
 

@@ -7,15 +7,13 @@
 //! on the store's own [`engine::event_loop::EventLoop`], hosted on Node's
 //! libuv loop (`host.rs`): the call submits its I/O from the JavaScript
 //! thread, the loop's `uv_poll` handles see the completion, and the promise
-//! is settled in that same libuv callback. No thread hop either way. Two
-//! exceptions keep a worker path, because on the loop the engine's own work
-//! for them (checksums, copies) would stall it past 5 ms: reads whose
-//! result is over `LOOP_READ_MAX` (a libuv work item over the blocking
-//! engine, `ReadTask`) and puts of values over `LOOP_PUT_MAX` (napi-rs's
-//! runtime). Uploads, `sync` and `close` run on napi-rs's runtime. The
-//! `...Sync` commit calls (`putSync`, `deleteSync`, `syncSync`,
-//! `closeSync`) drive the loop while Promise calls are pending, since a
-//! commit group one of those leads completes only when the loop runs.
+//! is settled in that same libuv callback. No thread hop either way.
+//! Transfers of 1 MiB and more run on a helper thread instead (the
+//! engine's `EventLoop::read_op`/`put_op`: their checksums and copies would
+//! stall the loop). Uploads, `sync` and `close` run on napi-rs's runtime.
+//! The `...Sync` calls made while Promise calls are pending keep the loop
+//! running while they wait (the engine's invariant L4): a commit group one
+//! of those leads completes only when the loop runs.
 //!
 //! After `close()` (or once the JavaScript `Store` is collected) new
 //! Promise calls reject with CLOSED; pending ones still settle, then the
@@ -29,10 +27,8 @@
 
 use std::cell::RefCell;
 use std::collections::HashSet;
-use std::future::Future;
 use std::rc::Rc;
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
-use std::task::{Context, Poll, Waker};
 use std::time::UNIX_EPOCH;
 
 use engine::{Bytes, ErrorKind, IndexKind, IoEngineKind, ObjectInfo as Info, Options};
@@ -333,37 +329,6 @@ pub fn crc32c_of(data: Uint8Array) -> u32 {
     ::crc32c::crc32c(&data)
 }
 
-/// Reads whose result is larger than this run as a libuv work item (the
-/// blocking engine on a worker thread) instead of on the loop. On the loop
-/// the engine's own work for a read (the buffer set up when it is
-/// submitted, every returned byte checked against its checksum when it
-/// completes) runs on the JavaScript thread: measured here at about
-/// 0.5 ms per MiB for each of the two turns, 25-31 ms for 48 MiB, against
-/// the 5 ms a call may stall the loop (several completions can also land
-/// in one turn). At 1 MiB and above the two thread hops of the worker path
-/// are lost in the transfer (medians within noise of the loop path), so
-/// the cut-off costs nothing. See `benches/RESULTS.md` (Node, issue 14).
-const LOOP_READ_MAX: u64 = 1 << 20;
-
-/// Puts of values larger than this run on napi-rs's runtime instead of on
-/// the loop, for the same reason: the engine checksums the value and copies
-/// it into aligned buffers when the put is first polled (7 ms for 48 MiB on
-/// the loop, on top of the copy every `put` makes before it returns).
-const LOOP_PUT_MAX: usize = 1 << 20;
-
-/// The output of a future that is ready at its first poll (`None` when it
-/// is not): for engine calls that only look at the in-memory index.
-fn ready_now<F: Future>(future: F) -> Option<F::Output> {
-    let mut future = std::pin::pin!(future);
-    match future
-        .as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-    {
-        Poll::Ready(v) => Some(v),
-        Poll::Pending => None,
-    }
-}
-
 /// The loop host of a store and whether the store was closed (H1 in
 /// `host.rs`: JavaScript thread only).
 #[derive(Default)]
@@ -409,61 +374,12 @@ impl Store {
         Ok(h)
     }
 
-    /// The host when it exists and has tasks pending: blocking calls that
-    /// may join a commit then run through it (`Host::block_on`).
-    fn busy_host(&self, _env: &Env) -> Option<Rc<Host>> {
-        let hosting = self.hosting.0.borrow();
-        hosting.host.as_ref().filter(|h| h.pending() > 0).cloned()
-    }
-
-    /// A blocking commit-path call (`putSync`, `deleteSync`, `syncSync`,
-    /// `closeSync`): the blocking engine on this thread, unless tasks of
-    /// the loop are pending; then the call's future runs through the loop
-    /// and the loop is driven until it is done (`Host::block_on`): a commit
-    /// group one of those tasks leads completes only when the loop runs, so
-    /// waiting for it without running the loop would never end.
-    fn commit_blocking<T, F>(
-        &self,
-        env: &Env,
-        blocking: impl FnOnce(engine::blocking::Store) -> engine::Result<T>,
-        future: impl FnOnce(engine::Store) -> F,
-    ) -> Result<T>
-    where
-        T: Send + 'static,
-        F: Future<Output = engine::Result<T>> + Send + 'static,
-    {
-        match self.busy_host(env) {
-            Some(h) => h.block_on(future(self.inner.clone()))?.map_err(js_err),
-            None => blocking(self.blocking()).map_err(js_err),
-        }
-    }
-
-    /// A `get`/`read`: on the loop, unless the result is larger than
-    /// `LOOP_READ_MAX` (then on a libuv worker, as `ReadTask`).
+    /// A `get`/`read` on the store's loop (`EventLoop::read_op`: results
+    /// of 1 MiB or more are read on a helper thread).
     fn read_range(&self, env: &Env, key: Bytes, offset: u64, length: u64) -> Result<Promise> {
-        let host = self.host(env)?;
-        // The result's size, from the in-memory index: `stat` does no I/O,
-        // so it is ready at its first poll. Errors (absent key, ...) are
-        // left to the read itself.
-        let size = ready_now(self.inner.stat(&key))
-            .and_then(|r| r.ok())
-            .map_or(0, |info| info.size);
-        if size.saturating_sub(offset).min(length) > LOOP_READ_MAX {
-            let task = ReadTask {
-                store: self.blocking(),
-                key,
-                offset,
-                length,
-            };
-            return promise_of(env, AsyncTask::new(task));
-        }
-        let store = self.inner.clone();
-        host.spawn(async move {
-            store
-                .read(key, offset, length)
-                .await
-                .map(ObjectBytes)
-                .map_err(js_err)
+        self.host(env)?.spawn(|ev| {
+            let read = ev.read_op(key, offset, length);
+            async move { read.await.map(ObjectBytes).map_err(js_err) }
         })
     }
 
@@ -489,20 +405,14 @@ impl Drop for Store {
     }
 }
 
-/// Converts a napi-rs promise-making value (`AsyncTask`, `AsyncBlock`) now.
-fn promise_of<T: ToNapiValue>(env: &Env, v: T) -> Result<Promise> {
-    // SAFETY: on the JavaScript thread, inside the call's handle scope.
-    unsafe { T::to_napi_value(env.raw(), v) }.map(Promise::from_raw)
-}
-
 #[napi]
 impl Store {
     /// Stores `value` under `key` (create or replace). Resolves once durable;
     /// puts issued together are committed together. The value is copied
     /// before `put` returns, so the caller may change or reuse its Buffer
     /// at once without changing what is stored. Runs on the store's loop
-    /// (submitted from this thread, completed by the loop), except values
-    /// over `LOOP_PUT_MAX`, which napi-rs's runtime writes.
+    /// (submitted from this thread, completed by the loop); values of
+    /// 1 MiB or more are written by a helper thread.
     #[napi(ts_return_type = "Promise<ObjectInfo>")]
     pub fn put(
         &self,
@@ -510,26 +420,15 @@ impl Store {
         key: Either<String, Uint8Array>,
         value: Uint8Array,
     ) -> Result<Promise> {
-        let host = self.host(env)?;
         let (key, value) = (key_of(key), Bytes::copy_from_slice(&value));
-        let on_loop = value.len() <= LOOP_PUT_MAX;
-        let store = self.inner.clone();
-        let future = async move {
-            store
-                .put(key, value)
-                .await
-                .map(ObjectInfo::from)
-                .map_err(js_err)
-        };
-        if on_loop {
-            host.spawn(future)
-        } else {
-            promise_of(env, AsyncBlockBuilder::new(future).build(env)?)
-        }
+        self.host(env)?.spawn(|ev| {
+            let put = ev.put_op(key, value);
+            async move { put.await.map(ObjectInfo::from).map_err(js_err) }
+        })
     }
 
-    /// The whole object. Runs on the store's loop; results over
-    /// `LOOP_READ_MAX` are read by a libuv worker instead.
+    /// The whole object. Runs on the store's loop; results of 1 MiB or
+    /// more are read by a helper thread.
     #[napi(ts_return_type = "Promise<Buffer>")]
     pub fn get(&self, env: &Env, key: Either<String, Uint8Array>) -> Result<Promise> {
         self.read_range(env, key_of(key), 0, u64::MAX)
@@ -556,17 +455,17 @@ impl Store {
     /// Size, version and commit time.
     #[napi(ts_return_type = "Promise<ObjectInfo>")]
     pub fn stat(&self, env: &Env, key: Either<String, Uint8Array>) -> Result<Promise> {
-        let host = self.host(env)?;
         let (store, key) = (self.inner.clone(), key_of(key));
-        host.spawn(async move { store.stat(key).await.map(ObjectInfo::from).map_err(js_err) })
+        self.host(env)?
+            .spawn(|_| async move { store.stat(key).await.map(ObjectInfo::from).map_err(js_err) })
     }
 
     /// Deletes `key` (NOT_FOUND when absent); resolves once durable.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn delete(&self, env: &Env, key: Either<String, Uint8Array>) -> Result<Promise> {
-        let host = self.host(env)?;
         let (store, key) = (self.inner.clone(), key_of(key));
-        host.spawn(async move { store.delete(key).await.map_err(js_err) })
+        self.host(env)?
+            .spawn(|_| async move { store.delete(key).await.map_err(js_err) })
     }
 
     /// Whether `key` has an object (memory only, no I/O).
@@ -665,18 +564,14 @@ impl Store {
     #[napi]
     pub fn put_sync(
         &self,
-        env: &Env,
         key: Either<String, Uint8Array>,
         value: Uint8Array,
     ) -> Result<ObjectInfo> {
         let (key, value) = (key_of(key), Bytes::copy_from_slice(&value));
-        let (k, v) = (key.clone(), value.clone());
-        self.commit_blocking(
-            env,
-            |b| b.put(k, v),
-            |s| async move { s.put(key, value).await },
-        )
-        .map(Into::into)
+        self.blocking()
+            .put(key, value)
+            .map(Into::into)
+            .map_err(js_err)
     }
 
     /// Synchronous `get`.
@@ -718,57 +613,24 @@ impl Store {
 
     /// Synchronous `delete`.
     #[napi]
-    pub fn delete_sync(&self, env: &Env, key: Either<String, Uint8Array>) -> Result<()> {
-        let key = key_of(key);
-        let k = key.clone();
-        self.commit_blocking(env, |b| b.delete(k), |s| async move { s.delete(key).await })
+    pub fn delete_sync(&self, key: Either<String, Uint8Array>) -> Result<()> {
+        self.blocking().delete(key_of(key)).map_err(js_err)
     }
 
     /// Synchronous `sync`.
     #[napi]
-    pub fn sync_sync(&self, env: &Env) -> Result<()> {
-        self.commit_blocking(env, |b| b.sync(), |s| async move { s.sync().await })
+    pub fn sync_sync(&self) -> Result<()> {
+        self.blocking().sync().map_err(js_err)
     }
 
     /// Synchronous `close`.
     #[napi]
-    pub fn close_sync(&self, env: &Env) -> Result<()> {
-        // The host first, so that calls pending on the loop finish through
-        // `commit_blocking` (it drives the loop while they are pending).
-        let host = self.busy_host(env);
+    pub fn close_sync(&self) -> Result<()> {
+        // The host first: later calls reject with CLOSED. Calls still
+        // pending on the loop finish while `close` waits (the engine drives
+        // the loop of this thread meanwhile, its invariant L4).
         self.close_host();
-        match host {
-            Some(h) => h
-                .block_on({
-                    let s = self.inner.clone();
-                    async move { s.close().await }
-                })?
-                .map_err(js_err),
-            None => self.blocking().close().map_err(js_err),
-        }
-    }
-}
-
-/// A read on a libuv worker thread.
-pub struct ReadTask {
-    store: engine::blocking::Store,
-    key: Bytes,
-    offset: u64,
-    length: u64,
-}
-
-impl Task for ReadTask {
-    type Output = Bytes;
-    type JsValue = ObjectBytes;
-
-    fn compute(&mut self) -> Result<Bytes> {
-        self.store
-            .read(&self.key, self.offset, self.length)
-            .map_err(js_err)
-    }
-
-    fn resolve(&mut self, _env: Env, output: Bytes) -> Result<ObjectBytes> {
-        Ok(ObjectBytes(output))
+        self.blocking().close().map_err(js_err)
     }
 }
 

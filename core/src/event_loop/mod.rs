@@ -232,38 +232,63 @@ impl EventLoop {
         id
     }
 
-    /// [`Store::read`]: `len` bytes of `key` from `offset`, clipped at the
-    /// end. `done` receives the outcome (or the panic that ended it).
-    pub fn read<D>(&self, key: Bytes, offset: u64, len: u64, done: D) -> TaskId
-    where
-        D: FnOnce(std::thread::Result<Result<Bytes>>) + Send + 'static,
-    {
+    /// [`Store::read`] as this loop runs it: polled on the loop, or, for
+    /// a range of [`OFFLOAD_BYTES`] or more, on a helper thread. For hosts
+    /// that wrap the future (the Node binding); [`read`](Self::read) spawns
+    /// it.
+    pub fn read_op(
+        &self,
+        key: Bytes,
+        offset: u64,
+        len: u64,
+    ) -> impl Future<Output = Result<Bytes>> + Send + 'static {
         let store = self.inner.store.clone();
         let large = store
             .size_of(&key)
             .is_some_and(|size| size.saturating_sub(offset).min(len) >= OFFLOAD_BYTES);
-        if large {
-            return self.spawn(
-                blocking::unblock(move || store.read_blocking(&key, offset, len)),
-                done,
-            );
+        async move {
+            if large {
+                blocking::unblock(move || store.read_blocking(&key, offset, len)).await
+            } else {
+                store.read(&key, offset, len).await
+            }
         }
-        self.spawn(async move { store.read(&key, offset, len).await }, done)
     }
 
-    /// [`Store::put`]; `done` runs once the object is durable.
+    /// [`Store::put`] as this loop runs it: on the loop, or, for a value
+    /// of [`OFFLOAD_BYTES`] or more, on a helper thread.
+    pub fn put_op(
+        &self,
+        key: Bytes,
+        value: Bytes,
+    ) -> impl Future<Output = Result<ObjectInfo>> + Send + 'static {
+        let store = self.inner.store.clone();
+        async move {
+            if value.len() as u64 >= OFFLOAD_BYTES {
+                blocking::unblock(move || store.put_blocking(&key, value)).await
+            } else {
+                store.put(&key, value).await
+            }
+        }
+    }
+
+    /// Spawns [`read_op`](Self::read_op): `len` bytes of `key` from
+    /// `offset`, clipped at the end. `done` receives the outcome (or the
+    /// panic that ended it).
+    pub fn read<D>(&self, key: Bytes, offset: u64, len: u64, done: D) -> TaskId
+    where
+        D: FnOnce(std::thread::Result<Result<Bytes>>) + Send + 'static,
+    {
+        self.spawn(self.read_op(key, offset, len), done)
+    }
+
+    /// Spawns [`put_op`](Self::put_op); `done` runs once the object is
+    /// durable.
     pub fn put<D>(&self, key: Bytes, value: Bytes, done: D) -> TaskId
     where
         D: FnOnce(std::thread::Result<Result<ObjectInfo>>) + Send + 'static,
     {
-        let store = self.inner.store.clone();
-        if value.len() as u64 >= OFFLOAD_BYTES {
-            return self.spawn(
-                blocking::unblock(move || store.put_blocking(&key, value)),
-                done,
-            );
-        }
-        self.spawn(async move { store.put(&key, value).await }, done)
+        self.spawn(self.put_op(key, value), done)
     }
 
     /// [`Store::stat`] (memory only: `done` runs before this returns).
