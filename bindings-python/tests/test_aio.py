@@ -127,3 +127,33 @@ def test_a_second_running_loop_is_refused(path):
         first.run_until_complete(s.close())
     finally:
         first.close()
+
+
+def test_blocking_calls_inside_a_coroutine_do_not_wait_forever(path):
+    """A blocking ``Store`` call made on the loop's thread while AsyncStore
+    puts are pending may join a commit group one of them leads; the engine
+    keeps the loop's calls running while it waits (a hang otherwise)."""
+    import threading
+
+    outcome: list = []
+
+    def scenario() -> None:
+        async def main() -> None:
+            async with await blobcask.AsyncStore.open(path, capacity=32 << 20) as s:
+                for r in range(20):
+                    # Small values go straight to the commit path.
+                    pending = [asyncio.ensure_future(s.put(f"a{r}/{i}", b"v" * 50)) for i in range(8)]
+                    await asyncio.sleep(0)
+                    s.sync_store.put(f"b{r}", b"w" * 60)
+                    s.sync_store.delete(f"b{r}")
+                    s.sync_store.sync()
+                    await asyncio.gather(*pending)
+                assert await s.get("a19/7") == b"v" * 50
+
+        asyncio.run(main())
+        outcome.append("done")
+
+    t = threading.Thread(target=scenario, daemon=True)
+    t.start()
+    t.join(60)
+    assert outcome == ["done"], "a blocking call on the loop's thread hung"
