@@ -209,6 +209,8 @@ fn d2_reaper_giving_up_on_a_busy_queue_is_caught() {
 // ---------------------------------------------------------------------------
 // D3: while any operation waits through the reactor, one of them (the
 // registrant) holds the registration; when it leaves it wakes another.
+// The driver keeps one registrant per tokio runtime, each following this
+// protocol among that runtime's waiters only: the model is one runtime.
 // ---------------------------------------------------------------------------
 
 /// A waiter's slot, as far as D3 is concerned.
