@@ -68,9 +68,10 @@ for k in big_keys:
     store.put(k, os.urandom(BIG))
 
 
-async def longest_stall(fetch):
-    worst = 0.0
-    running = True
+async def longest_stall_during(work):
+    """The longest gap, in ms, between the wake-ups of a coroutine that
+    sleeps 1 ms at a time while `work()` is awaited."""
+    worst, running = 0.0, True
 
     async def ticker():
         nonlocal worst
@@ -84,14 +85,21 @@ async def longest_stall(fetch):
     t = asyncio.create_task(ticker())
     await asyncio.sleep(0.01)
     worst = 0.0
-    for _ in range(ROUNDS):
-        got = await asyncio.gather(*(fetch(k) for k in big_keys))
-        assert all(len(g) == BIG for g in got)
-        del got
-        await asyncio.sleep(0.005)
+    await work()
     running = False
     await t
     return worst * 1e3
+
+
+async def longest_stall(fetch):
+    async def rounds():
+        for _ in range(ROUNDS):
+            got = await asyncio.gather(*(fetch(k) for k in big_keys))
+            assert all(len(g) == BIG for g in got)
+            del got
+            await asyncio.sleep(0.005)
+
+    return await longest_stall_during(rounds)
 
 
 async def stalls():
@@ -114,25 +122,13 @@ async def dd_stall():
         for _ in range(ROUNDS))
     sh = await asyncio.create_subprocess_shell(
         f"read go; {rounds}", stdin=asyncio.subprocess.PIPE)
-    worst, last, running = 0.0, time.perf_counter(), True
 
-    async def ticker():
-        nonlocal worst, last
-        while running:
-            await asyncio.sleep(0.001)
-            now = time.perf_counter()
-            worst = max(worst, now - last)
-            last = now
+    async def run_dd():
+        sh.stdin.write(b"go\n")
+        await sh.stdin.drain()
+        await sh.wait()
 
-    t = asyncio.create_task(ticker())
-    await asyncio.sleep(0.01)
-    worst = 0.0
-    sh.stdin.write(b"go\n")
-    await sh.stdin.drain()
-    await sh.wait()
-    running = False
-    await t
-    return worst * 1e3
+    return await longest_stall_during(run_dd)
 
 
 blob_stall, bytes_stall = asyncio.run(stalls())

@@ -51,25 +51,6 @@ fn drive(ev: &EventLoop, mut more: impl FnMut() -> bool) {
     }
 }
 
-/// Names of this process's threads.
-fn thread_names() -> Vec<String> {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .map(|s| s.trim().to_string())
-        .collect()
-}
-
-fn no_fallback_thread() {
-    assert!(
-        !thread_names()
-            .iter()
-            .any(|n| n.starts_with("blobcask-uring")),
-        "the io_uring fallback completion thread was started: {:?}",
-        thread_names()
-    );
-}
-
 fn open(t: &TempStore, engine: IoEngineKind) -> Store {
     block_on(Store::open(&t.path, options(engine))).unwrap()
 }
@@ -142,7 +123,7 @@ fn puts_and_reads_complete_on_the_loop_thread() {
         assert_eq!(e.kind(), ErrorKind::NotFound);
         assert!(ev.is_empty());
         block_on(s.close()).unwrap();
-        no_fallback_thread();
+        assert_no_fallback_thread();
         // What was acknowledged is durable.
         let s = open(&t, engine);
         for i in 0..32 {
@@ -204,7 +185,7 @@ fn a_task_woken_from_another_thread_runs() {
     }
     drive(&ev, || acked.load(Ordering::SeqCst) < 200);
     writers.into_iter().for_each(|w| w.join().unwrap());
-    no_fallback_thread();
+    assert_no_fallback_thread();
 }
 
 /// L2: a callback may spawn and cancel; a cancelled task's callback never
@@ -276,7 +257,7 @@ fn callbacks_spawn_and_cancelled_tasks_stay_silent() {
             &[1u8; 5000][..]
         );
     }
-    no_fallback_thread();
+    assert_no_fallback_thread();
 }
 
 #[test]

@@ -15,7 +15,7 @@ use blobcask::format::BLOCK_SIZE;
 use blobcask::io::fault::{CrashMode, MemDevice};
 use blobcask::meta::tuple::{self, TupleValue};
 use blobcask::{ErrorKind, Options};
-use common::{device_offset, pattern, tuple_of};
+use common::{device_offset, expect_corrupt, pattern, tuple_of};
 
 /// How an object was written.
 #[derive(Debug, Clone, Copy)]
@@ -59,18 +59,6 @@ fn write(s: &Store, path: WritePath, key: &str, v: &[u8]) {
         }
         WritePath::BulkLoad => {
             s.bulk_load([(key.to_string(), v.to_vec())]).unwrap();
-        }
-    }
-}
-
-fn expect_corrupt(r: blobcask::Result<bytes::Bytes>, key: &str, what: &str) {
-    match r {
-        Ok(_) => panic!("{what}: {key}: damaged bytes were served"),
-        Err(e) => {
-            assert_eq!(e.kind(), ErrorKind::Corrupt, "{what}: {e}");
-            let m = e.to_string();
-            assert!(m.contains(key), "{what}: no key in {m}");
-            assert!(m.contains("offset"), "{what}: no offset in {m}");
         }
     }
 }

@@ -13,14 +13,6 @@ use blobcask::io::block_on;
 use blobcask::{IoEngineKind, Store};
 use common::*;
 
-fn thread_names() -> Vec<String> {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
-        .map(|s| s.trim().to_string())
-        .collect()
-}
-
 #[test]
 fn runtimes_on_their_own_threads_share_a_store_without_a_completion_thread() {
     let t = temp_path();
@@ -72,10 +64,6 @@ fn runtimes_on_their_own_threads_share_a_store_without_a_completion_thread() {
     for w in workers {
         w.join().unwrap();
     }
-    let names = thread_names();
-    assert!(
-        !names.iter().any(|n| n.starts_with("blobcask-uring")),
-        "a runtime's operations went through the fallback completion thread: {names:?}"
-    );
+    assert_no_fallback_thread();
     block_on(s.close()).unwrap();
 }

@@ -19,7 +19,10 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use blobcask::format::BLOCK_SIZE;
 use blobcask::meta::tuple::{self, TupleValue};
 use blobcask::{ErrorKind, IoEngineKind, LocalStore, Options, Store};
-use common::{device_offset, pattern, temp_path, tuple_of, TempStore};
+use common::{
+    assert_no_fallback_thread, device_offset, expect_corrupt, pattern, temp_path, tuple_of,
+    TempStore,
+};
 use rand::{Rng, SeedableRng};
 
 /// Inline threshold of these stores (the default).
@@ -196,18 +199,6 @@ fn flip(t: &TempStore, key: &str, pos: u64) {
     f.sync_all().unwrap();
 }
 
-fn expect_corrupt(r: blobcask::Result<bytes::Bytes>, key: &str, what: &str) {
-    match r {
-        Ok(_) => panic!("{what}: {key}: damaged bytes were served"),
-        Err(e) => {
-            assert_eq!(e.kind(), ErrorKind::Corrupt, "{what}: {e}");
-            let m = e.to_string();
-            assert!(m.contains(key), "{what}: no key in {m}");
-            assert!(m.contains("offset"), "{what}: no offset in {m}");
-        }
-    }
-}
-
 #[test]
 fn a_flipped_byte_on_disk_is_corrupt_never_served() {
     let t = temp_path();
@@ -351,21 +342,11 @@ fn sixty_four_concurrent_reads_on_one_ring() {
     });
 }
 
-/// Threads of this process whose name starts with `prefix`.
-fn threads_named(prefix: &str) -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
-        .filter(|name| name.starts_with(prefix))
-        .count()
-}
-
 /// The store's ring waits through the runtime's reactor: the fallback
 /// completion thread (`blobcask-uring-completions`, the kernel's name cut
 /// to 15 bytes) that serves executors without a reactor never starts.
 #[test]
 fn writes_inside_tokio_uring_start_no_completion_thread() {
-    let fallback = "blobcask-uring-";
     let t = temp_path();
     tokio_uring::start(async {
         let store = open(&t).await;
@@ -385,7 +366,7 @@ fn writes_inside_tokio_uring_start_no_completion_thread() {
             r.unwrap();
         }
         assert!(store.stats().commit_groups > before);
-        assert_eq!(threads_named(fallback), 0, "a completion thread started");
+        assert_no_fallback_thread();
         for i in (1..50u64).filter(|i| i % 4 != 0) {
             let size = [10usize, 5_000, 100_000][i as usize % 3];
             assert_eq!(
@@ -394,7 +375,7 @@ fn writes_inside_tokio_uring_start_no_completion_thread() {
             );
         }
         store.close().await.unwrap();
-        assert_eq!(threads_named(fallback), 0, "a completion thread started");
+        assert_no_fallback_thread();
     });
 }
 

@@ -139,3 +139,37 @@ pub fn device_offset(t: &Tuple, pos: u64) -> usize {
     }
     panic!("{pos} past the pieces")
 }
+
+/// Names of this process's threads.
+pub fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|s| s.trim().to_string())
+        .collect()
+}
+
+/// The io_uring driver's fallback completion thread (for executors
+/// without a reactor; `blobcask-uring-completions`, cut to 15 bytes by the
+/// kernel) was never started in this process.
+pub fn assert_no_fallback_thread() {
+    let names = thread_names();
+    assert!(
+        !names.iter().any(|n| n.starts_with("blobcask-uring")),
+        "the io_uring fallback completion thread was started: {names:?}"
+    );
+}
+
+/// `r` is a `Corrupt` error naming `key` and an offset: damaged bytes are
+/// reported, never served.
+pub fn expect_corrupt(r: blobcask::Result<bytes::Bytes>, key: &str, what: &str) {
+    match r {
+        Ok(_) => panic!("{what}: {key}: damaged bytes were served"),
+        Err(e) => {
+            assert_eq!(e.kind(), blobcask::ErrorKind::Corrupt, "{what}: {e}");
+            let m = e.to_string();
+            assert!(m.contains(key), "{what}: no key in {m}");
+            assert!(m.contains("offset"), "{what}: no offset in {m}");
+        }
+    }
+}
