@@ -157,3 +157,18 @@ def test_blocking_calls_inside_a_coroutine_do_not_wait_forever(path):
     t.start()
     t.join(60)
     assert outcome == ["done"], "a blocking call on the loop's thread hung"
+
+
+def test_close_with_reads_in_flight_settles_them(path):
+    async def main() -> None:
+        s = await blobcask.AsyncStore.open(path, capacity=64 << 20)
+        for i in range(16):
+            await s.put(f"r{i}", pattern(i, 300 << 10))
+        reads = [asyncio.ensure_future(s.get(f"r{i % 16}")) for i in range(64)]
+        await asyncio.sleep(0)  # every read submitted
+        await s.close()
+        done = await asyncio.wait_for(asyncio.gather(*reads, return_exceptions=True), 30)
+        for i, r in enumerate(done):
+            assert isinstance(r, ClosedError) or r == pattern(i % 16, 300 << 10), r
+
+    asyncio.run(main())

@@ -140,6 +140,10 @@ class AsyncStore:
         """Closes the store and its thread pool. Calls still pending end
         with ClosedError or finish first."""
         await self._run(self._store.close)
+        # Calls still in flight (reads) complete through the loop's readers:
+        # keep watching until they have.
+        while self._events is not None and len(self._events):
+            await asyncio.sleep(0.001)
         self._unbind()
         self._pool.shutdown(wait=False)
 
