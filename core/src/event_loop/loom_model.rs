@@ -9,20 +9,25 @@
 //!
 //! The host loop only calls `run` when the wake descriptor is readable,
 //! so the property is: whenever the descriptor reads zero, no woken task
-//! is left in the queue (or the host would sleep with work pending). The
-//! model writes out `Ready::push`/`raise` and the head of `run` step for
-//! step; the descriptor (an eventfd, each read and write atomic) and the
-//! queue are loom locks. The broken variant takes the queue before it
-//! lowers the flag, so a wake in between is neither taken nor signalled:
-//! loom must find that (`#[should_panic]`).
+//! is left in the queue (or the host would sleep with work pending), and
+//! the flag is down (or the next wake would be silent). The model writes
+//! out `Ready::push`/`raise` and the head of `run` step for step; the
+//! descriptor (an eventfd, each read and write atomic) and the queue are
+//! loom locks. Two wakers race with a turn of the host; a third wake comes
+//! after them. Two broken variants must fail (`#[should_panic]`): taking
+//! the queue before lowering, and lowering the flag before draining the
+//! descriptor (the first version's order: a raise between the two had its
+//! write drained under a flag left up, and every later wake was silent;
+//! the event-loop tests found it under load, this model then did).
 
-use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 
 struct Ready {
     queue: Mutex<Vec<usize>>,
-    raised: AtomicBool,
+    /// The flag (an atomic in the code; a lock here, since loom's model
+    /// of a swap racing a store is unsound, tokio-rs/loom#254).
+    raised: Mutex<bool>,
     /// The eventfd counter.
     fd: Mutex<u64>,
 }
@@ -31,26 +36,33 @@ impl Ready {
     /// `Ready::push` (a waker, on any thread).
     fn push(&self, id: usize) {
         self.queue.lock().unwrap().push(id);
-        if !self.raised.swap(true, Ordering::AcqRel) {
+        if !std::mem::replace(&mut *self.raised.lock().unwrap(), true) {
             *self.fd.lock().unwrap() += 1;
         }
     }
 
-    /// `EventLoop::run` up to the polls: lower, then take the queue (the
-    /// broken variant the other way round). Returns the tasks to poll.
-    fn run(&self, broken: bool) -> Vec<usize> {
-        let lower = || {
-            if self.raised.swap(false, Ordering::AcqRel) {
-                *self.fd.lock().unwrap() = 0;
+    /// `EventLoop::run` up to the polls: drain, lower, take the queue.
+    /// Returns the tasks to poll.
+    fn run(&self, broken: Broken) -> Vec<usize> {
+        let drain = || *self.fd.lock().unwrap() = 0;
+        let lower = || *self.raised.lock().unwrap() = false;
+        match broken {
+            Broken::No => {
+                drain();
+                lower();
+                std::mem::take(&mut *self.queue.lock().unwrap())
             }
-        };
-        if broken {
-            let woken = std::mem::take(&mut *self.queue.lock().unwrap());
-            lower();
-            woken
-        } else {
-            lower();
-            std::mem::take(&mut *self.queue.lock().unwrap())
+            Broken::TakeFirst => {
+                let woken = std::mem::take(&mut *self.queue.lock().unwrap());
+                drain();
+                lower();
+                woken
+            }
+            Broken::LowerFirst => {
+                lower();
+                drain();
+                std::mem::take(&mut *self.queue.lock().unwrap())
+            }
         }
     }
 
@@ -59,11 +71,18 @@ impl Ready {
     }
 }
 
-fn wakes_reach_the_loop(broken: bool) {
+#[derive(Clone, Copy)]
+enum Broken {
+    No,
+    TakeFirst,
+    LowerFirst,
+}
+
+fn wakes_reach_the_loop(broken: Broken) {
     crate::loom_check::model(move || {
         let ready = Arc::new(Ready {
             queue: Mutex::new(Vec::new()),
-            raised: AtomicBool::new(false),
+            raised: Mutex::new(false),
             fd: Mutex::new(0),
         });
         let wakers: Vec<_> = (0..2)
@@ -86,10 +105,22 @@ fn wakes_reach_the_loop(broken: bool) {
         while ready.readable() {
             polled.extend(ready.run(broken));
         }
+        let mut first = polled.clone();
+        first.sort_unstable();
+        assert_eq!(
+            first,
+            vec![0, 1],
+            "the host sleeps with woken tasks queued: a lost wake-up"
+        );
+        // A later wake must reach it too (the flag must be down).
+        ready.push(2);
+        while ready.readable() {
+            polled.extend(ready.run(broken));
+        }
         polled.sort_unstable();
         assert_eq!(
             polled,
-            vec![0, 1],
+            vec![0, 1, 2],
             "the host sleeps with woken tasks queued: a lost wake-up"
         );
     });
@@ -97,11 +128,17 @@ fn wakes_reach_the_loop(broken: bool) {
 
 #[test]
 fn loom_model_event_loop_wakes_reach_the_loop() {
-    wakes_reach_the_loop(false);
+    wakes_reach_the_loop(Broken::No);
 }
 
 #[test]
 #[should_panic(expected = "lost wake-up")]
 fn loom_model_event_loop_broken_take_before_lower_loses_a_wake() {
-    wakes_reach_the_loop(true);
+    wakes_reach_the_loop(Broken::TakeFirst);
+}
+
+#[test]
+#[should_panic(expected = "lost wake-up")]
+fn loom_model_event_loop_broken_lower_before_drain_loses_a_later_wake() {
+    wakes_reach_the_loop(Broken::LowerFirst);
 }

@@ -27,8 +27,9 @@
 //! Invariants (L1–L3; `core/tests/event_loop.rs` guards them, and the loom
 //! model in `loom_model` L1 with a broken variant):
 //! * L1. A woken task is polled by a later `run`: the waker queues it and
-//!   raises the wake descriptor unless it was raised after the latest `run`
-//!   began, and `run` lowers the flag before it takes the queue. A wake on
+//!   raises the wake descriptor unless the flag says it is up, and `run`
+//!   drains the descriptor, then lowers the flag, then takes the queue;
+//!   so the flag is never up over an empty descriptor. A wake on
 //!   the thread of a `run` in progress only queues: that run takes the
 //!   queue again until it is empty (or raises the descriptor when it stops
 //!   early).
@@ -102,7 +103,7 @@ impl Ready {
     }
 
     fn raise(&self) {
-        if !self.raised.swap(true, Ordering::AcqRel) {
+        if !self.raised.swap(true, Ordering::SeqCst) {
             let one = 1u64;
             // SAFETY: writes 8 bytes from a local u64 to our eventfd. The
             // counter cannot overflow (it is drained at every `run`), and
@@ -111,16 +112,20 @@ impl Ready {
         }
     }
 
-    /// Lowers the flag, and the descriptor with it when it was raised (the
-    /// descriptor is readable exactly while the flag is up, so a run
-    /// started by the ring's descriptor costs no read here).
+    /// Drains the descriptor, then lowers the flag (L1). In this order a
+    /// raise racing with it either still finds the flag up (its task is
+    /// already queued, and `run` takes the queue after this) or writes
+    /// after the flag went down (the descriptor stays readable). The other
+    /// order could drain a raise that had just put the flag up: the flag
+    /// would stay up over an empty descriptor, and every later wake would
+    /// be silent (found by the event-loop tests under load; the loom
+    /// model's broken variant).
     fn lower(&self) {
-        if self.raised.swap(false, Ordering::AcqRel) {
-            let mut v = 0u64;
-            // SAFETY: reads 8 bytes into a local u64; the descriptor is
-            // non-blocking, so nothing to read is fine.
-            unsafe { libc::read(self.fd.as_raw_fd(), (&raw mut v).cast(), 8) };
-        }
+        let mut v = 0u64;
+        // SAFETY: reads 8 bytes into a local u64; the descriptor is
+        // non-blocking, so nothing to read is fine.
+        unsafe { libc::read(self.fd.as_raw_fd(), (&raw mut v).cast(), 8) };
+        self.raised.store(false, Ordering::SeqCst);
     }
 }
 
@@ -322,7 +327,7 @@ impl EventLoop {
         }
         let me = Arc::as_ptr(&self.inner.ready) as usize;
         let _restore = Restore(RUNNING.with(|r| r.replace(me)));
-        // L1: lower the flag before taking the queue, so a wake after the
+        // L1: drain and lower before taking the queue, so a wake after the
         // take raises the descriptor again.
         self.inner.ready.lower();
         if let Some(source) = &self.inner.source {
