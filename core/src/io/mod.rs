@@ -120,6 +120,14 @@ impl CompletionSource {
         self.driver.complete();
     }
 
+    /// Enters the kernel once for every queued operation, so they start
+    /// now rather than at their first poll. A failed enter leaves them
+    /// queued: their first poll submits them again.
+    pub(crate) fn submit(&self) {
+        #[cfg(target_os = "linux")]
+        let _ = self.driver.submit();
+    }
+
     /// Identity of the ring, for the thread-local mark.
     fn id(&self) -> usize {
         #[cfg(target_os = "linux")]

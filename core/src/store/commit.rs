@@ -67,6 +67,9 @@ pub(crate) enum Request {
         key: Box<[u8]>,
         size: u64,
         data: ObjectData,
+        /// The value's write when it is still in flight: the group writes
+        /// its tuple blocks meanwhile and syncs once both are done.
+        landed: Option<DataWrite>,
         reply: Sender<Result<ObjectInfo>>,
     },
     Delete {
@@ -81,6 +84,16 @@ pub(crate) enum Request {
         items: Vec<(Box<[u8]>, u64, ObjectData)>,
         reply: Sender<(usize, Option<Error>)>,
     },
+}
+
+/// A value's device write still in flight, issued by the put before its
+/// request joined the queue (`Store::start_write`), with the extent it
+/// writes into: the extent is kept until the write is done, so its space
+/// cannot go to another object while the kernel still writes there
+/// (invariant 2), whatever happens to the request.
+pub(crate) struct DataWrite {
+    pub write: crate::io::IoFuture<std::io::Result<()>>,
+    pub extent: Arc<super::Extent>,
 }
 
 /// A staged object: its key, size and where its value is.
@@ -173,6 +186,10 @@ struct Pending {
     needs_data_sync: bool,
     /// A bulk load is in the group: recovery keeps it all or nothing.
     atomic: bool,
+    /// Values of the group still being written (UNSYNCED puts, whose
+    /// tuples recovery checks against their data in the newest group):
+    /// the tuple blocks are written alongside, the sync waits for both.
+    landed: Vec<DataWrite>,
     /// When the first unwritten change was applied (buffered mode).
     since: Option<std::time::Instant>,
 }
@@ -276,6 +293,11 @@ impl Committer {
     async fn flush(&mut self) -> Result<()> {
         let pending = std::mem::take(&mut self.pending);
         let Some(first) = pending.first else {
+            // Nothing applied (the puts failed): their writes still finish
+            // before their space can go.
+            for d in pending.landed {
+                let _ = d.write.await;
+            }
             return Ok(());
         };
         if pending.needs_data_sync {
@@ -285,9 +307,12 @@ impl Committer {
                 .await
                 .map_err(|e| Error::io("syncing object data", e))?;
         }
-        if !pending.dirty.is_empty() {
-            let seq = self.next_version - 1;
-            let flags = if pending.atomic { GROUP_ATOMIC } else { 0 };
+        let seq = self.next_version - 1;
+        let flags = if pending.atomic { GROUP_ATOMIC } else { 0 };
+        if !pending.landed.is_empty() {
+            self.write_blocks_beside(pending.landed, &pending.dirty, seq, first, flags)
+                .await?;
+        } else if !pending.dirty.is_empty() {
             self.write_blocks(&pending.dirty, seq, first, flags).await?;
         }
         self.shared.commit_groups.fetch_add(1, Ordering::Relaxed);
@@ -342,14 +367,20 @@ impl Committer {
                     key,
                     size,
                     data,
+                    landed,
                     reply,
-                } => match self
-                    .apply_put(key, size, data, &mut dirty, &mut release)
-                    .await
-                {
-                    Ok(info) => acks.push(Ack::Info(reply, info)),
-                    Err(e) => drop(reply.send(Err(e))),
-                },
+                } => {
+                    // Whatever becomes of the put, the group waits for its
+                    // write before the sync (and before the space can go).
+                    self.pending.landed.extend(landed);
+                    match self
+                        .apply_put(key, size, data, &mut dirty, &mut release)
+                        .await
+                    {
+                        Ok(info) => acks.push(Ack::Info(reply, info)),
+                        Err(e) => drop(reply.send(Err(e))),
+                    }
+                }
                 Request::PutMany { items, reply } => {
                     self.pending.atomic = true;
                     let (mut applied, mut bytes, mut stop) = (0, 0, None);
@@ -680,6 +711,44 @@ impl Committer {
             .write_and_sync(writes)
             .await
             .map_err(|e| Error::io("writing tuple blocks", e))?;
+        self.blocks_written(blocks);
+        Ok(())
+    }
+
+    /// [`write_blocks`](Self::write_blocks) for a group whose values are
+    /// still being written: the tuple blocks go to the device while the
+    /// values land, and the one sync follows once all of them are done. A
+    /// failed value write fails the group before its sync (the store is
+    /// then poisoned, so this group stays the newest, and recovery rolls
+    /// back a tuple whose UNSYNCED data did not land: invariant 1).
+    async fn write_blocks_beside(
+        &mut self,
+        landed: Vec<DataWrite>,
+        blocks: &BTreeSet<u32>,
+        seq: u64,
+        group_first: u64,
+        flags: u32,
+    ) -> Result<()> {
+        let engine = self.shared.engine.clone();
+        let tuples = self.encode_blocks(blocks, seq, group_first, flags)?;
+        let tuple_writes =
+            futures::future::join_all(tuples.into_iter().map(|(at, buf)| engine.write_at(buf, at)));
+        let (extents, values): (Vec<_>, Vec<_>) =
+            landed.into_iter().map(|d| (d.extent, d.write)).unzip();
+        let (tuples, values) =
+            futures::future::join(tuple_writes, futures::future::join_all(values)).await;
+        // Every write is done: the extents may go (with the group's failure).
+        drop(extents);
+        for v in values {
+            v.map_err(|e| Error::io("writing object data", e))?;
+        }
+        for (r, _) in tuples {
+            r.map_err(|e| Error::io("writing tuple blocks", e))?;
+        }
+        engine
+            .sync()
+            .await
+            .map_err(|e| Error::io("syncing tuple blocks and data", e))?;
         self.blocks_written(blocks);
         Ok(())
     }

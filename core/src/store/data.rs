@@ -289,10 +289,25 @@ pub(crate) fn write_object_blocking(
     extent: &Extent,
     value: &Bytes,
 ) -> Result<Checksums> {
-    let parts = spans(&extent.pieces, 0, value.len() as u64);
-    let small = tuple::table_len(value.len() as u64) == 0;
-    let ([s], true) = (&parts[..], small) else {
+    let Some((dev, buf, sums)) = one_request(shared, extent, value) else {
         return crate::io::block_on(write_object(shared, extent, value));
+    };
+    let (r, _) = shared.engine.write_at_blocking(buf, dev);
+    r.map_err(|e| Error::io(format!("writing object data at device byte {dev}"), e))?;
+    Ok(sums)
+}
+
+/// A value that is one device request with no trailer table: where it goes,
+/// its aligned copy (padded to whole blocks) and its checksums. `None` for
+/// other values.
+fn one_request(
+    shared: &Shared,
+    extent: &Extent,
+    value: &Bytes,
+) -> Option<(u64, AlignedBuf, Checksums)> {
+    let parts = spans(&extent.pieces, 0, value.len() as u64);
+    let ([s], 0) = (&parts[..], tuple::table_len(value.len() as u64)) else {
+        return None;
     };
     let mut buf = AlignedBuf::copy_from(value);
     let sums = tuple::block_sums(buf.as_slice());
@@ -301,9 +316,31 @@ pub(crate) fn write_object_blocking(
     shared
         .device_bytes_written
         .fetch_add(padded as u64, Ordering::Relaxed);
-    let (r, _) = shared.engine.write_at_blocking(buf, s.dev);
-    r.map_err(|e| Error::io(format!("writing object data at device byte {}", s.dev), e))?;
-    Ok(seal(sums).0)
+    Some((s.dev, buf, seal(sums).0))
+}
+
+/// Starts writing a value of one device request (no trailer table) and
+/// returns its checksums and the write in flight, for the commit group to
+/// finish beside its tuple blocks (`commit::DataWrite`). io_uring only
+/// (the write is handed to the kernel now, and no thread is involved);
+/// `None` for other engines and values.
+pub(crate) fn start_write(
+    shared: &Shared,
+    extent: &Arc<Extent>,
+    value: &Bytes,
+) -> Option<(Checksums, super::commit::DataWrite)> {
+    let source = shared.engine.completion_source()?;
+    let (dev, buf, sums) = one_request(shared, extent, value)?;
+    let write = shared.engine.write_at(buf, dev);
+    source.submit();
+    let write = Box::pin(async move { write.await.0 });
+    Some((
+        sums,
+        super::commit::DataWrite {
+            write,
+            extent: extent.clone(),
+        },
+    ))
 }
 
 /// Where a whole value goes: (device offset, bytes) per span, block-aligned,

@@ -558,41 +558,83 @@ impl Store {
         let key = key.as_ref();
         let value: Bytes = value.into();
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
-        let data = match self.stage_put(key, &value).map_err(ctx)? {
-            Staged::Ready(data) => data,
-            Staged::Write(extent, unsynced) => {
-                let sums = data::write_object(self.shared(), &extent, &value)
-                    .await
-                    .map_err(ctx)?;
-                ObjectData::Heap {
-                    extent,
-                    sums,
-                    unsynced,
+        let (data, landed) = match self.stage_put(key, &value).map_err(ctx)? {
+            Staged::Ready(data) => (data, None),
+            Staged::Write(extent, unsynced) => match self.start_write(&extent, &value, unsynced) {
+                Some((sums, landed)) => (
+                    ObjectData::Heap {
+                        extent,
+                        sums,
+                        unsynced,
+                    },
+                    Some(landed),
+                ),
+                None => {
+                    let sums = data::write_object(self.shared(), &extent, &value)
+                        .await
+                        .map_err(ctx)?;
+                    let data = ObjectData::Heap {
+                        extent,
+                        sums,
+                        unsynced,
+                    };
+                    (data, None)
                 }
-            }
+            },
         };
-        self.commit_object(key, value.len() as u64, data)
+        self.commit_object(key, value.len() as u64, data, landed)
             .await
             .map_err(ctx)
+    }
+
+    /// The value's write started now, for its commit group to finish beside
+    /// the tuple blocks (one device round trip instead of two before the
+    /// sync): a value of one device request, UNSYNCED (so recovery checks
+    /// it against its tuple in the newest group: until the sync any subset
+    /// of the group's writes may be on the device, as before), in the
+    /// `Sync` durability mode (in `Buffered` the put is acknowledged before
+    /// its group is written, so its data must be written first).
+    fn start_write(
+        &self,
+        extent: &Arc<Extent>,
+        value: &Bytes,
+        unsynced: bool,
+    ) -> Option<(Checksums, commit::DataWrite)> {
+        let sync_mode = matches!(self.shared().options.durability, crate::Durability::Sync);
+        if !(unsynced && sync_mode) {
+            return None;
+        }
+        data::start_write(self.shared(), extent, value)
     }
 
     /// [`put`](Self::put) for blocking callers: a value that fits one device
     /// request is written with `pwrite` on the calling thread.
     pub(crate) fn put_blocking(&self, key: &[u8], value: Bytes) -> Result<ObjectInfo> {
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
-        let data = match self.stage_put(key, &value).map_err(ctx)? {
-            Staged::Ready(data) => data,
-            Staged::Write(extent, unsynced) => {
-                let sums =
-                    data::write_object_blocking(self.shared(), &extent, &value).map_err(ctx)?;
-                ObjectData::Heap {
-                    extent,
-                    sums,
-                    unsynced,
+        let (data, landed) = match self.stage_put(key, &value).map_err(ctx)? {
+            Staged::Ready(data) => (data, None),
+            Staged::Write(extent, unsynced) => match self.start_write(&extent, &value, unsynced) {
+                Some((sums, landed)) => (
+                    ObjectData::Heap {
+                        extent,
+                        sums,
+                        unsynced,
+                    },
+                    Some(landed),
+                ),
+                None => {
+                    let sums =
+                        data::write_object_blocking(self.shared(), &extent, &value).map_err(ctx)?;
+                    let data = ObjectData::Heap {
+                        extent,
+                        sums,
+                        unsynced,
+                    };
+                    (data, None)
                 }
-            }
+            },
         };
-        crate::io::block_on(self.commit_object(key, value.len() as u64, data)).map_err(ctx)
+        crate::io::block_on(self.commit_object(key, value.len() as u64, data, landed)).map_err(ctx)
     }
 
     /// Checks a put and decides where its value goes: inline, or into
@@ -618,12 +660,14 @@ impl Store {
         key: &[u8],
         size: u64,
         data: ObjectData,
+        landed: Option<commit::DataWrite>,
     ) -> Result<ObjectInfo> {
         let key: Box<[u8]> = key.into();
         self.submit(|reply| commit::Request::Put {
             key,
             size,
             data,
+            landed,
             reply,
         })
         .await

@@ -203,7 +203,7 @@ impl Upload {
             }
         };
         self.store
-            .commit_object(&self.key, self.size, data)
+            .commit_object(&self.key, self.size, data, None)
             .await
             .map_err(|e| e.context(ctx))
     }
