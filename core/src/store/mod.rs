@@ -17,6 +17,7 @@
 mod bulk;
 mod commit;
 mod data;
+mod fork;
 mod list;
 #[cfg(target_os = "linux")]
 mod local;
@@ -400,6 +401,9 @@ struct Inner {
     /// Separate open file description holding the `flock`; dropped on close.
     lock: Mutex<Option<std::fs::File>>,
     closed: AtomicBool,
+    /// `fork::generation()` when opened: another value means this is a
+    /// fork child's inherited copy (see `fork`).
+    fork_generation: u64,
 }
 
 impl Drop for Inner {
@@ -409,11 +413,25 @@ impl Drop for Inner {
 }
 
 impl Inner {
+    /// Whether this is a fork child's inherited copy of the handle.
+    fn forked(&self) -> bool {
+        fork::generation() != self.fork_generation
+    }
+
     /// Commits what is queued, writes what is open, marks the clean close
     /// and releases the lock. Idempotent. The closing is done by the
     /// maintenance thread, so that dropping a store inside an executor
     /// never nests one executor in another.
     fn shut_down(&self) {
+        if self.forked() {
+            // Not this process's store: no thread to stop (it stayed in
+            // the parent), nothing to write.
+            self.closed.store(true, Ordering::Release);
+            if let Some(h) = self.maintainer.lock().take() {
+                std::mem::forget(h);
+            }
+            return;
+        }
         self.closed.store(true, Ordering::Release);
         self.shared.maintenance.stop();
         if let Some(h) = self.maintainer.lock().take() {
@@ -515,6 +533,7 @@ impl Store {
                 maintainer: Mutex::new(Some(handle)),
                 lock: Mutex::new(lock),
                 closed: AtomicBool::new(false),
+                fork_generation: fork::generation(),
             }),
         }
     }
@@ -530,6 +549,13 @@ impl Store {
     }
 
     fn check_open(&self) -> Result<()> {
+        if self.inner.forked() {
+            return Err(Error::new(
+                ErrorKind::Locked,
+                "this handle was inherited through fork(): the store belongs to the parent \
+                 process; open it again in this process once the parent has closed it",
+            ));
+        }
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(Error::new(ErrorKind::Closed, "the store is closed"));
         }
@@ -540,6 +566,8 @@ impl Store {
         &self,
         make: impl FnOnce(oneshot::Sender<Result<T>>) -> commit::Request,
     ) -> Result<T> {
+        // Every change passes here: none from an inherited handle (`fork`).
+        self.check_open()?;
         let (tx, rx) = oneshot::channel();
         let Ok(role) = self.inner.commits.push(make(tx)) else {
             return Err(Error::new(ErrorKind::Closed, "the store is closed"));
@@ -897,6 +925,10 @@ impl Store {
     /// releases the lock. Later calls on any clone fail with `Closed`.
     pub async fn close(&self) -> Result<()> {
         if self.inner.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if self.inner.forked() {
+            self.inner.shut_down();
             return Ok(());
         }
         let synced = self.sync().await;
