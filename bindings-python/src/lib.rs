@@ -649,11 +649,17 @@ fn resolve<T>(
 ) {
     Python::attach(|py| {
         let fut = fut.bind(py);
-        if fut
-            .call_method0("cancelled")
-            .and_then(|c| c.is_truthy())
-            .unwrap_or(true)
-        {
+        // A cancelled call, or one whose loop was closed under it: nobody
+        // waits for the outcome.
+        let gone = |f: &Bound<'_, PyAny>| -> PyResult<bool> {
+            if f.call_method0("cancelled")?.is_truthy()? {
+                return Ok(true);
+            }
+            f.call_method0("get_loop")?
+                .call_method0("is_closed")?
+                .is_truthy()
+        };
+        if gone(fut).unwrap_or(true) {
             return;
         }
         let value = match outcome {
@@ -701,6 +707,11 @@ impl EventLoop {
     /// put or delete may still have been committed.
     fn cancel(&self, task: u64) -> bool {
         self.inner.cancel(task)
+    }
+
+    /// Drops every pending call (their loop was closed under them).
+    fn cancel_all(&self) -> usize {
+        self.inner.cancel_all()
     }
 
     /// Starts a read of `length` bytes at `offset` (None: to the end) that

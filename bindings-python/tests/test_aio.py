@@ -172,3 +172,48 @@ def test_close_with_reads_in_flight_settles_them(path):
             assert isinstance(r, ClosedError) or r == pattern(i % 16, 300 << 10), r
 
     asyncio.run(main())
+
+
+def test_a_loop_closed_with_calls_pending_does_not_wedge_the_store(path):
+    """Ctrl-C under run_until_complete, then loop.close(): the calls left
+    pending (one may lead a commit group) are dropped when the store is next
+    used, so later calls and close() on a new loop finish."""
+    s = asyncio.run(blobcask.AsyncStore.open(path, capacity=32 << 20))
+    old = asyncio.new_event_loop()
+
+    async def start() -> None:
+        for i in range(20):
+            asyncio.ensure_future(s.put(f"x{i}", b"v" * 50))
+        await asyncio.sleep(0)
+
+    old.run_until_complete(start())
+    old.close()  # the puts' tasks are never finished
+
+    async def later() -> None:
+        await asyncio.wait_for(s.put("after", b"ok"), 10)
+        assert await asyncio.wait_for(s.get("after"), 10) == b"ok"
+        await asyncio.wait_for(s.close(), 10)
+        await s.close()  # twice: a no-op
+        with pytest.raises(ClosedError):
+            await s.sync()
+
+    asyncio.run(later())
+    with blobcask.Store(path) as st:
+        assert st.get("after") == b"ok"
+        for i in range(20):
+            if f"x{i}" in st:
+                assert st.get(f"x{i}") == b"v" * 50
+
+
+def test_a_cancelled_large_put_never_lands_after_a_later_put(path):
+    async def main() -> None:
+        async with await blobcask.AsyncStore.open(path, capacity=64 << 20) as s:
+            for round in range(10):
+                big = asyncio.ensure_future(s.put("k", b"B" * (2 << 20)))
+                await asyncio.sleep(0)
+                big.cancel()
+                await s.put("k", b"small")
+                await asyncio.sleep(0.05)  # the big write finishes meanwhile
+                assert await s.get("k") == b"small", round
+
+    asyncio.run(main())

@@ -147,6 +147,8 @@ class EventLoop:
     def __len__(self) -> int: ...
     def cancel(self, task: int) -> bool:
         """Drops a pending call (a put or delete may still land)."""
+    def cancel_all(self) -> int:
+        """Drops every pending call (their loop was closed)."""
     def read(self, key: Key, offset: int, length: Optional[int], fut: "asyncio.Future[Any]") -> int:
         """Starts a read resolving ``fut`` with a ``Blob``; the task id."""
     def put(self, key: Key, value: BytesLike, fut: "asyncio.Future[Any]") -> int:

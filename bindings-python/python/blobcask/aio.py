@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator, Optional, TypeVar, Union
 
 from ._native import Blob, EventLoop, KeyIterator, ObjectInfo, Store, Upload
+from .errors import ClosedError
 
 Key = Union[str, bytes, bytearray, memoryview, Blob]
 T = TypeVar("T")
@@ -42,6 +43,7 @@ class AsyncStore:
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="blobcask")
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._events: Optional[EventLoop] = None
+        self._closed = False
 
     @classmethod
     async def open(cls, path: Any, *, workers: int = 16, **options: Any) -> "AsyncStore":
@@ -56,6 +58,8 @@ class AsyncStore:
         return self._store
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._closed:
+            raise ClosedError("the store is closed")
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, fn, *args)
 
@@ -66,11 +70,19 @@ class AsyncStore:
             return self._events
         if self._loop is not None and not self._loop.is_closed():
             raise RuntimeError("this AsyncStore serves another event loop")
+        self._forget_closed_loop()
         events = EventLoop(self._store)
         for fd in events.fds():
             loop.add_reader(fd, events.run)
         self._loop, self._events = loop, events
         return events
+
+    def _forget_closed_loop(self) -> None:
+        # Calls left pending by a loop closed under them are dropped: one
+        # of them may lead a commit group that nothing would finish.
+        if self._events is not None and self._loop is not None and self._loop.is_closed():
+            self._events.cancel_all()
+            self._loop = self._events = None
 
     def _unbind(self) -> None:
         if self._loop is not None and self._events is not None and not self._loop.is_closed():
@@ -138,8 +150,12 @@ class AsyncStore:
 
     async def close(self) -> None:
         """Closes the store and its thread pool. Calls still pending end
-        with ClosedError or finish first."""
-        await self._run(self._store.close)
+        with ClosedError or finish first. Closing twice is a no-op."""
+        if self._closed:
+            return
+        self._forget_closed_loop()
+        await asyncio.get_running_loop().run_in_executor(self._pool, self._store.close)
+        self._closed = True
         # Calls still in flight (reads) complete through the loop's readers:
         # keep watching until they have.
         while self._events is not None and len(self._events):

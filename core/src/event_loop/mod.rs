@@ -270,7 +270,17 @@ impl EventLoop {
         let store = self.inner.store.clone();
         async move {
             if value.len() as u64 >= OFFLOAD_BYTES {
-                blocking::unblock(move || store.put_blocking(&key, value)).await
+                // Copy and write on the helper thread; the commit stays
+                // here, so a task dropped meanwhile commits nothing (a
+                // cancelled put landing after a later one was seen when
+                // the whole put ran there).
+                let size = value.len() as u64;
+                let staging = store.staging();
+                let (writer, k) = (store.clone(), key.clone());
+                let data = blocking::unblock(move || writer.write_blocking(&k, &value)).await?;
+                let committed = store.commit_object(&key, size, data, None).await;
+                drop(staging);
+                committed
             } else {
                 store.put(&key, value).await
             }
@@ -352,6 +362,14 @@ impl EventLoop {
     pub fn cancel(&self, id: TaskId) -> bool {
         let task = self.inner.tasks.lock().remove(&id);
         task.is_some()
+    }
+
+    /// Drops every pending task (their callbacks never run), for a host
+    /// whose loop is gone: a task left pending could hold the store's
+    /// commit lead for good. Returns how many were dropped.
+    pub fn cancel_all(&self) -> usize {
+        let tasks = std::mem::take(&mut *self.inner.tasks.lock());
+        tasks.len()
     }
 
     /// Tasks spawned and not finished.

@@ -28,7 +28,7 @@ mod scrub;
 mod upload;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -404,7 +404,23 @@ struct Inner {
     /// `fork::generation()` when opened: another value means this is a
     /// fork child's inherited copy (see `fork`).
     fork_generation: u64,
+    /// Puts started and not yet answered (`Staging` guards): `close`
+    /// lets them finish before its last group.
+    staging: AtomicUsize,
 }
+
+/// A put in progress, counted in `Inner::staging` until dropped.
+pub(crate) struct Staging(Arc<Inner>);
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        self.0.staging.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// How long `close` waits for puts already started (a put left pending
+/// for good, by a task nobody polls any more, must not hold it forever).
+const CLOSE_WAITS_FOR_PUTS: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Drop for Inner {
     fn drop(&mut self) {
@@ -534,6 +550,7 @@ impl Store {
                 lock: Mutex::new(lock),
                 closed: AtomicBool::new(false),
                 fork_generation: fork::generation(),
+                staging: AtomicUsize::new(0),
             }),
         }
     }
@@ -546,6 +563,12 @@ impl Store {
 
     fn shared(&self) -> &Shared {
         &self.inner.shared
+    }
+
+    /// Counts a put as started until the guard drops (see `close`).
+    pub(crate) fn staging(&self) -> Staging {
+        self.inner.staging.fetch_add(1, Ordering::AcqRel);
+        Staging(self.inner.clone())
     }
 
     fn check_open(&self) -> Result<()> {
@@ -585,6 +608,7 @@ impl Store {
     pub async fn put(&self, key: impl AsRef<[u8]>, value: impl Into<Bytes>) -> Result<ObjectInfo> {
         let key = key.as_ref();
         let value: Bytes = value.into();
+        let _staging = self.staging();
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
         let (data, landed) = match self.stage_put(key, &value).map_err(ctx)? {
             Staged::Ready(data) => (data, None),
@@ -638,6 +662,7 @@ impl Store {
     /// [`put`](Self::put) for blocking callers: a value that fits one device
     /// request is written with `pwrite` on the calling thread.
     pub(crate) fn put_blocking(&self, key: &[u8], value: Bytes) -> Result<ObjectInfo> {
+        let _staging = self.staging();
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
         let (data, landed) = match self.stage_put(key, &value).map_err(ctx)? {
             Staged::Ready(data) => (data, None),
@@ -663,6 +688,28 @@ impl Store {
             },
         };
         crate::io::block_on(self.commit_object(key, value.len() as u64, data, landed)).map_err(ctx)
+    }
+
+    /// The part of a put before its commit, on the calling thread: the
+    /// value checked, placed and written (not yet visible). For puts whose
+    /// copy and write run on a helper thread while the commit stays with
+    /// the caller's task (`EventLoop::put_op`): a task dropped meanwhile
+    /// commits nothing, so a cancelled put can never land after a later
+    /// one of the same caller.
+    pub(crate) fn write_blocking(&self, key: &[u8], value: &Bytes) -> Result<ObjectData> {
+        let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
+        match self.stage_put(key, value).map_err(ctx)? {
+            Staged::Ready(data) => Ok(data),
+            Staged::Write(extent, unsynced) => {
+                let sums =
+                    data::write_object_blocking(self.shared(), &extent, value).map_err(ctx)?;
+                Ok(ObjectData::Heap {
+                    extent,
+                    sums,
+                    unsynced,
+                })
+            }
+        }
     }
 
     /// Checks a put and decides where its value goes: inline, or into
@@ -930,6 +977,14 @@ impl Store {
         if self.inner.forked() {
             self.inner.shut_down();
             return Ok(());
+        }
+        // Puts already started finish first (their values may still be
+        // being written on another thread), within a bound.
+        let since = std::time::Instant::now();
+        while self.inner.staging.load(Ordering::Acquire) > 0
+            && since.elapsed() < CLOSE_WAITS_FOR_PUTS
+        {
+            blocking::unblock(|| std::thread::sleep(std::time::Duration::from_millis(1))).await;
         }
         let synced = self.sync().await;
         let inner = self.inner.clone();
