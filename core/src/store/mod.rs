@@ -188,10 +188,20 @@ pub(crate) const UNSYNCED_LIMIT: u64 = 1 << 20;
 /// A put after its checks: the value to commit, or pieces to fill first
 /// (with the trailer table to write after the data, if any).
 enum Staged {
-    Ready(ObjectData),
+    /// What to commit, and the value's write when it is still in flight
+    /// (`Store::start_write`).
+    Ready(ObjectData, Option<commit::DataWrite>),
     /// Pieces to write the value into; whether its data may skip the sync
     /// before its tuple.
     Write(Arc<Extent>, bool),
+}
+
+fn heap(extent: Arc<Extent>, sums: Checksums, unsynced: bool) -> ObjectData {
+    ObjectData::Heap {
+        extent,
+        sums,
+        unsynced,
+    }
 }
 
 /// A read resolved against the index.
@@ -610,29 +620,14 @@ impl Store {
         let value: Bytes = value.into();
         let _staging = self.staging();
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
-        let (data, landed) = match self.stage_put(key, &value).map_err(ctx)? {
-            Staged::Ready(data) => (data, None),
-            Staged::Write(extent, unsynced) => match self.start_write(&extent, &value, unsynced) {
-                Some((sums, landed)) => (
-                    ObjectData::Heap {
-                        extent,
-                        sums,
-                        unsynced,
-                    },
-                    Some(landed),
-                ),
-                None => {
-                    let sums = data::write_object(self.shared(), &extent, &value)
-                        .await
-                        .map_err(ctx)?;
-                    let data = ObjectData::Heap {
-                        extent,
-                        sums,
-                        unsynced,
-                    };
-                    (data, None)
-                }
-            },
+        let (data, landed) = match self.stage_put(key, &value, true).map_err(ctx)? {
+            Staged::Ready(data, landed) => (data, landed),
+            Staged::Write(extent, unsynced) => {
+                let sums = data::write_object(self.shared(), &extent, &value)
+                    .await
+                    .map_err(ctx)?;
+                (heap(extent, sums, unsynced), None)
+            }
         };
         self.commit_object(key, value.len() as u64, data, landed)
             .await
@@ -664,28 +659,13 @@ impl Store {
     pub(crate) fn put_blocking(&self, key: &[u8], value: Bytes) -> Result<ObjectInfo> {
         let _staging = self.staging();
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
-        let (data, landed) = match self.stage_put(key, &value).map_err(ctx)? {
-            Staged::Ready(data) => (data, None),
-            Staged::Write(extent, unsynced) => match self.start_write(&extent, &value, unsynced) {
-                Some((sums, landed)) => (
-                    ObjectData::Heap {
-                        extent,
-                        sums,
-                        unsynced,
-                    },
-                    Some(landed),
-                ),
-                None => {
-                    let sums =
-                        data::write_object_blocking(self.shared(), &extent, &value).map_err(ctx)?;
-                    let data = ObjectData::Heap {
-                        extent,
-                        sums,
-                        unsynced,
-                    };
-                    (data, None)
-                }
-            },
+        let (data, landed) = match self.stage_put(key, &value, true).map_err(ctx)? {
+            Staged::Ready(data, landed) => (data, landed),
+            Staged::Write(extent, unsynced) => {
+                let sums =
+                    data::write_object_blocking(self.shared(), &extent, &value).map_err(ctx)?;
+                (heap(extent, sums, unsynced), None)
+            }
         };
         crate::io::block_on(self.commit_object(key, value.len() as u64, data, landed)).map_err(ctx)
     }
@@ -698,32 +678,36 @@ impl Store {
     /// one of the same caller.
     pub(crate) fn write_blocking(&self, key: &[u8], value: &Bytes) -> Result<ObjectData> {
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
-        match self.stage_put(key, value).map_err(ctx)? {
-            Staged::Ready(data) => Ok(data),
+        match self.stage_put(key, value, false).map_err(ctx)? {
+            Staged::Ready(data, _) => Ok(data),
             Staged::Write(extent, unsynced) => {
                 let sums =
                     data::write_object_blocking(self.shared(), &extent, value).map_err(ctx)?;
-                Ok(ObjectData::Heap {
-                    extent,
-                    sums,
-                    unsynced,
-                })
+                Ok(heap(extent, sums, unsynced))
             }
         }
     }
 
     /// Checks a put and decides where its value goes: inline, or into
     /// freshly allocated pieces with a checksum per block.
-    fn stage_put(&self, key: &[u8], value: &Bytes) -> Result<Staged> {
+    /// With `overlap`, a value whose write can go beside its commit group's
+    /// tuple blocks is started here (`start_write`) and comes back `Ready`.
+    fn stage_put(&self, key: &[u8], value: &Bytes, overlap: bool) -> Result<Staged> {
         self.check_open()?;
         check_key(key)?;
         self.shared().check_failed()?;
         let size = value.len() as u64;
         if self.is_inline(size) {
-            return Ok(Staged::Ready(ObjectData::Inline(value.clone())));
+            return Ok(Staged::Ready(ObjectData::Inline(value.clone()), None));
         }
         let extent = data::allocate(self.shared(), key, size)?;
-        Ok(Staged::Write(extent, size <= UNSYNCED_LIMIT))
+        let unsynced = size <= UNSYNCED_LIMIT;
+        if overlap {
+            if let Some((sums, landed)) = self.start_write(&extent, value, unsynced) {
+                return Ok(Staged::Ready(heap(extent, sums, unsynced), Some(landed)));
+            }
+        }
+        Ok(Staged::Write(extent, unsynced))
     }
 
     pub(crate) fn is_inline(&self, size: u64) -> bool {
