@@ -92,6 +92,21 @@ struct Ready {
 }
 
 impl Ready {
+    /// An empty queue over a fresh eventfd.
+    fn new() -> std::io::Result<Ready> {
+        // SAFETY: plain syscall; the descriptor is owned from here on.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Ready {
+            queue: Mutex::new(Vec::new()),
+            raised: AtomicBool::new(false),
+            // SAFETY: `fd` is a fresh descriptor nobody else owns.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
     fn push(&self, id: TaskId) {
         self.queue.lock().push(id);
         // A wake from inside this loop's own `run` (an operation reaped
@@ -184,22 +199,10 @@ impl EventLoop {
     /// An executor for `store`'s operations. Fails only when the system
     /// refuses an eventfd.
     pub fn new(store: &Store) -> Result<EventLoop> {
-        // SAFETY: plain syscall; the descriptor is owned from here on.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(Error::new(
-                ErrorKind::Io,
-                format!("eventfd: {}", std::io::Error::last_os_error()),
-            ));
-        }
+        let ready = Ready::new().map_err(|e| Error::new(ErrorKind::Io, format!("eventfd: {e}")))?;
         Ok(EventLoop {
             inner: Arc::new(Inner {
-                ready: Arc::new(Ready {
-                    queue: Mutex::new(Vec::new()),
-                    raised: AtomicBool::new(false),
-                    // SAFETY: `fd` is a fresh descriptor nobody else owns.
-                    fd: unsafe { OwnedFd::from_raw_fd(fd) },
-                }),
+                ready: Arc::new(ready),
                 tasks: Mutex::new(HashMap::new()),
                 next: AtomicU64::new(1),
                 source: store.completion_source(),
@@ -437,17 +440,10 @@ pub(crate) fn drive_hosted<F: Future>(future: F) -> std::result::Result<F::Outpu
         return Err(future);
     }
     // The future's own waker raises a descriptor of its own.
-    // SAFETY: plain syscall; the descriptor is owned from here on.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-    if fd < 0 {
+    let Ok(woken) = Ready::new() else {
         return Err(future);
-    }
-    // SAFETY: `fd` is a fresh descriptor nobody else owns.
-    let woken = Arc::new(Ready {
-        queue: Mutex::new(Vec::new()),
-        raised: AtomicBool::new(false),
-        fd: unsafe { OwnedFd::from_raw_fd(fd) },
-    });
+    };
+    let woken = Arc::new(woken);
     let waker = Waker::from(Arc::new(TaskWaker {
         id: 0,
         ready: woken.clone(),
