@@ -120,14 +120,6 @@ impl CompletionSource {
         self.driver.complete();
     }
 
-    /// Enters the kernel once for every queued operation, so they start
-    /// now rather than at their first poll. A failed enter leaves them
-    /// queued: their first poll submits them again.
-    pub(crate) fn submit(&self) {
-        #[cfg(target_os = "linux")]
-        let _ = self.driver.submit();
-    }
-
     /// Identity of the ring, for the thread-local mark.
     fn id(&self) -> usize {
         #[cfg(target_os = "linux")]
@@ -193,8 +185,7 @@ pub trait IoEngine: Send + Sync + 'static {
     /// Makes every completed write durable (fdatasync).
     fn sync(&self) -> IoFuture<io::Result<()>>;
     /// Writes every buffer (concurrently) and then syncs once: a commit
-    /// group's tuple blocks. Engines that can hand the writes and the sync
-    /// to the device in one submission.
+    /// group's values and tuple blocks.
     fn write_and_sync(self: Arc<Self>, writes: Vec<(AlignedBuf, u64)>) -> IoFuture<io::Result<()>> {
         let futs: Vec<_> = writes
             .into_iter()

@@ -17,9 +17,10 @@
 //! 1. syncs once if any request carries heap data, so object bytes are
 //!    durable before any tuple that points at them can be;
 //! 2. applies the requests in order, assigning strictly increasing versions;
-//! 3. writes every changed tuple block to its spare slot, syncs once (a
-//!    few blocks go to the device chained with the sync), and only then
-//!    acknowledges the requests and lets freed pieces go.
+//! 3. writes every changed tuple block to its spare slot, together with the
+//!    values the group writes itself (small puts whose data recovery checks
+//!    against their tuples), syncs once, and only then acknowledges the
+//!    requests and lets freed pieces go.
 //!
 //! Moving tuples: an overwrite whose new tuple no longer fits its block is
 //! placed in another block while the old tuple stays (as a stale copy) in
@@ -67,9 +68,9 @@ pub(crate) enum Request {
         key: Box<[u8]>,
         size: u64,
         data: ObjectData,
-        /// The value's write when it is still in flight: the group writes
-        /// its tuple blocks meanwhile and syncs once both are done.
-        landed: Option<DataWrite>,
+        /// The value's write when it is left to the group: issued together
+        /// with the group's tuple blocks, one sync for both.
+        data_write: Option<DataWrite>,
         reply: Sender<Result<ObjectInfo>>,
     },
     Delete {
@@ -86,13 +87,14 @@ pub(crate) enum Request {
     },
 }
 
-/// A value's device write still in flight, issued by the put before its
-/// request joined the queue (`Store::start_write`), with the extent it
-/// writes into: the extent is kept until the write is done, so its space
-/// cannot go to another object while the kernel still writes there
-/// (invariant 2), whatever happens to the request.
+/// A value's device write, prepared by its put (bytes in place, checksums
+/// taken: `Store::prepare_write`) and issued by the commit group beside its
+/// tuple blocks, with the extent it writes into: the group keeps the extent
+/// until the write is done, so its space cannot go to another object while
+/// the device still writes there (invariant 2).
 pub(crate) struct DataWrite {
-    pub write: crate::io::IoFuture<std::io::Result<()>>,
+    pub buf: AlignedBuf,
+    pub at: u64,
     pub extent: Arc<super::Extent>,
 }
 
@@ -186,10 +188,10 @@ struct Pending {
     needs_data_sync: bool,
     /// A bulk load is in the group: recovery keeps it all or nothing.
     atomic: bool,
-    /// Values of the group still being written (UNSYNCED puts, whose
-    /// tuples recovery checks against their data in the newest group):
-    /// the tuple blocks are written alongside, the sync waits for both.
-    landed: Vec<DataWrite>,
+    /// Values the group writes itself (UNSYNCED puts, whose tuples
+    /// recovery checks against their data in the newest group): issued
+    /// with the tuple blocks, one sync for all.
+    data_writes: Vec<DataWrite>,
     /// When the first unwritten change was applied (buffered mode).
     since: Option<std::time::Instant>,
 }
@@ -293,11 +295,6 @@ impl Committer {
     async fn flush(&mut self) -> Result<()> {
         let pending = std::mem::take(&mut self.pending);
         let Some(first) = pending.first else {
-            // Nothing applied (the puts failed): their writes still finish
-            // before their space can go.
-            for d in pending.landed {
-                let _ = d.write.await;
-            }
             return Ok(());
         };
         if pending.needs_data_sync {
@@ -309,8 +306,8 @@ impl Committer {
         }
         let seq = self.next_version - 1;
         let flags = if pending.atomic { GROUP_ATOMIC } else { 0 };
-        if !pending.landed.is_empty() {
-            self.write_blocks_beside(pending.landed, &pending.dirty, seq, first, flags)
+        if !pending.data_writes.is_empty() {
+            self.write_blocks_beside(pending.data_writes, &pending.dirty, seq, first, flags)
                 .await?;
         } else if !pending.dirty.is_empty() {
             self.write_blocks(&pending.dirty, seq, first, flags).await?;
@@ -367,17 +364,19 @@ impl Committer {
                     key,
                     size,
                     data,
-                    landed,
+                    data_write,
                     reply,
                 } => {
-                    // Whatever becomes of the put, the group waits for its
-                    // write before the sync (and before the space can go).
-                    self.pending.landed.extend(landed);
                     match self
                         .apply_put(key, size, data, &mut dirty, &mut release)
                         .await
                     {
-                        Ok(info) => acks.push(Ack::Info(reply, info)),
+                        Ok(info) => {
+                            self.pending.data_writes.extend(data_write);
+                            acks.push(Ack::Info(reply, info));
+                        }
+                        // Nothing was written: the value's space goes
+                        // with its extent.
                         Err(e) => drop(reply.send(Err(e))),
                     }
                 }
@@ -690,9 +689,7 @@ impl Committer {
             .fetch_add((blocks.len() * BLOCK_SIZE) as u64, Ordering::Relaxed);
     }
 
-    /// Writes each block to its spare slot and syncs once: the engine
-    /// hands a few blocks to the device chained with the sync, in one
-    /// submission.
+    /// Writes each block to its spare slot (all at once) and syncs once.
     pub async fn write_blocks(
         &mut self,
         blocks: &BTreeSet<u32>,
@@ -715,40 +712,34 @@ impl Committer {
         Ok(())
     }
 
-    /// [`write_blocks`](Self::write_blocks) for a group whose values are
-    /// still being written: the tuple blocks go to the device while the
-    /// values land, and the one sync follows once all of them are done. A
-    /// failed value write fails the group before its sync (the store is
-    /// then poisoned, so this group stays the newest, and recovery rolls
+    /// [`write_blocks`](Self::write_blocks) for a group that writes values
+    /// too: values and tuple blocks go to the device together (one
+    /// submission on io_uring), and the one sync follows once all of them
+    /// are done. A failed write fails the group before its sync (the store
+    /// is then poisoned, so this group stays the newest, and recovery rolls
     /// back a tuple whose UNSYNCED data did not land: invariant 1).
     async fn write_blocks_beside(
         &mut self,
-        landed: Vec<DataWrite>,
+        data_writes: Vec<DataWrite>,
         blocks: &BTreeSet<u32>,
         seq: u64,
         group_first: u64,
         flags: u32,
     ) -> Result<()> {
-        let engine = self.shared.engine.clone();
         let tuples = self.encode_blocks(blocks, seq, group_first, flags)?;
-        let tuple_writes =
-            futures::future::join_all(tuples.into_iter().map(|(at, buf)| engine.write_at(buf, at)));
-        let (extents, values): (Vec<_>, Vec<_>) =
-            landed.into_iter().map(|d| (d.extent, d.write)).unzip();
-        let (tuples, values) =
-            futures::future::join(tuple_writes, futures::future::join_all(values)).await;
+        let mut extents = Vec::with_capacity(data_writes.len());
+        let mut writes: Vec<(AlignedBuf, u64)> = data_writes
+            .into_iter()
+            .map(|d| {
+                extents.push(d.extent);
+                (d.buf, d.at)
+            })
+            .collect();
+        writes.extend(tuples.into_iter().map(|(at, buf)| (buf, at)));
+        let r = self.shared.engine.clone().write_and_sync(writes).await;
         // Every write is done: the extents may go (with the group's failure).
         drop(extents);
-        for v in values {
-            v.map_err(|e| Error::io("writing object data", e))?;
-        }
-        for (r, _) in tuples {
-            r.map_err(|e| Error::io("writing tuple blocks", e))?;
-        }
-        engine
-            .sync()
-            .await
-            .map_err(|e| Error::io("syncing tuple blocks and data", e))?;
+        r.map_err(|e| Error::io("writing object data and tuple blocks", e))?;
         self.blocks_written(blocks);
         Ok(())
     }

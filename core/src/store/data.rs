@@ -319,25 +319,20 @@ fn one_request(
     Some((s.dev, buf, seal(sums).0))
 }
 
-/// Starts writing a value of one device request (no trailer table) and
-/// returns its checksums and the write in flight, for the commit group to
-/// finish beside its tuple blocks (`commit::DataWrite`). io_uring only
-/// (the write is handed to the kernel now, and no thread is involved);
-/// `None` for other engines and values.
-pub(crate) fn start_write(
+/// Prepares the write of a value of one device request (no trailer table):
+/// its checksums and the write for the commit group to issue beside its
+/// tuple blocks (`commit::DataWrite`); `None` for other values.
+pub(crate) fn prepare_write(
     shared: &Shared,
     extent: &Arc<Extent>,
     value: &Bytes,
 ) -> Option<(Checksums, super::commit::DataWrite)> {
-    let source = shared.engine.completion_source()?;
-    let (dev, buf, sums) = one_request(shared, extent, value)?;
-    let write = shared.engine.write_at(buf, dev);
-    source.submit();
-    let write = Box::pin(async move { write.await.0 });
+    let (at, buf, sums) = one_request(shared, extent, value)?;
     Some((
         sums,
         super::commit::DataWrite {
-            write,
+            buf,
+            at,
             extent: extent.clone(),
         },
     ))

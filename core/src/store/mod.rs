@@ -188,8 +188,8 @@ pub(crate) const UNSYNCED_LIMIT: u64 = 1 << 20;
 /// A put after its checks: the value to commit, or pieces to fill first
 /// (with the trailer table to write after the data, if any).
 enum Staged {
-    /// What to commit, and the value's write when it is still in flight
-    /// (`Store::start_write`).
+    /// What to commit, and the value's write when the commit group issues
+    /// it (`Store::prepare_write`).
     Ready(ObjectData, Option<commit::DataWrite>),
     /// Pieces to write the value into; whether its data may skip the sync
     /// before its tuple.
@@ -620,8 +620,8 @@ impl Store {
         let value: Bytes = value.into();
         let _staging = self.staging();
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
-        let (data, landed) = match self.stage_put(key, &value, true).map_err(ctx)? {
-            Staged::Ready(data, landed) => (data, landed),
+        let (data, data_write) = match self.stage_put(key, &value, true).map_err(ctx)? {
+            Staged::Ready(data, data_write) => (data, data_write),
             Staged::Write(extent, unsynced) => {
                 let sums = data::write_object(self.shared(), &extent, &value)
                     .await
@@ -629,19 +629,19 @@ impl Store {
                 (heap(extent, sums, unsynced), None)
             }
         };
-        self.commit_object(key, value.len() as u64, data, landed)
+        self.commit_object(key, value.len() as u64, data, data_write)
             .await
             .map_err(ctx)
     }
 
-    /// The value's write started now, for its commit group to finish beside
+    /// The value's write left to its commit group, which issues it beside
     /// the tuple blocks (one device round trip instead of two before the
     /// sync): a value of one device request, UNSYNCED (so recovery checks
     /// it against its tuple in the newest group: until the sync any subset
     /// of the group's writes may be on the device, as before), in the
     /// `Sync` durability mode (in `Buffered` the put is acknowledged before
     /// its group is written, so its data must be written first).
-    fn start_write(
+    fn prepare_write(
         &self,
         extent: &Arc<Extent>,
         value: &Bytes,
@@ -651,23 +651,25 @@ impl Store {
         if !(unsynced && sync_mode) {
             return None;
         }
-        data::start_write(self.shared(), extent, value)
+        data::prepare_write(self.shared(), extent, value)
     }
 
     /// [`put`](Self::put) for blocking callers: a value that fits one device
-    /// request is written with `pwrite` on the calling thread.
+    /// request goes with its commit group; a larger one is written with
+    /// `pwrite` on the calling thread first.
     pub(crate) fn put_blocking(&self, key: &[u8], value: Bytes) -> Result<ObjectInfo> {
         let _staging = self.staging();
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
-        let (data, landed) = match self.stage_put(key, &value, true).map_err(ctx)? {
-            Staged::Ready(data, landed) => (data, landed),
+        let (data, data_write) = match self.stage_put(key, &value, true).map_err(ctx)? {
+            Staged::Ready(data, data_write) => (data, data_write),
             Staged::Write(extent, unsynced) => {
                 let sums =
                     data::write_object_blocking(self.shared(), &extent, &value).map_err(ctx)?;
                 (heap(extent, sums, unsynced), None)
             }
         };
-        crate::io::block_on(self.commit_object(key, value.len() as u64, data, landed)).map_err(ctx)
+        crate::io::block_on(self.commit_object(key, value.len() as u64, data, data_write))
+            .map_err(ctx)
     }
 
     /// The part of a put before its commit, on the calling thread: the
@@ -691,7 +693,7 @@ impl Store {
     /// Checks a put and decides where its value goes: inline, or into
     /// freshly allocated pieces with a checksum per block.
     /// With `overlap`, a value whose write can go beside its commit group's
-    /// tuple blocks is started here (`start_write`) and comes back `Ready`.
+    /// tuple blocks is prepared here (`prepare_write`) and comes back `Ready`.
     fn stage_put(&self, key: &[u8], value: &Bytes, overlap: bool) -> Result<Staged> {
         self.check_open()?;
         check_key(key)?;
@@ -703,8 +705,11 @@ impl Store {
         let extent = data::allocate(self.shared(), key, size)?;
         let unsynced = size <= UNSYNCED_LIMIT;
         if overlap {
-            if let Some((sums, landed)) = self.start_write(&extent, value, unsynced) {
-                return Ok(Staged::Ready(heap(extent, sums, unsynced), Some(landed)));
+            if let Some((sums, data_write)) = self.prepare_write(&extent, value, unsynced) {
+                return Ok(Staged::Ready(
+                    heap(extent, sums, unsynced),
+                    Some(data_write),
+                ));
             }
         }
         Ok(Staged::Write(extent, unsynced))
@@ -719,14 +724,14 @@ impl Store {
         key: &[u8],
         size: u64,
         data: ObjectData,
-        landed: Option<commit::DataWrite>,
+        data_write: Option<commit::DataWrite>,
     ) -> Result<ObjectInfo> {
         let key: Box<[u8]> = key.into();
         self.submit(|reply| commit::Request::Put {
             key,
             size,
             data,
-            landed,
+            data_write,
             reply,
         })
         .await

@@ -293,64 +293,6 @@ impl Driver {
         })
     }
 
-    /// Queues `entries` as one chain: each starts only after the one before
-    /// completed in full, and a failed or short one cancels the rest
-    /// (`-ECANCELED`). The chain goes into the queue in one piece, so no
-    /// other thread's entry can land inside it.
-    ///
-    /// # Safety
-    /// As for [`push`](Self::push), for each entry and its buffer.
-    pub unsafe fn push_chain(
-        self: &Arc<Self>,
-        entries: Vec<(squeue::Entry, Option<AlignedBuf>)>,
-    ) -> io::Result<Vec<Op>> {
-        let n = entries.len();
-        if n == 0 || n > ENTRIES as usize {
-            return Err(io::Error::other("io_uring chain longer than the queue"));
-        }
-        let mut ids = Vec::with_capacity(n);
-        let mut chain = Vec::with_capacity(n);
-        {
-            let mut slots = self.slots.lock();
-            for (i, (entry, buf)) in entries.into_iter().enumerate() {
-                let (id, data) = slots.insert(buf);
-                ids.push(id);
-                let mut entry = entry.user_data(data);
-                if i + 1 < n {
-                    entry = entry.flags(squeue::Flags::IO_LINK);
-                }
-                chain.push(entry);
-            }
-        }
-        let mut pushed = false;
-        for _ in 0..2 {
-            pushed = self.with_sq(|sq| {
-                // SAFETY: every entry's memory is owned by its slot until
-                // its completion is reaped (D1).
-                sq.capacity() - sq.len() >= n && unsafe { sq.push_multiple(&chain) }.is_ok()
-            });
-            if pushed {
-                self.unsubmitted.fetch_add(n, Ordering::Release);
-                break;
-            }
-            if let Err(e) = self.submit() {
-                ids.into_iter().for_each(|id| drop(self.take_back(id)));
-                return Err(e);
-            }
-        }
-        if !pushed {
-            ids.into_iter().for_each(|id| drop(self.take_back(id)));
-            return Err(io::Error::other("io_uring submission queue is full"));
-        }
-        Ok(ids
-            .into_iter()
-            .map(|id| Op {
-                driver: self.clone(),
-                id: Some(id),
-            })
-            .collect())
-    }
-
     /// Runs `f` on the submission queue with `sq` held for the queue
     /// handle's whole life. The handle stores its snapshot of the tail into
     /// the shared ring when it is dropped, so that drop must happen under

@@ -65,10 +65,6 @@ fn cancelled(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::ECANCELED)
 }
 
-/// Writes of at most this many buffers go to the kernel chained with
-/// their sync.
-const CHAIN_MAX: usize = 4;
-
 /// Fills the buffer's whole capacity, resubmitting after short reads.
 async fn read_rest(driver: Arc<Driver>, mut op: Op, total: usize, offset: u64) -> BufResult<()> {
     let mut done = 0usize;
@@ -101,28 +97,9 @@ async fn read_rest(driver: Arc<Driver>, mut op: Op, total: usize, offset: u64) -
 }
 
 /// Writes the buffer's valid bytes, resubmitting after short writes.
-async fn write_rest(driver: Arc<Driver>, op: Op, offset: u64) -> BufResult<()> {
-    let (r, buf) = write_rest_tracked(driver, op, offset).await;
-    (r.map(drop), buf)
-}
-
-/// Whether a write needed more than its first request (a short write or a
-/// cancelled one): a sync queued behind the first request does not cover
-/// the rest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Resubmitted {
-    No,
-    Yes,
-}
-
-async fn write_rest_tracked(
-    driver: Arc<Driver>,
-    mut op: Op,
-    offset: u64,
-) -> (io::Result<Resubmitted>, AlignedBuf) {
+async fn write_rest(driver: Arc<Driver>, mut op: Op, offset: u64) -> BufResult<()> {
     let mut done = 0usize;
     let mut retries = 0;
-    let mut again = Resubmitted::No;
     loop {
         let (r, buf) = op.await;
         let Some(buf) = buf else {
@@ -138,9 +115,8 @@ async fn write_rest_tracked(
             Err(e) => return (Err(e), buf),
         }
         if done >= buf.len() {
-            return (Ok(again), buf);
+            return (Ok(()), buf);
         }
-        again = Resubmitted::Yes;
         let entry = driver::write_entry(driver.fd(), &buf, done, offset + done as u64);
         op = match push(&driver, entry, buf) {
             Ok(op) => op,
@@ -222,88 +198,6 @@ impl IoEngine for UringEngine {
             Ok(op) => Box::pin(sync_rest(self.driver.clone(), op)),
             Err(e) => Box::pin(async move { Err(e) }),
         }
-    }
-
-    fn write_and_sync(self: Arc<Self>, writes: Vec<(AlignedBuf, u64)>) -> IoFuture<io::Result<()>> {
-        Box::pin(async move {
-            if super::in_block_on() {
-                // A blocking caller (the blocking API, the maintenance
-                // thread): plain pwrite and fdatasync on this thread. A
-                // sync through the ring always runs on a kernel worker
-                // thread, a wake-up this caller need not pay.
-                for (buf, at) in writes {
-                    super::pwrite_all(&self.file, buf, at).0?;
-                }
-                return self.file.sync_data();
-            }
-            let written = if writes.len() <= CHAIN_MAX {
-                // Writes and the sync as one chain, in one enter: the sync
-                // starts when the writes are done, with no round trip back
-                // here in between. (A drain flag would do the same for any
-                // number of writes, but would also hold back every other
-                // caller's reads behind the sync.)
-                let mut chain: Vec<_> = writes
-                    .iter()
-                    .map(|(buf, at)| (driver::write_entry(self.driver.fd(), buf, 0, *at), None))
-                    .collect();
-                chain.push((driver::fdatasync_entry(self.driver.fd()), None));
-                let mut offsets = Vec::with_capacity(writes.len());
-                // The buffers go to the slots of their entries.
-                for (slot, (buf, at)) in chain.iter_mut().zip(writes) {
-                    slot.1 = Some(buf);
-                    offsets.push(at);
-                }
-                // SAFETY: each write entry points into the buffer its slot
-                // now owns; the sync points at nothing.
-                let mut ops = unsafe { self.driver.push_chain(chain) }?;
-                let sync = ops.pop();
-                let written = futures::future::join_all(
-                    ops.into_iter()
-                        .zip(offsets)
-                        .map(|(op, at)| write_rest_tracked(self.driver.clone(), op, at)),
-                )
-                .await;
-                (written, sync)
-            } else {
-                let mut ops = Vec::with_capacity(writes.len());
-                for (buf, at) in writes {
-                    match self.start_write(buf, at) {
-                        Ok(op) => ops.push(write_rest_tracked(self.driver.clone(), op, at)),
-                        Err((e, _)) => return Err(e),
-                    }
-                }
-                (futures::future::join_all(ops).await, None)
-            };
-            let (written, sync) = written;
-            let mut resync = sync.is_none();
-            let mut failed = None;
-            for (r, _) in written {
-                match r {
-                    Ok(Resubmitted::No) => {}
-                    // Part of a write went out after the chained sync: sync
-                    // again once everything is written.
-                    Ok(Resubmitted::Yes) => resync = true,
-                    Err(e) => {
-                        failed.get_or_insert(e);
-                    }
-                }
-            }
-            // A chained sync cancelled by a failed or short write is issued
-            // again by `sync_rest`, now that every write is done.
-            let synced = match sync {
-                Some(op) => sync_rest(self.driver.clone(), op).await,
-                None => Ok(()),
-            };
-            if let Some(e) = failed {
-                return Err(e);
-            }
-            synced?;
-            if resync {
-                let op = self.start_sync()?;
-                sync_rest(self.driver.clone(), op).await?;
-            }
-            Ok(())
-        })
     }
 
     fn completion_source(&self) -> Option<super::CompletionSource> {
