@@ -14,6 +14,8 @@ pub const DEFAULT_INLINE_THRESHOLD: usize = 512;
 /// Largest inline threshold accepted (a tuple must fit in one block with a
 /// maximum-length key).
 pub const MAX_INLINE_THRESHOLD: usize = 2048;
+/// Bytes of the read cache by default: 64 MiB.
+pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
 /// Largest heap piece of a newly created store: 16 MiB.
 pub const DEFAULT_MAX_PIECE_SIZE: u64 = 16 << 20;
 
@@ -55,6 +57,7 @@ pub struct Options {
     pub(crate) create_new: bool,
     pub(crate) read_only: bool,
     pub(crate) durability: Durability,
+    pub(crate) cache_bytes: u64,
 }
 
 impl Default for Options {
@@ -70,6 +73,7 @@ impl Default for Options {
             create_new: false,
             read_only: false,
             durability: Durability::Sync,
+            cache_bytes: DEFAULT_CACHE_BYTES,
         }
     }
 }
@@ -78,6 +82,18 @@ impl Options {
     /// Default options.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Bound of the read cache, in bytes: heap objects of up to 1 MiB read
+    /// whole are kept in RAM (checked, by version, so a read never returns
+    /// a superseded version) and later reads of them, whole or in part,
+    /// skip the device. A scan does not flush what is read often. 0 turns
+    /// the cache off; inline values are in RAM anyway.
+    /// [`Stats::cache`](crate::Stats) reports hits, misses and bytes held.
+    /// Defaults to [`DEFAULT_CACHE_BYTES`].
+    pub fn cache_bytes(mut self, bytes: u64) -> Self {
+        self.cache_bytes = bytes;
+        self
     }
 
     /// Bytes of the file created for a new store (rounded down to 4 KiB).

@@ -291,8 +291,16 @@ impl Committer {
 
     /// Writes the open group: data sync when needed, then every changed
     /// tuple block to its spare slot and one sync. Then superseded pieces
-    /// may go.
+    /// may go, and readers waiting for the group's values go on (also
+    /// after a failure: the store is then poisoned, and they find what the
+    /// device holds, checked).
     async fn flush(&mut self) -> Result<()> {
+        let r = self.write_group().await;
+        self.shared.landing.release();
+        r
+    }
+
+    async fn write_group(&mut self) -> Result<()> {
         let pending = std::mem::take(&mut self.pending);
         let Some(first) = pending.first else {
             return Ok(());
@@ -314,8 +322,11 @@ impl Committer {
         }
         self.shared.commit_groups.fetch_add(1, Ordering::Relaxed);
         // Superseded versions are unlinked on disk now: their pieces may go
-        // as soon as the last reader lets go of them.
-        drop(pending.release);
+        // as soon as the last reader lets go of them, and their cached
+        // bytes now (no new read can find them: invariant 8).
+        for e in pending.release {
+            self.shared.cache.forget(e.version);
+        }
         Ok(())
     }
 
@@ -367,6 +378,11 @@ impl Committer {
                     data_write,
                     reply,
                 } => {
+                    if data_write.is_some() {
+                        // Readers of this version wait for its value
+                        // (`apply_put` gives it the next version).
+                        self.shared.landing.hold(self.next_version);
+                    }
                     match self
                         .apply_put(key, size, data, &mut dirty, &mut release)
                         .await

@@ -166,7 +166,8 @@ impl LocalStore {
             Located::Ready(b) => Ok(b),
             Located::Heap(h) => {
                 let s = self.store.shared();
-                data::read_range(
+                s.landing.wait(h.version).await;
+                let bytes = data::read_range(
                     &self.inner.file,
                     Some(&s.tables),
                     &h.object(),
@@ -174,7 +175,9 @@ impl LocalStore {
                     h.len,
                 )
                 .await
-                .map_err(|e| e.context(ctx()))
+                .map_err(|e| e.context(ctx()))?;
+                self.store.admit(key, &h, &bytes);
+                Ok(bytes)
             }
         }
     }

@@ -15,9 +15,11 @@
 //!   the disk (invariant 2).
 
 mod bulk;
+mod cache;
 mod commit;
 mod data;
 mod fork;
+mod landing;
 mod list;
 #[cfg(target_os = "linux")]
 mod local;
@@ -44,6 +46,7 @@ use crate::io::IoEngine;
 use crate::meta::recovery::RecoveryReport;
 use crate::meta::tuple::{self, Checksums, Piece, TupleValue, MAX_KEY_LEN};
 use crate::options::Options;
+pub use cache::CacheStats;
 
 pub use bulk::{BulkOptions, LoadReport};
 pub use list::{Keys, ListEntry};
@@ -98,6 +101,8 @@ pub struct Stats {
     pub index: IndexKind,
     /// What recovery found and did when the store was opened.
     pub recovery: RecoveryReport,
+    /// The read cache since open.
+    pub cache: CacheStats,
 }
 
 impl Stats {
@@ -364,6 +369,10 @@ pub(crate) struct Shared {
     pub metadata_bytes: AtomicU64,
     /// Trailer checksum tables of large objects, by version.
     pub tables: data::TableCache,
+    /// Checked bytes of hot objects, by version.
+    pub cache: cache::ReadCache,
+    /// Versions whose values their commit group is still writing.
+    pub landing: landing::Landing,
     /// What recovery did when the store was opened.
     pub recovery: RecoveryReport,
     /// Wakes the maintenance thread (a buffered group to write by its
@@ -768,7 +777,8 @@ impl Store {
             Located::Ready(b) => Ok(b),
             Located::Heap(h) => {
                 let s = self.shared();
-                data::read_range(
+                s.landing.wait(h.version).await;
+                let bytes = data::read_range(
                     s.engine.as_ref(),
                     Some(&s.tables),
                     &h.object(),
@@ -776,7 +786,9 @@ impl Store {
                     h.len,
                 )
                 .await
-                .map_err(|e| e.context(format!("read {} at {offset}", show_key(key))))
+                .map_err(|e| e.context(format!("read {} at {offset}", show_key(key))))?;
+                self.admit(key, &h, &bytes);
+                Ok(bytes)
             }
         }
     }
@@ -789,20 +801,37 @@ impl Store {
             Located::Ready(b) => Ok(b),
             Located::Heap(h) => {
                 let s = self.shared();
-                data::read_range_blocking(
+                crate::io::block_on(s.landing.wait(h.version));
+                let bytes = data::read_range_blocking(
                     s.engine.as_ref(),
                     Some(&s.tables),
                     &h.object(),
                     h.offset,
                     h.len,
                 )
-                .map_err(|e| e.context(format!("read {} at {offset}", show_key(key))))
+                .map_err(|e| e.context(format!("read {} at {offset}", show_key(key))))?;
+                self.admit(key, &h, &bytes);
+                Ok(bytes)
             }
         }
     }
 
-    /// Checks the call and resolves `key` to its bytes or to its extent,
-    /// pinned (the `Arc`) so its pieces outlive the read.
+    /// Keeps the checked bytes of a whole-object read in the read cache
+    /// (`cache`), unless `key` has moved on to another version meanwhile.
+    fn admit(&self, key: &[u8], h: &HeapRead, bytes: &Bytes) {
+        let s = self.shared();
+        if s.cache.wants(h.size, h.offset, h.len) {
+            s.cache.admit(h.version, bytes, || {
+                s.state
+                    .read()
+                    .lookup(key)
+                    .is_some_and(|e| e.version == h.version)
+            });
+        }
+    }
+
+    /// Checks the call and resolves `key` to its bytes (inline, or cached)
+    /// or to its extent, pinned (the `Arc`) so its pieces outlive the read.
     fn locate(&self, key: &[u8], offset: u64, len: u64) -> Result<Located> {
         let ctx = || format!("read {} at {offset}", show_key(key));
         self.check_open().map_err(|e| e.context(ctx()))?;
@@ -822,6 +851,11 @@ impl Store {
             .context(ctx()));
         }
         let len = len.min(size - offset);
+        if matches!(data, ObjectData::Heap { .. }) {
+            if let Some(b) = self.shared().cache.get(version, offset, len) {
+                return Ok(Located::Ready(b));
+            }
+        }
         Ok(match data {
             ObjectData::Inline(b) => {
                 Located::Ready(b.slice(offset as usize..(offset + len) as usize))
@@ -940,6 +974,7 @@ impl Store {
             direct_io: s.engine.direct_io(),
             index: s.options.index,
             recovery: s.recovery.clone(),
+            cache: s.cache.stats(),
         }
     }
 

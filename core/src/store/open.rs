@@ -533,6 +533,7 @@ async fn recover(
         Some(PathFiles { lock, io }) => (Some(lock), Some(io)),
         None => (None, None),
     };
+    let cache_bytes = options.cache_bytes;
     let shared = Arc::new(Shared {
         engine,
         io_file,
@@ -549,6 +550,8 @@ async fn recover(
         commit_groups: AtomicU64::new(0),
         metadata_bytes: AtomicU64::new(metadata_bytes),
         tables: data::new_table_cache(),
+        cache: super::cache::ReadCache::new(cache_bytes),
+        landing: super::landing::Landing::new(),
         recovery: report,
         maintenance: super::commit::Maintenance::new(),
     });

@@ -1,0 +1,189 @@
+//! The read cache: whole heap objects kept in RAM after a device read, so a
+//! hot object is read from the device once rather than at every get.
+//!
+//! * **Keyed by version.** Versions are never reused (each change gets a
+//!   larger one, and the cache starts empty at open), so a cached value can
+//!   only ever be the bytes of the version a read looked up: a read never
+//!   returns a superseded version, whatever the timing of overwrites and
+//!   deletes (invariant 8 in `INVARIANTS.md`). Superseded versions are
+//!   dropped when the commit that replaced them is durable (`forget`) and,
+//!   if a slow read admits one after that, when `admit` sees the index has
+//!   moved on.
+//! * **Only checked bytes.** A value is admitted after the read path has
+//!   checked every block against its checksums (invariant 5); a corrupt
+//!   object is never cached, so a repaired one is read again.
+//! * **Whole objects of at most `MAX_OBJECT` bytes,** admitted by reads of
+//!   the whole object. A range read of a cached object is a slice of it; a
+//!   range read of an uncached one reads only its range and admits nothing
+//!   (reading the rest would cost device time the caller did not ask for).
+//!   Larger objects bypass the cache: their reads are long device
+//!   transfers anyway, and one of them would evict thousands of small ones.
+//! * **Admission and eviction** are `quick_cache`'s (CLOCK-PRO with ghost
+//!   entries): an object read once, as by a scan, enters the cold part and
+//!   leaves first, so a scan does not flush the hot set.
+//! * Inline values are not cached: they are in RAM already.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+
+use crate::format::BLOCK_SIZE;
+use crate::io::round_up;
+
+/// Largest object the cache holds.
+pub(crate) const MAX_OBJECT: u64 = 1 << 20;
+
+/// Bookkeeping bytes counted per entry beyond its buffer.
+const ENTRY_OVERHEAD: u64 = 64;
+
+/// Weighs a cached value by the buffer it keeps alive (device reads are
+/// whole blocks).
+#[derive(Clone)]
+struct Weight;
+
+impl quick_cache::Weighter<u64, Bytes> for Weight {
+    fn weight(&self, _version: &u64, value: &Bytes) -> u64 {
+        weight(value.len() as u64)
+    }
+}
+
+fn weight(size: u64) -> u64 {
+    round_up(size as usize, BLOCK_SIZE) as u64 + ENTRY_OVERHEAD
+}
+
+/// What the cache did since open, for [`Stats`](crate::Stats).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Reads of heap objects served from the cache.
+    pub hits: u64,
+    /// Reads of heap objects that went to the device.
+    pub misses: u64,
+    /// Bytes the cache holds now (buffers and bookkeeping).
+    pub bytes: u64,
+    /// The cache's bound in bytes (0: no cache).
+    pub capacity: u64,
+}
+
+pub(crate) struct ReadCache {
+    /// `None` when the cache is off (`Options::cache_bytes(0)`).
+    cache: Option<quick_cache::sync::Cache<u64, Bytes, Weight>>,
+    /// Largest object admitted: `MAX_OBJECT`, or less for a small cache so
+    /// that no single object takes more than an eighth of it.
+    max_object: u64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl ReadCache {
+    pub fn new(capacity: u64) -> ReadCache {
+        let cache = (capacity > 0).then(|| {
+            // quick_cache sizes its tables from an estimate of the entry
+            // count; 16 KiB is a typical small object.
+            let items = usize::try_from(capacity / (16 << 10)).unwrap_or(usize::MAX);
+            quick_cache::sync::Cache::with_weighter(items.max(16), capacity, Weight)
+        });
+        ReadCache {
+            cache,
+            max_object: MAX_OBJECT.min(capacity / 8),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    /// `[offset, offset + len)` of version `version` (an object of `size`
+    /// bytes), if cached; counts a hit or a miss.
+    pub fn get(&self, version: u64, offset: u64, len: u64) -> Option<Bytes> {
+        let cache = self.cache.as_ref()?;
+        let found = cache.get(&version).and_then(|whole| {
+            let (from, to) = (
+                usize::try_from(offset).ok()?,
+                usize::try_from(offset + len).ok()?,
+            );
+            (to <= whole.len()).then(|| whole.slice(from..to))
+        });
+        let counter = if found.is_some() {
+            &self.hits
+        } else {
+            &self.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    /// Whether a read of `[offset, offset + len)` of a `size`-byte object
+    /// would be admitted (`admit`).
+    pub fn wants(&self, size: u64, offset: u64, len: u64) -> bool {
+        self.cache.is_some() && offset == 0 && len == size && size > 0 && size <= self.max_object
+    }
+
+    /// Keeps the checked bytes of a whole object version. `current` says
+    /// whether the index still points at this version; checked after the
+    /// insert, so a version superseded meanwhile (its `forget` already
+    /// done) does not linger.
+    pub fn admit(&self, version: u64, whole: &Bytes, current: impl FnOnce() -> bool) {
+        let Some(cache) = &self.cache else { return };
+        cache.insert(version, whole.clone());
+        if !current() {
+            cache.remove(&version);
+        }
+    }
+
+    /// Drops a version that is no longer reachable (overwritten, deleted).
+    pub fn forget(&self, version: u64) {
+        if let Some(cache) = &self.cache {
+            cache.remove(&version);
+        }
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            bytes: self.cache.as_ref().map_or(0, |c| c.weight()),
+            capacity: self.cache.as_ref().map_or(0, |c| c.capacity()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_range_of_a_cached_object_is_a_slice_of_it() {
+        let c = ReadCache::new(1 << 20);
+        let v = Bytes::from(vec![7u8; 10_000]);
+        assert!(c.wants(10_000, 0, 10_000));
+        assert!(!c.wants(10_000, 1, 9_999), "only whole-object reads admit");
+        c.admit(5, &v, || true);
+        assert_eq!(c.get(5, 100, 50).as_deref(), Some(&v[100..150]));
+        assert_eq!(c.get(6, 0, 10), None, "another version is a miss");
+        let s = c.stats();
+        assert_eq!((s.hits, s.misses), (1, 1));
+        assert_eq!(s.bytes, weight(10_000));
+    }
+
+    #[test]
+    fn a_version_superseded_during_its_read_is_not_kept() {
+        let c = ReadCache::new(1 << 20);
+        c.admit(5, &Bytes::from_static(b"old bytes"), || false);
+        assert_eq!(c.get(5, 0, 9), None);
+        assert_eq!(c.stats().bytes, 0);
+    }
+
+    #[test]
+    fn capacity_zero_is_off_and_large_objects_bypass() {
+        let off = ReadCache::new(0);
+        assert!(!off.wants(100, 0, 100));
+        assert_eq!(off.get(1, 0, 1), None);
+        assert_eq!(off.stats(), CacheStats::default());
+        let small = ReadCache::new(8 << 20);
+        assert!(small.wants(1 << 20, 0, 1 << 20));
+        assert!(!small.wants((1 << 20) + 1, 0, (1 << 20) + 1));
+        let tiny = ReadCache::new(64 << 10);
+        assert!(
+            !tiny.wants(16 << 10, 0, 16 << 10),
+            "an eighth of the cache at most"
+        );
+    }
+}
