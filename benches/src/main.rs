@@ -16,6 +16,9 @@
 //!   `pwrite` of the same bytes (1 MiB requests, 16 in flight) + fdatasync.
 //! * `commit`: durable 16 KiB puts from 1 and 16 concurrent writers vs one
 //!   writer doing `O_DIRECT` write + fdatasync of 16 KiB.
+//! * `warm`: whole 16 KiB gets of 256 objects (5 passes, p50) through
+//!   `blocking::Store::get` with the read cache off and with it warm, on
+//!   the same store file, in alternating rounds.
 //! * `fs`: random 4 KiB range reads of objects of several sizes through
 //!   `blocking::Store::read` vs a file per object (open + pread + close, the
 //!   page cache dropped first when running as root), interleaved rounds.
@@ -74,7 +77,7 @@ fn main() {
             "--engine" => cfg.engine = args.next(),
             _ => {
                 eprintln!(
-                    "usage: blobcask-bench [--dir DIR] [--quick] [--phase read|upload|commit|depth|fs|space] [--engine io_uring|portable]"
+                    "usage: blobcask-bench [--dir DIR] [--quick] [--phase read|upload|commit|depth|warm|fs|space] [--engine io_uring|portable]"
                 );
                 std::process::exit(2);
             }
@@ -112,6 +115,12 @@ fn main() {
             }
             if run("depth") {
                 depth_phase(&cfg, engine).await;
+            }
+            if run("warm") {
+                let c = cfg.clone();
+                tokio::task::spawn_blocking(move || warm_phase(&c, engine))
+                    .await
+                    .unwrap();
             }
         }
         if cfg.phase.as_deref() == Some("space") {
@@ -563,6 +572,62 @@ async fn upload_phase(cfg: &Config, engine: IoEngineKind) {
         mbs(bc) / mbs(rw_one_sync),
         mbs(bc) / mbs(rw_sync_each)
     );
+}
+
+/// Whole 16 KiB gets, blocking API: the read cache off (every get reads
+/// the device) against the cache warm (every get a hit), same file.
+fn warm_phase(cfg: &Config, engine: IoEngineKind) {
+    use blobcask::blocking::Store as Blocking;
+    let path = cfg.dir.join("warm.blobcask");
+    let _ = std::fs::remove_file(&path);
+    let keys: Vec<String> = (0..256).map(|i| format!("warm/{i}")).collect();
+    let open = |cache: u64| {
+        Blocking::open(
+            &path,
+            Options::new()
+                .capacity(256 << 20)
+                .io_engine(engine)
+                .cache_bytes(cache),
+        )
+        .expect("open")
+    };
+    let s = open(0);
+    for k in &keys {
+        s.put(k, vec![7u8; 16 << 10]).unwrap();
+    }
+    s.close().unwrap();
+    let p50 = |s: &Blocking| {
+        let mut t = Vec::with_capacity(keys.len() * 5);
+        for _ in 0..5 {
+            for k in &keys {
+                let a = Instant::now();
+                std::hint::black_box(s.get(k).unwrap());
+                t.push(a.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+        t.sort_by(f64::total_cmp);
+        t[t.len() / 2]
+    };
+    println!("warm: 16 KiB get p50 (µs), blocking API, 256 objects");
+    println!("| round | cache off (device) | cache warm (hit) | ratio | cache bytes held |");
+    println!("|---|---|---|---|---|");
+    for round in 0..if cfg.quick { 2 } else { 5 } {
+        let off = open(0);
+        let cold = p50(&off);
+        off.close().unwrap();
+        let on = open(blobcask::DEFAULT_CACHE_BYTES);
+        for k in &keys {
+            on.get(k).unwrap();
+        }
+        let warm = p50(&on);
+        let held = on.stats().cache.bytes;
+        on.close().unwrap();
+        println!(
+            "| {round} | {cold:.1} | {warm:.2} | {:.4} | {held} |",
+            warm / cold
+        );
+    }
+    let _ = std::fs::remove_file(&path);
 }
 
 async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
