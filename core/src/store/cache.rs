@@ -186,4 +186,13 @@ mod tests {
             "an eighth of the cache at most"
         );
     }
+
+    #[test]
+    fn the_largest_bound_allocates_nothing_up_front() {
+        let c = ReadCache::new(u64::MAX);
+        let v = Bytes::from(vec![1u8; 5000]);
+        c.admit(1, &v, || true);
+        assert_eq!(c.get(1, 0, 5000).as_deref(), Some(&v[..]));
+        assert_eq!(c.stats().bytes, weight(5000));
+    }
 }
