@@ -615,7 +615,7 @@ fn warm_phase(cfg: &Config, engine: IoEngineKind) {
         let off = open(0);
         let cold = p50(&off);
         off.close().unwrap();
-        let on = open(blobcask::DEFAULT_CACHE_BYTES);
+        let on = open(64 << 20);
         for k in &keys {
             on.get(k).unwrap();
         }

@@ -14,8 +14,9 @@ pub const DEFAULT_INLINE_THRESHOLD: usize = 512;
 /// Largest inline threshold accepted (a tuple must fit in one block with a
 /// maximum-length key).
 pub const MAX_INLINE_THRESHOLD: usize = 2048;
-/// Bytes of the read cache by default: 64 MiB.
-pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
+/// Bytes of the read cache by default: off (0) until the Node binding stops
+/// handing out writable zero-copy Buffers over the bytes it would share.
+pub const DEFAULT_CACHE_BYTES: u64 = 0;
 /// Largest heap piece of a newly created store: 16 MiB.
 pub const DEFAULT_MAX_PIECE_SIZE: u64 = 16 << 20;
 
