@@ -78,6 +78,8 @@ export type ErrorCode =
   | 'LOCKED'
   | 'UNSUPPORTED'
   | 'CLOSED'
+  | 'ALREADY_EXISTS'
+  | 'VERSION_MISMATCH'
 
 /** An Error with the kind in `code`. */
 export interface BlobcaskError extends Error {

@@ -7,7 +7,8 @@
  * blocking it; an open store with no call pending does not keep Node alive.
  * `...Sync` twins are for scripts. Errors are `Error` objects whose
  * `code` names the kind: 'NOT_FOUND', 'INVALID_ARGUMENT', 'TOO_LARGE',
- * 'NO_SPACE', 'CORRUPT', 'IO', 'LOCKED', 'UNSUPPORTED', 'CLOSED'.
+ * 'NO_SPACE', 'CORRUPT', 'IO', 'LOCKED', 'UNSUPPORTED', 'CLOSED' (and
+ * 'ALREADY_EXISTS', 'VERSION_MISMATCH' from conditional puts).
  */
 const native = require('./index.js')
 

@@ -43,6 +43,14 @@ typedef enum bc_code {
   BC_UNSUPPORTED = 8,
   BC_CLOSED = 9,
   /*
+   A create-only put found the key present.
+   */
+  BC_ALREADY_EXISTS = 10,
+  /*
+   A put conditional on a version found another version or none.
+   */
+  BC_VERSION_MISMATCH = 11,
+  /*
    A bug in blobcask (a caught panic); the message says where.
    */
   BC_INTERNAL = 99,

@@ -33,6 +33,10 @@ pub enum bc_code {
     BC_LOCKED = 7,
     BC_UNSUPPORTED = 8,
     BC_CLOSED = 9,
+    /// A create-only put found the key present.
+    BC_ALREADY_EXISTS = 10,
+    /// A put conditional on a version found another version or none.
+    BC_VERSION_MISMATCH = 11,
     /// A bug in blobcask (a caught panic); the message says where.
     BC_INTERNAL = 99,
 }
@@ -159,6 +163,8 @@ fn code_of(kind: ErrorKind) -> bc_code {
         ErrorKind::Locked => bc_code::BC_LOCKED,
         ErrorKind::Unsupported => bc_code::BC_UNSUPPORTED,
         ErrorKind::Closed => bc_code::BC_CLOSED,
+        ErrorKind::AlreadyExists => bc_code::BC_ALREADY_EXISTS,
+        ErrorKind::VersionMismatch => bc_code::BC_VERSION_MISMATCH,
         _ => bc_code::BC_INTERNAL,
     }
 }
@@ -680,6 +686,8 @@ pub extern "C" fn bc_code_name(code: i32) -> *const c_char {
         7 => c"LOCKED",
         8 => c"UNSUPPORTED",
         9 => c"CLOSED",
+        10 => c"ALREADY_EXISTS",
+        11 => c"VERSION_MISMATCH",
         _ => c"INTERNAL",
     };
     name.as_ptr()

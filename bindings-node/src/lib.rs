@@ -31,7 +31,7 @@ use std::rc::Rc;
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::UNIX_EPOCH;
 
-use engine::{Bytes, ErrorKind, IndexKind, IoEngineKind, ObjectInfo as Info, Options};
+use engine::{Bytes, IndexKind, IoEngineKind, ObjectInfo as Info, Options, PutOptions};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
@@ -42,18 +42,7 @@ use host::{Host, JsThread, Promise};
 /// Errors cross as `"CODE: message"`; lib.js moves the code into the
 /// error's `code` property (napi-rs Promises only carry its own statuses).
 pub(crate) fn js_err(e: engine::Error) -> Error {
-    let code = match e.kind() {
-        ErrorKind::NotFound => "NOT_FOUND",
-        ErrorKind::InvalidArgument => "INVALID_ARGUMENT",
-        ErrorKind::TooLarge => "TOO_LARGE",
-        ErrorKind::NoSpace => "NO_SPACE",
-        ErrorKind::Corrupt => "CORRUPT",
-        ErrorKind::Io => "IO",
-        ErrorKind::Locked => "LOCKED",
-        ErrorKind::Unsupported => "UNSUPPORTED",
-        ErrorKind::Closed => "CLOSED",
-        _ => "INTERNAL",
-    };
+    let code = e.kind().code();
     Error::new(Status::GenericFailure, format!("{code}: {}", e.message()))
 }
 
@@ -422,7 +411,7 @@ impl Store {
     ) -> Result<Promise> {
         let (key, value) = (key_of(key), Bytes::copy_from_slice(&value));
         self.host(env)?.spawn(|ev| {
-            let put = ev.put_op(key, value);
+            let put = ev.put_op(key, value, PutOptions::default());
             async move { put.await.map(ObjectInfo::from).map_err(js_err) }
         })
     }

@@ -15,7 +15,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::UNIX_EPOCH;
 
 use engine::blocking;
-use engine::{Bytes, Error, ErrorKind, IndexKind, IoEngineKind, ObjectInfo as Info, Options};
+use engine::{
+    Bytes, Error, ErrorKind, IndexKind, IoEngineKind, ObjectInfo as Info, Options, PutMode,
+    PutOptions,
+};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
 use pyo3::ffi;
@@ -34,6 +37,8 @@ fn py_err(e: Error) -> PyErr {
         ErrorKind::Locked => "LockedError",
         ErrorKind::Unsupported => "UnsupportedError",
         ErrorKind::Closed => "ClosedError",
+        ErrorKind::AlreadyExists => "AlreadyExistsError",
+        ErrorKind::VersionMismatch => "VersionMismatchError",
         _ => "Error",
     };
     Python::attach(|py| {
@@ -46,6 +51,21 @@ fn py_err(e: Error) -> PyErr {
             Err(import_failed) => import_failed,
         }
     })
+}
+
+/// The condition of a put from its keyword arguments.
+fn put_options(if_absent: bool, if_version: Option<u64>) -> PyResult<PutOptions> {
+    let mode = match (if_absent, if_version) {
+        (false, None) => PutMode::Overwrite,
+        (true, None) => PutMode::Create,
+        (false, Some(v)) => PutMode::Update(v),
+        (true, Some(_)) => {
+            return Err(PyValueError::new_err(
+                "if_absent and if_version cannot be combined",
+            ))
+        }
+    };
+    Ok(PutOptions::from(mode))
 }
 
 /// Drops large buffers away from the thread that let them go: giving back
@@ -426,15 +446,21 @@ impl Store {
     }
 
     /// Stores `value` under `key` (create or replace); durable on return.
+    /// `if_absent=True` creates only (`AlreadyExistsError` if present);
+    /// `if_version=v` replaces only version `v` (`VersionMismatchError`).
+    #[pyo3(signature = (key, value, *, if_absent=false, if_version=None))]
     fn put(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
+        if_absent: bool,
+        if_version: Option<u64>,
     ) -> PyResult<ObjectInfo> {
+        let options = put_options(if_absent, if_version)?;
         let (key, value) = (key_of(key)?, value_of(value)?);
         let s = &self.inner;
-        py.detach(|| s.put(&key, value))
+        py.detach(|| s.put_with(&key, value, options))
             .map(ObjectInfo::from)
             .map_err(py_err)
     }
@@ -542,7 +568,7 @@ impl Store {
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        self.put(py, key, value).map(drop)
+        self.put(py, key, value, false, None).map(drop)
     }
 
     fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -730,17 +756,21 @@ impl EventLoop {
         }))
     }
 
-    /// Starts a put that resolves `fut` with its `ObjectInfo` once durable.
+    /// Starts a put that resolves `fut` with its `ObjectInfo` once durable
+    /// (`if_absent`, `if_version` as for `Store.put`).
     fn put(
         &self,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
+        if_absent: bool,
+        if_version: Option<u64>,
         fut: Py<PyAny>,
     ) -> PyResult<u64> {
+        let options = put_options(if_absent, if_version)?;
         let (key, value) = (key_of(key)?, value_of(value)?);
         Ok(self
             .inner
-            .put(key, value, move |out| resolve(fut, out, info_out)))
+            .put(key, value, options, move |out| resolve(fut, out, info_out)))
     }
 
     /// Starts a stat that resolves `fut` with an `ObjectInfo`.

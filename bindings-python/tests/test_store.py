@@ -84,6 +84,37 @@ def test_errors_map_to_classes(store, path):
         blobcask.Store(path + ".x", index="nope")
 
 
+def test_conditional_puts(store):
+    first = store.put("k", b"one", if_absent=True)
+    with pytest.raises(errors.AlreadyExistsError) as e:
+        store.put("k", b"two", if_absent=True)
+    assert isinstance(e.value, FileExistsError) and e.value.code == "ALREADY_EXISTS"
+    with pytest.raises(errors.VersionMismatchError):
+        store.put("k", b"two", if_version=first.version + 1)
+    assert store.get("k") == b"one"
+    second = store.put("k", b"two", if_version=first.version)
+    assert second.version > first.version and store.get("k") == b"two"
+    with pytest.raises(ValueError):
+        store.put("k", b"x", if_absent=True, if_version=second.version)
+    with pytest.raises(TypeError):
+        store.put("k", b"x", if_absent=1)
+    with pytest.raises(errors.VersionMismatchError):
+        store.put("missing", b"x", if_version=1)
+    assert "missing" not in store
+
+    async def racing():
+        a = blobcask.AsyncStore(store)
+        results = await asyncio.gather(
+            *(a.put("race", bytes([i]) * 5000, if_absent=True) for i in range(8)),
+            return_exceptions=True,
+        )
+        won = [r for r in results if not isinstance(r, BaseException)]
+        assert len(won) == 1, results
+        assert all(isinstance(r, errors.AlreadyExistsError) for r in results if r not in won)
+
+    asyncio.run(racing())
+
+
 def test_foreign_file_is_corrupt(tmp_path):
     p = tmp_path / "foreign"
     p.write_bytes(b"not a store" * 200_000)

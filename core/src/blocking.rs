@@ -10,7 +10,7 @@ use crate::io::block_on;
 use bytes::Bytes;
 
 use crate::io::IoEngine;
-use crate::{ObjectInfo, Options, Result, Stats};
+use crate::{ObjectInfo, Options, PutOptions, Result, Stats};
 
 /// Blocking handle over [`crate::Store`]; cheap to clone.
 #[derive(Clone, Debug)]
@@ -46,7 +46,17 @@ impl Store {
     }
     /// See [`crate::Store::put`].
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl Into<Bytes>) -> Result<ObjectInfo> {
-        self.inner.put_blocking(key.as_ref(), value.into())
+        self.inner
+            .put_blocking(key.as_ref(), value.into(), PutOptions::default())
+    }
+    /// See [`crate::Store::put_with`].
+    pub fn put_with(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl Into<Bytes>,
+        options: PutOptions,
+    ) -> Result<ObjectInfo> {
+        self.inner.put_blocking(key.as_ref(), value.into(), options)
     }
     /// See [`crate::Store::get`].
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Bytes> {

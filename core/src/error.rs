@@ -27,6 +27,11 @@ pub enum ErrorKind {
     Unsupported,
     /// The store was closed.
     Closed,
+    /// A conditional create (`PutMode::Create`) found the key present.
+    AlreadyExists,
+    /// A conditional update (`PutMode::Update`) found another version, or
+    /// no object, under the key.
+    VersionMismatch,
 }
 
 impl ErrorKind {
@@ -42,6 +47,8 @@ impl ErrorKind {
             ErrorKind::Locked => "LOCKED",
             ErrorKind::Unsupported => "UNSUPPORTED",
             ErrorKind::Closed => "CLOSED",
+            ErrorKind::AlreadyExists => "ALREADY_EXISTS",
+            ErrorKind::VersionMismatch => "VERSION_MISMATCH",
         }
     }
 }

@@ -242,3 +242,65 @@ impl Options {
         Ok(())
     }
 }
+
+/// What a put may replace. The condition is checked by the commit path
+/// when the put is applied, in commit order, so two racing conditional
+/// puts of one key never both succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PutMode {
+    /// Create the object or replace whatever is there (plain `put`).
+    #[default]
+    Overwrite,
+    /// Create only: `AlreadyExists` if the key has an object.
+    Create,
+    /// Replace only the given version: `VersionMismatch` if the key holds
+    /// another version or nothing (compare-and-swap on
+    /// [`ObjectInfo::version`](crate::ObjectInfo::version)).
+    Update(u64),
+}
+
+/// Options of one put ([`Store::put_with`](crate::Store::put_with)):
+/// `PutOptions::default().mode(PutMode::Create)`, or `PutMode::Create.into()`.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PutOptions {
+    /// What the put may replace; the default replaces anything.
+    pub mode: PutMode,
+}
+
+impl PutOptions {
+    /// Sets what the put may replace.
+    pub fn mode(mut self, mode: PutMode) -> Self {
+        self.mode = mode;
+        self
+    }
+}
+
+impl From<PutMode> for PutOptions {
+    fn from(mode: PutMode) -> Self {
+        PutOptions::default().mode(mode)
+    }
+}
+
+impl PutMode {
+    /// Checks this condition against the version the key holds now
+    /// (`None`: no object).
+    pub(crate) fn check(self, current: Option<u64>) -> Result<()> {
+        match (self, current) {
+            (PutMode::Overwrite, _) | (PutMode::Create, None) => Ok(()),
+            (PutMode::Create, Some(v)) => Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!("the key exists (version {v})"),
+            )),
+            (PutMode::Update(want), Some(v)) if want == v => Ok(()),
+            (PutMode::Update(want), Some(v)) => Err(Error::new(
+                ErrorKind::VersionMismatch,
+                format!("expected version {want}, the key holds version {v}"),
+            )),
+            (PutMode::Update(want), None) => Err(Error::new(
+                ErrorKind::VersionMismatch,
+                format!("expected version {want}, the key has no object"),
+            )),
+        }
+    }
+}

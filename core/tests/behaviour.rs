@@ -3,7 +3,10 @@
 
 mod common;
 
-use blobcask::{ErrorKind, IndexKind, IoEngineKind, Options, Store, MAX_KEY_LEN, PART_ALIGN};
+use blobcask::{
+    ErrorKind, IndexKind, IoEngineKind, Options, PutMode, PutOptions, Store, MAX_KEY_LEN,
+    PART_ALIGN,
+};
 use common::*;
 
 /// Runs an async behaviour once per engine and index backend on a fresh
@@ -45,6 +48,102 @@ on_every_engine!(put_then_get_returns_the_same_bytes, |s, _t, _e| {
         assert_eq!(s.get(&key).await.unwrap(), v, "size {size}");
     }
 });
+
+// `PutMode::Create` and `PutMode::Update` for inline, small-heap and large
+// values: a refused put changes nothing (the old bytes, the same version,
+// no space kept).
+on_every_engine!(
+    conditional_puts_create_only_or_replace_one_version,
+    |s, _t, _e| {
+        let with = |mode| PutOptions::default().mode(mode);
+        for (i, size) in [10usize, 20_000, 2 << 20].into_iter().enumerate() {
+            let key = format!("c/{size}");
+            let (a, b) = (pattern(i as u64, size), pattern(100 + i as u64, size));
+            let first = s
+                .put_with(&key, a.clone(), with(PutMode::Create))
+                .await
+                .unwrap();
+            let before = s.stats();
+            let err = s
+                .put_with(&key, b.clone(), with(PutMode::Create))
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::AlreadyExists, "{err}");
+            let err = s
+                .put_with(&key, b.clone(), with(PutMode::Update(first.version + 1)))
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::VersionMismatch, "{err}");
+            assert_eq!(s.get(&key).await.unwrap(), a, "a refused put changed {key}");
+            assert_eq!(s.stat(&key).await.unwrap().version, first.version);
+            let after = s.stats();
+            assert_eq!(after.allocated_bytes, before.allocated_bytes, "space kept");
+            assert_eq!(after.objects, before.objects);
+            let second = s
+                .put_with(&key, b.clone(), with(PutMode::Update(first.version)))
+                .await
+                .unwrap();
+            assert!(second.version > first.version);
+            assert_eq!(s.get(&key).await.unwrap(), b);
+            // The old version is gone: updating it again is refused.
+            let err = s
+                .put_with(&key, a.clone(), with(PutMode::Update(first.version)))
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::VersionMismatch);
+            // Update of a missing key is refused; Create after a delete works.
+            s.delete(&key).await.unwrap();
+            let err = s
+                .put_with(&key, a.clone(), with(PutMode::Update(second.version)))
+                .await
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::VersionMismatch);
+            assert!(!s.contains(&key));
+            s.put_with(&key, a.clone(), with(PutMode::Create))
+                .await
+                .unwrap();
+            assert_eq!(s.get(&key).await.unwrap(), a);
+        }
+    }
+);
+
+// Of many racing creates of one key, exactly one succeeds (the condition
+// is decided in commit order, not by an earlier look at the index), and the
+// losers' space is given back.
+on_every_engine!(
+    racing_creates_of_one_key_let_exactly_one_win,
+    |s, _t, _e| {
+        s.put("alone", pattern(0, 5000)).await.unwrap();
+        let one_object = s.stats().allocated_bytes;
+        for round in 0..20u64 {
+            let before = s.stats().allocated_bytes;
+            let key = format!("race/{round}");
+            let tasks: Vec<_> = (0..8u64)
+                .map(|w| {
+                    let (s, key) = (s.clone(), key.clone());
+                    tokio::spawn(async move {
+                        let create = PutOptions::from(PutMode::Create);
+                        s.put_with(&key, pattern(w, 5000), create).await
+                    })
+                })
+                .collect();
+            let mut won = Vec::new();
+            for (w, t) in tasks.into_iter().enumerate() {
+                match t.await.unwrap() {
+                    Ok(_) => won.push(w as u64),
+                    Err(e) => assert_eq!(e.kind(), ErrorKind::AlreadyExists, "{e}"),
+                }
+            }
+            assert_eq!(won.len(), 1, "round {round}: winners {won:?}");
+            assert_eq!(s.get(&key).await.unwrap(), pattern(won[0], 5000));
+            assert_eq!(
+                s.stats().allocated_bytes - before,
+                one_object,
+                "losers' space kept"
+            );
+        }
+    }
+);
 
 on_every_engine!(objects_larger_than_the_max_piece_work, |s, _t, _e| {
     // 40 MiB > the 16 MiB max piece: the object spans several pieces.

@@ -25,6 +25,7 @@ from __future__ import annotations
 from ._native import MAX_KEY_LEN, PART_ALIGN, Blob, KeyIterator, ObjectInfo, Store, Upload, crc32c
 from .aio import AsyncStore, AsyncUpload
 from .errors import (
+    AlreadyExistsError,
     ClosedError,
     CorruptError,
     Error,
@@ -35,6 +36,7 @@ from .errors import (
     NotFoundError,
     TooLargeError,
     UnsupportedError,
+    VersionMismatchError,
 )
 
 __all__ = [
@@ -57,5 +59,7 @@ __all__ = [
     "IOError",
     "LockedError",
     "UnsupportedError",
+    "AlreadyExistsError",
+    "VersionMismatchError",
     "ClosedError",
 ]

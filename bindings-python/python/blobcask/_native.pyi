@@ -96,8 +96,17 @@ class Store:
         read-only descriptor: several read-only handles may share it, writes
         raise ``UnsupportedError``, and nothing is ever written.
         """
-    def put(self, key: Key, value: BytesLike) -> ObjectInfo:
-        """Stores ``value`` under ``key`` (create or replace); durable on return."""
+    def put(
+        self,
+        key: Key,
+        value: BytesLike,
+        *,
+        if_absent: bool = False,
+        if_version: Optional[int] = None,
+    ) -> ObjectInfo:
+        """Stores ``value`` under ``key`` (create or replace); durable on return.
+        ``if_absent=True`` creates only (``AlreadyExistsError`` if present);
+        ``if_version=v`` replaces only version ``v`` (``VersionMismatchError``)."""
     def get(self, key: Key) -> bytes:
         """The whole object, as a ``bytes`` copy (see ``get_blob``)."""
     def read(self, key: Key, offset: int = 0, length: Optional[int] = None) -> bytes:
@@ -151,7 +160,14 @@ class EventLoop:
         """Drops every pending call (their loop was closed)."""
     def read(self, key: Key, offset: int, length: Optional[int], fut: "asyncio.Future[Any]") -> int:
         """Starts a read resolving ``fut`` with a ``Blob``; the task id."""
-    def put(self, key: Key, value: BytesLike, fut: "asyncio.Future[Any]") -> int:
+    def put(
+        self,
+        key: Key,
+        value: BytesLike,
+        if_absent: bool,
+        if_version: Optional[int],
+        fut: "asyncio.Future[Any]",
+    ) -> int:
         """Starts a put resolving ``fut`` with an ``ObjectInfo``; the task id."""
     def stat(self, key: Key, fut: "asyncio.Future[Any]") -> int:
         """Starts a stat resolving ``fut`` with an ``ObjectInfo``; the task id."""

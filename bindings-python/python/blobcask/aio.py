@@ -100,9 +100,17 @@ class AsyncStore:
             fut.add_done_callback(functools.partial(_forget_if_cancelled, events, task))
         return fut
 
-    async def put(self, key: Key, value: Any) -> ObjectInfo:
-        """Stores ``value`` under ``key``; durable when awaited."""
-        return await self._start(EventLoop.put, key, value)
+    async def put(
+        self,
+        key: Key,
+        value: Any,
+        *,
+        if_absent: bool = False,
+        if_version: Optional[int] = None,
+    ) -> ObjectInfo:
+        """Stores ``value`` under ``key``; durable when awaited.
+        ``if_absent``/``if_version`` as for ``Store.put``."""
+        return await self._start(EventLoop.put, key, value, if_absent, if_version)
 
     async def get(self, key: Key) -> Blob:
         """The whole object, as a ``Blob`` (no copy)."""

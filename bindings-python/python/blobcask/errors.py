@@ -17,6 +17,8 @@ __all__ = [
     "LockedError",
     "UnsupportedError",
     "ClosedError",
+    "AlreadyExistsError",
+    "VersionMismatchError",
 ]
 
 
@@ -81,3 +83,15 @@ class ClosedError(Error):
     """The store was closed."""
 
     code = "CLOSED"
+
+
+class AlreadyExistsError(Error, FileExistsError):
+    """A create-only put (``if_absent=True``) found the key present."""
+
+    code = "ALREADY_EXISTS"
+
+
+class VersionMismatchError(Error):
+    """A put with ``if_version`` found another version, or no object."""
+
+    code = "VERSION_MISMATCH"

@@ -62,7 +62,7 @@ use futures::FutureExt;
 use parking_lot::Mutex;
 
 use crate::io::{self, CompletionSource};
-use crate::{Bytes, Error, ErrorKind, ObjectInfo, Result, Store};
+use crate::{Bytes, Error, ErrorKind, ObjectInfo, PutOptions, Result, Store};
 
 /// Reads and puts of at least this many bytes run on a helper thread
 /// rather than on the loop (see the module documentation).
@@ -269,6 +269,7 @@ impl EventLoop {
         &self,
         key: Bytes,
         value: Bytes,
+        options: PutOptions,
     ) -> impl Future<Output = Result<ObjectInfo>> + Send + 'static {
         let store = self.inner.store.clone();
         async move {
@@ -279,13 +280,18 @@ impl EventLoop {
                 // the whole put ran there).
                 let size = value.len() as u64;
                 let staging = store.staging();
+                store
+                    .precheck(&key, options.mode)
+                    .map_err(|e| e.context(format!("put {}", crate::error::show_key(&key))))?;
                 let (writer, k) = (store.clone(), key.clone());
                 let data = blocking::unblock(move || writer.write_blocking(&k, &value)).await?;
-                let committed = store.commit_object(&key, size, data, None).await;
+                let committed = store
+                    .commit_object(&key, size, data, None, options.mode)
+                    .await;
                 drop(staging);
                 committed
             } else {
-                store.put(&key, value).await
+                store.put_with(&key, value, options).await
             }
         }
     }
@@ -302,11 +308,11 @@ impl EventLoop {
 
     /// Spawns [`put_op`](Self::put_op); `done` runs once the object is
     /// durable.
-    pub fn put<D>(&self, key: Bytes, value: Bytes, done: D) -> TaskId
+    pub fn put<D>(&self, key: Bytes, value: Bytes, options: PutOptions, done: D) -> TaskId
     where
         D: FnOnce(std::thread::Result<Result<ObjectInfo>>) + Send + 'static,
     {
-        self.spawn(self.put_op(key, value), done)
+        self.spawn(self.put_op(key, value, options), done)
     }
 
     /// [`Store::stat`] (memory only: `done` runs before this returns).

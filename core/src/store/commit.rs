@@ -52,7 +52,7 @@ use crate::meta::block::{
 };
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{self, Tuple};
-use crate::options::Durability;
+use crate::options::{Durability, PutMode};
 use std::time::Duration;
 
 /// How often the maintenance thread looks for work when idle.
@@ -71,6 +71,8 @@ pub(crate) enum Request {
         /// The value's write when it is left to the group: issued together
         /// with the group's tuple blocks, one sync for both.
         data_write: Option<DataWrite>,
+        /// Checked against the key's current version when applied.
+        mode: PutMode,
         reply: Sender<Result<ObjectInfo>>,
     },
     Delete {
@@ -376,6 +378,7 @@ impl Committer {
                     size,
                     data,
                     data_write,
+                    mode,
                     reply,
                 } => {
                     if data_write.is_some() {
@@ -384,7 +387,7 @@ impl Committer {
                         self.shared.landing.hold(self.next_version);
                     }
                     match self
-                        .apply_put(key, size, data, &mut dirty, &mut release)
+                        .apply_put(key, size, data, mode, &mut dirty, &mut release)
                         .await
                     {
                         Ok(info) => {
@@ -401,7 +404,14 @@ impl Committer {
                     let (mut applied, mut bytes, mut stop) = (0, 0, None);
                     for (key, size, data) in items {
                         match self
-                            .apply_put(key, size, data, &mut dirty, &mut release)
+                            .apply_put(
+                                key,
+                                size,
+                                data,
+                                PutMode::Overwrite,
+                                &mut dirty,
+                                &mut release,
+                            )
                             .await
                         {
                             Ok(_) => {
@@ -477,6 +487,7 @@ impl Committer {
         key: Box<[u8]>,
         size: u64,
         data: ObjectData,
+        mode: PutMode,
         dirty: &mut BTreeSet<u32>,
         release: &mut Vec<Entry>,
     ) -> Result<ObjectInfo> {
@@ -488,6 +499,9 @@ impl Committer {
                 .get(&key)
                 .and_then(|id| st.entry(id).map(|e| (e.block, e.tuple_len(), e.version)))
         };
+        // Conditional puts are decided here, in commit order: nothing has
+        // changed yet, and a refused put's space goes with its extent.
+        mode.check(old.map(|(_, _, v)| v))?;
         let block = match old {
             Some((b, old_len, _))
                 if self
@@ -984,6 +998,10 @@ impl CommitPath {
 
     /// Queues a change: its caller leads now if nobody does, or waits to be
     /// told. Gives the change back once the path is closed.
+    #[expect(
+        clippy::result_large_err,
+        reason = "the refused request goes back by value, once, after close"
+    )]
     pub(crate) fn push(&self, req: Request) -> std::result::Result<Role, Request> {
         let mut q = self.queue.lock();
         if q.closed {

@@ -45,7 +45,7 @@ use crate::index::{EntryId, IndexKind, KeyIndex};
 use crate::io::IoEngine;
 use crate::meta::recovery::RecoveryReport;
 use crate::meta::tuple::{self, Checksums, Piece, TupleValue, MAX_KEY_LEN};
-use crate::options::Options;
+use crate::options::{Options, PutMode, PutOptions};
 pub use cache::CacheStats;
 
 pub use bulk::{BulkOptions, LoadReport};
@@ -625,10 +625,26 @@ impl Store {
     /// Stores `value` under `key`, replacing any previous object atomically.
     /// Returns once the object is durable.
     pub async fn put(&self, key: impl AsRef<[u8]>, value: impl Into<Bytes>) -> Result<ObjectInfo> {
+        self.put_with(key, value, PutOptions::default()).await
+    }
+
+    /// [`put`](Self::put) with options: a conditional create
+    /// ([`PutMode::Create`], `AlreadyExists` if the key has an object) or
+    /// compare-and-swap on the version ([`PutMode::Update`],
+    /// `VersionMismatch`). The condition is decided in commit order, so of
+    /// two racing creates of one key exactly one succeeds; a refused put
+    /// changes nothing.
+    pub async fn put_with(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl Into<Bytes>,
+        options: PutOptions,
+    ) -> Result<ObjectInfo> {
         let key = key.as_ref();
         let value: Bytes = value.into();
         let _staging = self.staging();
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
+        self.precheck(key, options.mode).map_err(ctx)?;
         let (data, data_write) = match self.stage_put(key, &value, true).map_err(ctx)? {
             Staged::Ready(data, data_write) => (data, data_write),
             Staged::Write(extent, unsynced) => {
@@ -638,9 +654,20 @@ impl Store {
                 (heap(extent, sums, unsynced), None)
             }
         };
-        self.commit_object(key, value.len() as u64, data, data_write)
+        self.commit_object(key, value.len() as u64, data, data_write, options.mode)
             .await
             .map_err(ctx)
+    }
+
+    /// A conditional put that already fails against the index is refused
+    /// before its value is written (the commit path decides for real).
+    pub(crate) fn precheck(&self, key: &[u8], mode: PutMode) -> Result<()> {
+        if mode == PutMode::Overwrite {
+            return Ok(());
+        }
+        let st = self.shared().state.read();
+        let current = st.lookup(key).map(|e| e.version);
+        mode.check(current)
     }
 
     /// The value's write left to its commit group, which issues it beside
@@ -666,9 +693,15 @@ impl Store {
     /// [`put`](Self::put) for blocking callers: a value that fits one device
     /// request goes with its commit group; a larger one is written with
     /// `pwrite` on the calling thread first.
-    pub(crate) fn put_blocking(&self, key: &[u8], value: Bytes) -> Result<ObjectInfo> {
+    pub(crate) fn put_blocking(
+        &self,
+        key: &[u8],
+        value: Bytes,
+        options: PutOptions,
+    ) -> Result<ObjectInfo> {
         let _staging = self.staging();
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
+        self.precheck(key, options.mode).map_err(ctx)?;
         let (data, data_write) = match self.stage_put(key, &value, true).map_err(ctx)? {
             Staged::Ready(data, data_write) => (data, data_write),
             Staged::Write(extent, unsynced) => {
@@ -677,8 +710,14 @@ impl Store {
                 (heap(extent, sums, unsynced), None)
             }
         };
-        crate::io::block_on(self.commit_object(key, value.len() as u64, data, data_write))
-            .map_err(ctx)
+        crate::io::block_on(self.commit_object(
+            key,
+            value.len() as u64,
+            data,
+            data_write,
+            options.mode,
+        ))
+        .map_err(ctx)
     }
 
     /// The part of a put before its commit, on the calling thread: the
@@ -734,6 +773,7 @@ impl Store {
         size: u64,
         data: ObjectData,
         data_write: Option<commit::DataWrite>,
+        mode: PutMode,
     ) -> Result<ObjectInfo> {
         let key: Box<[u8]> = key.into();
         self.submit(|reply| commit::Request::Put {
@@ -741,6 +781,7 @@ impl Store {
             size,
             data,
             data_write,
+            mode,
             reply,
         })
         .await

@@ -9,6 +9,7 @@ use parking_lot::Mutex;
 use super::{data, Extent, ObjectData, ObjectInfo, Store};
 use crate::error::{show_key, Error, ErrorKind, Result};
 use crate::format::BLOCK_SIZE;
+use crate::options::PutMode;
 
 /// Parts start at multiples of this many bytes, and every part but the one
 /// that ends the object is a multiple of it long.
@@ -203,7 +204,7 @@ impl Upload {
             }
         };
         self.store
-            .commit_object(&self.key, self.size, data, None)
+            .commit_object(&self.key, self.size, data, None, PutMode::Overwrite)
             .await
             .map_err(|e| e.context(ctx))
     }
