@@ -25,6 +25,8 @@ pub struct ListEntry {
     pub size: u64,
     /// Object version.
     pub version: u64,
+    /// When this version was committed.
+    pub created: std::time::SystemTime,
 }
 
 /// Iterator over a listing; see [`Store::list`] and [`Store::range`].
@@ -99,6 +101,7 @@ impl Keys {
                     key: Bytes::from(key.into_vec()),
                     size: e.size,
                     version: e.version,
+                    created: e.info().created,
                 });
             }
         }

@@ -162,7 +162,7 @@ impl LocalStore {
         let key = key.as_ref();
         let ctx = || format!("read {} at {offset}", show_key(key));
         self.check_runtime().map_err(|e| e.context(ctx()))?;
-        match self.store.locate(key, offset, len)? {
+        match self.store.locate(key, offset, len)?.1 {
             Located::Ready(b) => Ok(b),
             Located::Heap(h) => {
                 let s = self.store.shared();

@@ -813,9 +813,22 @@ impl Store {
     /// offset equal to the size gives an empty result; beyond it is
     /// `InvalidArgument`.
     pub async fn read(&self, key: impl AsRef<[u8]>, offset: u64, len: u64) -> Result<Bytes> {
+        self.read_with_info(key, offset, len).await.map(|(_, b)| b)
+    }
+
+    /// [`read`](Self::read), with the [`ObjectInfo`] of the version the
+    /// bytes come from (one lookup: the two always agree, whatever commits
+    /// meanwhile). For front-ends that answer with an e-tag.
+    pub async fn read_with_info(
+        &self,
+        key: impl AsRef<[u8]>,
+        offset: u64,
+        len: u64,
+    ) -> Result<(ObjectInfo, Bytes)> {
         let key = key.as_ref();
-        match self.locate(key, offset, len)? {
-            Located::Ready(b) => Ok(b),
+        let (info, located) = self.locate(key, offset, len)?;
+        let bytes = match located {
+            Located::Ready(b) => b,
             Located::Heap(h) => {
                 let s = self.shared();
                 s.landing.wait(h.version).await;
@@ -829,16 +842,17 @@ impl Store {
                 .await
                 .map_err(|e| e.context(format!("read {} at {offset}", show_key(key))))?;
                 self.admit(key, &h, &bytes);
-                Ok(bytes)
+                bytes
             }
-        }
+        };
+        Ok((info, bytes))
     }
 
     /// [`read`](Self::read) for blocking callers: a range inside one device
     /// request is read with a plain `pread` on the calling thread, with no
     /// hop to an engine thread.
     pub(crate) fn read_blocking(&self, key: &[u8], offset: u64, len: u64) -> Result<Bytes> {
-        match self.locate(key, offset, len)? {
+        match self.locate(key, offset, len)?.1 {
             Located::Ready(b) => Ok(b),
             Located::Heap(h) => {
                 let s = self.shared();
@@ -873,17 +887,18 @@ impl Store {
 
     /// Checks the call and resolves `key` to its bytes (inline, or cached)
     /// or to its extent, pinned (the `Arc`) so its pieces outlive the read.
-    fn locate(&self, key: &[u8], offset: u64, len: u64) -> Result<Located> {
+    fn locate(&self, key: &[u8], offset: u64, len: u64) -> Result<(ObjectInfo, Located)> {
         let ctx = || format!("read {} at {offset}", show_key(key));
         self.check_open().map_err(|e| e.context(ctx()))?;
         check_key(key).map_err(|e| e.context(ctx()))?;
-        let (size, version, data) = {
+        let (info, data) = {
             let st = self.shared().state.read();
             let e = st
                 .lookup(key)
                 .ok_or_else(|| Error::new(ErrorKind::NotFound, "no such key").context(ctx()))?;
-            (e.size, e.version, e.data.clone())
+            (e.info(), e.data.clone())
         };
+        let (size, version) = (info.size, info.version);
         if offset > size {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -894,10 +909,10 @@ impl Store {
         let len = len.min(size - offset);
         if matches!(data, ObjectData::Heap { .. }) {
             if let Some(b) = self.shared().cache.get(version, offset, len) {
-                return Ok(Located::Ready(b));
+                return Ok((info, Located::Ready(b)));
             }
         }
-        Ok(match data {
+        let located = match data {
             ObjectData::Inline(b) => {
                 Located::Ready(b.slice(offset as usize..(offset + len) as usize))
             }
@@ -909,7 +924,8 @@ impl Store {
                 offset,
                 len,
             }),
-        })
+        };
+        Ok((info, located))
     }
 
     /// The size of `key`'s object, from memory (`None` when absent).
