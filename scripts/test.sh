@@ -56,9 +56,14 @@ VENV=target/py-venv
 rm -rf "$VENV"
 python3 -m venv "$VENV"
 "$VENV/bin/pip" install -q --upgrade pip
-"$VENV/bin/pip" install -q ./bindings-python pytest
+# pytest, fsspec, pandas/pyarrow, s3fs, moto[server]: pinned in the file.
+"$VENV/bin/pip" install -q ./bindings-python -r bindings-python/tests/requirements.txt
 (cd bindings-python/tests && "../../$VENV/bin/python" -m pytest -q .)
 "$VENV/bin/python" examples/python/quickstart.py >/dev/null
+
+step "same code on S3: one object_store routine on blobcask and on moto's S3 server (127.0.0.1)"
+cargo clippy --locked -q -p blobcask-object-store --all-targets --features s3 -- -D warnings
+BLOBCASK_TEST_PYTHON="$PWD/$VENV/bin/python" cargo test --locked -q -p blobcask-object-store --features s3 --test same_code_s3
 
 step "Node package: npm install (builds the addon) and node --test"
 (cd bindings-node && npm install --no-audit --no-fund --loglevel=error && npm test)

@@ -1,0 +1,501 @@
+"""fsspec front-end: a blobcask store as a file system (protocol ``blobcask``).
+
+pandas, pyarrow, dask and anything else that speaks fsspec read and write a
+store through it::
+
+    import pandas as pd
+
+    opts = {"path": "/data/media.blobcask"}
+    df.to_parquet("blobcask://tables/sales.parquet", storage_options=opts)
+    df = pd.read_parquet("blobcask://tables/sales.parquet", storage_options=opts)
+
+Construct with an open store, ``BlobcaskFileSystem(store=store)``, or with
+a path and the options of ``Store`` (``index="btree"`` unless told
+otherwise), ``BlobcaskFileSystem(path="/data/media.blobcask")``. Stores
+opened from a path are shared: every instance on the same file, whatever
+its thread (fsspec caches one instance per thread), uses one ``Store`` (a
+file has one open handle at a time; the options of the first open apply),
+and ``close()`` closes it for all of them. fsspec's cache keeps instances,
+and so their stores, alive until ``close()`` or ``clear_instance_cache()``.
+The store's index must be ordered ("btree" or "fst"): listing is how
+directories are found.
+
+Paths are keys, as on S3. The protocol and any leading or trailing "/" are
+stripped (``blobcask:///a/b.txt``, ``/a/b.txt`` and ``a/b.txt`` are the
+key ``a/b.txt``); keys are UTF-8 (bytes that are not come back through
+``surrogateescape``). Directories are implied by the keys under them: no
+directory markers are stored, so a directory exists exactly while some
+object lies under it, ``mkdir``/``makedirs`` store nothing (they refuse a
+path that is a file) and there are no empty directories. Keys that no path
+can name (an empty component: a trailing ``/`` or ``//``) are left out of
+listings.
+
+Reads: ``cat_file`` is one ``Store.read`` of the range; files opened for
+reading fetch their blocks the same way and raise ``OSError(ESTALE)`` if
+the object is replaced or deleted while open, rather than mix versions.
+Writes: an upload's size is needed up front, so a file opened for writing
+is buffered in memory until ``close()``, which commits it atomically: one
+``put`` when it fits in one block, else one multipart upload whose parts
+are the buffered blocks. Mode ``"xb"`` refuses an existing path at open and
+commits with a create-only put (decided atomically by the store).
+A ``with fs.open(...)`` block that raises commits nothing; transactions
+(``with fs.transaction:``) commit every file at the end.
+
+``created``/``modified`` are the commit time of the object's current
+version (an object is only ever replaced whole, never modified in place);
+``checksum`` is that version and ``ukey`` derives from it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import hashlib
+import os
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional, Union
+
+import fsspec
+from fsspec.callbacks import DEFAULT_CALLBACK, Callback
+from fsspec.spec import AbstractBufferedFile
+
+from ._native import PART_ALIGN, ObjectInfo, Store
+from .errors import InvalidArgumentError, NotFoundError
+
+__all__ = ["BlobcaskFileSystem", "BlobcaskFile"]
+
+# Stores opened from a path, by real path: shared by every instance.
+_opened: dict[str, Store] = {}
+_opened_lock = threading.Lock()
+
+
+def _bytes_like(value: Any) -> Any:
+    """``value`` if it is bytes-like; TypeError otherwise (no coercion of
+    ``str``, ``int`` or lists, which ``Store.put`` would accept or turn into
+    bytes)."""
+    try:
+        memoryview(value)
+    except TypeError:
+        raise TypeError(f"a bytes-like object is required, not {type(value).__name__!r}") from None
+    return value
+
+
+@contextmanager
+def _missing_as_file_not_found(path: str) -> Iterator[None]:
+    try:
+        yield
+    except NotFoundError as e:
+        raise FileNotFoundError(errno.ENOENT, "no such object", path) from e
+
+
+class BlobcaskFileSystem(fsspec.AbstractFileSystem):
+    """A blobcask store seen through fsspec; see the module's documentation."""
+
+    protocol = "blobcask"
+    root_marker = ""
+
+    def __init__(
+        self,
+        store: Optional[Store] = None,
+        *,
+        path: Union[str, "os.PathLike[str]", None] = None,
+        **store_options: Any,
+    ) -> None:
+        super().__init__()
+        if (store is None) == (path is None):
+            raise ValueError("give exactly one of store= or path=")
+        self._own_path: Optional[str] = None
+        if store is None:
+            real = os.path.realpath(os.fspath(path))  # type: ignore[arg-type]
+            store_options.setdefault("index", "btree")
+            with _opened_lock:
+                store = _opened.get(real)
+                if store is None:
+                    store = _opened[real] = Store(real, **store_options)
+            self._own_path = real
+        elif not isinstance(store, Store):
+            raise TypeError(f"store must be a blobcask.Store, not {type(store).__name__!r}")
+        elif store_options:
+            raise ValueError("store options go with path=, not with an open store")
+        store.list("")  # UnsupportedError on the hash index, before any use
+        self.store = store
+
+    def close(self) -> None:
+        """Drops every instance on this store from fsspec's instance cache
+        and, if the store was opened from a path, closes it (for all of
+        them). A store passed in is its owner's to close."""
+        with _opened_lock:
+            cache = type(self)._cache
+            for token, fs in list(cache.items()):
+                if fs.store is self.store:
+                    del cache[token]
+            if self._own_path is not None and _opened.get(self._own_path) is self.store:
+                del _opened[self._own_path]
+                self.store.close()
+
+    # -- paths and keys -------------------------------------------------
+
+    @classmethod
+    def _strip_protocol(cls, path: Any) -> Any:
+        if isinstance(path, list):
+            return [cls._strip_protocol(p) for p in path]
+        return super()._strip_protocol(path).lstrip("/")
+
+    def _key(self, path: str) -> bytes:
+        path = self._strip_protocol(path)
+        if not path:
+            raise IsADirectoryError(errno.EISDIR, "the root is a directory", path)
+        return path.encode("utf-8", "surrogateescape")
+
+    @staticmethod
+    def _name(key: bytes) -> str:
+        return key.decode("utf-8", "surrogateescape")
+
+    def _stat(self, path: str) -> Optional[ObjectInfo]:
+        """The object at ``path``, or None."""
+        try:
+            return self.store.stat(self._key(path))
+        except (NotFoundError, IsADirectoryError):
+            return None
+
+    def _has_children(self, path: str) -> bool:
+        path = self._strip_protocol(path)
+        prefix = (path + "/" if path else "").encode("utf-8", "surrogateescape")
+        return next(iter(self.store.list(prefix)), None) is not None
+
+    @staticmethod
+    def _file_info(name: str, st: ObjectInfo) -> dict[str, Any]:
+        return {
+            "name": name,
+            "size": st.size,
+            "type": "file",
+            "created": st.created,
+            "mtime": st.created,
+            "version": st.version,
+        }
+
+    # -- metadata -------------------------------------------------------
+
+    def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        path = self._strip_protocol(path)
+        st = self._stat(path)
+        if st is not None:
+            return self._file_info(path, st)
+        if not path or self._has_children(path):
+            return {"name": path, "size": 0, "type": "directory"}
+        raise FileNotFoundError(errno.ENOENT, "no such object or directory", path)
+
+    def exists(self, path: str, **kwargs: Any) -> bool:
+        # Not the base class's (it turns every error, ClosedError too, into False).
+        path = self._strip_protocol(path)
+        return not path or self._stat(path) is not None or self._has_children(path)
+
+    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
+        path = self._strip_protocol(path)
+        prefix = path + "/" if path else ""
+        entries: dict[tuple[str, str], Optional[dict[str, Any]]] = {}
+        for key in self.store.list(prefix.encode("utf-8", "surrogateescape")):
+            child, sep, _ = self._name(key)[len(prefix) :].partition("/")
+            if child:
+                entries[(prefix + child, "directory" if sep else "file")] = None
+        if not entries:
+            if not path:
+                return []
+            st = self._stat(path)
+            if st is None:
+                raise FileNotFoundError(errno.ENOENT, "no such object or directory", path)
+            return [self._file_info(path, st) if detail else path]
+        if not detail:
+            return [name for name, _ in entries]
+        out = []
+        for name, kind in entries:
+            if kind == "directory":
+                out.append({"name": name, "size": 0, "type": "directory"})
+            elif (st := self._stat(name)) is not None:  # else deleted meanwhile
+                out.append(self._file_info(name, st))
+        return out
+
+    def find(
+        self,
+        path: str,
+        maxdepth: Optional[int] = None,
+        withdirs: bool = False,
+        detail: bool = False,
+        **kwargs: Any,
+    ) -> Union[list[str], dict[str, dict[str, Any]]]:
+        """One pass over the ordered index (the base class lists directory
+        by directory)."""
+        if maxdepth is not None and maxdepth < 1:
+            raise ValueError("maxdepth must be at least 1")
+        path = self._strip_protocol(path)
+        prefix = path + "/" if path else ""
+        out: dict[str, Optional[dict[str, Any]]] = {}
+        for key in self.store.list(prefix.encode("utf-8", "surrogateescape")):
+            parts = self._name(key)[len(prefix) :].split("/")
+            if "" in parts:
+                continue
+            if withdirs:  # the directories on the way, down to maxdepth
+                deepest = len(parts) if maxdepth is None else min(len(parts), maxdepth + 1)
+                for depth in range(1, deepest):
+                    name = prefix + "/".join(parts[:depth])
+                    out[name] = {"name": name, "size": 0, "type": "directory"}
+            if maxdepth is None or len(parts) <= maxdepth:
+                out[prefix + "/".join(parts)] = None
+        if out and withdirs and path:
+            out[path] = {"name": path, "size": 0, "type": "directory"}
+        if not out and path and self._stat(path) is not None:
+            out[path] = None  # find of a file is the file
+        if not detail:
+            return sorted(out)
+        found = {}
+        for name in sorted(out):
+            info = out[name]
+            if info is None and (st := self._stat(name)) is not None:
+                info = self._file_info(name, st)
+            if info is not None:
+                found[name] = info
+        return found
+
+    def created(self, path: str) -> datetime.datetime:
+        """Commit time of the object's current version (UTC)."""
+        with _missing_as_file_not_found(path):
+            t = self.store.stat(self._key(path)).created
+        return datetime.datetime.fromtimestamp(t, tz=datetime.timezone.utc)
+
+    modified = created  # objects are replaced whole, never changed in place
+
+    def checksum(self, path: str) -> int:
+        """The object's version: it changes with every commit."""
+        with _missing_as_file_not_found(path):
+            return self.store.stat(self._key(path)).version
+
+    def ukey(self, path: str) -> str:
+        token = f"{self._strip_protocol(path)}\0{self.checksum(path)}"
+        return hashlib.sha256(token.encode()).hexdigest()
+
+    # -- directories ----------------------------------------------------
+
+    def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
+        """Stores nothing (directories are implied by their objects)."""
+        if self._stat(path) is not None:
+            raise FileExistsError(errno.EEXIST, "an object has this path", path)
+
+    def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        """Stores nothing; FileExistsError for a file, or a directory that
+        exists (has objects) unless ``exist_ok``."""
+        if self._stat(path) is not None or (not exist_ok and self.exists(path)):
+            raise FileExistsError(errno.EEXIST, "path exists", path)
+
+    # -- reading and writing whole objects -----------------------------
+
+    def cat_file(
+        self, path: str, start: Optional[int] = None, end: Optional[int] = None, **kwargs: Any
+    ) -> bytes:
+        """The bytes ``[start:end]`` of the object (negative counts from the
+        end, as slices do), in one ``Store.read``."""
+        key = self._key(path)
+        with _missing_as_file_not_found(path):
+            if (start is not None and start < 0) or (end is not None and end < 0):
+                size = self.store.stat(key).size
+                start = None if start is None else (max(0, size + start) if start < 0 else start)
+                end = None if end is None else (max(0, size + end) if end < 0 else end)
+            start = start or 0
+            if end is not None and end <= start:
+                self.store.stat(key)  # still FileNotFoundError when missing
+                return b""
+            try:
+                return self.store.read(key, start, None if end is None else end - start)
+            except InvalidArgumentError:
+                if start >= self.store.stat(key).size:
+                    return b""  # past the end: empty, as a slice is
+                raise
+
+    def pipe_file(self, path: str, value: Any, mode: str = "overwrite", **kwargs: Any) -> None:
+        """Stores ``value`` (bytes-like) at ``path``: ``mode="overwrite"``
+        creates or replaces, ``mode="create"`` only creates
+        (FileExistsError, nothing changed, if the path has an object)."""
+        if mode not in ("overwrite", "create"):
+            raise ValueError(f"mode must be 'overwrite' or 'create', not {mode!r}")
+        self.store.put(self._key(path), _bytes_like(value), if_absent=mode == "create")
+
+    def put_file(
+        self,
+        lpath: str,
+        rpath: str,
+        callback: Callback = DEFAULT_CALLBACK,
+        mode: str = "overwrite",
+        **kwargs: Any,
+    ) -> None:
+        """Uploads a local file: its size is known, so parts stream from the
+        file without buffering it whole (``mode="create"`` reads it into one
+        create-only put)."""
+        if os.path.isdir(lpath):
+            return  # directories are implied by what is put under them
+        size = os.path.getsize(lpath)
+        callback.set_size(size)
+        with open(lpath, "rb") as f:
+            if mode == "create" or size <= self.blocksize:
+                self.pipe_file(rpath, f.read(), mode=mode)
+                callback.relative_update(size)
+                return
+            upload = self.store.begin_upload(self._key(rpath), size)
+            try:
+                offset = 0
+                while part := f.read(self.blocksize - self.blocksize % PART_ALIGN):
+                    upload.write_part(offset, part)
+                    offset += len(part)
+                    callback.relative_update(len(part))
+                upload.commit()
+            except BaseException:
+                upload.abort()
+                raise
+
+    def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
+        """Copies through the store: one read and put, or block by block into
+        a multipart upload (aborted with OSError(ESTALE) if the source is
+        replaced meanwhile). A directory copies as nothing."""
+        src, dst = self._key(path1), self._key(path2)
+        st = self._stat(path1)
+        if st is None:
+            if self._has_children(path1):
+                return
+            raise FileNotFoundError(errno.ENOENT, "no such object", path1)
+        step = self.blocksize - self.blocksize % PART_ALIGN
+        with _missing_as_file_not_found(path1):
+            if st.size <= step:
+                self.store.put(dst, self.store.get_blob(src))
+                return
+            upload = self.store.begin_upload(dst, st.size)
+            try:
+                for offset in range(0, st.size, step):
+                    upload.write_part(offset, self.store.read_blob(src, offset, step))
+                if self.store.stat(src).version != st.version:
+                    raise OSError(errno.ESTALE, "the source was replaced during the copy", path1)
+                upload.commit()
+            except BaseException:
+                upload.abort()
+                raise
+
+    def _rm(self, path: str) -> None:
+        with _missing_as_file_not_found(path):
+            self.store.delete(self._key(path))
+
+    def rm(
+        self, path: Union[str, list[str]], recursive: bool = False, maxdepth: Optional[int] = None
+    ) -> None:
+        for p in reversed(self.expand_path(path, recursive=recursive, maxdepth=maxdepth)):
+            try:
+                self._rm(p)
+            except FileNotFoundError:
+                if not recursive:  # else an implied directory: nothing stored
+                    raise
+
+    # -- file objects ---------------------------------------------------
+
+    def _open(
+        self,
+        path: str,
+        mode: str = "rb",
+        block_size: Optional[int] = None,
+        autocommit: bool = True,
+        cache_options: Optional[dict[str, Any]] = None,
+        **kwargs: Any,
+    ) -> "BlobcaskFile":
+        if mode == "ab":
+            raise NotImplementedError("blobcask objects cannot be appended to; rewrite them")
+        if mode == "xb" and self._stat(path) is not None:
+            raise FileExistsError(errno.EEXIST, "an object has this path", path)
+        block = block_size or "default"
+        return BlobcaskFile(
+            self, path, mode, block, autocommit, cache_options=cache_options, **kwargs
+        )
+
+
+class BlobcaskFile(AbstractBufferedFile):
+    """A file of a ``BlobcaskFileSystem``: reads are ``Store.read`` ranges,
+    writes are buffered until ``close()`` (or the transaction's end) and
+    committed atomically."""
+
+    fs: BlobcaskFileSystem
+
+    def __init__(
+        self, fs: BlobcaskFileSystem, path: str, mode: str = "rb", *args: Any, **kwargs: Any
+    ) -> None:
+        path = fs._strip_protocol(path)
+        self.key = fs._key(path)
+        self.version: Optional[int] = None
+        self._chunks: Optional[list[bytes]] = []  # None once discarded
+        if mode == "rb":
+            with _missing_as_file_not_found(path):
+                st = fs.store.stat(self.key)
+            self.version = st.version
+            kwargs["size"] = st.size
+        super().__init__(fs, path, mode, *args, **kwargs)
+
+    def _fetch_range(self, start: int, end: int) -> bytes:
+        if start >= end or start >= self.size:
+            return b""
+        store = self.fs.store
+        try:
+            data = store.read(self.key, start, end - start)
+            replaced = store.stat(self.key).version != self.version
+        except NotFoundError:
+            replaced = True
+        if replaced:
+            raise OSError(errno.ESTALE, "the object was replaced or deleted while open", self.path)
+        return data
+
+    def _upload_chunk(self, final: bool = False) -> bool:
+        if self._chunks is None:
+            return True  # discarded
+        if self.buffer.tell():
+            self._chunks.append(self.buffer.getvalue())
+        if final and self.autocommit:
+            self.commit()
+        return True
+
+    def commit(self) -> None:
+        """Makes the written bytes the object at ``path``, atomically."""
+        if self._chunks is None:
+            return  # discarded
+        chunks, self._chunks = self._chunks, None
+        store, size = self.fs.store, sum(map(len, chunks))
+        if self.mode == "xb" or len(chunks) <= 1:
+            data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            store.put(self.key, data, if_absent=self.mode == "xb")
+            return
+        upload = store.begin_upload(self.key, size)
+        try:
+            offset, carry = 0, b""
+            for chunk in chunks:
+                view = memoryview(chunk)
+                if carry:  # complete the unaligned tail of the previous chunk
+                    take = PART_ALIGN - len(carry)
+                    carry, view = carry + view[:take], view[take:]
+                    if len(carry) < PART_ALIGN:
+                        continue
+                    upload.write_part(offset, carry)
+                    offset, carry = offset + len(carry), b""
+                aligned = len(view) - len(view) % PART_ALIGN
+                if aligned:
+                    upload.write_part(offset, chunk if aligned == len(chunk) else view[:aligned])
+                    offset += aligned
+                carry = bytes(view[aligned:])
+            if carry:
+                upload.write_part(offset, carry)
+            upload.commit()
+        except BaseException:
+            upload.abort()
+            raise
+
+    def discard(self) -> None:
+        """Drops what was written; nothing will be committed."""
+        self._chunks = None
+
+    def __exit__(self, exc_type: Optional[type[BaseException]], *args: Any) -> None:
+        if exc_type is not None and self.writable():
+            self.discard()  # the block raised: leave the object as it was
+            self.closed = True
+        else:
+            self.close()
