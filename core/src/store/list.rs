@@ -149,6 +149,17 @@ impl Store {
         Keys::new(self.clone(), start, prefix_end(prefix))
     }
 
+    /// Keys starting with `prefix` that sort at or after `from`: skips a
+    /// run of keys (how a delimiter listing steps over a "directory").
+    pub fn list_from(&self, prefix: impl AsRef<[u8]>, from: impl AsRef<[u8]>) -> Result<Keys> {
+        let (prefix, from) = (prefix.as_ref(), from.as_ref());
+        Keys::new(
+            self.clone(),
+            Bound::Included(prefix.max(from).to_vec()),
+            prefix_end(prefix),
+        )
+    }
+
     /// Keys inside `range` (e.g. `"a".."m"`), in byte order; see
     /// [`list`](Self::list).
     pub fn range<K: AsRef<[u8]>>(&self, range: impl RangeBounds<K>) -> Result<Keys> {

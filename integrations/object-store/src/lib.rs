@@ -36,7 +36,7 @@
 //!   system store does.
 
 use std::fmt;
-use std::ops::{Bound, Range};
+use std::ops::Range;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -339,8 +339,7 @@ impl ObjectStore for BlobcaskObjectStore {
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         let dir = dir_prefix(prefix);
-        let end = prefix_end(dir.as_bytes());
-        let mut start = Bound::Included(dir.clone().into_bytes());
+        let mut from = dir.clone().into_bytes();
         let mut result = ListResult {
             common_prefixes: Vec::new(),
             objects: Vec::new(),
@@ -348,7 +347,7 @@ impl ObjectStore for BlobcaskObjectStore {
         'scan: loop {
             let keys = self
                 .store
-                .range((start.clone(), end.clone()))
+                .list_from(&dir, &from)
                 .map_err(|e| error(prefix.unwrap_or(&Path::default()), e))?;
             for entry in keys {
                 let entry = entry.map_err(|e| error(prefix.unwrap_or(&Path::default()), e))?;
@@ -368,9 +367,8 @@ impl ObjectStore for BlobcaskObjectStore {
                         result.common_prefixes.push(common_path);
                         // Skip everything under it: those keys sort before
                         // `common` followed by the byte after '/'.
-                        let mut next = common.as_bytes().to_vec();
-                        next.push(b'/' + 1);
-                        start = Bound::Included(next);
+                        from = common.as_bytes().to_vec();
+                        from.push(b'/' + 1);
                         continue 'scan;
                     }
                 }
@@ -402,18 +400,6 @@ fn blobcask_range_error(r: &Range<u64>, size: u64) -> std::io::Error {
             r.start, r.end
         ),
     )
-}
-
-/// The first key after every key that starts with `prefix`.
-fn prefix_end(prefix: &[u8]) -> Bound<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < u8::MAX {
-            end.push(last + 1);
-            return Bound::Excluded(end);
-        }
-    }
-    Bound::Unbounded
 }
 
 impl BlobcaskObjectStore {
