@@ -124,11 +124,20 @@ fn e_tag(version: u64) -> String {
 }
 
 fn meta(location: Path, info: &ObjectInfo) -> ObjectMeta {
+    object_meta(location, info.size, info.version, info.created)
+}
+
+fn object_meta(
+    location: Path,
+    size: u64,
+    version: u64,
+    created: std::time::SystemTime,
+) -> ObjectMeta {
     ObjectMeta {
         location,
-        last_modified: DateTime::<Utc>::from(info.created),
-        size: info.size,
-        e_tag: Some(e_tag(info.version)),
+        last_modified: DateTime::<Utc>::from(created),
+        size,
+        e_tag: Some(e_tag(version)),
         // blobcask keeps one version per key: nothing older to ask for.
         version: None,
     }
@@ -153,13 +162,12 @@ fn listed(entry: blobcask::ListEntry) -> Option<ObjectMeta> {
     if location.as_ref() != text {
         return None;
     }
-    Some(ObjectMeta {
+    Some(object_meta(
         location,
-        last_modified: DateTime::<Utc>::from(entry.created),
-        size: entry.size,
-        e_tag: Some(e_tag(entry.version)),
-        version: None,
-    })
+        entry.size,
+        entry.version,
+        entry.created,
+    ))
 }
 
 fn no_attributes(attributes: &object_store::Attributes) -> Result<()> {
