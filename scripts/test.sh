@@ -21,7 +21,7 @@ step "cargo test (unit, behaviour, model, crash, loop device)"
 cargo test --workspace --locked
 
 step "criterion micro benches in test mode (each runs once; no timing)"
-micro=$(cargo test --locked -q -p blobcask-bench --benches 2>&1) || { echo "$micro"; exit 1; }
+micro=$(cargo test --locked -q -p blobcask-bench -p blobcask-object-store --benches 2>&1) || { echo "$micro"; exit 1; }
 echo "micro benches passed: $(grep -c '^Success' <<<"$micro")"
 
 step "comparison engines compile (SQLite, fjall features; RocksDB stays out: ~50 min build)"
@@ -61,13 +61,17 @@ python3 -m venv "$VENV"
 (cd bindings-python/tests && "../../$VENV/bin/python" -m pytest -q .)
 "$VENV/bin/python" examples/python/quickstart.py >/dev/null
 
-step "same code on S3: one object_store routine on blobcask and on moto's S3 server (127.0.0.1)"
-cargo clippy --locked -q -p blobcask-object-store --all-targets --features s3 -- -D warnings
+step "same code on S3: one object_store routine on blobcask and on moto's S3 server (127.0.0.1); OpenDAL over blobcask"
+cargo clippy --locked -q -p blobcask-object-store --all-targets --features s3,opendal -- -D warnings
+cargo test --locked -q -p blobcask-object-store --features opendal --test opendal
 BLOBCASK_TEST_PYTHON="$PWD/$VENV/bin/python" cargo test --locked -q -p blobcask-object-store --features s3 --test same_code_s3
 
 step "Node package: npm install (builds the addon) and node --test"
 (cd bindings-node && npm install --no-audit --no-fund --loglevel=error && npm test)
 node examples/node/quickstart.mjs >/dev/null
+
+step "DataFusion runs SQL over Parquet in blobcask (examples/datafusion; answers checked)"
+cargo run --locked -q -p blobcask-datafusion-example
 
 step "quickstart demo on this repository"
 cargo run --release --locked -q -p blobcask-examples --bin quickstart -- .

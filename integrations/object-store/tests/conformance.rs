@@ -90,6 +90,18 @@ async fn a_put_with_attributes_is_refused_and_writes_nothing() {
         "{err}"
     );
     assert!(!s.store().contains("typed"));
+
+    // OpenDAL's `content-size` metadata is implied by the size when it is
+    // the value's length; any other value is an attribute like the rest.
+    let size = |n: &'static str| PutOptions {
+        attributes: Attributes::from_iter([(Attribute::Metadata("content-size".into()), n)]),
+        ..Default::default()
+    };
+    let err = s.put_opts(&path, "xy".into(), size("3")).await.unwrap_err();
+    assert!(matches!(err, object_store::Error::NotImplemented { .. }));
+    assert!(!s.store().contains("typed"));
+    s.put_opts(&path, "xyz".into(), size("3")).await.unwrap();
+    assert_eq!(s.store().stat(b"typed").await.unwrap().size, 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,9 +132,10 @@ async fn listing_on_the_hash_index_is_not_supported() {
     );
 }
 
-/// A ranged get is one store read, and `get_ranges` one per range (the read
-/// cache's lookups count store reads: a 4 MiB object is never cached, so
-/// every lookup misses and goes to the device).
+/// A ranged get is one store read, and `get_ranges` one per range unless
+/// ranges are at most 4 KiB apart (the read cache's lookups count store
+/// reads: a 4 MiB object is never cached, so every lookup misses and goes
+/// to the device).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_range_is_one_store_read() {
     use object_store::GetOptions;
@@ -152,6 +165,28 @@ async fn each_range_is_one_store_read() {
         assert_eq!(*b, value[r.start as usize..r.end as usize]);
     }
     assert_eq!(reads() - before, 3, "one store read per range");
+
+    // Adjacent, overlapping, repeated and up to 4 KiB apart, in any order:
+    // one read, each range its own bytes. 4 KiB + 1 apart: a second read.
+    let before = reads();
+    let near = [
+        3_000_000..3_000_050,
+        1_000_000..1_000_100,
+        1_000_100..1_000_200,
+        1_000_150..1_000_160,
+        1_000_100..1_000_200,
+        1_004_296..1_004_300,
+        1_000_000..1_000_000,
+    ];
+    let got = s.get_ranges(&path, &near).await.unwrap();
+    assert_eq!(got.len(), near.len());
+    for (r, b) in near.iter().zip(&got) {
+        assert_eq!(*b, value[r.start as usize..r.end as usize], "{r:?}");
+    }
+    assert_eq!(reads() - before, 2, "ranges 4 KiB apart share a read");
+    let before = reads();
+    s.get_ranges(&path, &[0..10, 4_107..4_110]).await.unwrap();
+    assert_eq!(reads() - before, 2, "4 KiB + 1 apart: two reads");
 
     // A suffix range resolves against the size, then reads once.
     let before = reads();
