@@ -27,6 +27,11 @@ export interface OpenOptions {
    * with UNSUPPORTED, nothing ever written (default false).
    */
   readOnly?: boolean
+  /**
+   * Bytes of the read cache of whole small objects (default 64 MiB; 0 turns
+   * it off). `stats().cache` counts its hits.
+   */
+  cacheBytes?: number
 }
 
 /** What a commit produced, or what `stat` reports. */
@@ -56,6 +61,16 @@ export interface Stats {
   index: string
   /** What recovery did when the store was opened. */
   recovery: Recovery
+  /** The read cache since open. */
+  cache: CacheStats
+}
+
+/** Reads served from the read cache and from the device, bytes held, bound. */
+export interface CacheStats {
+  hits: number
+  misses: number
+  bytes: number
+  capacity: number
 }
 
 /** What recovery found and did at open. */

@@ -114,6 +114,12 @@ typedef struct bc_options {
    (default).
    */
   int32_t read_only;
+  /*
+   Bytes of the read cache of whole small objects; -1 = default
+   (64 MiB), 0 = off. Hits are the store's memory behind a `const`
+   pointer: never write through `bc_buf.data`.
+   */
+  int64_t cache_bytes;
 } bc_options;
 
 /*
@@ -171,6 +177,18 @@ typedef struct bc_stats {
    Recovery at open: damaged copies repaired (nothing lost).
    */
   uint64_t repaired;
+  /*
+   Reads served from the read cache.
+   */
+  uint64_t cache_hits;
+  /*
+   Reads of objects the cache takes that went to the device.
+   */
+  uint64_t cache_misses;
+  /*
+   Bytes the read cache holds now.
+   */
+  uint64_t cache_bytes;
 } bc_stats;
 
 #ifdef __cplusplus

@@ -86,6 +86,10 @@ pub struct bc_options {
     /// change fails with BC_UNSUPPORTED, nothing is ever written; 0 = no
     /// (default).
     pub read_only: i32,
+    /// Bytes of the read cache of whole small objects; -1 = default
+    /// (64 MiB), 0 = off. Hits are the store's memory behind a `const`
+    /// pointer: never write through `bc_buf.data`.
+    pub cache_bytes: i64,
 }
 
 /// What a commit produced, or what `bc_stat` reports.
@@ -120,6 +124,12 @@ pub struct bc_stats {
     pub rolled_back_objects: u64,
     /// Recovery at open: damaged copies repaired (nothing lost).
     pub repaired: u64,
+    /// Reads served from the read cache.
+    pub cache_hits: u64,
+    /// Reads of objects the cache takes that went to the device.
+    pub cache_misses: u64,
+    /// Bytes the read cache holds now.
+    pub cache_bytes: u64,
 }
 
 /// Bytes returned by blobcask. Read `data[0..len]`; release with
@@ -270,6 +280,7 @@ pub extern "C" fn bc_options_default() -> bc_options {
         create: 1,
         create_new: 0,
         read_only: 0,
+        cache_bytes: -1,
     }
 }
 
@@ -294,6 +305,14 @@ fn options_of(o: &bc_options) -> Result<Options, Fail> {
         opts = opts.inline_threshold(
             usize::try_from(o.inline_threshold).map_err(|_| invalid("inline_threshold"))?,
         );
+    }
+    match o.cache_bytes {
+        -1 => {}
+        c => {
+            let c = u64::try_from(c)
+                .map_err(|_| invalid("cache_bytes must be -1 (default), 0 (off) or a size"))?;
+            opts = opts.cache_bytes(c);
+        }
     }
     Ok(opts
         .direct_io(o.direct_io != 0)
@@ -584,6 +603,9 @@ pub extern "C" fn bc_store_stats(
             rolled_back_groups: st.recovery.rolled_back_groups,
             rolled_back_objects: st.recovery.rolled_back_objects,
             repaired: st.recovery.repaired.len() as u64,
+            cache_hits: st.cache.hits,
+            cache_misses: st.cache.misses,
+            cache_bytes: st.cache.bytes,
         };
         Ok(())
     })

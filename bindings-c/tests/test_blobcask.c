@@ -206,6 +206,33 @@ static void test_create_new_and_read_only(void) {
     CHECK(access(ro, F_OK) != 0);
 }
 
+/* The read cache is on by default: a second whole read is a hit. */
+static void test_read_cache(bc_store *s) {
+    static uint8_t val[50000];
+    fill(val, sizeof val, 9);
+    CHECK(bc_put(s, K("hot"), val, sizeof val, NULL, NULL) == BC_OK);
+    bc_stats before, after;
+    CHECK(bc_store_stats(s, &before, NULL) == BC_OK);
+    for (int i = 0; i < 2; i++) {
+        bc_buf buf = {0};
+        CHECK(bc_get(s, K("hot"), &buf, NULL) == BC_OK);
+        CHECK(buf.len == sizeof val && memcmp(buf.data, val, sizeof val) == 0);
+        bc_buf_free(&buf);
+    }
+    CHECK(bc_store_stats(s, &after, NULL) == BC_OK);
+    CHECK(after.cache_misses == before.cache_misses + 1);
+    CHECK(after.cache_hits == before.cache_hits + 1);
+    CHECK(after.cache_bytes >= sizeof val);
+    CHECK(bc_delete(s, K("hot"), NULL) == BC_OK);
+
+    bc_options o = bc_options_default();
+    CHECK(o.cache_bytes == -1);
+    o.cache_bytes = -2;
+    bc_error *err = NULL;
+    CHECK(bc_open(path, &o, &err) == NULL && bc_error_code(err) == BC_INVALID_ARGUMENT);
+    bc_error_free(err);
+}
+
 static void test_upload(bc_store *s) {
     enum { SIZE = 3 * 4096 + 100 };
     static uint8_t val[SIZE];
@@ -296,6 +323,7 @@ int main(void) {
     bc_store *s = open_store();
     test_put_get_read_stat_delete(s);
     test_errors(s);
+    test_read_cache(s);
     test_upload(s);
     test_threads(s);
     test_full_store(s);

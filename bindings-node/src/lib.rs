@@ -31,7 +31,9 @@ use std::rc::Rc;
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::UNIX_EPOCH;
 
-use engine::{Bytes, IndexKind, IoEngineKind, ObjectInfo as Info, Options, PutOptions};
+use engine::{
+    Bytes, IndexKind, IoEngineKind, ObjectInfo as Info, Options, PutOptions, ReadOptions,
+};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
@@ -61,22 +63,18 @@ fn key_of(key: Either<String, Uint8Array>) -> Bytes {
     }
 }
 
+/// JavaScript may write into any Buffer, so every read asks the engine for
+/// bytes nothing else holds (a read-cache hit or an inline value is copied,
+/// a heap read comes back in a buffer of its own): the cache and the index
+/// never share memory with a Buffer.
+fn owned() -> ReadOptions {
+    ReadOptions::default().owned(true)
+}
+
 /// Results up to this size are copied into an ordinary Buffer; larger ones
-/// become external Buffers over the engine's memory. Two reasons: (1) the
-/// engine shares the bytes of inline values (at most
-/// `MAX_INLINE_THRESHOLD`) with its in-memory index, and JavaScript may
-/// write into any Buffer, so those must never be lent; heap reads come back
-/// in a buffer of their own (`store/data.rs`, `assemble`), which nothing
-/// else holds; (2) for small results a copy costs less than an external
-/// Buffer with its finalizer.
-const COPY_UP_TO: usize = {
-    let measured = 16 << 10;
-    if engine::MAX_INLINE_THRESHOLD > measured {
-        engine::MAX_INLINE_THRESHOLD
-    } else {
-        measured
-    }
-};
+/// become external Buffers over the engine's memory: for small results a
+/// copy costs less than an external Buffer with its finalizer.
+const COPY_UP_TO: usize = 16 << 10;
 
 /// Start addresses of the memory lent to JavaScript as external Buffers
 /// and not yet finalized. V8 refuses a second ArrayBuffer over a start
@@ -152,8 +150,8 @@ impl ToNapiValue for ObjectBytes {
         let len = bytes.len();
         // SAFETY: `bytes` (moved into the finalizer's hint) keeps the `len`
         // bytes at `at` alive until the Buffer is finalized. They are
-        // written only by JavaScript, through this one Buffer: a heap read's
-        // buffer is not shared with the engine (see `COPY_UP_TO`), and
+        // written only by JavaScript, through this one Buffer: the engine
+        // holds no other reference to them (see `owned`), and
         // `LENT` keeps a second Buffer from being made over it. When the
         // runtime refuses external buffers, `from_external` copies and runs
         // the finalizer at once.
@@ -226,6 +224,9 @@ pub struct OpenOptions {
     /// share it, a writer gets LOCKED), read-only descriptor, every change
     /// rejected with UNSUPPORTED, nothing ever written (default false).
     pub read_only: Option<bool>,
+    /// Bytes of the read cache of whole small objects (default 64 MiB; 0
+    /// turns it off). `stats().cache` counts its hits.
+    pub cache_bytes: Option<f64>,
 }
 
 fn options_of(o: Option<OpenOptions>) -> Result<Options> {
@@ -242,6 +243,9 @@ fn options_of(o: Option<OpenOptions>) -> Result<Options> {
     }
     if let Some(t) = o.inline_threshold {
         opts = opts.inline_threshold(t as usize);
+    }
+    if let Some(c) = o.cache_bytes {
+        opts = opts.cache_bytes(offset_of(c, "cacheBytes")?);
     }
     if let Some(e) = o.io_engine {
         opts = opts.io_engine(match e.as_str() {
@@ -283,6 +287,18 @@ pub struct Stats {
     pub index: String,
     /// What recovery did when the store was opened.
     pub recovery: Recovery,
+    /// The read cache since open.
+    pub cache: CacheStats,
+}
+
+/// Reads served from the read cache (`hits`) and from the device
+/// (`misses`), the bytes it holds and its bound.
+#[napi(object)]
+pub struct CacheStats {
+    pub hits: f64,
+    pub misses: f64,
+    pub bytes: f64,
+    pub capacity: f64,
 }
 
 /// What recovery found and did at open: groups and object versions rolled
@@ -367,7 +383,7 @@ impl Store {
     /// of 1 MiB or more are read on a helper thread).
     fn read_range(&self, env: &Env, key: Bytes, offset: u64, length: u64) -> Result<Promise> {
         self.host(env)?.spawn(|ev| {
-            let read = ev.read_op(key, offset, length);
+            let read = ev.read_op(key, offset, length, owned());
             async move { read.await.map(ObjectBytes).map_err(js_err) }
         })
     }
@@ -529,6 +545,12 @@ impl Store {
                 repaired: s.recovery.repaired.clone(),
                 details: s.recovery.details.clone(),
             },
+            cache: CacheStats {
+                hits: s.cache.hits as f64,
+                misses: s.cache.misses as f64,
+                bytes: s.cache.bytes as f64,
+                capacity: s.cache.capacity as f64,
+            },
         }
     }
 
@@ -567,7 +589,7 @@ impl Store {
     #[napi(ts_return_type = "Buffer")]
     pub fn get_sync(&self, key: Either<String, Uint8Array>) -> Result<ObjectBytes> {
         self.blocking()
-            .get(key_of(key))
+            .read_with(key_of(key), 0, u64::MAX, owned())
             .map(ObjectBytes)
             .map_err(js_err)
     }
@@ -586,7 +608,7 @@ impl Store {
             None => u64::MAX,
         };
         self.blocking()
-            .read(key_of(key), offset, length)
+            .read_with(key_of(key), offset, length, owned())
             .map(ObjectBytes)
             .map_err(js_err)
     }

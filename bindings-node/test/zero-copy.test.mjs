@@ -31,6 +31,45 @@ test('every read method returns the stored bytes, at every size', async () => {
   })
 })
 
+test('writing into a returned Buffer never changes what later reads return', async () => {
+  // The read cache (on by default) keeps whole objects; a Buffer handed to
+  // JavaScript must never be its memory, nor the index's (inline values).
+  await withStore({ capacity: 64 << 20 }, async (s) => {
+    for (const size of [100, 16 * 1024 + 1, 100_000]) {
+      const v = randomBytes(size)
+      await s.put(`w${size}`, v)
+      const before = s.stats().cache
+      const reads = [
+        () => s.getSync(`w${size}`),
+        () => s.get(`w${size}`),
+        () => s.read(`w${size}`, 0, size),
+        () => s.readSync(`w${size}`, 1, size),
+      ]
+      for (const read of reads) {
+        for (let round = 0; round < 2; round++) {
+          const got = await read()
+          const want = read === reads[3] ? v.subarray(1) : v
+          assert.ok(got.equals(want), `${size} bytes: a read returned changed bytes`)
+          got.fill(0xee)
+        }
+      }
+      assert.ok(s.getSync(`w${size}`).equals(v))
+      if (size > 512) {
+        const after = s.stats().cache
+        assert.ok(after.hits > before.hits, `${size} bytes: no cache hit (${JSON.stringify(after)})`)
+        assert.equal(after.capacity, 64 << 20)
+      }
+    }
+  })
+  await withStore({ capacity: 64 << 20, cacheBytes: 0 }, async (s) => {
+    await s.put('k', randomBytes(20_000))
+    s.getSync('k')
+    s.getSync('k')
+    assert.deepEqual(s.stats().cache, { hits: 0, misses: 0, bytes: 0, capacity: 0 })
+  })
+  await assert.rejects(withStore({ cacheBytes: -1 }, async () => {}), { code: 'INVALID_ARGUMENT' })
+})
+
 test('a returned Buffer survives overwrite, delete, close and GC', async () => {
   const t = tempPath()
   const s = await Store.open(t.path, { capacity: 64 << 20 })

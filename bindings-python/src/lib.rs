@@ -17,7 +17,7 @@ use std::time::UNIX_EPOCH;
 use engine::blocking;
 use engine::{
     Bytes, Error, ErrorKind, IndexKind, IoEngineKind, ObjectInfo as Info, Options, PutMode,
-    PutOptions,
+    PutOptions, ReadOptions,
 };
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
@@ -415,7 +415,7 @@ fn options(
 #[pymethods]
 impl Store {
     #[new]
-    #[pyo3(signature = (path, *, capacity=None, index="hash", inline_threshold=None, io_engine="auto", direct_io=true, create=true, create_new=false, read_only=false))]
+    #[pyo3(signature = (path, *, capacity=None, index="hash", inline_threshold=None, io_engine="auto", direct_io=true, create=true, create_new=false, read_only=false, cache_bytes=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -428,8 +428,9 @@ impl Store {
         create: bool,
         create_new: bool,
         read_only: bool,
+        cache_bytes: Option<u64>,
     ) -> PyResult<Self> {
-        let opts = options(
+        let mut opts = options(
             capacity,
             index,
             inline_threshold,
@@ -439,6 +440,9 @@ impl Store {
         )?
         .create_new(create_new)
         .read_only(read_only);
+        if let Some(c) = cache_bytes {
+            opts = opts.cache_bytes(c);
+        }
         let inner = py
             .detach(|| blocking::Store::open(path, opts))
             .map_err(py_err)?;
@@ -616,6 +620,12 @@ impl Store {
         d.set_item("io_engine", s.io_engine)?;
         d.set_item("direct_io", s.direct_io)?;
         d.set_item("index", s.index.name())?;
+        let c = PyDict::new(py);
+        c.set_item("hits", s.cache.hits)?;
+        c.set_item("misses", s.cache.misses)?;
+        c.set_item("bytes", s.cache.bytes)?;
+        c.set_item("capacity", s.cache.capacity)?;
+        d.set_item("cache", c)?;
         // What recovery did at open (see `Stats::recovery` in the core).
         let r = PyDict::new(py);
         r.set_item("clean", s.recovery.clean)?;
@@ -751,9 +761,13 @@ impl EventLoop {
         fut: Py<PyAny>,
     ) -> PyResult<u64> {
         let len = length.unwrap_or(u64::MAX);
-        Ok(self.inner.read(key_of(key)?, offset, len, move |out| {
-            resolve(fut, out, Blob::into_py)
-        }))
+        Ok(self.inner.read(
+            key_of(key)?,
+            offset,
+            len,
+            ReadOptions::default(),
+            move |out| resolve(fut, out, Blob::into_py),
+        ))
     }
 
     /// Starts a put that resolves `fut` with its `ObjectInfo` once durable

@@ -241,6 +241,29 @@ def test_stats(store):
     store.sync()
 
 
+def test_read_cache_is_on_by_default_and_counts_hits(path):
+    with blobcask.Store(path, capacity=32 << 20) as s:
+        v = pattern(5, 40_000)
+        s.put("hot", v)
+        assert s.get("hot") == v and s.get("hot") == v
+        c = s.stats()["cache"]
+        assert (c["hits"], c["misses"], c["capacity"]) == (1, 1, 64 << 20)
+        assert c["bytes"] >= 40_000
+        # A hit is the store's memory: read-only through the buffer protocol.
+        view = memoryview(s.get("hot"))
+        assert view.readonly
+        with pytest.raises(TypeError):
+            view[0] = 1
+    with blobcask.Store(path, cache_bytes=0) as s:
+        s.get("hot")
+        s.get("hot")
+        assert s.stats()["cache"] == {"hits": 0, "misses": 0, "bytes": 0, "capacity": 0}
+    with pytest.raises(OverflowError):
+        blobcask.Store(path, cache_bytes=-1)
+    with pytest.raises(TypeError):
+        blobcask.Store(path, cache_bytes="64MiB")
+
+
 def test_reopen_keeps_everything(path):
     values = {f"k{i}": pattern(i, (i * 997) % 30_000) for i in range(200)}
     with blobcask.Store(path, capacity=32 << 20) as s:

@@ -10,7 +10,7 @@ use crate::io::block_on;
 use bytes::Bytes;
 
 use crate::io::IoEngine;
-use crate::{ObjectInfo, Options, PutOptions, Result, Stats};
+use crate::{ObjectInfo, Options, PutOptions, ReadOptions, Result, Stats};
 
 /// Blocking handle over [`crate::Store`]; cheap to clone.
 #[derive(Clone, Debug)]
@@ -60,11 +60,23 @@ impl Store {
     }
     /// See [`crate::Store::get`].
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Bytes> {
-        self.inner.read_blocking(key.as_ref(), 0, u64::MAX)
+        self.inner
+            .read_blocking(key.as_ref(), 0, u64::MAX, ReadOptions::default())
     }
     /// See [`crate::Store::read`].
     pub fn read(&self, key: impl AsRef<[u8]>, offset: u64, len: u64) -> Result<Bytes> {
-        self.inner.read_blocking(key.as_ref(), offset, len)
+        self.inner
+            .read_blocking(key.as_ref(), offset, len, ReadOptions::default())
+    }
+    /// See [`crate::Store::read_with`].
+    pub fn read_with(
+        &self,
+        key: impl AsRef<[u8]>,
+        offset: u64,
+        len: u64,
+        options: ReadOptions,
+    ) -> Result<Bytes> {
+        self.inner.read_blocking(key.as_ref(), offset, len, options)
     }
     /// See [`crate::Store::stat`].
     pub fn stat(&self, key: impl AsRef<[u8]>) -> Result<ObjectInfo> {

@@ -41,7 +41,7 @@ pub use io::IoEngineKind;
 pub use meta::recovery::RecoveryReport;
 pub use meta::tuple::MAX_KEY_LEN;
 pub use options::{
-    Durability, Options, PutMode, PutOptions, DEFAULT_CACHE_BYTES, DEFAULT_CAPACITY,
+    Durability, Options, PutMode, PutOptions, ReadOptions, DEFAULT_CACHE_BYTES, DEFAULT_CAPACITY,
     DEFAULT_INLINE_THRESHOLD, DEFAULT_MAX_PIECE_SIZE, MAX_INLINE_THRESHOLD, MIN_CAPACITY,
 };
 #[cfg(target_os = "linux")]

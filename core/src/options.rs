@@ -14,9 +14,8 @@ pub const DEFAULT_INLINE_THRESHOLD: usize = 512;
 /// Largest inline threshold accepted (a tuple must fit in one block with a
 /// maximum-length key).
 pub const MAX_INLINE_THRESHOLD: usize = 2048;
-/// Bytes of the read cache by default: off (0) until the Node binding stops
-/// handing out writable zero-copy Buffers over the bytes it would share.
-pub const DEFAULT_CACHE_BYTES: u64 = 0;
+/// Bytes of the read cache by default: 64 MiB.
+pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
 /// Largest heap piece of a newly created store: 16 MiB.
 pub const DEFAULT_MAX_PIECE_SIZE: u64 = 16 << 20;
 
@@ -279,6 +278,27 @@ impl PutOptions {
 impl From<PutMode> for PutOptions {
     fn from(mode: PutMode) -> Self {
         PutOptions::default().mode(mode)
+    }
+}
+
+/// Options of one read ([`Store::read_with`](crate::Store::read_with)).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReadOptions {
+    /// The bytes come back in memory nothing else holds, so the caller may
+    /// write into it (a binding that lends them as a mutable buffer: Node's
+    /// Buffers). Off by default: a read-cache hit or an inline value is then
+    /// the store's own memory, handed out without a copy and read-only, as
+    /// `Bytes` already is in Rust. On, a hit or an inline value is copied
+    /// and a miss admitted to the cache is kept as a copy.
+    pub owned: bool,
+}
+
+impl ReadOptions {
+    /// Asks for bytes nothing else holds (see [`ReadOptions::owned`]).
+    pub fn owned(mut self, yes: bool) -> Self {
+        self.owned = yes;
+        self
     }
 }
 

@@ -53,6 +53,54 @@ fn a_second_read_is_a_hit_and_ranges_are_slices_of_it() {
     }
 }
 
+/// A hit is the cache's own memory (no copy), so `ReadOptions::owned` is
+/// how a binding that lends writable buffers (Node) gets bytes nothing else
+/// holds: its hits and inline values are copies, and what its misses admit
+/// is a copy too. Were it not, a Buffer written by JavaScript would change
+/// what every later read returns.
+#[test]
+fn owned_reads_never_share_memory_with_the_cache_or_the_index() {
+    use blobcask::ReadOptions;
+    let owned = ReadOptions::default().owned(true);
+    let addr = |b: &blobcask::Bytes| b.as_ptr() as usize;
+    for engine in ENGINES {
+        let t = temp_path();
+        let s = open(&t, engine, 8 << 20);
+        let v = pattern(3, 32 << 10);
+        s.put("hot", v.clone()).unwrap();
+        s.put("small", pattern(4, 100)).unwrap();
+
+        // A miss read as owned admits a copy: the next hit is not it.
+        let mine = s.read_with("hot", 0, u64::MAX, owned).unwrap();
+        assert_eq!(mine, v);
+        let hit = s.get("hot").unwrap();
+        assert_eq!(s.stats().cache.hits, 1, "{engine:?}");
+        assert_ne!(
+            addr(&mine),
+            addr(&hit),
+            "{engine:?}: the miss shared its bytes"
+        );
+        // Shared hits are the cache's memory; owned hits are copies of it.
+        assert_eq!(addr(&s.get("hot").unwrap()), addr(&hit), "{engine:?}");
+        let mine = s.read_with("hot", 0, u64::MAX, owned).unwrap();
+        assert_eq!(mine, v);
+        assert_ne!(
+            addr(&mine),
+            addr(&hit),
+            "{engine:?}: an owned hit is shared"
+        );
+        let part = s.read_with("hot", 100, 20_000, owned).unwrap();
+        assert_eq!(&part[..], &v[100..20_100]);
+        assert_ne!(addr(&part), addr(&hit) + 100, "{engine:?}");
+        // Inline values are the index's memory unless owned.
+        let inline = s.get("small").unwrap();
+        assert_eq!(addr(&s.get("small").unwrap()), addr(&inline));
+        let mine = s.read_with("small", 0, u64::MAX, owned).unwrap();
+        assert_eq!(mine, inline);
+        assert_ne!(addr(&mine), addr(&inline), "{engine:?}");
+    }
+}
+
 #[test]
 fn a_range_read_does_not_fill_the_cache_and_zero_turns_it_off() {
     let t = temp_path();

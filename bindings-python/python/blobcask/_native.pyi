@@ -85,6 +85,7 @@ class Store:
         create: bool = True,
         create_new: bool = False,
         read_only: bool = False,
+        cache_bytes: Optional[int] = None,
     ) -> None:
         """Opens the store at ``path``.
 
@@ -95,6 +96,8 @@ class Store:
         ``read_only`` opens an existing store with a shared lock on a
         read-only descriptor: several read-only handles may share it, writes
         raise ``UnsupportedError``, and nothing is ever written.
+        ``cache_bytes`` bounds the read cache of whole small objects (default
+        64 MiB; 0 turns it off); ``stats()["cache"]`` counts its hits.
         """
     def put(
         self,

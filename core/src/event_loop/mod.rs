@@ -62,7 +62,7 @@ use futures::FutureExt;
 use parking_lot::Mutex;
 
 use crate::io::{self, CompletionSource};
-use crate::{Bytes, Error, ErrorKind, ObjectInfo, PutOptions, Result, Store};
+use crate::{Bytes, Error, ErrorKind, ObjectInfo, PutOptions, ReadOptions, Result, Store};
 
 /// Reads and puts of at least this many bytes run on a helper thread
 /// rather than on the loop (see the module documentation).
@@ -249,6 +249,7 @@ impl EventLoop {
         key: Bytes,
         offset: u64,
         len: u64,
+        options: ReadOptions,
     ) -> impl Future<Output = Result<Bytes>> + Send + 'static {
         let store = self.inner.store.clone();
         let large = store
@@ -256,9 +257,9 @@ impl EventLoop {
             .is_some_and(|size| size.saturating_sub(offset).min(len) >= OFFLOAD_BYTES);
         async move {
             if large {
-                blocking::unblock(move || store.read_blocking(&key, offset, len)).await
+                blocking::unblock(move || store.read_blocking(&key, offset, len, options)).await
             } else {
-                store.read(&key, offset, len).await
+                store.read_with(&key, offset, len, options).await
             }
         }
     }
@@ -299,11 +300,18 @@ impl EventLoop {
     /// Spawns [`read_op`](Self::read_op): `len` bytes of `key` from
     /// `offset`, clipped at the end. `done` receives the outcome (or the
     /// panic that ended it).
-    pub fn read<D>(&self, key: Bytes, offset: u64, len: u64, done: D) -> TaskId
+    pub fn read<D>(
+        &self,
+        key: Bytes,
+        offset: u64,
+        len: u64,
+        options: ReadOptions,
+        done: D,
+    ) -> TaskId
     where
         D: FnOnce(std::thread::Result<Result<Bytes>>) + Send + 'static,
     {
-        self.spawn(self.read_op(key, offset, len), done)
+        self.spawn(self.read_op(key, offset, len, options), done)
     }
 
     /// Spawns [`put_op`](Self::put_op); `done` runs once the object is

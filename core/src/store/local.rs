@@ -25,6 +25,7 @@ use super::data::{self, BlockReader};
 use super::{Located, ObjectInfo, Store};
 use crate::error::{show_key, Error, ErrorKind, Result};
 use crate::io::{AlignedBuf, BufResult};
+use crate::options::ReadOptions;
 
 /// A handle on a [`Store`] for tasks of a tokio-uring runtime
 /// (`tokio_uring::start`): its reads are submitted on that runtime's own
@@ -162,7 +163,11 @@ impl LocalStore {
         let key = key.as_ref();
         let ctx = || format!("read {} at {offset}", show_key(key));
         self.check_runtime().map_err(|e| e.context(ctx()))?;
-        match self.store.locate(key, offset, len)?.1 {
+        match self
+            .store
+            .locate(key, offset, len, ReadOptions::default())?
+            .1
+        {
             Located::Ready(b) => Ok(b),
             Located::Heap(h) => {
                 let s = self.store.shared();
@@ -176,7 +181,7 @@ impl LocalStore {
                 )
                 .await
                 .map_err(|e| e.context(ctx()))?;
-                self.store.admit(key, &h, &bytes);
+                self.store.admit(key, &h, &bytes, ReadOptions::default());
                 Ok(bytes)
             }
         }

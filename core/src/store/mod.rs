@@ -45,7 +45,7 @@ use crate::index::{EntryId, IndexKind, KeyIndex};
 use crate::io::IoEngine;
 use crate::meta::recovery::RecoveryReport;
 use crate::meta::tuple::{self, Checksums, Piece, TupleValue, MAX_KEY_LEN};
-use crate::options::{Options, PutMode, PutOptions};
+use crate::options::{Options, PutMode, PutOptions, ReadOptions};
 pub use cache::CacheStats;
 
 pub use bulk::{BulkOptions, LoadReport};
@@ -494,6 +494,16 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// `bytes` as the caller asked for them: as they are (shared with the store,
+/// read-only), or copied into memory nothing else holds.
+fn owned(bytes: Bytes, options: ReadOptions) -> Bytes {
+    if options.owned {
+        Bytes::copy_from_slice(&bytes)
+    } else {
+        bytes
+    }
+}
+
 pub(crate) fn now_micros() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -813,7 +823,22 @@ impl Store {
     /// offset equal to the size gives an empty result; beyond it is
     /// `InvalidArgument`.
     pub async fn read(&self, key: impl AsRef<[u8]>, offset: u64, len: u64) -> Result<Bytes> {
-        self.read_with_info(key, offset, len).await.map(|(_, b)| b)
+        self.read_with(key, offset, len, ReadOptions::default())
+            .await
+    }
+
+    /// [`read`](Self::read) with [`ReadOptions`] (e.g. bytes the caller
+    /// owns, for a binding that lends them as a writable buffer).
+    pub async fn read_with(
+        &self,
+        key: impl AsRef<[u8]>,
+        offset: u64,
+        len: u64,
+        options: ReadOptions,
+    ) -> Result<Bytes> {
+        self.read_located(key.as_ref(), offset, len, options)
+            .await
+            .map(|(_, b)| b)
     }
 
     /// [`read`](Self::read), with the [`ObjectInfo`] of the version the
@@ -825,8 +850,18 @@ impl Store {
         offset: u64,
         len: u64,
     ) -> Result<(ObjectInfo, Bytes)> {
-        let key = key.as_ref();
-        let (info, located) = self.locate(key, offset, len)?;
+        self.read_located(key.as_ref(), offset, len, ReadOptions::default())
+            .await
+    }
+
+    async fn read_located(
+        &self,
+        key: &[u8],
+        offset: u64,
+        len: u64,
+        options: ReadOptions,
+    ) -> Result<(ObjectInfo, Bytes)> {
+        let (info, located) = self.locate(key, offset, len, options)?;
         let bytes = match located {
             Located::Ready(b) => b,
             Located::Heap(h) => {
@@ -841,7 +876,7 @@ impl Store {
                 )
                 .await
                 .map_err(|e| e.context(format!("read {} at {offset}", show_key(key))))?;
-                self.admit(key, &h, &bytes);
+                self.admit(key, &h, &bytes, options);
                 bytes
             }
         };
@@ -851,8 +886,14 @@ impl Store {
     /// [`read`](Self::read) for blocking callers: a range inside one device
     /// request is read with a plain `pread` on the calling thread, with no
     /// hop to an engine thread.
-    pub(crate) fn read_blocking(&self, key: &[u8], offset: u64, len: u64) -> Result<Bytes> {
-        match self.locate(key, offset, len)?.1 {
+    pub(crate) fn read_blocking(
+        &self,
+        key: &[u8],
+        offset: u64,
+        len: u64,
+        options: ReadOptions,
+    ) -> Result<Bytes> {
+        match self.locate(key, offset, len, options)?.1 {
             Located::Ready(b) => Ok(b),
             Located::Heap(h) => {
                 let s = self.shared();
@@ -865,7 +906,7 @@ impl Store {
                     h.len,
                 )
                 .map_err(|e| e.context(format!("read {} at {offset}", show_key(key))))?;
-                self.admit(key, &h, &bytes);
+                self.admit(key, &h, &bytes, options);
                 Ok(bytes)
             }
         }
@@ -873,10 +914,16 @@ impl Store {
 
     /// Keeps the checked bytes of a whole-object read in the read cache
     /// (`cache`), unless `key` has moved on to another version meanwhile.
-    fn admit(&self, key: &[u8], h: &HeapRead, bytes: &Bytes) {
+    /// Bytes the caller owns (`options.owned`) are kept as a copy.
+    fn admit(&self, key: &[u8], h: &HeapRead, bytes: &Bytes, options: ReadOptions) {
         let s = self.shared();
         if s.cache.wants(h.size, h.offset, h.len) {
-            s.cache.admit(h.version, bytes, || {
+            let kept = if options.owned {
+                Bytes::copy_from_slice(bytes)
+            } else {
+                bytes.clone()
+            };
+            s.cache.admit(h.version, &kept, || {
                 s.state
                     .read()
                     .lookup(key)
@@ -885,9 +932,16 @@ impl Store {
         }
     }
 
-    /// Checks the call and resolves `key` to its bytes (inline, or cached)
-    /// or to its extent, pinned (the `Arc`) so its pieces outlive the read.
-    fn locate(&self, key: &[u8], offset: u64, len: u64) -> Result<(ObjectInfo, Located)> {
+    /// Checks the call and resolves `key` to its bytes (inline, or cached;
+    /// copied when the caller is to own them) or to its extent, pinned (the
+    /// `Arc`) so its pieces outlive the read.
+    fn locate(
+        &self,
+        key: &[u8],
+        offset: u64,
+        len: u64,
+        options: ReadOptions,
+    ) -> Result<(ObjectInfo, Located)> {
         let ctx = || format!("read {} at {offset}", show_key(key));
         self.check_open().map_err(|e| e.context(ctx()))?;
         check_key(key).map_err(|e| e.context(ctx()))?;
@@ -909,13 +963,14 @@ impl Store {
         let len = len.min(size - offset);
         if matches!(data, ObjectData::Heap { .. }) {
             if let Some(b) = self.shared().cache.get(version, offset, len) {
-                return Ok((info, Located::Ready(b)));
+                return Ok((info, Located::Ready(owned(b, options))));
             }
         }
         let located = match data {
-            ObjectData::Inline(b) => {
-                Located::Ready(b.slice(offset as usize..(offset + len) as usize))
-            }
+            ObjectData::Inline(b) => Located::Ready(owned(
+                b.slice(offset as usize..(offset + len) as usize),
+                options,
+            )),
             ObjectData::Heap { extent, sums, .. } => Located::Heap(HeapRead {
                 extent,
                 sums,
