@@ -245,9 +245,10 @@ def test_read_cache_is_on_by_default_and_counts_hits(path):
     with blobcask.Store(path, capacity=32 << 20) as s:
         v = pattern(5, 40_000)
         s.put("hot", v)
-        assert s.get("hot") == v and s.get("hot") == v
+        # Kept at the second whole read; the third is a hit.
+        assert s.get("hot") == v and s.get("hot") == v and s.get("hot") == v
         c = s.stats()["cache"]
-        assert (c["hits"], c["misses"], c["capacity"]) == (1, 1, 64 << 20)
+        assert (c["hits"], c["misses"], c["capacity"]) == (1, 2, 64 << 20)
         assert c["bytes"] >= 40_000
         # A hit is the store's memory: read-only through the buffer protocol.
         view = memoryview(s.get("hot"))

@@ -85,9 +85,9 @@ impl Options {
     }
 
     /// Bound of the read cache, in bytes: heap objects of up to 1 MiB read
-    /// whole are kept in RAM (checked, by version, so a read never returns
-    /// a superseded version) and later reads of them, whole or in part,
-    /// skip the device. A scan does not flush what is read often. 0 turns
+    /// whole twice are kept in RAM (checked, by version, so a read never
+    /// returns a superseded version) and later reads of them, whole or in
+    /// part, skip the device. A scan does not flush what is read often. 0 turns
     /// the cache off; inline values are in RAM anyway.
     /// [`Stats::cache`](crate::Stats) reports hits, misses and bytes held.
     /// Defaults to [`DEFAULT_CACHE_BYTES`].

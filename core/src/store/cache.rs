@@ -18,9 +18,16 @@
 //!   (reading the rest would cost device time the caller did not ask for).
 //!   Larger objects bypass the cache: their reads are long device
 //!   transfers anyway, and one of them would evict thousands of small ones.
-//! * **Admission and eviction** are `quick_cache`'s (CLOCK-PRO with ghost
-//!   entries): an object read once, as by a scan, enters the cold part and
-//!   leaves first, so a scan does not flush the hot set.
+//! * **Admitted at the second whole read.** A doorkeeper (one bit per
+//!   hashed version, cleared when an eighth of its bits are set) remembers
+//!   versions read whole once; only a read of a version it has seen keeps
+//!   the bytes. An object read once, by a scan or a cold pass, is never
+//!   kept, so a cold read costs what it cost with the cache off: keeping
+//!   every first read took fresh memory whose first touch cost a 16 KiB
+//!   cold read 9-45 % more here (benches/RESULTS.md, "Read cache").
+//! * **Eviction** is `quick_cache`'s (CLOCK-PRO with ghost entries): what
+//!   is admitted but not read again leaves first, so a scan of objects read
+//!   twice does not flush the hot set either.
 //! * Inline values are not cached: they are in RAM already.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -64,9 +71,50 @@ pub struct CacheStats {
     pub capacity: u64,
 }
 
+/// Versions read whole once since the last clear (see the module comment):
+/// one bit per hashed version.
+struct Doorkeeper {
+    bits: Box<[AtomicU64]>,
+    /// Bits set since the last clear; cleared at `clear_at`.
+    set: AtomicU64,
+    clear_at: u64,
+}
+
+impl Doorkeeper {
+    fn new(entries: usize) -> Doorkeeper {
+        // Eight bits per entry the cache may hold; cleared when one in
+        // eight is set, so a false "seen" stays under one in eight.
+        let words = entries.saturating_mul(8).div_ceil(64).clamp(64, 1 << 16);
+        Doorkeeper {
+            bits: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            set: AtomicU64::new(0),
+            clear_at: (words as u64 * 64) / 8,
+        }
+    }
+
+    /// Whether `version` was marked since the last clear; marks it.
+    fn seen(&self, version: u64) -> bool {
+        let h = version.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let bit = (h >> 32) as usize % (self.bits.len() * 64);
+        let Some(word) = self.bits.get(bit / 64) else {
+            return false;
+        };
+        let mask = 1u64 << (bit % 64);
+        if word.fetch_or(mask, Ordering::Relaxed) & mask != 0 {
+            return true;
+        }
+        if self.set.fetch_add(1, Ordering::Relaxed) + 1 >= self.clear_at {
+            self.bits.iter().for_each(|w| w.store(0, Ordering::Relaxed));
+            self.set.store(0, Ordering::Relaxed);
+        }
+        false
+    }
+}
+
 pub(crate) struct ReadCache {
     /// `None` when the cache is off (`Options::cache_bytes(0)`).
     cache: Option<quick_cache::sync::Cache<u64, Bytes, Weight>>,
+    door: Doorkeeper,
     /// Largest object admitted: `MAX_OBJECT`, or less for a small cache so
     /// that no single object takes more than an eighth of it.
     max_object: u64,
@@ -76,14 +124,14 @@ pub(crate) struct ReadCache {
 
 impl ReadCache {
     pub fn new(capacity: u64) -> ReadCache {
-        let cache = (capacity > 0).then(|| {
-            // quick_cache sizes its tables from an estimate of the entry
-            // count; 16 KiB is a typical small object.
-            let items = usize::try_from(capacity / (16 << 10)).unwrap_or(usize::MAX);
-            quick_cache::sync::Cache::with_weighter(items.max(16), capacity, Weight)
-        });
+        // quick_cache sizes its tables from an estimate of the entry count;
+        // 16 KiB is a typical small object.
+        let items = usize::try_from(capacity / (16 << 10)).unwrap_or(usize::MAX);
+        let cache = (capacity > 0)
+            .then(|| quick_cache::sync::Cache::with_weighter(items.max(16), capacity, Weight));
         ReadCache {
             cache,
+            door: Doorkeeper::new(if capacity > 0 { items } else { 0 }),
             max_object: MAX_OBJECT.min(capacity / 8),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -110,10 +158,16 @@ impl ReadCache {
         found
     }
 
-    /// Whether a read of `[offset, offset + len)` of a `size`-byte object
-    /// would be admitted (`admit`).
-    pub fn wants(&self, size: u64, offset: u64, len: u64) -> bool {
-        self.cache.is_some() && offset == 0 && len == size && size > 0 && size <= self.max_object
+    /// Whether a read of `[offset, offset + len)` of version `version` (a
+    /// `size`-byte object) is to be kept (`admit`): a whole read of an
+    /// object the cache takes, the second since the doorkeeper's last clear.
+    pub fn wants(&self, version: u64, size: u64, offset: u64, len: u64) -> bool {
+        self.cache.is_some()
+            && offset == 0
+            && len == size
+            && size > 0
+            && size <= self.max_object
+            && self.door.seen(version)
     }
 
     /// Keeps the checked bytes of a whole object version. `current` says
@@ -153,8 +207,15 @@ mod tests {
     fn a_range_of_a_cached_object_is_a_slice_of_it() {
         let c = ReadCache::new(1 << 20);
         let v = Bytes::from(vec![7u8; 10_000]);
-        assert!(c.wants(10_000, 0, 10_000));
-        assert!(!c.wants(10_000, 1, 9_999), "only whole-object reads admit");
+        assert!(
+            !c.wants(5, 10_000, 1, 9_999),
+            "only whole-object reads admit"
+        );
+        assert!(
+            !c.wants(5, 10_000, 0, 10_000),
+            "the first whole read does not"
+        );
+        assert!(c.wants(5, 10_000, 0, 10_000), "the second does");
         c.admit(5, &v, || true);
         assert_eq!(c.get(5, 100, 50).as_deref(), Some(&v[100..150]));
         assert_eq!(c.get(6, 0, 10), None, "another version is a miss");
@@ -174,17 +235,33 @@ mod tests {
     #[test]
     fn capacity_zero_is_off_and_large_objects_bypass() {
         let off = ReadCache::new(0);
-        assert!(!off.wants(100, 0, 100));
+        assert!(!off.wants(1, 100, 0, 100));
         assert_eq!(off.get(1, 0, 1), None);
         assert_eq!(off.stats(), CacheStats::default());
         let small = ReadCache::new(8 << 20);
-        assert!(small.wants(1 << 20, 0, 1 << 20));
-        assert!(!small.wants((1 << 20) + 1, 0, (1 << 20) + 1));
+        let twice = |c: &ReadCache, v: u64, n: u64| {
+            c.wants(v, n, 0, n);
+            c.wants(v, n, 0, n)
+        };
+        assert!(twice(&small, 1, 1 << 20));
+        assert!(!twice(&small, 2, (1 << 20) + 1));
         let tiny = ReadCache::new(64 << 10);
-        assert!(
-            !tiny.wants(16 << 10, 0, 16 << 10),
-            "an eighth of the cache at most"
-        );
+        assert!(!twice(&tiny, 3, 16 << 10), "an eighth of the cache at most");
+    }
+
+    #[test]
+    fn the_doorkeeper_forgets_after_an_eighth_of_its_bits() {
+        let d = Doorkeeper::new(16);
+        assert_eq!(d.bits.len(), 64, "at least 64 words");
+        assert!(!d.seen(7) && d.seen(7));
+        // Marks of other versions until the clear: 7 is forgotten then.
+        let mut v = 100;
+        while d.set.load(Ordering::Relaxed) != 0 {
+            d.seen(v);
+            v += 1;
+        }
+        assert!(!d.seen(7), "cleared");
+        assert!(v - 100 >= d.clear_at - 1, "cleared after {} marks", v - 100);
     }
 
     #[test]

@@ -917,7 +917,7 @@ impl Store {
     /// Bytes the caller owns (`options.owned`) are kept as a copy.
     fn admit(&self, key: &[u8], h: &HeapRead, bytes: &Bytes, options: ReadOptions) {
         let s = self.shared();
-        if s.cache.wants(h.size, h.offset, h.len) {
+        if s.cache.wants(h.version, h.size, h.offset, h.len) {
             let kept = if options.owned {
                 Bytes::copy_from_slice(bytes)
             } else {
