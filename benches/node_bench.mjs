@@ -6,6 +6,9 @@
 //  * an awaited 16 KiB get against getSync of the same objects (both direct
 //    I/O, interleaved, so the ratio is the cost of the async path), and 64
 //    awaited 16 KiB gets in flight at once;
+//  * warm 16 KiB getSync (read-cache hits) against lmdb-js getBinary of the
+//    same values, interleaved (when lmdb-js is found: LMDB_JS_DIR names a
+//    directory where `npm install lmdb` ran);
 //  * the event loop's delay (monitorEventLoopDelay, 1 ms resolution) while
 //    48 MiB gets are awaited, while 48 MiB puts are awaited (put copies the
 //    value before returning), and idle, for the machine's own noise.
@@ -18,6 +21,7 @@ import { randomBytes } from 'node:crypto'
 import { execSync } from 'node:child_process'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { createRequire } from 'node:module'
 import { Store } from '../bindings-node/lib.mjs'
 
 const dir = process.argv[2] ?? 'target/bench/node'
@@ -109,6 +113,40 @@ console.log(
   `16 KiB get, median of 2000: getSync ${median(sync16).toFixed(1)} us, await get ${median(async16).toFixed(1)} us ` +
     `(${(median(async16) / median(sync16)).toFixed(2)} x getSync); ${DEPTH} in flight: ${inflight.toFixed(0)} gets/s`,
 )
+
+// Warm: a hot set read twice first (the read cache keeps an object from its
+// second whole read on), then every getSync is a hit.
+let lmdb = null
+try {
+  lmdb = createRequire(join(process.env.LMDB_JS_DIR ?? '.', 'package.json'))('lmdb')
+} catch {}
+if (lmdb) {
+  const hot = Array.from({ length: 256 }, (_, i) => `obj/${order[i]}`)
+  const env = lmdb.open({ path: join(dir, 'warm.lmdb'), encoding: 'binary' })
+  for (const k of hot) env.putSync(k, value)
+  for (let r = 0; r < 2; r++) for (const k of hot) store.getSync(k)
+  const hits0 = store.stats().cache.hits
+  const ours = []
+  const theirs = []
+  for (let r = 0; r < 3000; r++) {
+    const k = hot[(r * 7919) % hot.length]
+    let t = process.hrtime.bigint()
+    const a = store.getSync(k)
+    ours.push(Number(process.hrtime.bigint() - t) / 1000)
+    t = process.hrtime.bigint()
+    const b = env.getBinary(k)
+    theirs.push(Number(process.hrtime.bigint() - t) / 1000)
+    if (a.length !== SIZE || b.length !== SIZE) throw new Error('short warm read')
+  }
+  const served = store.stats().cache.hits - hits0
+  await env.close()
+  console.log(
+    `warm 16 KiB, median of 3000: getSync (cache hit) ${median(ours).toFixed(2)} us, lmdb-js getBinary ` +
+      `${median(theirs).toFixed(2)} us (${(median(ours) / median(theirs)).toFixed(2)} x); ${served} of 3000 were cache hits`,
+  )
+} else {
+  console.log('warm 16 KiB vs lmdb-js: skipped (set LMDB_JS_DIR to a directory where `npm install lmdb` ran)')
+}
 
 const BIG = 48 * 1024 * 1024
 const big = randomBytes(BIG)

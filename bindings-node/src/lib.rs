@@ -63,12 +63,19 @@ fn key_of(key: Either<String, Uint8Array>) -> Bytes {
     }
 }
 
-/// JavaScript may write into any Buffer, so every read asks the engine for
-/// bytes nothing else holds (a read-cache hit or an inline value is copied,
-/// a heap read comes back in a buffer of its own): the cache and the index
-/// never share memory with a Buffer.
-fn owned() -> ReadOptions {
-    ReadOptions::default().owned(true)
+/// JavaScript may write into any Buffer, so a result that is lent (longer
+/// than [`COPY_UP_TO`]) must be memory nothing else holds: such reads ask
+/// the engine for owned bytes (a read-cache hit or an inline value is
+/// copied, a heap read comes back in a buffer of its own). Shorter results
+/// are copied into a Buffer anyway, so they are read as the store's own
+/// memory (no second copy). The length is judged from the object's size
+/// before the read; should an overwrite make a result longer meanwhile,
+/// [`ObjectBytes`] copies it rather than lend bytes it does not own.
+fn read_options(store: &engine::blocking::Store, key: &[u8], offset: u64, len: u64) -> ReadOptions {
+    let expected = store
+        .stat(key)
+        .map_or(0, |i| i.size.saturating_sub(offset).min(len));
+    ReadOptions::default().owned(expected > COPY_UP_TO as u64)
 }
 
 /// Results up to this size are copied into an ordinary Buffer; larger ones
@@ -127,7 +134,12 @@ fn free(bytes: Bytes) {
 /// (`napi_no_external_buffers_allowed`: Electron and other V8 sandbox
 /// builds), get a copy. Either way the Buffer stays valid whatever happens
 /// to the store afterwards (overwrite, delete, close).
-pub struct ObjectBytes(Bytes);
+pub struct ObjectBytes {
+    bytes: Bytes,
+    /// Whether nothing else holds `bytes` (read with `ReadOptions::owned`),
+    /// so they may be lent to JavaScript.
+    owned: bool,
+}
 
 impl TypeName for ObjectBytes {
     fn type_name() -> &'static str {
@@ -142,9 +154,9 @@ impl TypeName for ObjectBytes {
 impl ToNapiValue for ObjectBytes {
     unsafe fn to_napi_value(raw: napi::sys::napi_env, val: Self) -> Result<napi::sys::napi_value> {
         let env = Env::from_raw(raw);
-        let bytes = val.0;
+        let ObjectBytes { bytes, owned } = val;
         let at = bytes.as_ptr() as usize;
-        if bytes.len() <= COPY_UP_TO || !lend(at) {
+        if bytes.len() <= COPY_UP_TO || !owned || !lend(at) {
             return Ok(BufferSlice::copy_from(&env, &bytes)?.raw());
         }
         let len = bytes.len();
@@ -379,12 +391,33 @@ impl Store {
         Ok(h)
     }
 
+    /// A `getSync`/`readSync` on the calling thread.
+    fn read_sync_range(&self, key: Bytes, offset: u64, length: u64) -> Result<ObjectBytes> {
+        let store = self.blocking();
+        let options = read_options(&store, &key, offset, length);
+        store
+            .read_with(key, offset, length, options)
+            .map(|bytes| ObjectBytes {
+                bytes,
+                owned: options.owned,
+            })
+            .map_err(js_err)
+    }
+
     /// A `get`/`read` on the store's loop (`EventLoop::read_op`: results
     /// of 1 MiB or more are read on a helper thread).
     fn read_range(&self, env: &Env, key: Bytes, offset: u64, length: u64) -> Result<Promise> {
+        let options = read_options(&self.blocking(), &key, offset, length);
         self.host(env)?.spawn(|ev| {
-            let read = ev.read_op(key, offset, length, owned());
-            async move { read.await.map(ObjectBytes).map_err(js_err) }
+            let read = ev.read_op(key, offset, length, options);
+            async move {
+                read.await
+                    .map(|bytes| ObjectBytes {
+                        bytes,
+                        owned: options.owned,
+                    })
+                    .map_err(js_err)
+            }
         })
     }
 
@@ -588,10 +621,7 @@ impl Store {
     /// Synchronous `get`.
     #[napi(ts_return_type = "Buffer")]
     pub fn get_sync(&self, key: Either<String, Uint8Array>) -> Result<ObjectBytes> {
-        self.blocking()
-            .read_with(key_of(key), 0, u64::MAX, owned())
-            .map(ObjectBytes)
-            .map_err(js_err)
+        self.read_sync_range(key_of(key), 0, u64::MAX)
     }
 
     /// Synchronous `read`.
@@ -607,10 +637,7 @@ impl Store {
             Some(l) => offset_of(l, "length")?,
             None => u64::MAX,
         };
-        self.blocking()
-            .read_with(key_of(key), offset, length, owned())
-            .map(ObjectBytes)
-            .map_err(js_err)
+        self.read_sync_range(key_of(key), offset, length)
     }
 
     /// Synchronous `stat`.
