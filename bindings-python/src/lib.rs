@@ -109,12 +109,18 @@ fn value_of(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
             "values must be bytes-like, not str (encode it first)",
         ));
     }
-    let as_bytes = obj
-        .py()
-        .import("builtins")?
-        .getattr("bytes")?
-        .call1((obj,))?;
-    Ok(as_bytes.extract::<Bytes>()?)
+    // Only objects with the buffer protocol: `bytes(5)` would make five zero
+    // bytes and `bytes([1, 2])` accept a list; memoryview refuses both.
+    let view = PyMemoryView::from(obj).map_err(|_| {
+        let type_name = obj
+            .get_type()
+            .name()
+            .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "expected a bytes-like object (bytes, bytearray, memoryview, ...), not {type_name}"
+        ))
+    })?;
+    Ok(view.call_method0("tobytes")?.extract::<Bytes>()?)
 }
 
 fn bytes_out<'py>(py: Python<'py>, b: &Bytes) -> Bound<'py, PyBytes> {

@@ -84,6 +84,30 @@ def test_errors_map_to_classes(store, path):
         blobcask.Store(path + ".x", index="nope")
 
 
+def test_values_and_keys_of_the_wrong_type_are_refused_never_coerced(store):
+    import array
+
+    for value in (7, 2**40, [1, 2, 3], None, 1.5, {"a": 1}):
+        with pytest.raises(TypeError, match="bytes-like"):
+            store.put("k", value)
+    with pytest.raises(ValueError, match="not str"):
+        store.put("k", "text")
+    for key in (3, None, [b"k"]):
+        with pytest.raises(TypeError, match="bytes-like"):
+            store.put(key, b"x")
+        with pytest.raises(TypeError):
+            store[key] = b"x"
+    assert len(store) == 0, "a refused put stored something"
+    # Every buffer-protocol object is taken byte for byte.
+    store.put("ba", bytearray(b"abc"))
+    store.put("mv", memoryview(b"xabcx")[1:4])
+    store.put("arr", array.array("H", [1, 2]))
+    assert store.get("ba") == b"abc" and store.get("mv") == b"abc"
+    assert store.get("arr") == array.array("H", [1, 2]).tobytes()
+    store.put(bytearray(b"bk"), b"v")
+    assert store.get(b"bk") == b"v"
+
+
 def test_conditional_puts(store):
     first = store.put("k", b"one", if_absent=True)
     with pytest.raises(errors.AlreadyExistsError) as e:
