@@ -508,8 +508,11 @@ impl Store {
 
     /// Whether `key` has an object (memory only, no I/O).
     #[napi]
-    pub fn has(&self, key: Either<String, Uint8Array>) -> bool {
-        self.inner.contains(key_of(key))
+    pub fn has(&self, key: Either<String, Uint8Array>) -> Result<bool> {
+        if self.inner.is_closed() {
+            return Err(host::closed());
+        }
+        Ok(self.inner.contains(key_of(key)))
     }
 
     /// Up to `limit` keys starting with `prefix`, strictly after `after`
@@ -556,9 +559,12 @@ impl Store {
 
     /// Space and content figures.
     #[napi]
-    pub fn stats(&self) -> Stats {
+    pub fn stats(&self) -> Result<Stats> {
+        if self.inner.is_closed() {
+            return Err(host::closed());
+        }
         let s = self.inner.stats();
-        Stats {
+        Ok(Stats {
             objects: s.objects as f64,
             logical_bytes: s.logical_bytes as f64,
             allocated_bytes: s.allocated_bytes as f64,
@@ -584,7 +590,7 @@ impl Store {
                 bytes: s.cache.bytes as f64,
                 capacity: s.cache.capacity as f64,
             },
-        }
+        })
     }
 
     /// Barrier: resolves once everything acknowledged before is durable.

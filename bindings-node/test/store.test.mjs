@@ -111,6 +111,10 @@ test('a full store rejects with NO_SPACE and recovers after deletes', async () =
   assert.deepEqual(await s.get('after'), chunk)
   await s.close()
   await assert.rejects(s.get('after'), { code: 'CLOSED' })
+  // Calls that answer from memory refuse a closed store too.
+  assert.throws(() => s.has('after'), { code: 'CLOSED' })
+  assert.throws(() => s.stats(), { code: 'CLOSED' })
+  assert.throws(() => s.getSync('after'), { code: 'CLOSED' })
   t.cleanup()
 })
 

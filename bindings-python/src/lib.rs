@@ -41,11 +41,16 @@ fn py_err(e: Error) -> PyErr {
         ErrorKind::VersionMismatch => "VersionMismatchError",
         _ => "Error",
     };
+    error_class(name, e.to_string())
+}
+
+/// An instance of `blobcask.errors.<name>` carrying `message`.
+fn error_class(name: &str, message: String) -> PyErr {
     Python::attach(|py| {
         let made = py
             .import("blobcask.errors")
             .and_then(|m| m.getattr(name))
-            .and_then(|cls| cls.call1((e.to_string(),)));
+            .and_then(|cls| cls.call1((message,)));
         match made {
             Ok(exc) => PyErr::from_value(exc),
             Err(import_failed) => import_failed,
@@ -418,6 +423,17 @@ fn options(
         .create(create))
 }
 
+impl Store {
+    /// `ClosedError` once `close()` has run, for the calls whose engine
+    /// counterparts cannot fail (`contains`, `len`, `stats`).
+    fn check_open(&self) -> PyResult<()> {
+        if self.inner.is_closed() {
+            return Err(error_class("ClosedError", "the store is closed".into()));
+        }
+        Ok(())
+    }
+}
+
 #[pymethods]
 impl Store {
     #[new]
@@ -553,15 +569,18 @@ impl Store {
 
     /// Whether `key` has an object.
     fn contains(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        Ok(self.inner.contains(key_of(key)?))
+        let key = key_of(key)?;
+        self.check_open()?;
+        Ok(self.inner.contains(key))
     }
 
     fn __contains__(&self, key: &Bound<'_, PyAny>) -> PyResult<bool> {
         self.contains(key)
     }
 
-    fn __len__(&self) -> usize {
-        self.inner.stats().objects as usize
+    fn __len__(&self) -> PyResult<usize> {
+        self.check_open()?;
+        Ok(self.inner.stats().objects as usize)
     }
 
     fn __getitem__<'py>(
@@ -611,6 +630,7 @@ impl Store {
 
     /// Space and content figures as a dict.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.check_open()?;
         let s = self.inner.stats();
         let d = PyDict::new(py);
         d.set_item("objects", s.objects)?;

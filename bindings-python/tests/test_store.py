@@ -201,6 +201,13 @@ def test_closed_store_raises_closed(path):
         s.get("k")
     with pytest.raises(errors.ClosedError):
         s.put("k", b"v")
+    # Calls that answer from memory refuse a closed store too.
+    with pytest.raises(errors.ClosedError):
+        "k" in s
+    with pytest.raises(errors.ClosedError):
+        len(s)
+    with pytest.raises(errors.ClosedError):
+        s.stats()
 
 
 def test_multipart_upload(store):

@@ -90,6 +90,10 @@ impl Store {
     pub fn contains(&self, key: impl AsRef<[u8]>) -> bool {
         self.inner.contains(key)
     }
+    /// See [`crate::Store::is_closed`].
+    pub fn is_closed(&self) -> bool {
+        self.inner.is_closed()
+    }
     /// See [`crate::Store::begin_upload`].
     pub fn begin_upload(&self, key: impl AsRef<[u8]>, size: u64) -> Result<Upload> {
         block_on(self.inner.begin_upload(key, size)).map(|inner| Upload { inner })

@@ -1037,6 +1037,12 @@ impl Store {
             .map_err(|e| e.context(ctx()))
     }
 
+    /// Whether [`close`](Self::close) has run: calls that can fail then fail
+    /// with `Closed`, and [`contains`](Self::contains) answers `false`.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+
     /// Whether `key` has a committed object (false once closed).
     pub fn contains(&self, key: impl AsRef<[u8]>) -> bool {
         !self.inner.closed.load(Ordering::Acquire)
