@@ -24,8 +24,8 @@ step "criterion micro benches in test mode (each runs once; no timing)"
 micro=$(cargo test --locked -q -p blobcask-bench -p blobcask-object-store --benches 2>&1) || { echo "$micro"; exit 1; }
 echo "micro benches passed: $(grep -c '^Success' <<<"$micro")"
 
-step "comparison engines compile (SQLite, fjall features; RocksDB stays out: ~50 min build)"
-cargo clippy --locked -q -p blobcask-bench --all-targets --features sqlite,fjall -- -D warnings
+step "comparison engines compile (SQLite, fjall, LMDB, redb features; RocksDB stays out: ~50 min build)"
+cargo clippy --locked -q -p blobcask-bench --all-targets --features sqlite,fjall,lmdb,redb -- -D warnings
 
 step "loom models of the reclaim, group-commit, io_uring completion (D2, D3) and event-loop wake-up (L1) protocols (and their broken variants)"
 # The filter `loom_model` matches `store::loom_models`, `io::uring::loom_model` and `event_loop::loom_model`.

@@ -1,7 +1,7 @@
 //! Comparative benchmark program (see `blobcask_bench::compare`).
 //!
 //! ```text
-//! cargo run --release -p blobcask-bench --features sqlite,fjall --bin compare -- \
+//! cargo run --release -p blobcask-bench --features sqlite,fjall,lmdb,redb --bin compare -- \
 //!     [--dir DIR] [--engines raw,blobcask-uring,...] [--concurrency 16] \
 //!     [--sizes 1K,16K,64K,256K,1M,4M,32M] [--budget 128M]
 //! # RocksDB too (its C++ build takes ~50 minutes; needs libclang-dev clang):
@@ -51,7 +51,7 @@ fn parse_args() -> Result<Config, String> {
                 cfg.engines = v.split(',').map(str::to_string).collect();
                 if let Some(e) = cfg.engines.iter().find(|e| !engines::available(e)) {
                     return Err(format!(
-                        "engine {e:?} is unknown or not built in (features sqlite, fjall, rocksdb)"
+                        "engine {e:?} is unknown or not built in (features sqlite, fjall, rocksdb, lmdb, redb)"
                     ));
                 }
             }

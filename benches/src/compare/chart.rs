@@ -31,6 +31,12 @@ pub const CHARTS: &[(&str, &str, Measure, &str)] = &[
         Measure::MbPerSec,
         "durable put, MB/s",
     ),
+    (
+        "warm-get-p50.png",
+        "warm get",
+        Measure::P50,
+        "warm whole-object get (Zipf, hot set ≤ 48 MiB), p50 µs",
+    ),
     ("put-p50.png", "put", Measure::P50, "durable put, p50 µs"),
     (
         "mixed-read-p50.png",

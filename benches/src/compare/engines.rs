@@ -1,6 +1,7 @@
 //! The engines the comparison drives, each behind one small trait: the raw
 //! device (the physical limit), blobcask, a file per object, and — behind
-//! cargo features — SQLite BLOBs, fjall and RocksDB with blob files.
+//! cargo features — SQLite BLOBs, fjall, RocksDB with blob files, LMDB (heed)
+//! and redb.
 //!
 //! Every engine gets the same random (incompressible) values; engines with
 //! compression have it switched off so none wins by squeezing test data.
@@ -47,6 +48,8 @@ pub const ALL: &[&str] = &[
     "sqlite",
     "fjall",
     "rocksdb",
+    "lmdb",
+    "redb",
 ];
 
 /// Whether this build can run engine `name` (some need a cargo feature).
@@ -57,6 +60,8 @@ pub fn available(name: &str) -> bool {
     ) || (name == "sqlite" && cfg!(feature = "sqlite"))
         || (name == "fjall" && cfg!(feature = "fjall"))
         || (name == "rocksdb" && cfg!(feature = "rocksdb"))
+        || (name == "lmdb" && cfg!(feature = "lmdb"))
+        || (name == "redb" && cfg!(feature = "redb"))
 }
 
 /// Opens engine `name` under `dir` sized for `n` objects of `size` bytes:
@@ -91,6 +96,10 @@ pub fn open(name: &str, dir: &Path, size: usize, n: usize, fresh: bool) -> Box<d
         "fjall" => Box::new(Fjall::open(dir)),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => Box::new(Rocks::open(dir)),
+        #[cfg(feature = "lmdb")]
+        "lmdb" => Box::new(Lmdb::open(dir, size, n)),
+        #[cfg(feature = "redb")]
+        "redb" => Box::new(Redb::open(&dir.join("redb.db"), fresh)),
         other => panic!("engine {other} is not built in (see --help)"),
     }
 }
@@ -483,6 +492,191 @@ impl Engine for Rocks {
     }
     fn settle(&self) {
         self.db.flush().unwrap();
+    }
+    fn range_reads(&self) -> bool {
+        false
+    }
+}
+
+/// LMDB through heed: one environment in the engine's directory, one
+/// unnamed database, default flags, so every commit is durable (LMDB writes
+/// the dirty pages and fdatasyncs, then writes and syncs the meta page). One
+/// write transaction per put or delete, committed before it returns.
+///
+/// Reads run in a read transaction and get a slice of LMDB's memory map: no
+/// copy. A slice of a map is not a read, though: nothing comes from disk
+/// until the bytes are touched, so `get` and `read` load one byte of every
+/// 4 KiB page under what they return (the least that makes the bytes
+/// resident, as a copy would). A range touches only its own pages, so LMDB
+/// does read ranges.
+#[cfg(feature = "lmdb")]
+struct Lmdb {
+    env: heed::Env,
+    db: heed::Database<'static, heed::types::Str, heed::types::Bytes>,
+    dir: PathBuf,
+}
+
+#[cfg(feature = "lmdb")]
+impl Lmdb {
+    fn open(dir: &Path, size: usize, n: usize) -> Lmdb {
+        // Room for the data (a page of overhead per value) three times over:
+        // an overwrite allocates new pages while readers may still see the
+        // old ones. Plus slack. The map is address space, not memory.
+        let map_size = ((3 * (size + 4096) * n + (256 << 20)) as u64).div_ceil(4096) * 4096;
+        #[allow(unsafe_code)]
+        // SAFETY: heed's open is unsafe because the map must not be changed
+        // by anything but LMDB: this directory is the engine's own, opened
+        // once at a time by this process only.
+        let env = unsafe {
+            heed::EnvOpenOptions::new()
+                .map_size(map_size as usize)
+                .open(dir)
+                .unwrap()
+        };
+        let wtxn = env.write_txn().unwrap();
+        let db = env
+            .create_databases_and_commit(wtxn, |opener, wtxn| {
+                opener
+                    .create_database(wtxn, None)
+                    .map(heed::CommitOrAbort::<_, ()>::Commit)
+            })
+            .unwrap()
+            .unwrap_commit();
+        Lmdb {
+            env,
+            db,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// Runs `f` on the value of `key` as LMDB's map holds it.
+    fn with_value<T>(&self, key: &str, f: impl FnOnce(&[u8]) -> T) -> T {
+        let rtxn = self.env.read_txn().unwrap();
+        f(self.db.get(&rtxn, key).unwrap().unwrap())
+    }
+}
+
+/// Loads one byte of every 4 KiB page `b` spans, so a mapped value is in
+/// memory (read from disk if it was not), without copying it.
+#[cfg(feature = "lmdb")]
+fn touch_pages(b: &[u8]) -> usize {
+    if let Some(&last) = b.last() {
+        let sum = b
+            .iter()
+            .step_by(4096)
+            .fold(last as usize, |a, &x| a.wrapping_add(x as usize));
+        std::hint::black_box(sum);
+    }
+    b.len()
+}
+
+#[cfg(feature = "lmdb")]
+impl Engine for Lmdb {
+    fn name(&self) -> String {
+        "LMDB (heed, durable commits)".into()
+    }
+    fn put(&self, key: &str, value: &Bytes) {
+        let mut wtxn = self.env.write_txn().unwrap();
+        self.db.put(&mut wtxn, key, value).unwrap();
+        wtxn.commit().unwrap();
+    }
+    fn get(&self, key: &str) -> usize {
+        self.with_value(key, touch_pages)
+    }
+    fn read(&self, key: &str, offset: u64, len: usize) -> usize {
+        self.with_value(key, |v| {
+            let from = (offset as usize).min(v.len());
+            touch_pages(&v[from..(from + len).min(v.len())])
+        })
+    }
+    fn stat(&self, key: &str) -> u64 {
+        self.with_value(key, |v| v.len() as u64)
+    }
+    fn delete(&self, key: &str) {
+        let mut wtxn = self.env.write_txn().unwrap();
+        self.db.delete(&mut wtxn, key).unwrap();
+        wtxn.commit().unwrap();
+    }
+    fn bytes_on_disk(&self) -> u64 {
+        dir_bytes(&self.dir)
+    }
+}
+
+/// redb's one table of the comparison.
+#[cfg(feature = "redb")]
+const REDB_TABLE: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("blobs");
+
+/// redb with its defaults: durability `Immediate` (a commit returns once
+/// fsynced), its own page cache (1 GiB), one write transaction per put or
+/// delete. Reads run in a read transaction and borrow the value from redb's
+/// cache, which reads a whole value on a miss: no range reads, and stat
+/// reads the value too.
+#[cfg(feature = "redb")]
+struct Redb {
+    db: redb::Database,
+    path: PathBuf,
+}
+
+#[cfg(feature = "redb")]
+impl Redb {
+    fn open(path: &Path, fresh: bool) -> Redb {
+        let db = redb::Database::create(path).unwrap();
+        if fresh {
+            // Read transactions cannot open a table no commit has created.
+            let wtxn = db.begin_write().unwrap();
+            wtxn.open_table(REDB_TABLE).unwrap();
+            wtxn.commit().unwrap();
+        }
+        Redb {
+            db,
+            path: path.to_path_buf(),
+        }
+    }
+
+    /// Length of `key`'s value (read whole into redb's cache on a miss).
+    fn value_len(&self, key: &str) -> usize {
+        use redb::ReadableDatabase;
+        let rtxn = self.db.begin_read().unwrap();
+        let table = rtxn.open_table(REDB_TABLE).unwrap();
+        let value = table.get(key).unwrap().unwrap();
+        value.value().len()
+    }
+
+    fn write(&self, f: impl FnOnce(&mut redb::Table<&str, &[u8]>)) {
+        let wtxn = self.db.begin_write().unwrap();
+        f(&mut wtxn.open_table(REDB_TABLE).unwrap());
+        wtxn.commit().unwrap();
+    }
+}
+
+#[cfg(feature = "redb")]
+impl Engine for Redb {
+    fn name(&self) -> String {
+        "redb (durability Immediate)".into()
+    }
+    fn put(&self, key: &str, value: &Bytes) {
+        self.write(|t| {
+            t.insert(key, value.as_ref()).unwrap();
+        });
+    }
+    fn get(&self, key: &str) -> usize {
+        self.value_len(key)
+    }
+    fn read(&self, key: &str, offset: u64, len: usize) -> usize {
+        len.min(self.value_len(key).saturating_sub(offset as usize))
+    }
+    fn stat(&self, key: &str) -> u64 {
+        self.value_len(key) as u64
+    }
+    fn delete(&self, key: &str) {
+        self.write(|t| {
+            t.remove(key).unwrap();
+        });
+    }
+    fn bytes_on_disk(&self) -> u64 {
+        std::fs::metadata(&self.path)
+            .map(|m| m.blocks() * 512)
+            .unwrap_or(0)
     }
     fn range_reads(&self) -> bool {
         false

@@ -36,7 +36,7 @@ impl Report {
         for r in &self.phases {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} |",
+                "| {} | {} | {} | {:.0} | {:.1} | {:.2} | {:.2} | {:.2} |",
                 r.engine,
                 r.size,
                 r.phase,
@@ -82,8 +82,8 @@ impl Report {
     pub fn ratio_table(&self) -> String {
         let us = "blobcask (io_uring)";
         let mut s = String::from(
-            "| vs engine | object size | read 4K p50 | read 4K p99 | get MB/s | put MB/s | mixed read p50 | overwrite ops/s | delete ops/s |\n\
-             |---|---|---|---|---|---|---|---|---|\n",
+            "| vs engine | object size | read 4K p50 | read 4K p99 | get MB/s | warm get p50 | put MB/s | mixed read p50 | overwrite ops/s | delete ops/s |\n\
+             |---|---|---|---|---|---|---|---|---|---|\n",
         );
         for other in self.engines().iter().filter(|e| e.as_str() != us) {
             for size in self.sizes() {
@@ -112,10 +112,11 @@ impl Report {
                 };
                 let _ = writeln!(
                     s,
-                    "| {other} | {size} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {other} | {size} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     lat("read 4K", 0.5),
                     lat("read 4K", 0.99),
                     thr("get", true),
+                    lat("warm get", 0.5),
                     thr("put", true),
                     lat("mixed read", 0.5),
                     thr("overwrite", false),
@@ -137,7 +138,7 @@ impl Report {
         for r in &self.phases {
             let _ = writeln!(
                 s,
-                "\"{}\",{},{},{},{:.1},{:.3},{:.1},{:.1},{:.1}",
+                "\"{}\",{},{},{},{:.1},{:.3},{:.3},{:.3},{:.3}",
                 r.engine,
                 r.size,
                 r.phase,
@@ -158,7 +159,7 @@ impl Report {
             .iter()
             .map(|r| {
                 format!(
-                    "{{\"engine\":\"{}\",\"size\":{},\"phase\":\"{}\",\"ops\":{},\"ops_per_sec\":{:.1},\"mb_per_sec\":{:.3},\"p50_us\":{:.1},\"p99_us\":{:.1},\"p999_us\":{:.1}}}",
+                    "{{\"engine\":\"{}\",\"size\":{},\"phase\":\"{}\",\"ops\":{},\"ops_per_sec\":{:.1},\"mb_per_sec\":{:.3},\"p50_us\":{:.3},\"p99_us\":{:.3},\"p999_us\":{:.3}}}",
                     r.engine, r.size, r.phase, r.ops, r.ops_per_sec(), r.mb_per_sec(),
                     r.pct(0.5), r.pct(0.99), r.pct(0.999)
                 )
