@@ -43,17 +43,26 @@ pub(crate) const MAX_OBJECT: u64 = 1 << 20;
 /// Bookkeeping bytes counted per entry beyond its buffer.
 const ENTRY_OVERHEAD: u64 = 64;
 
-/// Weighs a cached value by the buffer it keeps alive (device reads are
-/// whole blocks).
+/// A kept object version: its bytes, and what keeping them costs.
+#[derive(Clone)]
+struct Entry {
+    bytes: Bytes,
+    /// The memory `bytes` keep alive plus `ENTRY_OVERHEAD`.
+    weight: u64,
+}
+
+/// Weighs an entry by the memory it keeps alive.
 #[derive(Clone)]
 struct Weight;
 
-impl quick_cache::Weighter<u64, Bytes> for Weight {
-    fn weight(&self, _version: &u64, value: &Bytes) -> u64 {
-        weight(value.len() as u64)
+impl quick_cache::Weighter<u64, Entry> for Weight {
+    fn weight(&self, _version: &u64, entry: &Entry) -> u64 {
+        entry.weight
     }
 }
 
+/// The weight of a `size`-byte object kept as the device read returned it:
+/// a slice of whole blocks, all of which it keeps alive.
 fn weight(size: u64) -> u64 {
     round_up(size as usize, BLOCK_SIZE) as u64 + ENTRY_OVERHEAD
 }
@@ -113,7 +122,7 @@ impl Doorkeeper {
 
 pub(crate) struct ReadCache {
     /// `None` when the cache is off (`Options::cache_bytes(0)`).
-    cache: Option<quick_cache::sync::Cache<u64, Bytes, Weight>>,
+    cache: Option<quick_cache::sync::Cache<u64, Entry, Weight>>,
     door: Doorkeeper,
     /// Largest object admitted: `MAX_OBJECT`, or less for a small cache so
     /// that no single object takes more than an eighth of it.
@@ -129,9 +138,13 @@ impl ReadCache {
         let items = usize::try_from(capacity / (16 << 10)).unwrap_or(usize::MAX);
         let cache = (capacity > 0)
             .then(|| quick_cache::sync::Cache::with_weighter(items.max(16), capacity, Weight));
+        // The doorkeeper remembers as many versions as the cache could hold
+        // of 1 KiB objects, so a hot set of small objects that fits is not
+        // forgotten between its first and second reads.
+        let smallest = usize::try_from(capacity / 1024).unwrap_or(usize::MAX);
         ReadCache {
             cache,
-            door: Doorkeeper::new(if capacity > 0 { items } else { 0 }),
+            door: Doorkeeper::new(if capacity > 0 { smallest } else { 0 }),
             max_object: MAX_OBJECT.min(capacity / 8),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -142,7 +155,7 @@ impl ReadCache {
     /// bytes), if cached; counts a hit or a miss.
     pub fn get(&self, version: u64, offset: u64, len: u64) -> Option<Bytes> {
         let cache = self.cache.as_ref()?;
-        let found = cache.get(&version).and_then(|whole| {
+        let found = cache.get(&version).and_then(|Entry { bytes: whole, .. }| {
             let (from, to) = (
                 usize::try_from(offset).ok()?,
                 usize::try_from(offset + len).ok()?,
@@ -173,10 +186,26 @@ impl ReadCache {
     /// Keeps the checked bytes of a whole object version. `current` says
     /// whether the index still points at this version; checked after the
     /// insert, so a version superseded meanwhile (its `forget` already
-    /// done) does not linger.
-    pub fn admit(&self, version: u64, whole: &Bytes, current: impl FnOnce() -> bool) {
+    /// done) does not linger. The bytes are kept as a copy when the caller
+    /// owns `whole` (`owned`: it may write into it), or when `whole` is a
+    /// slice of device blocks more than an eighth larger than the object (a
+    /// 1 KiB object would keep a 4 KiB block alive).
+    pub fn admit(&self, version: u64, whole: &Bytes, owned: bool, current: impl FnOnce() -> bool) {
         let Some(cache) = &self.cache else { return };
-        cache.insert(version, whole.clone());
+        let size = whole.len() as u64;
+        let as_read = weight(size);
+        let entry = if owned || as_read - ENTRY_OVERHEAD - size > size / 8 {
+            Entry {
+                bytes: Bytes::copy_from_slice(whole),
+                weight: size + ENTRY_OVERHEAD,
+            }
+        } else {
+            Entry {
+                bytes: whole.clone(),
+                weight: as_read,
+            }
+        };
+        cache.insert(version, entry);
         if !current() {
             cache.remove(&version);
         }
@@ -216,18 +245,44 @@ mod tests {
             "the first whole read does not"
         );
         assert!(c.wants(5, 10_000, 0, 10_000), "the second does");
-        c.admit(5, &v, || true);
+        c.admit(5, &v, false, || true);
         assert_eq!(c.get(5, 100, 50).as_deref(), Some(&v[100..150]));
         assert_eq!(c.get(6, 0, 10), None, "another version is a miss");
         let s = c.stats();
         assert_eq!((s.hits, s.misses), (1, 1));
-        assert_eq!(s.bytes, weight(10_000));
+        assert_eq!(s.bytes, 10_000 + ENTRY_OVERHEAD, "kept as a copy");
+    }
+
+    #[test]
+    fn small_objects_are_kept_as_copies_and_block_sized_ones_as_read() {
+        let c = ReadCache::new(8 << 20);
+        let addr = |b: &Bytes| b.as_ptr() as usize;
+        // As a device read returns it: a slice of a 4 KiB block.
+        let block = Bytes::from(vec![3u8; 4096]);
+        let small = block.slice(0..1000);
+        c.admit(1, &small, false, || true);
+        let got = c.get(1, 0, 1000).expect("kept");
+        assert_eq!(got, small);
+        assert_ne!(
+            addr(&got),
+            addr(&small),
+            "a 1000-byte object keeps its block"
+        );
+        assert_eq!(c.stats().bytes, 1000 + ENTRY_OVERHEAD);
+        let exact = Bytes::from(vec![4u8; 16 << 10]);
+        c.admit(2, &exact, false, || true);
+        assert_eq!(addr(&c.get(2, 0, 16 << 10).expect("kept")), addr(&exact));
+        assert_eq!(c.stats().bytes, 1000 + weight(16 << 10) + ENTRY_OVERHEAD);
+        // Bytes the caller owns are never the cache's.
+        let mine = Bytes::from(vec![5u8; 16 << 10]);
+        c.admit(3, &mine, true, || true);
+        assert_ne!(addr(&c.get(3, 0, 16 << 10).expect("kept")), addr(&mine));
     }
 
     #[test]
     fn a_version_superseded_during_its_read_is_not_kept() {
         let c = ReadCache::new(1 << 20);
-        c.admit(5, &Bytes::from_static(b"old bytes"), || false);
+        c.admit(5, &Bytes::from_static(b"old bytes"), false, || false);
         assert_eq!(c.get(5, 0, 9), None);
         assert_eq!(c.stats().bytes, 0);
     }
@@ -268,8 +323,8 @@ mod tests {
     fn the_largest_bound_allocates_nothing_up_front() {
         let c = ReadCache::new(u64::MAX);
         let v = Bytes::from(vec![1u8; 5000]);
-        c.admit(1, &v, || true);
+        c.admit(1, &v, false, || true);
         assert_eq!(c.get(1, 0, 5000).as_deref(), Some(&v[..]));
-        assert_eq!(c.stats().bytes, weight(5000));
+        assert_eq!(c.stats().bytes, 5000 + ENTRY_OVERHEAD);
     }
 }

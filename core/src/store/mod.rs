@@ -918,12 +918,7 @@ impl Store {
     fn admit(&self, key: &[u8], h: &HeapRead, bytes: &Bytes, options: ReadOptions) {
         let s = self.shared();
         if s.cache.wants(h.version, h.size, h.offset, h.len) {
-            let kept = if options.owned {
-                Bytes::copy_from_slice(bytes)
-            } else {
-                bytes.clone()
-            };
-            s.cache.admit(h.version, &kept, || {
+            s.cache.admit(h.version, bytes, options.owned, || {
                 s.state
                     .read()
                     .lookup(key)
