@@ -34,6 +34,14 @@ export interface OpenOptions {
   cacheBytes?: number
 }
 
+/** Conditions of a put (at most one). */
+export interface PutConditions {
+  /** Create only: ALREADY_EXISTS if the key has an object. */
+  ifAbsent?: boolean
+  /** Replace only this version (`ObjectInfo.version`): VERSION_MISMATCH otherwise. */
+  ifVersion?: bigint
+}
+
 /** What a commit produced, or what `stat` reports. */
 export interface ObjectInfo {
   size: number
@@ -123,9 +131,11 @@ export declare class Store {
   /**
    * Stores `value` under `key`; resolves once durable. Puts issued together
    * commit together. `value` is copied before `put` returns: changing the
-   * Buffer afterwards does not change what is stored.
+   * Buffer afterwards does not change what is stored. `ifAbsent` creates
+   * only (rejects with ALREADY_EXISTS); `ifVersion` replaces only that
+   * version (VERSION_MISMATCH otherwise), decided in commit order.
    */
-  put(key: Key, value: Uint8Array): Promise<ObjectInfo>
+  put(key: Key, value: Uint8Array, conditions?: PutConditions): Promise<ObjectInfo>
   /**
    * The whole object. Results over 16 KiB are Buffers over the engine's
    * read buffer (no copy); each is the caller's own, valid after the key
@@ -150,7 +160,7 @@ export declare class Store {
   sync(): Promise<void>
   /** Finishes pending commits and releases the lock. */
   close(): Promise<void>
-  putSync(key: Key, value: Uint8Array): ObjectInfo
+  putSync(key: Key, value: Uint8Array, conditions?: PutConditions): ObjectInfo
   getSync(key: Key): Buffer
   readSync(key: Key, offset?: number, length?: number): Buffer
   statSync(key: Key): ObjectInfo

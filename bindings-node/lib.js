@@ -86,8 +86,8 @@ class Store {
    * Stores `value` under `key`; resolves once durable. `value` is copied
    * before this returns, so the caller may reuse its Buffer at once.
    */
-  put(key, value) {
-    return call(() => this.#n.put(key, value))
+  put(key, value, conditions) {
+    return call(() => this.#n.put(key, value, conditions))
   }
   /**
    * The whole object as a Buffer. Results over 16 KiB are external Buffers
@@ -142,8 +142,8 @@ class Store {
   close() {
     return call(() => this.#n.close())
   }
-  putSync(key, value) {
-    return callSync(() => this.#n.putSync(key, value))
+  putSync(key, value, conditions) {
+    return callSync(() => this.#n.putSync(key, value, conditions))
   }
   getSync(key) {
     return callSync(() => this.#n.getSync(key))

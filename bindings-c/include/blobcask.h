@@ -57,6 +57,42 @@ typedef enum bc_code {
 } bc_code;
 
 /*
+ Index backend (see the Rust `IndexKind`).
+ */
+typedef enum bc_index {
+  BC_INDEX_HASH = 0,
+  BC_INDEX_BTREE = 1,
+  BC_INDEX_FST = 2,
+} bc_index;
+
+/*
+ I/O engine (see the Rust `IoEngineKind`).
+ */
+typedef enum bc_io_engine {
+  BC_IO_AUTO = 0,
+  BC_IO_URING = 1,
+  BC_IO_PORTABLE = 2,
+} bc_io_engine;
+
+/*
+ What a put may replace (see the Rust `PutMode`).
+ */
+typedef enum bc_put_mode {
+  /*
+   Create or replace (what `bc_put` does).
+   */
+  BC_PUT_OVERWRITE = 0,
+  /*
+   Create only: BC_ALREADY_EXISTS if the key has an object.
+   */
+  BC_PUT_CREATE = 1,
+  /*
+   Replace only the version given: BC_VERSION_MISMATCH otherwise.
+   */
+  BC_PUT_UPDATE = 2,
+} bc_put_mode;
+
+/*
  An error: a code and a message (opaque).
  */
 typedef struct bc_error bc_error;
@@ -218,6 +254,22 @@ enum bc_code bc_put(const struct bc_store *store,
                     size_t val_len,
                     struct bc_info *info,
                     struct bc_error **err);
+
+/*
+ `bc_put` with a condition, decided in commit order (of racing creates
+ exactly one succeeds): `mode` is a `bc_put_mode` value; `version` is the
+ version `BC_PUT_UPDATE` replaces (ignored by the other modes). A refused
+ put changes nothing.
+ */
+enum bc_code bc_put_if(const struct bc_store *store,
+                       const uint8_t *key,
+                       size_t key_len,
+                       const uint8_t *val,
+                       size_t val_len,
+                       uint32_t mode,
+                       uint64_t version,
+                       struct bc_info *info,
+                       struct bc_error **err);
 
 /*
  The whole object, into `*out` (release with bc_buf_free).

@@ -17,7 +17,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::UNIX_EPOCH;
 
 use engine::blocking::{Store, Upload};
-use engine::{Bytes, Error, ErrorKind, IndexKind, IoEngineKind, ObjectInfo, Options};
+use engine::{
+    Bytes, Error, ErrorKind, IndexKind, IoEngineKind, ObjectInfo, Options, PutMode, PutOptions,
+};
 
 /// Result codes. `BC_OK` is 0; every other value names an error kind.
 #[repr(C)]
@@ -48,6 +50,18 @@ pub enum bc_index {
     BC_INDEX_HASH = 0,
     BC_INDEX_BTREE = 1,
     BC_INDEX_FST = 2,
+}
+
+/// What a put may replace (see the Rust `PutMode`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum bc_put_mode {
+    /// Create or replace (what `bc_put` does).
+    BC_PUT_OVERWRITE = 0,
+    /// Create only: BC_ALREADY_EXISTS if the key has an object.
+    BC_PUT_CREATE = 1,
+    /// Replace only the version given: BC_VERSION_MISMATCH otherwise.
+    BC_PUT_UPDATE = 2,
 }
 
 /// I/O engine (see the Rust `IoEngineKind`).
@@ -314,11 +328,16 @@ fn options_of(o: &bc_options) -> Result<Options, Fail> {
             opts = opts.cache_bytes(c);
         }
     }
+    let flag = |v: i32, name: &str| match v {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(invalid(&format!("{name} must be 0 or 1, not {v}"))),
+    };
     Ok(opts
-        .direct_io(o.direct_io != 0)
-        .create(o.create != 0)
-        .create_new(o.create_new != 0)
-        .read_only(o.read_only != 0))
+        .direct_io(flag(o.direct_io, "direct_io")?)
+        .create(flag(o.create, "create")?)
+        .create_new(flag(o.create_new, "create_new")?)
+        .read_only(flag(o.read_only, "read_only")?))
 }
 
 /// Opens (creating when missing) the store at `path`. `opts` may be NULL
@@ -372,6 +391,44 @@ pub extern "C" fn bc_put(
         let key = bytes(key, key_len, "key")?;
         let val = Bytes::copy_from_slice(bytes(val, val_len, "value")?);
         let i = s.store.put(key, val).map_err(engine_err)?;
+        if !info.is_null() {
+            *out_ref(info, "info")? = info_of(&i);
+        }
+        Ok(())
+    })
+}
+
+/// `bc_put` with a condition, decided in commit order (of racing creates
+/// exactly one succeeds): `mode` is a `bc_put_mode` value; `version` is the
+/// version `BC_PUT_UPDATE` replaces (ignored by the other modes). A refused
+/// put changes nothing.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn bc_put_if(
+    store: *const bc_store,
+    key: *const u8,
+    key_len: usize,
+    val: *const u8,
+    val_len: usize,
+    mode: u32,
+    version: u64,
+    info: *mut bc_info,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        let mode = match mode {
+            0 => PutMode::Overwrite,
+            1 => PutMode::Create,
+            2 => PutMode::Update(version),
+            _ => return Err(invalid("unknown put mode")),
+        };
+        let s = store_ref(store)?;
+        let key = bytes(key, key_len, "key")?;
+        let val = Bytes::copy_from_slice(bytes(val, val_len, "value")?);
+        let i = s
+            .store
+            .put_with(key, val, PutOptions::from(mode))
+            .map_err(engine_err)?;
         if !info.is_null() {
             *out_ref(info, "info")? = info_of(&i);
         }

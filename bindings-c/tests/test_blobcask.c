@@ -234,6 +234,39 @@ static void test_read_cache(bc_store *s) {
     bc_error_free(err);
 }
 
+static void test_conditional_put(bc_store *s) {
+    bc_info first = {0}, second = {0};
+    CHECK(bc_put_if(s, K("cond"), (const uint8_t *)"one", 3, BC_PUT_CREATE, 0, &first, NULL) == BC_OK);
+    bc_error *err = NULL;
+    CHECK(bc_put_if(s, K("cond"), (const uint8_t *)"two", 3, BC_PUT_CREATE, 0, NULL, &err) ==
+          BC_ALREADY_EXISTS);
+    CHECK(bc_error_code(err) == BC_ALREADY_EXISTS);
+    bc_error_free(err);
+    CHECK(bc_put_if(s, K("cond"), (const uint8_t *)"two", 3, BC_PUT_UPDATE, first.version + 1, NULL,
+                    NULL) == BC_VERSION_MISMATCH);
+    CHECK(bc_put_if(s, K("cond"), (const uint8_t *)"two", 3, BC_PUT_UPDATE, first.version, &second,
+                    NULL) == BC_OK);
+    CHECK(second.version > first.version);
+    CHECK(bc_put_if(s, K("cond"), (const uint8_t *)"x", 1, 7, 0, NULL, NULL) == BC_INVALID_ARGUMENT);
+    bc_buf buf = {0};
+    CHECK(bc_get(s, K("cond"), &buf, NULL) == BC_OK && buf.len == 3 && memcmp(buf.data, "two", 3) == 0);
+    bc_buf_free(&buf);
+    CHECK(bc_put_if(s, K("cond-missing"), (const uint8_t *)"x", 1, BC_PUT_UPDATE, 1, NULL, NULL) ==
+          BC_VERSION_MISMATCH);
+    CHECK(bc_delete(s, K("cond"), NULL) == BC_OK);
+
+    /* Flags are 0 or 1: anything else is refused, not taken as true. */
+    bc_options o = bc_options_default();
+    o.direct_io = 5;
+    CHECK(bc_open(path, &o, &err) == NULL && bc_error_code(err) == BC_INVALID_ARGUMENT);
+    bc_error_free(err);
+    err = NULL;
+    o = bc_options_default();
+    o.create = 7;
+    CHECK(bc_open(path, &o, &err) == NULL && bc_error_code(err) == BC_INVALID_ARGUMENT);
+    bc_error_free(err);
+}
+
 static void test_upload(bc_store *s) {
     enum { SIZE = 3 * 4096 + 100 };
     static uint8_t val[SIZE];
@@ -325,6 +358,7 @@ int main(void) {
     test_put_get_read_stat_delete(s);
     test_errors(s);
     test_read_cache(s);
+    test_conditional_put(s);
     test_upload(s);
     test_threads(s);
     test_full_store(s);

@@ -32,7 +32,7 @@ use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::UNIX_EPOCH;
 
 use engine::{
-    Bytes, IndexKind, IoEngineKind, ObjectInfo as Info, Options, PutOptions, ReadOptions,
+    Bytes, IndexKind, IoEngineKind, ObjectInfo as Info, Options, PutMode, PutOptions, ReadOptions,
 };
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -239,6 +239,39 @@ pub struct OpenOptions {
     /// Bytes of the read cache of whole small objects (default 64 MiB; 0
     /// turns it off). `stats().cache` counts its hits.
     pub cache_bytes: Option<f64>,
+}
+
+/// Conditions of a `put`.
+#[napi(object)]
+#[derive(Default)]
+pub struct PutConditions {
+    /// Create only: rejects with ALREADY_EXISTS if the key has an object.
+    pub if_absent: Option<bool>,
+    /// Replace only this version (`ObjectInfo.version`): rejects with
+    /// VERSION_MISMATCH if the key holds another version or nothing.
+    pub if_version: Option<BigInt>,
+}
+
+fn put_options(c: Option<PutConditions>) -> Result<PutOptions> {
+    let c = c.unwrap_or_default();
+    let version = match c.if_version {
+        None => None,
+        Some(v) => match v.get_u64() {
+            (false, v, true) => Some(v),
+            _ => {
+                return Err(invalid(
+                    "ifVersion must be a version (a non-negative bigint below 2^64)",
+                ))
+            }
+        },
+    };
+    let mode = match (c.if_absent.unwrap_or(false), version) {
+        (false, None) => PutMode::Overwrite,
+        (true, None) => PutMode::Create,
+        (false, Some(v)) => PutMode::Update(v),
+        (true, Some(_)) => return Err(invalid("ifAbsent and ifVersion cannot be combined")),
+    };
+    Ok(PutOptions::from(mode))
 }
 
 fn options_of(o: Option<OpenOptions>) -> Result<Options> {
@@ -457,10 +490,12 @@ impl Store {
         env: &Env,
         key: Either<String, Uint8Array>,
         value: Uint8Array,
+        conditions: Option<PutConditions>,
     ) -> Result<Promise> {
+        let options = put_options(conditions)?;
         let (key, value) = (key_of(key), Bytes::copy_from_slice(&value));
         self.host(env)?.spawn(|ev| {
-            let put = ev.put_op(key, value, PutOptions::default());
+            let put = ev.put_op(key, value, options);
             async move { put.await.map(ObjectInfo::from).map_err(js_err) }
         })
     }
@@ -616,10 +651,12 @@ impl Store {
         &self,
         key: Either<String, Uint8Array>,
         value: Uint8Array,
+        conditions: Option<PutConditions>,
     ) -> Result<ObjectInfo> {
+        let options = put_options(conditions)?;
         let (key, value) = (key_of(key), Bytes::copy_from_slice(&value));
         self.blocking()
-            .put(key, value)
+            .put_with(key, value, options)
             .map(Into::into)
             .map_err(js_err)
     }

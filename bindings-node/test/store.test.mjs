@@ -236,3 +236,32 @@ test('writePart checks the client CRC32C before writing', async () => {
     assert.deepEqual(await s.get('u'), Buffer.concat([part, part]))
   })
 })
+
+test('conditional puts: create only, or replace one version', async () => {
+  await withStore({}, async (s) => {
+    const first = await s.put('k', Buffer.from('one'), { ifAbsent: true })
+    await assert.rejects(s.put('k', Buffer.from('two'), { ifAbsent: true }), { code: 'ALREADY_EXISTS' })
+    assert.throws(() => s.putSync('k', Buffer.from('two'), { ifVersion: first.version + 1n }), {
+      code: 'VERSION_MISMATCH',
+    })
+    assert.deepEqual(s.getSync('k'), Buffer.from('one'))
+    const second = s.putSync('k', Buffer.from('two'), { ifVersion: first.version })
+    assert.ok(second.version > first.version)
+    await assert.rejects(s.put('missing', Buffer.from('x'), { ifVersion: 1n }), { code: 'VERSION_MISMATCH' })
+    assert.equal(s.has('missing'), false)
+    // Wrong conditions are refused, never coerced.
+    for (const bad of [{ ifVersion: -1n }, { ifVersion: 1n << 64n }, { ifAbsent: true, ifVersion: second.version }]) {
+      assert.throws(() => s.putSync('k', Buffer.from('x'), bad), { code: 'INVALID_ARGUMENT' })
+    }
+    for (const bad of [{ ifVersion: 5 }, { ifAbsent: 'yes' }]) {
+      assert.throws(() => s.putSync('k', Buffer.from('x'), bad))
+    }
+    assert.deepEqual(s.getSync('k'), Buffer.from('two'))
+    // Racing creates: exactly one wins.
+    const results = await Promise.allSettled(
+      Array.from({ length: 8 }, (_, i) => s.put('race', Buffer.alloc(5000, i), { ifAbsent: true })),
+    )
+    assert.equal(results.filter((r) => r.status === 'fulfilled').length, 1)
+    for (const r of results.filter((r) => r.status === 'rejected')) assert.equal(r.reason.code, 'ALREADY_EXISTS')
+  })
+})
