@@ -908,12 +908,22 @@ impl Upload {
         .map_err(py_err)
     }
 
-    /// Makes the object visible atomically.
-    fn commit(&self, py: Python<'_>) -> PyResult<ObjectInfo> {
+    /// Makes the object visible atomically. `if_absent=True` commits only
+    /// if the key has no object (`AlreadyExistsError`); `if_version=v` only
+    /// if it holds version `v` (`VersionMismatchError`). A refused commit
+    /// changes nothing and frees the upload's space.
+    #[pyo3(signature = (*, if_absent=false, if_version=None))]
+    fn commit(
+        &self,
+        py: Python<'_>,
+        if_absent: bool,
+        if_version: Option<u64>,
+    ) -> PyResult<ObjectInfo> {
+        let options = put_options(if_absent, if_version)?;
         let up = self
             .take()?
             .ok_or_else(|| PyValueError::new_err("the upload was already committed or aborted"))?;
-        py.detach(|| up.commit())
+        py.detach(|| up.commit_with(options))
             .map(ObjectInfo::from)
             .map_err(py_err)
     }

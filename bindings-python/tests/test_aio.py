@@ -217,3 +217,22 @@ def test_a_cancelled_large_put_never_lands_after_a_later_put(path):
                 assert await s.get("k") == b"small", round
 
     asyncio.run(main())
+
+
+def test_async_upload_commits_under_a_condition(path):
+    async def main():
+        s = await blobcask.AsyncStore.open(path, capacity=32 << 20)
+        up = await s.begin_upload("k", 5000)
+        await up.write_part(0, b"x" * 5000)
+        first = await up.commit(if_absent=True)
+        up = await s.begin_upload("k", 5000)
+        await up.write_part(0, b"y" * 5000)
+        with pytest.raises(blobcask.errors.AlreadyExistsError):
+            await up.commit(if_absent=True)
+        up = await s.begin_upload("k", 5000)
+        await up.write_part(0, b"z" * 5000)
+        second = await up.commit(if_version=first.version)
+        assert second.version > first.version and await s.get("k") == b"z" * 5000
+        await s.close()
+
+    asyncio.run(main())

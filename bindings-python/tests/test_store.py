@@ -234,6 +234,30 @@ def test_multipart_upload(store):
         up3.commit()  # nothing written
 
 
+def test_conditional_upload_commit(store):
+    def upload(value):
+        up = store.begin_upload("cu", len(value))
+        up.write_part(0, value)
+        return up
+
+    first = upload(b"a" * 9000).commit(if_absent=True)
+    free = store.stats()["free_bytes"]
+    with pytest.raises(errors.AlreadyExistsError):
+        upload(b"b" * 9000).commit(if_absent=True)
+    with pytest.raises(errors.VersionMismatchError):
+        upload(b"b" * 9000).commit(if_version=first.version + 1)
+    assert store.get("cu") == b"a" * 9000
+    assert store.stats()["free_bytes"] == free, "a refused commit kept space"
+    up = upload(b"c" * 9000)
+    with pytest.raises(ValueError):
+        up.commit(if_absent=True, if_version=first.version)
+    with pytest.raises(TypeError):
+        up.commit(if_version="1")
+    # A refused argument does not use the upload up.
+    assert up.commit(if_version=first.version).version > first.version
+    assert store.get("cu") == b"c" * 9000
+
+
 def test_upload_parts_from_threads(store):
     size = 8 << 20
     value = os.urandom(size)

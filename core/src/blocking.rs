@@ -170,6 +170,10 @@ impl Upload {
     pub fn commit(self) -> Result<ObjectInfo> {
         block_on(self.inner.commit())
     }
+    /// See [`crate::Upload::commit_with`].
+    pub fn commit_with(self, options: PutOptions) -> Result<ObjectInfo> {
+        block_on(self.inner.commit_with(options))
+    }
     /// See [`crate::Upload::abort`].
     pub fn abort(self) -> Result<()> {
         block_on(self.inner.abort())

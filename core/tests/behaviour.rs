@@ -49,6 +49,63 @@ on_every_engine!(put_then_get_returns_the_same_bytes, |s, _t, _e| {
     }
 });
 
+// An upload committed under a condition: refused, it changes nothing and
+// gives its space back; accepted, it replaces exactly the version named.
+on_every_engine!(
+    conditional_upload_commits_are_decided_like_puts,
+    |s, _t, _e| {
+        let with = |mode| PutOptions::default().mode(mode);
+        let size = 2 * PART_ALIGN + 100;
+        let value = pattern(7, size as usize);
+        let upload = |v: &[u8]| {
+            let s = s.clone();
+            let v = v.to_vec();
+            async move {
+                let up = s.begin_upload("up", size).await.unwrap();
+                for off in (0..size).step_by(PART_ALIGN as usize) {
+                    let end = (off + PART_ALIGN).min(size) as usize;
+                    up.write_part(off, v[off as usize..end].to_vec())
+                        .await
+                        .unwrap();
+                }
+                up
+            }
+        };
+        let first = upload(&value)
+            .await
+            .commit_with(with(PutMode::Create))
+            .await
+            .unwrap();
+        let before = s.stats();
+        let other = pattern(8, size as usize);
+        let err = upload(&other)
+            .await
+            .commit_with(with(PutMode::Create))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::AlreadyExists, "{err}");
+        let err = upload(&other)
+            .await
+            .commit_with(with(PutMode::Update(first.version + 1)))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::VersionMismatch, "{err}");
+        assert_eq!(s.get("up").await.unwrap(), value);
+        assert_eq!(
+            s.stats().allocated_bytes,
+            before.allocated_bytes,
+            "space kept"
+        );
+        let second = upload(&other)
+            .await
+            .commit_with(with(PutMode::Update(first.version)))
+            .await
+            .unwrap();
+        assert!(second.version > first.version);
+        assert_eq!(s.get("up").await.unwrap(), other);
+    }
+);
+
 // `PutMode::Create` and `PutMode::Update` for inline, small-heap and large
 // values: a refused put changes nothing (the old bytes, the same version,
 // no space kept).

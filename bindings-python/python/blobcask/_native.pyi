@@ -63,8 +63,13 @@ class Upload:
     def write_part(self, offset: int, data: BytesLike, crc32c: int | None = None) -> None:
         """Writes ``data`` at ``offset`` (a multiple of PART_ALIGN); with
         ``crc32c`` the bytes are checked against it before anything is written."""
-    def commit(self) -> ObjectInfo:
-        """Makes the object visible atomically."""
+    def commit(
+        self, *, if_absent: bool = False, if_version: Optional[int] = None
+    ) -> ObjectInfo:
+        """Makes the object visible atomically. ``if_absent=True`` commits
+        only if the key has no object (``AlreadyExistsError``);
+        ``if_version=v`` only if it holds version ``v``
+        (``VersionMismatchError``). A refused commit changes nothing."""
     def abort(self) -> None:
         """Abandons the upload and frees its space."""
     def __enter__(self) -> "Upload": ...

@@ -195,9 +195,16 @@ class AsyncUpload:
         """Writes one part (see ``Upload.write_part``)."""
         await self._store._run(self._upload.write_part, offset, data, crc32c)
 
-    async def commit(self) -> ObjectInfo:
-        """Makes the object visible atomically."""
-        return await self._store._run(self._upload.commit)
+    async def commit(
+        self, *, if_absent: bool = False, if_version: Optional[int] = None
+    ) -> ObjectInfo:
+        """Makes the object visible atomically (conditions as in
+        ``Upload.commit``)."""
+        return await self._store._run(
+            functools.partial(
+                self._upload.commit, if_absent=if_absent, if_version=if_version
+            )
+        )
 
     async def abort(self) -> None:
         """Abandons the upload and frees its space."""

@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 use super::{data, Extent, ObjectData, ObjectInfo, Store};
 use crate::error::{show_key, Error, ErrorKind, Result};
 use crate::format::BLOCK_SIZE;
-use crate::options::PutMode;
+use crate::options::PutOptions;
 
 /// Parts start at multiples of this many bytes, and every part but the one
 /// that ends the object is a multiple of it long.
@@ -172,6 +172,16 @@ impl Upload {
     /// Every byte must have been written (`InvalidArgument` otherwise, and
     /// the upload is aborted).
     pub async fn commit(self) -> Result<ObjectInfo> {
+        self.commit_with(PutOptions::default()).await
+    }
+
+    /// [`commit`](Self::commit) under a condition
+    /// ([`PutMode::Create`](crate::PutMode::Create),
+    /// [`PutMode::Update`](crate::PutMode::Update)), decided in commit order
+    /// as for [`Store::put_with`](crate::Store::put_with): a refused commit
+    /// (`AlreadyExists`, `VersionMismatch`) changes nothing and frees the
+    /// upload's space.
+    pub async fn commit_with(self, options: PutOptions) -> Result<ObjectInfo> {
         let ctx = format!("commit upload {}", show_key(&self.key));
         self.store.check_open().map_err(|e| e.context(&ctx))?;
         self.store
@@ -204,7 +214,7 @@ impl Upload {
             }
         };
         self.store
-            .commit_object(&self.key, self.size, data, None, PutMode::Overwrite)
+            .commit_object(&self.key, self.size, data, None, options.mode)
             .await
             .map_err(|e| e.context(ctx))
     }
