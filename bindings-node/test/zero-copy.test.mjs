@@ -31,6 +31,7 @@ test('every read method returns the stored bytes, at every size', async () => {
   })
 })
 
+// Invariant 9 (core/INVARIANTS.md).
 test('writing into a returned Buffer never changes what later reads return', async () => {
   // The read cache (on by default) keeps whole objects; a Buffer handed to
   // JavaScript must never be its memory, nor the index's (inline values).

@@ -67,11 +67,11 @@ fn the_second_whole_read_admits_and_ranges_are_slices_of_it() {
     }
 }
 
-/// A hit is the cache's own memory (no copy), so `ReadOptions::owned` is
-/// how a binding that lends writable buffers (Node) gets bytes nothing else
-/// holds: its hits and inline values are copies, and what its misses admit
-/// is a copy too. Were it not, a Buffer written by JavaScript would change
-/// what every later read returns.
+/// Invariant 9 (`core/INVARIANTS.md`). A hit is the cache's own memory (no
+/// copy), so `ReadOptions::owned` is how a binding that lends writable
+/// buffers (Node) gets bytes nothing else holds: its hits and inline values
+/// are copies, and what its misses admit is a copy too. Were it not, a
+/// Buffer written by JavaScript would change what every later read returns.
 #[test]
 fn owned_reads_never_share_memory_with_the_cache_or_the_index() {
     use blobcask::ReadOptions;
