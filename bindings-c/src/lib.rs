@@ -697,7 +697,12 @@ pub extern "C" fn bc_store_free(store: *mut bc_store) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         if !store.is_null() {
             // SAFETY: handles are boxed by bc_open; freed exactly once.
-            drop(unsafe { Box::from_raw(store) });
+            let handle = unsafe { Box::from_raw(store) };
+            // Close now, not when the last clone goes: an upload still
+            // outstanding holds one, and must not commit after the free.
+            // (Already closed is fine; a failing close has nowhere to
+            // report, as the header says of bc_store_free.)
+            let _ = handle.store.close();
         }
     }));
 }

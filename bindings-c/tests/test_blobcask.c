@@ -299,6 +299,40 @@ static void test_upload(bc_store *s) {
     CHECK(bc_upload_begin(s, K("huge"), 1ull << 40, &up, NULL) == BC_TOO_LARGE);
 }
 
+/* bc_store_free closes the store even with an upload outstanding: the
+ * upload's later calls fail with BC_CLOSED and nothing lands; a new open of
+ * the same file works. */
+static void test_free_with_an_upload_outstanding(void) {
+    char other[300];
+    snprintf(other, sizeof other, "%s.free", path);
+    unlink(other);
+    bc_options o = bc_options_default();
+    o.capacity = 8u << 20;
+    bc_store *s = bc_open(other, &o, NULL);
+    CHECK(s != NULL);
+    if (!s) return;
+    static uint8_t val[8192];
+    fill(val, sizeof val, 4);
+    bc_upload *up = NULL;
+    CHECK(bc_upload_begin(s, K("late"), sizeof val, &up, NULL) == BC_OK);
+    CHECK(bc_upload_write(up, 0, val, 4096, NULL) == BC_OK);
+    bc_store_free(s);
+    CHECK(bc_upload_write(up, 4096, val + 4096, 4096, NULL) == BC_CLOSED);
+    CHECK(bc_upload_commit(up, NULL, NULL) == BC_CLOSED);
+    bc_error *err = NULL;
+    s = bc_open(other, &o, &err);
+    CHECK(s != NULL);
+    if (!s) {
+        fprintf(stderr, "reopen: %s\n", bc_error_message(err));
+        bc_error_free(err);
+        return;
+    }
+    bool has = true;
+    CHECK(bc_contains(s, K("late"), &has, NULL) == BC_OK && !has);
+    bc_store_free(s);
+    unlink(other);
+}
+
 static void test_full_store(bc_store *s) {
     static uint8_t chunk[4 << 20];
     fill(chunk, sizeof chunk, 3);
@@ -363,6 +397,7 @@ int main(void) {
     test_threads(s);
     test_full_store(s);
     test_create_new_and_read_only();
+    test_free_with_an_upload_outstanding();
 
     bc_stats st;
     CHECK(bc_store_stats(s, &st, NULL) == BC_OK && st.capacity == (64u << 20) && st.objects > 0);
