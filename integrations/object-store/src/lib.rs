@@ -271,7 +271,7 @@ impl ObjectStore for BlobcaskObjectStore {
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         let k = key(location);
-        loop {
+        for _ in 0..ATTEMPTS {
             let info = self.store.stat(k).await.map_err(|e| error(location, e))?;
             let meta = meta(location.clone(), &info);
             options.check_preconditions(&meta)?;
@@ -291,17 +291,13 @@ impl ObjectStore for BlobcaskObjectStore {
             let data = if options.head {
                 Bytes::new()
             } else {
-                let (read, bytes) = self
-                    .store
-                    .read_with_info(k, range.start, range.end - range.start)
-                    .await
-                    .map_err(|e| error(location, e))?;
-                if read.version != info.version {
+                match read_version(&self.store, k, info.version, range.clone()).await {
+                    Ok(bytes) => bytes,
                     // Replaced between the look and the read: decide the
                     // preconditions and range again on the new version.
-                    continue;
+                    Err(Miss::Moved) => continue,
+                    Err(Miss::Failed(e)) => return Err(error(location, e)),
                 }
-                bytes
             };
             let payload = stream::once(async move { Ok(data) }).boxed();
             return Ok(GetResult {
@@ -311,39 +307,33 @@ impl ObjectStore for BlobcaskObjectStore {
                 attributes: Default::default(),
             });
         }
+        Err(kept_changing(location))
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         let k = key(location);
-        // One version for all ranges: read, and read again if a commit
-        // replaced the object in between.
-        loop {
+        // One version for all ranges: each read is of the version looked
+        // up, and all are made again if a commit replaced it meanwhile.
+        for _ in 0..ATTEMPTS {
             let info = self.store.stat(k).await.map_err(|e| error(location, e))?;
             for r in ranges {
                 if r.start > r.end || r.end > info.size {
                     return Err(generic(blobcask_range_error(r, info.size)));
                 }
             }
-            let versions = Mutex::new(Vec::new());
             let got = object_store::coalesce_ranges(
                 ranges,
-                |r| {
-                    let read = self.store.read_with_info(k, r.start, r.end - r.start);
-                    let versions = &versions;
-                    async move {
-                        let (info, bytes) = read.await?;
-                        versions.lock().push(info.version);
-                        Ok::<_, blobcask::Error>(bytes)
-                    }
-                },
+                |r| read_version(&self.store, k, info.version, r),
                 COALESCE_GAP,
             )
-            .await
-            .map_err(|e| error(location, e))?;
-            if versions.into_inner().iter().all(|&v| v == info.version) {
-                return Ok(got);
+            .await;
+            match got {
+                Ok(got) => return Ok(got),
+                Err(Miss::Moved) => continue,
+                Err(Miss::Failed(e)) => return Err(error(location, e)),
             }
         }
+        Err(kept_changing(location))
     }
 
     fn delete_stream(
@@ -430,6 +420,52 @@ impl ObjectStore for BlobcaskObjectStore {
             .await
             .map_err(|e| error(from, e))?;
         self.put_bytes(to, value, mode).await.map(drop)
+    }
+}
+
+/// How many times a read starts again because the object was replaced
+/// while it ran, before giving up.
+const ATTEMPTS: usize = 64;
+
+/// Why reading one version failed.
+enum Miss {
+    /// The key holds another version now (replaced or deleted meanwhile).
+    Moved,
+    Failed(blobcask::Error),
+}
+
+/// `range` of `key`'s version `version`, or `Moved` if the key has moved on
+/// (checked before the bytes are used: a shorter new version would come
+/// back short).
+async fn read_version(
+    store: &Store,
+    k: &[u8],
+    version: u64,
+    range: Range<u64>,
+) -> std::result::Result<Bytes, Miss> {
+    match store
+        .read_with_info(k, range.start, range.end - range.start)
+        .await
+    {
+        Ok((info, bytes)) if info.version == version => Ok(bytes),
+        Ok(_) => Err(Miss::Moved),
+        // A read of a range the new version does not have, or of a deleted
+        // key, fails: that is the object moving, not an error of the call.
+        Err(e) => match store.stat(k).await {
+            Ok(now) if now.version != version => Err(Miss::Moved),
+            Err(gone) if gone.kind() == ErrorKind::NotFound => Err(Miss::Moved),
+            _ => Err(Miss::Failed(e)),
+        },
+    }
+}
+
+fn kept_changing(location: &Path) -> object_store::Error {
+    object_store::Error::Generic {
+        store: STORE,
+        source: format!(
+            "{location} was replaced during each of {ATTEMPTS} attempts to read one version of it"
+        )
+        .into(),
     }
 }
 
