@@ -266,7 +266,7 @@ async fn ranged_reads_racing_overwrites_see_one_version() {
         tokio::spawn(async move {
             let mut i = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let v = if i % 2 == 0 {
+                let v = if i.is_multiple_of(2) {
                     short.clone()
                 } else {
                     long.clone()
