@@ -308,10 +308,14 @@ fn options_of(o: Option<OpenOptions>) -> Result<Options> {
 }
 
 fn offset_of(n: f64, what: &str) -> Result<u64> {
-    if n.is_finite() && n >= 0.0 && n.fract() == 0.0 {
+    // 2^64 as a double: the first value `as u64` would saturate.
+    const LIMIT: f64 = 18_446_744_073_709_551_616.0;
+    if (0.0..LIMIT).contains(&n) && n.fract() == 0.0 {
         Ok(n as u64)
     } else {
-        Err(invalid(format!("{what} must be a non-negative integer")))
+        Err(invalid(format!(
+            "{what} must be a non-negative integer below 2^64, not {n}"
+        )))
     }
 }
 

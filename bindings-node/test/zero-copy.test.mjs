@@ -68,7 +68,9 @@ test('writing into a returned Buffer never changes what later reads return', asy
     s.getSync('k')
     assert.deepEqual(s.stats().cache, { hits: 0, misses: 0, bytes: 0, capacity: 0 })
   })
-  await assert.rejects(withStore({ cacheBytes: -1 }, async () => {}), { code: 'INVALID_ARGUMENT' })
+  for (const cacheBytes of [-1, 1.5, 2 ** 64, 2 ** 70, Infinity, NaN]) {
+    await assert.rejects(withStore({ cacheBytes }, async () => {}), { code: 'INVALID_ARGUMENT' }, `${cacheBytes}`)
+  }
 })
 
 test('a returned Buffer survives overwrite, delete, close and GC', async () => {

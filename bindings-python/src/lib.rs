@@ -58,6 +58,23 @@ fn error_class(name: &str, message: String) -> PyErr {
     })
 }
 
+/// A size argument: an `int` from 0 to 2**64 - 1 (not a `bool`, which
+/// Python would otherwise take for 0 or 1).
+fn byte_count(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<u64> {
+    if obj.is_instance_of::<pyo3::types::PyBool>() || !obj.is_instance_of::<pyo3::types::PyInt>() {
+        let type_name = obj
+            .get_type()
+            .name()
+            .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "{name} must be an int, not {type_name}"
+        )));
+    }
+    obj.extract::<u64>().map_err(|_| {
+        PyValueError::new_err(format!("{name} must be from 0 to 2**64 - 1, not {obj}"))
+    })
+}
+
 /// The condition of a put from its keyword arguments.
 fn put_options(if_absent: bool, if_version: Option<u64>) -> PyResult<PutOptions> {
     let mode = match (if_absent, if_version) {
@@ -428,7 +445,10 @@ impl Store {
     /// counterparts cannot fail (`contains`, `len`, `stats`).
     fn check_open(&self) -> PyResult<()> {
         if self.inner.is_closed() {
-            return Err(error_class("ClosedError", "the store is closed".into()));
+            return Err(error_class(
+                "ClosedError",
+                "CLOSED: the store is closed".into(),
+            ));
         }
         Ok(())
     }
@@ -450,7 +470,7 @@ impl Store {
         create: bool,
         create_new: bool,
         read_only: bool,
-        cache_bytes: Option<u64>,
+        cache_bytes: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let mut opts = options(
             capacity,
@@ -463,7 +483,7 @@ impl Store {
         .create_new(create_new)
         .read_only(read_only);
         if let Some(c) = cache_bytes {
-            opts = opts.cache_bytes(c);
+            opts = opts.cache_bytes(byte_count(c, "cache_bytes")?);
         }
         let inner = py
             .detach(|| blocking::Store::open(path, opts))

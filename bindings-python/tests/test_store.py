@@ -314,10 +314,13 @@ def test_read_cache_is_on_by_default_and_counts_hits(path):
         s.get("hot")
         s.get("hot")
         assert s.stats()["cache"] == {"hits": 0, "misses": 0, "bytes": 0, "capacity": 0}
-    with pytest.raises(OverflowError):
+    with pytest.raises(ValueError, match="cache_bytes"):
         blobcask.Store(path, cache_bytes=-1)
-    with pytest.raises(TypeError):
-        blobcask.Store(path, cache_bytes="64MiB")
+    with pytest.raises(ValueError, match="cache_bytes"):
+        blobcask.Store(path, cache_bytes=2**70)
+    for wrong in ("64MiB", True, 1.5, None.__class__):
+        with pytest.raises(TypeError, match="cache_bytes"):
+            blobcask.Store(path, cache_bytes=wrong)
 
 
 def test_reopen_keeps_everything(path):

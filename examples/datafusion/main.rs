@@ -42,6 +42,8 @@ use object_store::{
 const STORE_URL: &str = "blobcask://demo";
 const TABLE_URL: &str = "blobcask://demo/trips/trips.parquet";
 const ROWS_PER_GROUP: usize = 16 * 1024;
+/// Rows the example builds at most (about 40 bytes each in RAM, twice).
+const MAX_ROWS: usize = 20_000_000;
 const ZONES: [&str; 8] = [
     "Airport",
     "Harbour",
@@ -79,12 +81,19 @@ async fn run() -> Result<(), BoxError> {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--store" => store_path = Some(args.next().ok_or("--store needs a path")?),
-            "--rows" => rows = args.next().ok_or("--rows needs a number")?.parse()?,
-            other => return Err(format!("unknown argument {other:?}").into()),
+            "--rows" => {
+                let n = args.next().ok_or("--rows needs a number")?;
+                rows = n.parse().map_err(|e| format!("--rows {n:?}: {e}"))?;
+            }
+            "--help" | "-h" => {
+                println!("usage: datafusion-sql [--store PATH] [--rows N (1 to {MAX_ROWS})]");
+                return Ok(());
+            }
+            other => return Err(format!("unknown argument {other:?} (see --help)").into()),
         }
     }
-    if rows == 0 {
-        return Err("--rows must be at least 1".into());
+    if !(1..=MAX_ROWS).contains(&rows) {
+        return Err(format!("--rows must be from 1 to {MAX_ROWS}").into());
     }
     let dir = tempfile::tempdir()?;
     let path = match store_path {
