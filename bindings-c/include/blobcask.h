@@ -225,6 +225,10 @@ typedef struct bc_stats {
    Bytes the read cache holds now.
    */
   uint64_t cache_bytes;
+  /*
+   The read cache's bound in bytes (0: off).
+   */
+  uint64_t cache_capacity;
 } bc_stats;
 
 #ifdef __cplusplus

@@ -144,6 +144,8 @@ pub struct bc_stats {
     pub cache_misses: u64,
     /// Bytes the read cache holds now.
     pub cache_bytes: u64,
+    /// The read cache's bound in bytes (0: off).
+    pub cache_capacity: u64,
 }
 
 /// Bytes returned by blobcask. Read `data[0..len]`; release with
@@ -663,6 +665,7 @@ pub extern "C" fn bc_store_stats(
             cache_hits: st.cache.hits,
             cache_misses: st.cache.misses,
             cache_bytes: st.cache.bytes,
+            cache_capacity: st.cache.capacity,
         };
         Ok(())
     })

@@ -224,6 +224,7 @@ static void test_read_cache(bc_store *s) {
     CHECK(after.cache_misses == before.cache_misses + 2);
     CHECK(after.cache_hits == before.cache_hits + 1);
     CHECK(after.cache_bytes >= sizeof val);
+    CHECK(after.cache_capacity == 64u << 20);
     CHECK(bc_delete(s, K("hot"), NULL) == BC_OK);
 
     bc_options o = bc_options_default();
