@@ -138,7 +138,7 @@ pub(crate) struct ReadCache {
     cache: Option<quick_cache::sync::Cache<u64, Entry, Weight>>,
     door: Doorkeeper,
     /// Largest object admitted: `MAX_OBJECT`, or less for a small cache so
-    /// that no single object takes more than an eighth of it.
+    /// that no single object takes more than an eighth of a shard.
     max_object: u64,
     hits: AtomicU64,
     misses: AtomicU64,
