@@ -8,11 +8,32 @@
  * `...Sync` twins are for scripts. Errors are `Error` objects whose
  * `code` names the kind: 'NOT_FOUND', 'INVALID_ARGUMENT', 'TOO_LARGE',
  * 'NO_SPACE', 'CORRUPT', 'IO', 'LOCKED', 'UNSUPPORTED', 'CLOSED' (and
- * 'ALREADY_EXISTS', 'VERSION_MISMATCH' from conditional puts).
+ * 'ALREADY_EXISTS', 'VERSION_MISMATCH' from conditional puts). An argument
+ * of the wrong type is INVALID_ARGUMENT too (napi's status in `napiStatus`).
  */
 const native = require('./index.js')
 
 const CODE = /^([A-Z_]+): /
+
+/**
+ * napi-rs's own statuses for an argument of the wrong JavaScript type
+ * (`put(5, buf)`, `{ cacheBytes: '64' }`): reported as INVALID_ARGUMENT,
+ * the documented code, with napi's status kept in `napiStatus`.
+ */
+const WRONG_TYPE = new Set([
+  'InvalidArg',
+  'ObjectExpected',
+  'StringExpected',
+  'NameExpected',
+  'FunctionExpected',
+  'NumberExpected',
+  'BooleanExpected',
+  'ArrayExpected',
+  'BigintExpected',
+  'DateExpected',
+  'ArrayBufferExpected',
+  'DetachableArraybufferExpected',
+])
 
 /** Moves the `CODE: ` prefix the native layer puts in messages into `code`. */
 function withCode(e) {
@@ -21,6 +42,9 @@ function withCode(e) {
     if (m) {
       e.code = m[1]
       e.message = e.message.slice(m[0].length)
+    } else if (WRONG_TYPE.has(e.code)) {
+      e.napiStatus = e.code
+      e.code = 'INVALID_ARGUMENT'
     }
   }
   return e

@@ -265,3 +265,25 @@ test('conditional puts: create only, or replace one version', async () => {
     for (const r of results.filter((r) => r.status === 'rejected')) assert.equal(r.reason.code, 'ALREADY_EXISTS')
   })
 })
+
+test('arguments of the wrong type reject with INVALID_ARGUMENT, never coerced', async () => {
+  await withStore({}, async (s) => {
+    const buf = Buffer.from('v')
+    const calls = [
+      () => s.put(5, buf),
+      () => s.put('k', 'a string'),
+      () => s.put('k', 42),
+      () => s.put('k', null),
+      () => s.read('k', 'x'),
+      () => s.put('k', buf, { ifVersion: 5 }),
+    ]
+    for (const c of calls) await assert.rejects(c(), { code: 'INVALID_ARGUMENT' }, String(c))
+    assert.throws(() => s.putSync('k', [1, 2]), { code: 'INVALID_ARGUMENT' })
+    assert.throws(() => s.getSync({}), { code: 'INVALID_ARGUMENT' })
+    assert.equal(s.has('k'), false, 'a refused put stored something')
+  })
+  const t = tempPath()
+  await assert.rejects(Store.open(t.path, { cacheBytes: '64' }), { code: 'INVALID_ARGUMENT' })
+  await assert.rejects(Store.open(t.path, { readOnly: 'yes' }), { code: 'INVALID_ARGUMENT' })
+  t.cleanup()
+})
