@@ -388,16 +388,8 @@ pub extern "C" fn bc_put(
     info: *mut bc_info,
     err: *mut *mut bc_error,
 ) -> bc_code {
-    call(err, || {
-        let s = store_ref(store)?;
-        let key = bytes(key, key_len, "key")?;
-        let val = Bytes::copy_from_slice(bytes(val, val_len, "value")?);
-        let i = s.store.put(key, val).map_err(engine_err)?;
-        if !info.is_null() {
-            *out_ref(info, "info")? = info_of(&i);
-        }
-        Ok(())
-    })
+    let overwrite = bc_put_mode::BC_PUT_OVERWRITE as u32;
+    bc_put_if(store, key, key_len, val, val_len, overwrite, 0, info, err)
 }
 
 /// `bc_put` with a condition, decided in commit order (of racing creates

@@ -58,14 +58,18 @@ fn error_class(name: &str, message: String) -> PyErr {
     })
 }
 
+/// The name of `obj`'s type, for error messages.
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+}
+
 /// A size argument: an `int` from 0 to 2**64 - 1 (not a `bool`, which
 /// Python would otherwise take for 0 or 1).
 fn byte_count(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<u64> {
     if obj.is_instance_of::<pyo3::types::PyBool>() || !obj.is_instance_of::<pyo3::types::PyInt>() {
-        let type_name = obj
-            .get_type()
-            .name()
-            .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        let type_name = type_name(obj);
         return Err(pyo3::exceptions::PyTypeError::new_err(format!(
             "{name} must be an int, not {type_name}"
         )));
@@ -134,10 +138,7 @@ fn value_of(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
     // Only objects with the buffer protocol: `bytes(5)` would make five zero
     // bytes and `bytes([1, 2])` accept a list; memoryview refuses both.
     let view = PyMemoryView::from(obj).map_err(|_| {
-        let type_name = obj
-            .get_type()
-            .name()
-            .map_or_else(|_| "?".to_owned(), |n| n.to_string());
+        let type_name = type_name(obj);
         pyo3::exceptions::PyTypeError::new_err(format!(
             "expected a bytes-like object (bytes, bytearray, memoryview, ...), not {type_name}"
         ))

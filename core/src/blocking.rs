@@ -60,13 +60,11 @@ impl Store {
     }
     /// See [`crate::Store::get`].
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Bytes> {
-        self.inner
-            .read_blocking(key.as_ref(), 0, u64::MAX, ReadOptions::default())
+        self.read(key, 0, u64::MAX)
     }
     /// See [`crate::Store::read`].
     pub fn read(&self, key: impl AsRef<[u8]>, offset: u64, len: u64) -> Result<Bytes> {
-        self.inner
-            .read_blocking(key.as_ref(), offset, len, ReadOptions::default())
+        self.read_with(key, offset, len, ReadOptions::default())
     }
     /// See [`crate::Store::read_with`].
     pub fn read_with(

@@ -35,7 +35,7 @@ use futures::stream::BoxStream;
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 
 /// Where DataFusion finds the store, and the table's file in it.
@@ -413,8 +413,7 @@ impl Counted {
 
     async fn head_size(&self, url: &str) -> Result<u64, BoxError> {
         let path = Path::from_url_path(url::Url::parse(url)?.path())?;
-        let info = self.inner.store().stat(path.as_ref().as_bytes()).await?;
-        Ok(info.size)
+        Ok(self.inner.head(&path).await?.size)
     }
 }
 

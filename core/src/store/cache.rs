@@ -156,27 +156,29 @@ impl ReadCache {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let by_size = usize::try_from(capacity / (8 * weight(MAX_OBJECT))).unwrap_or(usize::MAX);
         let shards = prev_power_of_two(by_size.min(cores * 4).max(1));
-        let cache = (capacity > 0).then(|| {
-            let options = quick_cache::OptionsBuilder::new()
-                .estimated_items_capacity(items.max(16))
-                .weight_capacity(capacity)
-                .shards(shards)
-                .build();
-            options.ok().map(|o| {
+        let cache = (capacity > 0)
+            .then(|| {
+                quick_cache::OptionsBuilder::new()
+                    .estimated_items_capacity(items.max(16))
+                    .weight_capacity(capacity)
+                    .shards(shards)
+                    .build()
+            })
+            .and_then(Result::ok)
+            .map(|o| {
                 quick_cache::sync::Cache::with_options(
                     o,
                     Weight,
                     quick_cache::DefaultHashBuilder::default(),
                     quick_cache::sync::DefaultLifecycle::default(),
                 )
-            })
-        });
+            });
         // The doorkeeper remembers as many versions as the cache could hold
         // of 1 KiB objects, so a hot set of small objects that fits is not
         // forgotten between its first and second reads.
         let smallest = usize::try_from(capacity / 1024).unwrap_or(usize::MAX);
         ReadCache {
-            cache: cache.flatten(),
+            cache,
             door: Doorkeeper::new(if capacity > 0 { smallest } else { 0 }),
             // An eighth of a shard at most (so of the cache, too).
             max_object: MAX_OBJECT.min(capacity / shards as u64 / 8),
