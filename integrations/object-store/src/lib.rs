@@ -85,17 +85,10 @@ impl BlobcaskObjectStore {
     }
 }
 
-/// An [OpenDAL](https://opendal.apache.org) `Operator` over `store`, for
-/// code written against OpenDAL (feature `opendal`): reads (ranged, one
-/// store read each), writes (chunked writers through a multipart upload,
-/// committed on close; they run on tokio), stat, list (ordered index;
-/// OpenDAL lists the directory itself too), delete. OpenDAL's
-/// `object_store` service has no copy, rename or directories.
 #[cfg(feature = "opendal")]
-pub fn opendal_operator(store: Store) -> opendal::Result<opendal::Operator> {
-    let objects: Arc<dyn ObjectStore> = Arc::new(BlobcaskObjectStore::new(store));
-    opendal::Operator::new(object_store_opendal::ObjectStoreBuilder::new(objects))
-}
+mod opendal;
+#[cfg(feature = "opendal")]
+pub use crate::opendal::opendal_operator;
 
 impl fmt::Display for BlobcaskObjectStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
