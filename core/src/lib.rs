@@ -47,6 +47,6 @@ pub use options::{
 #[cfg(target_os = "linux")]
 pub use store::LocalStore;
 pub use store::{
-    BulkOptions, CacheStats, Keys, ListEntry, LoadReport, ObjectInfo, ScrubReport, Stats, Store,
-    Upload, PART_ALIGN,
+    BackupReport, BulkOptions, CacheStats, Keys, ListEntry, LoadReport, ObjectInfo, ScrubReport,
+    Stats, Store, Upload, PART_ALIGN,
 };

@@ -43,6 +43,11 @@ impl KeyIndex for HashIndex {
         }
     }
 
+    fn all(&self, out: &mut Vec<(Box<[u8]>, EntryId)>) -> Result<()> {
+        out.extend(self.map.iter().map(|(k, id)| (k.clone(), *id)));
+        Ok(())
+    }
+
     fn range(
         &self,
         _: Bound<&[u8]>,

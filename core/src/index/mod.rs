@@ -93,6 +93,12 @@ pub trait KeyIndex: Send + Sync {
     }
     /// Folds finished background work in (a short step under the write lock).
     fn maintain(&mut self) {}
+    /// Every key with its entry, in no particular order, appended to `out`
+    /// (a backup's snapshot). Ordered backends list their whole range.
+    fn all(&self, out: &mut Vec<(Box<[u8]>, EntryId)>) -> Result<()> {
+        out.reserve(self.len());
+        self.range(Bound::Unbounded, Bound::Unbounded, self.len(), out)
+    }
     /// Up to `limit` keys in `(start, end)`, in order, appended to `out`.
     /// Unordered backends return `Unsupported`.
     fn range(

@@ -485,6 +485,48 @@ impl<'a> BlockReader for dyn IoEngine + 'a {
     }
 }
 
+/// Device bytes read in one request ahead of the object reads they serve
+/// (a backup reads runs of adjacent small objects at once). Its
+/// `read_blocks` copies out of them, so every object read from it takes the
+/// ordinary planning and checks of [`read_range`] (invariant 5).
+pub(crate) struct ReadAhead {
+    start: u64,
+    bytes: AlignedBuf,
+}
+
+impl ReadAhead {
+    /// Reads `len` bytes (rounded up to whole blocks) from block-aligned
+    /// device byte `start`.
+    pub async fn read(engine: &dyn IoEngine, start: u64, len: u64) -> Result<ReadAhead> {
+        let buf = AlignedBuf::zeroed(round_up(len as usize, BLOCK_SIZE));
+        let (r, bytes) = engine.read_at(buf, start).await;
+        r.map_err(|e| read_failed(start, e))?;
+        Ok(ReadAhead { start, bytes })
+    }
+}
+
+impl BlockReader for ReadAhead {
+    fn read_blocks(&self, mut buf: AlignedBuf, offset: u64) -> impl Future<Output = BufResult<()>> {
+        let cap = buf.capacity();
+        let src = offset.checked_sub(self.start).and_then(|at| {
+            self.bytes
+                .as_slice()
+                .get(at as usize..(at as usize).checked_add(cap)?)
+        });
+        let r = match src {
+            Some(src) => {
+                buf.full_mut().copy_from_slice(src);
+                buf.set_len(cap);
+                Ok(())
+            }
+            None => Err(std::io::Error::other(format!(
+                "{cap} bytes at device byte {offset} lie outside the bytes read ahead"
+            ))),
+        };
+        std::future::ready((r, buf))
+    }
+}
+
 /// Where a span's read starts on the device and the buffer it needs: the
 /// span widened to whole blocks, `skip` bytes before its first byte.
 fn span_buffer(s: Span) -> (u64, usize, AlignedBuf) {
@@ -562,7 +604,7 @@ fn damaged(obj_offset: u64, dev: u64) -> Error {
 }
 
 /// Reads, checks and caches the trailer table of a large object.
-async fn load_table<R: BlockReader + ?Sized>(
+pub(crate) async fn load_table<R: BlockReader + ?Sized>(
     dev: &R,
     tables: Option<&TableCache>,
     obj: &ObjectRef<'_>,

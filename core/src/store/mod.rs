@@ -14,6 +14,7 @@
 //!   space is never reused under a reader nor before its tuple is gone from
 //!   the disk (invariant 2).
 
+mod backup;
 mod bulk;
 mod cache;
 mod commit;
@@ -48,6 +49,7 @@ use crate::meta::tuple::{self, Checksums, Piece, TupleValue, MAX_KEY_LEN};
 use crate::options::{Options, PutMode, PutOptions, ReadOptions};
 pub use cache::CacheStats;
 
+pub use backup::BackupReport;
 pub use bulk::{BulkOptions, LoadReport};
 pub use list::{Keys, ListEntry};
 #[cfg(target_os = "linux")]

@@ -1,0 +1,633 @@
+//! Online backup: a consistent, compacted, verified copy of a live store.
+//!
+//! 1. **Snapshot.** Under one read lock of the index, every live object
+//!    version is pinned: its key, size, version and value (inline bytes, or
+//!    the `Arc` of its heap extent, which keeps its pieces from being
+//!    reused while the backup reads them: invariant 2). Then one sync, so
+//!    the copy never holds an object the source could still lose.
+//! 2. **Copy.** A new store is created beside the destination, under a
+//!    temporary name (`.NAME.partial-PID-NANOS`), with the source's
+//!    capacity, index kind, inline threshold and engine. Objects are read
+//!    from their pinned versions (every byte checked against its checksum,
+//!    as on any read) in source heap order, many at once, and written into
+//!    the copy by bulk load, in batches: the next batch is read while the
+//!    previous one is written. Objects larger than `LARGE` go through an
+//!    upload, chunk by chunk. Only live objects are copied: the copy is
+//!    compacted.
+//! 3. **Verify.** The copy is closed and reopened (recovery checks every
+//!    metadata block), must hold exactly as many objects and bytes as the
+//!    snapshot, and for every object the CRC32C it records for each 4 KiB
+//!    block (in its tuple, or its trailer table, read and checked) must be
+//!    that of the bytes read from the source. So the copy describes
+//!    exactly the source's bytes, and any read of it checks its data
+//!    against them (invariant 5). The data blocks themselves are not read
+//!    back: that would make a backup a third pass over the bytes; run
+//!    `Store::scrub` (`blobcask check --data`) on the copy for that.
+//! 4. **Publish.** The temporary file is linked to the destination (which
+//!    fails if something appeared there meanwhile: nothing is ever
+//!    replaced) and unlinked; the directory is synced. A backup that fails
+//!    or is cut short leaves no file at the destination; a cut (kill,
+//!    power loss) can leave the temporary file, never a partial store under
+//!    the destination's name.
+//!
+//! Writers and readers go on throughout; a write after the snapshot is not
+//! in the copy. The copy has new versions and creation times (a version is
+//! the store's commit sequence), the same keys and bytes. Space freed at the
+//! source during the backup is reused only after the backup lets go of it.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::future::{join, OptionFuture};
+use futures::stream::{self, StreamExt, TryStreamExt};
+
+use std::sync::Arc;
+
+use super::{data, HeapRead, ObjectData, Store};
+use crate::error::{show_key, Error, ErrorKind, Result};
+use crate::meta::tuple::{self, Checksums};
+use crate::options::Durability;
+
+/// Objects larger than this are copied through an upload, `CHUNK` at a
+/// time, instead of being held whole in a batch.
+const LARGE: u64 = 16 << 20;
+/// Bytes read and written per step of a large object.
+const CHUNK: u64 = 4 << 20;
+/// Value bytes of one batch (bulk load), and objects per batch at most.
+const BATCH_BYTES: u64 = 64 << 20;
+const BATCH_OBJECTS: usize = 8192;
+/// Reads in flight (runs at the source, objects' checksums in the copy).
+const READS_IN_FLIGHT: usize = 32;
+/// Longest device span read at once for a run of adjacent small objects,
+/// and the widest gap inside a run.
+const RUN_BYTES: u64 = data::IO_CHUNK;
+const RUN_GAP: u64 = 64 << 10;
+
+/// What [`Store::backup`] did.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct BackupReport {
+    /// Where the copy is.
+    pub path: PathBuf,
+    /// Objects in the copy (the live objects at the snapshot).
+    pub objects: u64,
+    /// Their bytes (keys not counted).
+    pub bytes: u64,
+    /// From the call to the copy being verified and published.
+    pub elapsed: Duration,
+}
+
+impl BackupReport {
+    /// Object bytes per second over the whole backup.
+    pub fn bytes_per_sec(&self) -> f64 {
+        self.bytes as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// One object version pinned by the snapshot.
+struct Pinned {
+    key: Box<[u8]>,
+    size: u64,
+    version: u64,
+    data: ObjectData,
+}
+
+impl Pinned {
+    /// Where its bytes start on the device (inline values first).
+    fn heap_offset(&self) -> u64 {
+        match &self.data {
+            ObjectData::Inline(_) => 0,
+            ObjectData::Heap { extent, .. } => extent
+                .pieces
+                .first()
+                .map_or(0, |p| p.offset().saturating_add(1)),
+        }
+    }
+
+    /// The chunks of the object, as (offset, length).
+    fn chunks(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let n = self.size.div_ceil(CHUNK);
+        (0..n).map(move |i| {
+            let at = i * CHUNK;
+            (at, CHUNK.min(self.size - at))
+        })
+    }
+}
+
+impl Store {
+    /// Writes a consistent copy of the committed state to `dest`, a path
+    /// that must not exist yet, while reads and writes go on. The copy holds
+    /// the objects live at the call (compacted: only live data), is opened
+    /// and read back against the source's bytes before this returns, and
+    /// appears under `dest` only when complete. See the module docs of
+    /// `store::backup` for the steps; a file copy (`cp`) of a live store is
+    /// **not** a backup.
+    ///
+    /// Errors: `AlreadyExists` if `dest` exists (nothing is ever replaced);
+    /// `NoSpace` if the destination's file system cannot hold a store of
+    /// the source's capacity; `Corrupt` if an object of the source fails its
+    /// checksums (no copy is published); `Io` otherwise.
+    pub async fn backup(&self, dest: impl AsRef<Path>) -> Result<BackupReport> {
+        let started = Instant::now();
+        let dest = dest.as_ref();
+        let ctx = || format!("backup to {}", dest.display());
+        self.check_open().map_err(|e| e.context(ctx()))?;
+        let temp = partial_path(dest).map_err(|e| e.context(ctx()))?;
+        let dir = match dest.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if !dir.is_dir() {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                "the destination's directory does not exist",
+            )
+            .context(ctx()));
+        }
+        if dest.symlink_metadata().is_ok() {
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
+                "the destination exists; a backup never replaces a file",
+            )
+            .context(ctx()));
+        }
+        let snapshot = self.snapshot().map_err(|e| e.context(ctx()))?;
+        self.sync().await.map_err(|e| e.context(ctx()))?;
+        let outcome = match self.copy_to(&temp, &snapshot).await {
+            Ok(sums) => verify(self, &temp, &snapshot, &sums).await,
+            Err(e) => Err(e),
+        };
+        let published = outcome.and_then(|()| publish(&temp, dest));
+        if let Err(e) = published {
+            let _ = std::fs::remove_file(&temp);
+            return Err(e.context(ctx()));
+        }
+        Ok(BackupReport {
+            path: dest.to_path_buf(),
+            objects: snapshot.len() as u64,
+            bytes: snapshot.iter().map(|p| p.size).sum(),
+            elapsed: started.elapsed(),
+        })
+    }
+
+    /// Every live object version, pinned, in source heap order.
+    fn snapshot(&self) -> Result<Vec<Pinned>> {
+        let st = self.shared().state.read();
+        let mut keys = Vec::new();
+        st.index.all(&mut keys)?;
+        let mut out: Vec<Pinned> = keys
+            .into_iter()
+            .filter_map(|(key, id)| {
+                let e = st.entry(id)?;
+                Some(Pinned {
+                    key,
+                    size: e.size,
+                    version: e.version,
+                    data: e.data.clone(),
+                })
+            })
+            .collect();
+        drop(st);
+        out.sort_by_key(Pinned::heap_offset);
+        Ok(out)
+    }
+
+    /// `len` bytes at `offset` of a pinned version, checked.
+    async fn read_pinned(&self, p: &Pinned, offset: u64, len: u64) -> Result<Bytes> {
+        match &p.data {
+            ObjectData::Inline(b) => Ok(b.slice(offset as usize..(offset + len) as usize)),
+            ObjectData::Heap { extent, sums, .. } => {
+                let s = self.shared();
+                s.landing.wait(p.version).await;
+                let h = HeapRead {
+                    extent: extent.clone(),
+                    sums: sums.clone(),
+                    size: p.size,
+                    version: p.version,
+                    offset,
+                    len,
+                };
+                data::read_range(s.engine.as_ref(), Some(&s.tables), &h.object(), offset, len)
+                    .await
+                    .map_err(|e| e.context(format!("read {} at {offset}", show_key(&p.key))))
+            }
+        }
+    }
+
+    /// Creates the copy at `temp` and fills it; returns the CRC32C of each
+    /// object's 4 KiB blocks as read from the source, in snapshot order.
+    async fn copy_to(&self, temp: &Path, snapshot: &[Pinned]) -> Result<Vec<Vec<u32>>> {
+        let s = self.shared();
+        let options = s
+            .options
+            .clone()
+            .capacity(s.geometry.capacity)
+            .read_only(false)
+            .create_new(true)
+            .cache_bytes(0)
+            .durability(Durability::Sync);
+        let copy = Store::open(temp, options).await?;
+        let filled = self.fill(&copy, snapshot).await;
+        let closed = copy.close().await;
+        let crcs = filled?;
+        closed?;
+        Ok(crcs)
+    }
+
+    async fn fill(&self, copy: &Store, snapshot: &[Pinned]) -> Result<Vec<Vec<u32>>> {
+        let mut crcs = vec![Vec::new(); snapshot.len()];
+        let (large, small): (Vec<usize>, Vec<usize>) =
+            (0..snapshot.len()).partition(|&i| snapshot.get(i).is_some_and(|p| p.size > LARGE));
+        let mut batches = batches(snapshot, &small).into_iter();
+        // Read the next batch while the previous one is being written.
+        let mut current = match batches.next() {
+            Some(b) => Some(self.read_batch(snapshot, b).await),
+            None => None,
+        };
+        while let Some(read) = current.take() {
+            let next: OptionFuture<_> = batches.next().map(|b| self.read_batch(snapshot, b)).into();
+            let items: Vec<(Box<[u8]>, Bytes)> = read?
+                .into_iter()
+                .map(|(i, bytes)| {
+                    if let Some(slot) = crcs.get_mut(i) {
+                        *slot = tuple::block_sums(&bytes);
+                    }
+                    let key = snapshot.get(i).map(|p| p.key.clone()).unwrap_or_default();
+                    (key, bytes)
+                })
+                .collect();
+            let (loaded, following) = join(copy.bulk_load(items), next).await;
+            loaded?;
+            current = following;
+        }
+        for i in large {
+            let Some(p) = snapshot.get(i) else { continue };
+            let sums = self.copy_large(copy, p).await?;
+            if let Some(slot) = crcs.get_mut(i) {
+                *slot = sums;
+            }
+        }
+        Ok(crcs)
+    }
+
+    /// Reads the objects `batch` names (indexes into `snapshot`), many at
+    /// once, runs of adjacent small objects in one device request each;
+    /// returns them with their indexes.
+    async fn read_batch(
+        &self,
+        snapshot: &[Pinned],
+        batch: Vec<usize>,
+    ) -> Result<Vec<(usize, Bytes)>> {
+        let read: Vec<Vec<(usize, Bytes)>> = stream::iter(runs(snapshot, batch))
+            .map(|(span, members)| async move {
+                let mut out = Vec::with_capacity(members.len());
+                let pinned = |i: usize| {
+                    snapshot.get(i).ok_or_else(|| {
+                        Error::new(ErrorKind::Io, "backup: snapshot index out of range")
+                    })
+                };
+                match span {
+                    Some((start, end)) if members.len() > 1 => {
+                        let s = self.shared();
+                        let ahead =
+                            data::ReadAhead::read(s.engine.as_ref(), start, end - start).await?;
+                        for i in members {
+                            out.push((i, self.read_ahead(&ahead, pinned(i)?).await?));
+                        }
+                    }
+                    _ => {
+                        for i in members {
+                            let p = pinned(i)?;
+                            out.push((i, self.read_pinned(p, 0, p.size).await?));
+                        }
+                    }
+                }
+                Ok::<_, Error>(out)
+            })
+            .buffer_unordered(READS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        Ok(read.into_iter().flatten().collect())
+    }
+
+    /// A pinned heap object out of bytes read ahead, checked as any read.
+    async fn read_ahead(&self, ahead: &data::ReadAhead, p: &Pinned) -> Result<Bytes> {
+        let ObjectData::Heap { extent, sums, .. } = &p.data else {
+            return self.read_pinned(p, 0, p.size).await;
+        };
+        self.shared().landing.wait(p.version).await;
+        let obj = data::ObjectRef {
+            pieces: &extent.pieces,
+            size: p.size,
+            sums,
+            version: p.version,
+        };
+        data::read_range(ahead, None, &obj, 0, p.size)
+            .await
+            .map_err(|e| e.context(format!("read {}", show_key(&p.key))))
+    }
+
+    /// Copies one large object through an upload, a chunk at a time (the
+    /// next chunk read while one is written); the CRC32C of its blocks.
+    async fn copy_large(&self, copy: &Store, p: &Pinned) -> Result<Vec<u32>> {
+        let upload = copy.begin_upload(&p.key, p.size).await?;
+        let parts = &upload;
+        let sums: Vec<Vec<u32>> = stream::iter(p.chunks())
+            .map(|(at, len)| async move {
+                let bytes = self.read_pinned(p, at, len).await?;
+                let sums = tuple::block_sums(&bytes);
+                parts.write_part(at, bytes).await?;
+                Ok::<Vec<u32>, Error>(sums)
+            })
+            .buffered(2)
+            .try_collect::<Vec<_>>()
+            .await?;
+        upload.commit().await?;
+        Ok(sums.concat())
+    }
+}
+
+/// Where a heap object with its block checksums in its tuple lies on the
+/// device, when that span is short enough to share a run.
+fn device_span(p: &Pinned) -> Option<(u64, u64)> {
+    let ObjectData::Heap {
+        extent,
+        sums: Checksums::Blocks(_),
+        ..
+    } = &p.data
+    else {
+        return None;
+    };
+    let start = extent.pieces.iter().map(|x| x.offset()).min()?;
+    let end = extent
+        .pieces
+        .iter()
+        .map(|x| x.offset() + x.len_bytes())
+        .max()?;
+    (end - start <= RUN_BYTES / 2).then_some((start, end))
+}
+
+/// Objects (indexes into the snapshot) read together, and the device span
+/// read for them when they are read in one request.
+type Run = (Option<(u64, u64)>, Vec<usize>);
+
+/// `batch` (in heap order) cut into runs: objects whose device spans follow
+/// each other (gaps of at most `RUN_GAP`) within `RUN_BYTES` share one
+/// read; the others are runs of their own, without a span.
+fn runs(snapshot: &[Pinned], batch: Vec<usize>) -> Vec<Run> {
+    let mut out: Vec<Run> = Vec::new();
+    for i in batch {
+        let span = snapshot.get(i).and_then(device_span);
+        if let (Some((start, end)), Some((Some((run_start, run_end)), members))) =
+            (span, out.last_mut())
+        {
+            if start >= *run_start
+                && start <= *run_end + RUN_GAP
+                && end.max(*run_end) - *run_start <= RUN_BYTES
+            {
+                *run_end = end.max(*run_end);
+                members.push(i);
+                continue;
+            }
+        }
+        out.push((span, vec![i]));
+    }
+    out
+}
+
+/// The snapshot's small objects cut into batches of at most `BATCH_BYTES`
+/// value bytes (one object per batch when it is larger) and `BATCH_OBJECTS`.
+fn batches(snapshot: &[Pinned], small: &[usize]) -> Vec<Vec<usize>> {
+    let mut out = Vec::new();
+    let mut batch = Vec::new();
+    let mut bytes = 0u64;
+    for &i in small {
+        let size = snapshot.get(i).map_or(0, |p| p.size);
+        if !batch.is_empty() && (bytes + size > BATCH_BYTES || batch.len() >= BATCH_OBJECTS) {
+            out.push(std::mem::take(&mut batch));
+            bytes = 0;
+        }
+        batch.push(i);
+        bytes += size;
+    }
+    if !batch.is_empty() {
+        out.push(batch);
+    }
+    out
+}
+
+/// Reopens the copy and checks it against the snapshot: as many objects
+/// and bytes, each object with its size, and the checksums the copy stores
+/// for each object's blocks (inline values: their bytes) equal to those of
+/// the bytes read from the source.
+async fn verify(source: &Store, temp: &Path, snapshot: &[Pinned], sums: &[Vec<u32>]) -> Result<()> {
+    let s = source.shared();
+    let options = s
+        .options
+        .clone()
+        .read_only(true)
+        .create(false)
+        .create_new(false)
+        .cache_bytes(0);
+    let copy = Store::open(temp, options).await?;
+    let checked = check_copy(&copy, snapshot, sums).await;
+    let closed = copy.close().await;
+    checked?;
+    closed
+}
+
+async fn check_copy(copy: &Store, snapshot: &[Pinned], sums: &[Vec<u32>]) -> Result<()> {
+    let stats = copy.stats();
+    let bytes: u64 = snapshot.iter().map(|p| p.size).sum();
+    if stats.objects != snapshot.len() as u64 || stats.logical_bytes != bytes {
+        return Err(Error::new(
+            ErrorKind::Corrupt,
+            format!(
+                "the copy holds {} objects of {} bytes, the snapshot {} of {bytes}",
+                stats.objects,
+                stats.logical_bytes,
+                snapshot.len()
+            ),
+        ));
+    }
+    stream::iter(snapshot.iter().zip(sums))
+        .map(|(p, want)| async move {
+            let stored = stored_sums(copy, &p.key).await?;
+            match stored {
+                Some((size, got)) if size == p.size && *got == **want => Ok(()),
+                Some((size, _)) if size != p.size => Err(Error::new(
+                    ErrorKind::Corrupt,
+                    format!("the copy of {} has {size} bytes, not {}", show_key(&p.key), p.size),
+                )),
+                Some(_) => Err(Error::new(
+                    ErrorKind::Corrupt,
+                    format!(
+                        "the copy of {} does not hold the source's bytes (its block checksums differ)",
+                        show_key(&p.key)
+                    ),
+                )),
+                None => Err(Error::new(
+                    ErrorKind::Corrupt,
+                    format!("the copy lacks {}", show_key(&p.key)),
+                )),
+            }
+        })
+        .buffer_unordered(READS_IN_FLIGHT)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// The size of `key`'s object in `copy` and the CRC32C of its 4 KiB blocks
+/// as the copy records them: computed from an inline value (checked with
+/// its tuple block at open), from the tuple, or from the trailer table
+/// (read and checked against the tuple's CRC of it).
+async fn stored_sums(copy: &Store, key: &[u8]) -> Result<Option<(u64, Arc<[u32]>)>> {
+    let found = {
+        let st = copy.shared().state.read();
+        st.lookup(key).map(|e| (e.size, e.version, e.data.clone()))
+    };
+    let Some((size, version, data)) = found else {
+        return Ok(None);
+    };
+    let sums: Arc<[u32]> = match data {
+        ObjectData::Inline(b) => tuple::block_sums(&b).into(),
+        ObjectData::Heap { extent, sums, .. } => match sums {
+            Checksums::Blocks(b) => b,
+            Checksums::Table(crc) => {
+                let obj = data::ObjectRef {
+                    pieces: &extent.pieces,
+                    size,
+                    sums: &Checksums::Table(crc),
+                    version,
+                };
+                data::load_table(copy.shared().engine.as_ref(), None, &obj, crc).await?
+            }
+            // A new store writes neither.
+            Checksums::None | Checksums::Whole(_) => Arc::from(Vec::new()),
+        },
+    };
+    Ok(Some((size, sums)))
+}
+
+/// The temporary name of the copy being made for `dest`, in its directory.
+fn partial_path(dest: &Path) -> Result<PathBuf> {
+    let name = dest.file_name().ok_or_else(|| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            "the destination must name a file",
+        )
+    })?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let mut partial = std::ffi::OsString::from(".");
+    partial.push(name);
+    partial.push(format!(".partial-{}-{nanos}", std::process::id()));
+    Ok(dest.with_file_name(partial))
+}
+
+/// Gives the finished copy its name without replacing anything, durably.
+fn publish(temp: &Path, dest: &Path) -> Result<()> {
+    std::fs::hard_link(temp, dest).map_err(|e| {
+        let kind = if e.kind() == std::io::ErrorKind::AlreadyExists {
+            ErrorKind::AlreadyExists
+        } else {
+            ErrorKind::Io
+        };
+        Error::new(kind, format!("naming the finished copy: {e}"))
+    })?;
+    std::fs::remove_file(temp).map_err(|e| Error::io("removing the temporary copy", e))?;
+    let dir = match dest.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io("syncing the destination's directory", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::Options;
+
+    /// The check a backup ends with accepts the copy's own content and
+    /// refuses one changed block checksum, size or object.
+    #[test]
+    fn the_verification_catches_a_changed_block_a_size_and_a_missing_object() {
+        futures::executor::block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let s = Store::open(dir.path().join("s"), Options::new().capacity(64 << 20))
+                .await
+                .unwrap();
+            let values: Vec<(String, Vec<u8>)> = [10usize, 5000, 70_000, (2 << 20) + 3]
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| (format!("k{i}"), (0..n).map(|b| (b * 7 + i) as u8).collect()))
+                .collect();
+            for (k, v) in &values {
+                s.put(k, v.clone()).await.unwrap();
+            }
+            let snapshot = s.snapshot().unwrap();
+            let sums: Vec<Vec<u32>> = snapshot
+                .iter()
+                .map(|p| {
+                    let v = &values
+                        .iter()
+                        .find(|(k, _)| k.as_bytes() == &*p.key)
+                        .unwrap()
+                        .1;
+                    tuple::block_sums(v)
+                })
+                .collect();
+            check_copy(&s, &snapshot, &sums).await.unwrap();
+            for i in 0..snapshot.len() {
+                let mut wrong = sums.clone();
+                wrong[i][0] ^= 1;
+                let e = check_copy(&s, &snapshot, &wrong).await.unwrap_err();
+                assert_eq!(e.kind(), ErrorKind::Corrupt);
+                assert!(e.to_string().contains("block checksums differ"), "{e}");
+            }
+            let mut short = snapshot;
+            short.pop();
+            let e = check_copy(&s, &short, &sums).await.unwrap_err();
+            assert!(e.to_string().contains("objects"), "{e}");
+            s.close().await.unwrap();
+        });
+    }
+
+    /// Adjacent small objects are read in runs, and each comes out whole
+    /// and checked.
+    #[test]
+    fn adjacent_small_objects_are_read_in_runs() {
+        futures::executor::block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let s = Store::open(dir.path().join("s"), Options::new().capacity(64 << 20))
+                .await
+                .unwrap();
+            let value = |i: usize| -> Vec<u8> { (0..9000).map(|b| (b * 3 + i) as u8).collect() };
+            s.bulk_load((0..40).map(|i| (format!("k{i:02}"), value(i))))
+                .await
+                .unwrap();
+            let snapshot = s.snapshot().unwrap();
+            let all: Vec<usize> = (0..snapshot.len()).collect();
+            let runs = runs(&snapshot, all.clone());
+            assert!(
+                runs.len() < 10,
+                "{} runs for 40 adjacent objects",
+                runs.len()
+            );
+            let mut read = s.read_batch(&snapshot, all).await.unwrap();
+            read.sort_by_key(|(i, _)| *i);
+            assert_eq!(read.len(), 40);
+            for (i, bytes) in read {
+                let key = std::str::from_utf8(&snapshot[i].key).unwrap();
+                let n: usize = key[1..].parse().unwrap();
+                assert_eq!(&bytes[..], &value(n)[..], "{key}");
+            }
+            s.close().await.unwrap();
+        });
+    }
+}
