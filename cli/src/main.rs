@@ -8,6 +8,7 @@
 //! blobcask -s media.blobcask ls thumbs/
 //! blobcask -s media.blobcask import ./photos
 //! blobcask -s media.blobcask stats
+//! blobcask -s media.blobcask backup media-2026-11-23.blobcask
 //! blobcask -s media.blobcask check        # read-only verification
 //! blobcask -s media.blobcask bench        # a quick benchmark on a scratch store
 //! ```
@@ -18,7 +19,7 @@
 //! Only `create` makes a store, and only where nothing is (a missing path,
 //! an empty file) or on a block device; it never overwrites a file.
 //! `put`, `rm` and `import` need an existing store. `get`, `stat`, `ls`,
-//! `stats` and `check` open it read-only (shared lock, so several can run
+//! `stats`, `backup` and `check` open it read-only (shared lock, so several can run
 //! at once): they never create, grow or write a file.
 
 mod check;
@@ -79,6 +80,11 @@ enum Cmd {
     Import { dir: PathBuf },
     /// Objects, bytes, space amplification, free space, fragmentation.
     Stats,
+    /// Write a consistent, compacted, verified copy of the store to DEST (a
+    /// new file; never replaces one). The store is opened read-only, so
+    /// other read-only users may go on; a process that has it open for
+    /// writing backs it up through the library (`Store::backup`) instead.
+    Backup { dest: PathBuf },
     /// Run recovery read-only and report what it finds (nothing is
     /// written); exit code 0 only when nothing is wrong.
     Check {
@@ -287,6 +293,19 @@ fn run(cli: Cli) -> Result<(), String> {
                 started.elapsed(),
                 report.objects_per_sec(),
                 report.bytes_per_sec() / (1 << 20) as f64
+            );
+            s.close().map_err(|e| e.to_string())
+        }
+        Cmd::Backup { dest } => {
+            let s = open_read_only(&store_path()?, IndexKind::Hash)?;
+            let r = s.backup(dest).map_err(|e| e.to_string())?;
+            println!(
+                "backed up {} objects ({}) to {} in {:.2} s ({}/s), verified",
+                r.objects,
+                human(r.bytes),
+                r.path.display(),
+                r.elapsed.as_secs_f64(),
+                human(r.bytes_per_sec() as u64)
             );
             s.close().map_err(|e| e.to_string())
         }

@@ -307,3 +307,104 @@ fn bench_runs_the_comparison_and_cleans_up() {
     let err = String::from_utf8_lossy(&bad.stderr);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// `backup` killed (SIGKILL) at points spread over its run: the source
+/// keeps every object, and the destination either does not exist or is a
+/// complete copy; a later backup completes. (Crash test of the backup.)
+#[test]
+fn a_backup_killed_anywhere_leaves_the_source_whole_and_no_partial_copy() {
+    use blobcask::blocking::Store;
+    use blobcask::Options;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.bcask");
+    let value =
+        |i: usize, n: usize| -> Vec<u8> { (0..n).map(|b| (b * 31 + i * 7) as u8).collect() };
+    let objects: Vec<(String, usize)> = (0..3000)
+        .map(|i| (format!("small/{i:05}"), 5000 + i % 40_000))
+        .chain((0..3).map(|i| (format!("large/{i}"), (18 << 20) + i)))
+        .collect();
+    {
+        let s = Store::open(&store, Options::new().capacity(512 << 20)).unwrap();
+        s.bulk_load(
+            objects
+                .iter()
+                .enumerate()
+                .map(|(i, (k, n))| (k.clone(), value(i, *n))),
+        )
+        .unwrap();
+        s.close().unwrap();
+    }
+    let check_copy = |path: &std::path::Path| {
+        let c = Store::open(path, Options::new().read_only(true)).unwrap();
+        assert_eq!(c.stats().objects, objects.len() as u64);
+        for (i, (k, n)) in objects.iter().enumerate() {
+            assert_eq!(&c.get(k).unwrap()[..], &value(i, *n)[..], "{k}");
+        }
+        c.close().unwrap();
+    };
+    let leftovers = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .contains(".partial-")
+            })
+            .collect()
+    };
+    // How long a whole backup takes here.
+    let start = std::time::Instant::now();
+    let whole = dir.path().join("whole.bcask");
+    ok(&run(&store, &["backup", whole.to_str().unwrap()], None));
+    let took = start.elapsed();
+    check_copy(&whole);
+    std::fs::remove_file(&whole).unwrap();
+
+    let mut published = 0;
+    for round in 0..8u32 {
+        let dest = dir.path().join(format!("copy-{round}.bcask"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_blobcask"))
+            .arg("-s")
+            .arg(&store)
+            .args(["backup", dest.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(took.mul_f64(0.1 + 0.12 * round as f64));
+        let _ = child.kill();
+        child.wait().unwrap();
+        if dest.exists() {
+            // Only a finished, verified copy is ever under the name.
+            check_copy(&dest);
+            published += 1;
+            std::fs::remove_file(&dest).unwrap();
+        }
+        // A cut can leave the temporary copy, which is named as such.
+        for p in leftovers() {
+            std::fs::remove_file(p).unwrap();
+        }
+        // The source is untouched: clean, whole.
+        let s = Store::open(&store, Options::new().read_only(true)).unwrap();
+        assert!(s.stats().recovery.clean, "round {round}");
+        assert_eq!(s.stats().objects, objects.len() as u64);
+        s.close().unwrap();
+    }
+    assert!(
+        published < 8,
+        "every backup finished before its kill: no cut tested"
+    );
+    let last = dir.path().join("last.bcask");
+    ok(&run(&store, &["backup", last.to_str().unwrap()], None));
+    check_copy(&last);
+    assert!(leftovers().is_empty());
+    // Never over a file: refused in one line, the copy untouched.
+    let before = std::fs::read(&last).unwrap();
+    fails_with(
+        &run(&store, &["backup", last.to_str().unwrap()], None),
+        "destination exists",
+    );
+    assert!(std::fs::read(&last).unwrap() == before);
+}

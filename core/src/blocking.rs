@@ -136,6 +136,10 @@ impl Store {
     pub fn scrub(&self) -> Result<crate::ScrubReport> {
         block_on(self.inner.scrub())
     }
+    /// See [`crate::Store::backup`].
+    pub fn backup(&self, dest: impl AsRef<Path>) -> Result<crate::BackupReport> {
+        block_on(self.inner.backup(dest))
+    }
     /// See [`crate::Store::stats`].
     pub fn stats(&self) -> Stats {
         self.inner.stats()
