@@ -33,7 +33,8 @@
 //! Writers and readers go on throughout; a write after the snapshot is not
 //! in the copy. The copy has new versions and creation times (a version is
 //! the store's commit sequence), the same keys and bytes. Space freed at the
-//! source during the backup is reused only after the backup lets go of it.
+//! source during the backup is reused once the backup has read the object
+//! that was there.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -41,6 +42,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::future::{join, OptionFuture};
 use futures::stream::{self, StreamExt, TryStreamExt};
+use parking_lot::Mutex;
 
 use std::sync::Arc;
 
@@ -85,23 +87,38 @@ impl BackupReport {
     }
 }
 
-/// One object version pinned by the snapshot.
+/// One object version pinned by the snapshot until it has been read.
 struct Pinned {
     key: Box<[u8]>,
     size: u64,
     version: u64,
-    data: ObjectData,
+    /// Its value; taken (`release`) once its bytes are read, so the source
+    /// can reuse the space of an object deleted meanwhile.
+    data: Mutex<Option<ObjectData>>,
 }
 
 impl Pinned {
+    fn data(&self) -> Result<ObjectData> {
+        self.data.lock().clone().ok_or_else(|| {
+            Error::new(
+                ErrorKind::Io,
+                format!("backup: {} was read twice", show_key(&self.key)),
+            )
+        })
+    }
+
+    fn release(&self) {
+        self.data.lock().take();
+    }
+
     /// Where its bytes start on the device (inline values first).
     fn heap_offset(&self) -> u64 {
-        match &self.data {
-            ObjectData::Inline(_) => 0,
-            ObjectData::Heap { extent, .. } => extent
+        match &*self.data.lock() {
+            Some(ObjectData::Heap { extent, .. }) => extent
                 .pieces
                 .first()
                 .map_or(0, |p| p.offset().saturating_add(1)),
+            _ => 0,
         }
     }
 
@@ -184,7 +201,7 @@ impl Store {
                     key,
                     size: e.size,
                     version: e.version,
-                    data: e.data.clone(),
+                    data: Mutex::new(Some(e.data.clone())),
                 })
             })
             .collect();
@@ -195,7 +212,7 @@ impl Store {
 
     /// `len` bytes at `offset` of a pinned version, checked.
     async fn read_pinned(&self, p: &Pinned, offset: u64, len: u64) -> Result<Bytes> {
-        match &p.data {
+        match &p.data()? {
             ObjectData::Inline(b) => Ok(b.slice(offset as usize..(offset + len) as usize)),
             ObjectData::Heap { extent, sums, .. } => {
                 let s = self.shared();
@@ -253,8 +270,9 @@ impl Store {
                     if let Some(slot) = crcs.get_mut(i) {
                         *slot = tuple::block_sums(&bytes);
                     }
-                    let key = snapshot.get(i).map(|p| p.key.clone()).unwrap_or_default();
-                    (key, bytes)
+                    let p = snapshot.get(i);
+                    p.inspect(|p| p.release());
+                    (p.map(|p| p.key.clone()).unwrap_or_default(), bytes)
                 })
                 .collect();
             let (loaded, following) = join(copy.bulk_load(items), next).await;
@@ -264,6 +282,7 @@ impl Store {
         for i in large {
             let Some(p) = snapshot.get(i) else { continue };
             let sums = self.copy_large(copy, p).await?;
+            p.release();
             if let Some(slot) = crcs.get_mut(i) {
                 *slot = sums;
             }
@@ -313,7 +332,7 @@ impl Store {
 
     /// A pinned heap object out of bytes read ahead, checked as any read.
     async fn read_ahead(&self, ahead: &data::ReadAhead, p: &Pinned) -> Result<Bytes> {
-        let ObjectData::Heap { extent, sums, .. } = &p.data else {
+        let ObjectData::Heap { extent, sums, .. } = &p.data()? else {
             return self.read_pinned(p, 0, p.size).await;
         };
         self.shared().landing.wait(p.version).await;
@@ -351,11 +370,11 @@ impl Store {
 /// Where a heap object with its block checksums in its tuple lies on the
 /// device, when that span is short enough to share a run.
 fn device_span(p: &Pinned) -> Option<(u64, u64)> {
-    let ObjectData::Heap {
+    let Ok(ObjectData::Heap {
         extent,
         sums: Checksums::Blocks(_),
         ..
-    } = &p.data
+    }) = p.data()
     else {
         return None;
     };
