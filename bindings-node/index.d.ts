@@ -48,6 +48,20 @@ export declare class Store {
   /** Barrier: resolves once everything acknowledged before is durable. */
   sync(): Promise<void>
   /**
+   * Writes a consistent copy of the store to `dest`, a path that must
+   * not exist yet, while other calls go on; open the copy with
+   * `Store.open(dest)`. The copy holds the objects live at the call
+   * (compacted: only live data), is reopened and checked against the
+   * source's bytes before the promise resolves, and appears under
+   * `dest` only once complete. Rejects with ALREADY_EXISTS if `dest`
+   * exists (nothing is ever replaced), NOT_FOUND if its directory does
+   * not exist, INVALID_ARGUMENT if it names no file, CLOSED after
+   * `close()`, CORRUPT if an object fails its checksums (no copy is
+   * made), NO_SPACE or IO. Runs on a blocking thread of napi-rs's
+   * runtime.
+   */
+  backup(dest: string): Promise<BackupReport>
+  /**
    * Finishes pending commits and releases the lock. Calls made after
    * `close()` reject with CLOSED at once; calls already pending settle
    * as usual, and the store's loop stops once they have.
@@ -65,6 +79,11 @@ export declare class Store {
   deleteSync(key: string | Uint8Array): void
   /** Synchronous `sync`. */
   syncSync(): void
+  /**
+   * Synchronous `backup` (blocks the event loop while it copies; for
+   * scripts).
+   */
+  backupSync(dest: string): BackupReport
   /** Synchronous `close`. */
   closeSync(): void
 }
@@ -85,6 +104,18 @@ export declare class Upload {
   commit(): Promise<ObjectInfo>
   /** Abandons the upload and frees its space. */
   abort(): Promise<void>
+}
+
+/** What `backup` did. */
+export interface BackupReport {
+  /** Where the copy is (the destination given). */
+  path: string
+  /** Objects in the copy: the live objects when the backup started. */
+  objects: number
+  /** Their bytes (keys not counted). */
+  bytes: number
+  /** Milliseconds from the call to the copy being verified and published. */
+  elapsedMs: number
 }
 
 /** CRC32C (Castagnoli) of `data`: the checksum `Upload.writePart` takes. */

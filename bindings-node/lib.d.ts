@@ -53,6 +53,18 @@ export interface ObjectInfo {
   inline: boolean
 }
 
+/** What `backup` did. */
+export interface BackupReport {
+  /** Where the copy is (the destination given). */
+  path: string
+  /** Objects in the copy: the live objects when the backup started. */
+  objects: number
+  /** Their bytes (keys not counted). */
+  bytes: number
+  /** Milliseconds from the call to the copy being verified and published. */
+  elapsedMs: number
+}
+
 /** Space and content figures. */
 export interface Stats {
   objects: number
@@ -158,6 +170,17 @@ export declare class Store {
   stats(): Stats
   /** Barrier: resolves once everything acknowledged before is durable. */
   sync(): Promise<void>
+  /**
+   * Writes a consistent copy of the store to `dest`, a path that must not
+   * exist yet, while other calls go on; open the copy with
+   * `Store.open(dest)`. The copy holds the objects live at the call, is
+   * checked against the source's bytes before the promise resolves, and
+   * appears under `dest` only once complete. Rejects with ALREADY_EXISTS
+   * if `dest` exists (nothing is ever replaced), NOT_FOUND if its
+   * directory does not exist, INVALID_ARGUMENT if it names no file,
+   * CLOSED after `close()`, CORRUPT if an object fails its checksums.
+   */
+  backup(dest: string): Promise<BackupReport>
   /** Finishes pending commits and releases the lock. */
   close(): Promise<void>
   putSync(key: Key, value: Uint8Array, conditions?: PutConditions): ObjectInfo
@@ -166,6 +189,7 @@ export declare class Store {
   statSync(key: Key): ObjectInfo
   deleteSync(key: Key): void
   syncSync(): void
+  backupSync(dest: string): BackupReport
   closeSync(): void
 }
 

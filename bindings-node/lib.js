@@ -8,7 +8,8 @@
  * `...Sync` twins are for scripts. Errors are `Error` objects whose
  * `code` names the kind: 'NOT_FOUND', 'INVALID_ARGUMENT', 'TOO_LARGE',
  * 'NO_SPACE', 'CORRUPT', 'IO', 'LOCKED', 'UNSUPPORTED', 'CLOSED' (and
- * 'ALREADY_EXISTS', 'VERSION_MISMATCH' from conditional puts). An argument
+ * 'ALREADY_EXISTS', 'VERSION_MISMATCH' from conditional puts, and
+ * 'ALREADY_EXISTS' from a backup whose destination exists). An argument
  * of the wrong type is INVALID_ARGUMENT too (napi's status in `napiStatus`).
  */
 const native = require('./index.js')
@@ -162,6 +163,16 @@ class Store {
   sync() {
     return call(() => this.#n.sync())
   }
+  /**
+   * Writes a consistent copy of the store to `dest`, a path that must not
+   * exist yet, while other calls go on; resolves to a BackupReport
+   * `{ path, objects, bytes, elapsedMs }` once the copy is verified and in
+   * place. Open it with `Store.open(dest)`. ALREADY_EXISTS if `dest`
+   * exists (nothing is ever replaced), NOT_FOUND if its directory does not.
+   */
+  backup(dest) {
+    return call(() => this.#n.backup(dest))
+  }
   /** Finishes pending commits and releases the lock. */
   close() {
     return call(() => this.#n.close())
@@ -183,6 +194,9 @@ class Store {
   }
   syncSync() {
     return callSync(() => this.#n.syncSync())
+  }
+  backupSync(dest) {
+    return callSync(() => this.#n.backupSync(dest))
   }
   closeSync() {
     return callSync(() => this.#n.closeSync())

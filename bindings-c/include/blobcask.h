@@ -231,6 +231,24 @@ typedef struct bc_stats {
   uint64_t cache_capacity;
 } bc_stats;
 
+/*
+ What `bc_backup` did.
+ */
+typedef struct bc_backup_report {
+  /*
+   Objects in the copy: the live objects when the backup started.
+   */
+  uint64_t objects;
+  /*
+   Their bytes (keys not counted).
+   */
+  uint64_t bytes;
+  /*
+   Nanoseconds from the call to the copy being verified and published.
+   */
+  uint64_t elapsed_nanos;
+} bc_backup_report;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -379,6 +397,27 @@ enum bc_code bc_store_stats(const struct bc_store *store,
  Barrier: returns once everything acknowledged before it is durable.
  */
 enum bc_code bc_sync(const struct bc_store *store, struct bc_error **err);
+
+/*
+ Writes a consistent copy of the store to `dest`, a path that must not
+ exist yet, while other threads go on reading and writing. The copy holds
+ the objects live when the call started (compacted: only live data), is
+ reopened and checked against the source's bytes before this returns,
+ and appears under `dest` only once complete: open it with `bc_open`. A
+ file copy (`cp`) of an open store is not a backup. `out` may be NULL.
+
+ Errors: BC_ALREADY_EXISTS if `dest` exists (nothing is ever replaced);
+ BC_NOT_FOUND if the directory of `dest` does not exist;
+ BC_INVALID_ARGUMENT if `store` or `dest` is NULL, `dest` is not valid
+ UTF-8 or names no file (e.g. "/"); BC_CLOSED after bc_close; BC_CORRUPT
+ if an object of the store fails its checksums (no copy is made);
+ BC_NO_SPACE if the destination's file system cannot hold a store of this
+ one's capacity; BC_IO otherwise.
+ */
+enum bc_code bc_backup(const struct bc_store *store,
+                       const char *dest,
+                       struct bc_backup_report *out,
+                       struct bc_error **err);
 
 /*
  Closes the store: pending commits finish, the lock is released. The

@@ -148,6 +148,18 @@ pub struct bc_stats {
     pub cache_capacity: u64,
 }
 
+/// What `bc_backup` did.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct bc_backup_report {
+    /// Objects in the copy: the live objects when the backup started.
+    pub objects: u64,
+    /// Their bytes (keys not counted).
+    pub bytes: u64,
+    /// Nanoseconds from the call to the copy being verified and published.
+    pub elapsed_nanos: u64,
+}
+
 /// Bytes returned by blobcask. Read `data[0..len]`; release with
 /// `bc_buf_free` (which also resets the struct).
 #[repr(C)]
@@ -256,6 +268,18 @@ fn store_ref<'a>(store: *const bc_store) -> Result<&'a bc_store, Fail> {
     Ok(s)
 }
 
+/// Borrows the NUL-terminated UTF-8 path `ptr` for the duration of a call.
+fn path_ref<'a>(ptr: *const c_char, what: &str) -> Result<&'a str, Fail> {
+    if ptr.is_null() {
+        return Err(invalid(&format!("{what} is NULL")));
+    }
+    // SAFETY: non-null and, per the header, a NUL-terminated string that
+    // stays valid during the call.
+    unsafe { CStr::from_ptr(ptr) }
+        .to_str()
+        .map_err(|_| invalid(&format!("{what} is not valid UTF-8")))
+}
+
 fn out_ref<'a, T>(ptr: *mut T, what: &str) -> Result<&'a mut T, Fail> {
     if ptr.is_null() {
         return Err(invalid(&format!("{what} is NULL")));
@@ -353,13 +377,7 @@ pub extern "C" fn bc_open(
 ) -> *mut bc_store {
     let mut handle = std::ptr::null_mut();
     call(err, || {
-        if path.is_null() {
-            return Err(invalid("path is NULL"));
-        }
-        // SAFETY: non-null and, per the header, a NUL-terminated string.
-        let path = unsafe { CStr::from_ptr(path) }
-            .to_str()
-            .map_err(|_| invalid("path is not valid UTF-8"))?;
+        let path = path_ref(path, "path")?;
         let options = if opts.is_null() {
             options_of(&bc_options_default())?
         } else {
@@ -667,6 +685,42 @@ pub extern "C" fn bc_store_stats(
 #[no_mangle]
 pub extern "C" fn bc_sync(store: *const bc_store, err: *mut *mut bc_error) -> bc_code {
     call(err, || store_ref(store)?.store.sync().map_err(engine_err))
+}
+
+/// Writes a consistent copy of the store to `dest`, a path that must not
+/// exist yet, while other threads go on reading and writing. The copy holds
+/// the objects live when the call started (compacted: only live data), is
+/// reopened and checked against the source's bytes before this returns,
+/// and appears under `dest` only once complete: open it with `bc_open`. A
+/// file copy (`cp`) of an open store is not a backup. `out` may be NULL.
+///
+/// Errors: BC_ALREADY_EXISTS if `dest` exists (nothing is ever replaced);
+/// BC_NOT_FOUND if the directory of `dest` does not exist;
+/// BC_INVALID_ARGUMENT if `store` or `dest` is NULL, `dest` is not valid
+/// UTF-8 or names no file (e.g. "/"); BC_CLOSED after bc_close; BC_CORRUPT
+/// if an object of the store fails its checksums (no copy is made);
+/// BC_NO_SPACE if the destination's file system cannot hold a store of this
+/// one's capacity; BC_IO otherwise.
+#[no_mangle]
+pub extern "C" fn bc_backup(
+    store: *const bc_store,
+    dest: *const c_char,
+    out: *mut bc_backup_report,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        let s = store_ref(store)?;
+        let dest = path_ref(dest, "dest")?;
+        let r = s.store.backup(dest).map_err(engine_err)?;
+        if !out.is_null() {
+            *out_ref(out, "out")? = bc_backup_report {
+                objects: r.objects,
+                bytes: r.bytes,
+                elapsed_nanos: u64::try_from(r.elapsed.as_nanos()).unwrap_or(u64::MAX),
+            };
+        }
+        Ok(())
+    })
 }
 
 /// Closes the store: pending commits finish, the lock is released. The

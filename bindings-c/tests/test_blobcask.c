@@ -334,6 +334,107 @@ static void test_free_with_an_upload_outstanding(void) {
     unlink(other);
 }
 
+/* bc_backup: a copy that bc_open opens, with every object's bytes; an
+ * existing destination is refused and left untouched; bad arguments and a
+ * closed store return their codes. */
+static void test_backup(void) {
+    char src[300], dest[300], taken[300], nodir[320];
+    snprintf(src, sizeof src, "%s.bsrc", path);
+    snprintf(dest, sizeof dest, "%s.backup", path);
+    snprintf(taken, sizeof taken, "%s.taken", path);
+    snprintf(nodir, sizeof nodir, "%s.missing-dir/copy", path);
+    unlink(src);
+    unlink(dest);
+    unlink(taken);
+    bc_options o = bc_options_default();
+    o.capacity = 16u << 20;
+    bc_store *s = bc_open(src, &o, NULL);
+    CHECK(s != NULL);
+    if (!s) return;
+    /* Inline, one-block, multi-block and empty values; one deleted. */
+    enum { N = 40 };
+    static uint8_t vals[N][70000];
+    size_t sizes[N];
+    uint64_t total = 0;
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        sizes[i] = i == 0 ? 0 : i % 5 == 1 ? (size_t)(i * 3) : (size_t)((i * 7919) % 70000);
+        fill(vals[i], sizes[i], (unsigned)(i + 50));
+        snprintf(key, sizeof key, "b/%d", i);
+        CHECK(bc_put(s, K(key), vals[i], sizes[i], NULL, NULL) == BC_OK);
+        if (i != 3) total += sizes[i];
+    }
+    CHECK(bc_delete(s, K("b/3"), NULL) == BC_OK);
+
+    bc_backup_report r = {0};
+    bc_error *err = NULL;
+    CHECK(bc_backup(s, dest, &r, &err) == BC_OK);
+    if (err) {
+        fprintf(stderr, "backup: %s\n", bc_error_message(err));
+        bc_error_free(err);
+        err = NULL;
+    }
+    CHECK(r.objects == N - 1 && r.bytes == total && r.elapsed_nanos > 0);
+    /* The source goes on working after the backup. */
+    CHECK(bc_put(s, K("after"), (const uint8_t *)"x", 1, NULL, NULL) == BC_OK);
+
+    /* An existing destination (the copy itself, or any file) is refused
+     * and left as it was. */
+    CHECK(bc_backup(s, dest, NULL, &err) == BC_ALREADY_EXISTS);
+    CHECK(err && bc_error_code(err) == BC_ALREADY_EXISTS);
+    bc_error_free(err);
+    err = NULL;
+    FILE *f = fopen(taken, "w");
+    fputs("precious", f);
+    fclose(f);
+    CHECK(bc_backup(s, taken, NULL, NULL) == BC_ALREADY_EXISTS);
+    char back[16] = {0};
+    f = fopen(taken, "r");
+    CHECK(fread(back, 1, sizeof back, f) == 8 && memcmp(back, "precious", 8) == 0);
+    fclose(f);
+    unlink(taken);
+    CHECK(bc_backup(s, nodir, NULL, NULL) == BC_NOT_FOUND);
+    CHECK(bc_backup(s, "/", NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_backup(s, NULL, NULL, &err) == BC_INVALID_ARGUMENT);
+    CHECK(strstr(bc_error_message(err), "dest") != NULL);
+    bc_error_free(err);
+    err = NULL;
+    CHECK(bc_backup(NULL, dest, NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_backup(s, "/tmp/\xff\xfe-bad", NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_close(s, NULL) == BC_OK);
+    CHECK(bc_backup(s, taken, NULL, NULL) == BC_CLOSED);
+    CHECK(access(taken, F_OK) != 0);
+    bc_store_free(s);
+
+    /* The copy opens and holds every object, byte for byte, and nothing
+     * written after the backup. */
+    bc_store *c = bc_open(dest, &o, &err);
+    CHECK(c != NULL);
+    if (!c) {
+        fprintf(stderr, "open the copy: %s\n", bc_error_message(err));
+        bc_error_free(err);
+        return;
+    }
+    bc_stats st;
+    CHECK(bc_store_stats(c, &st, NULL) == BC_OK && st.objects == N - 1 && st.logical_bytes == total);
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof key, "b/%d", i);
+        bc_buf buf = {0};
+        if (i == 3) {
+            CHECK(bc_get(c, K(key), &buf, NULL) == BC_NOT_FOUND);
+            continue;
+        }
+        CHECK(bc_get(c, K(key), &buf, NULL) == BC_OK);
+        CHECK(buf.len == sizes[i] && (sizes[i] == 0 || memcmp(buf.data, vals[i], sizes[i]) == 0));
+        bc_buf_free(&buf);
+    }
+    bool has = true;
+    CHECK(bc_contains(c, K("after"), &has, NULL) == BC_OK && !has);
+    bc_store_free(c);
+    unlink(src);
+    unlink(dest);
+}
+
 static void test_full_store(bc_store *s) {
     static uint8_t chunk[4 << 20];
     fill(chunk, sizeof chunk, 3);
@@ -399,6 +500,7 @@ int main(void) {
     test_full_store(s);
     test_create_new_and_read_only();
     test_free_with_an_upload_outstanding();
+    test_backup();
 
     bc_stats st;
     CHECK(bc_store_stats(s, &st, NULL) == BC_OK && st.capacity == (64u << 20) && st.objects > 0);

@@ -10,7 +10,8 @@
 //! is settled in that same libuv callback. No thread hop either way.
 //! Transfers of 1 MiB and more run on a helper thread instead (the
 //! engine's `EventLoop::read_op`/`put_op`: their checksums and copies would
-//! stall the loop). Uploads, `sync` and `close` run on napi-rs's runtime.
+//! stall the loop). Uploads, `sync`, `backup` and `close` run on napi-rs's
+//! runtime.
 //! The `...Sync` calls made while Promise calls are pending keep the loop
 //! running while they wait (the engine's invariant L4): a commit group one
 //! of those leads completes only when the loop runs.
@@ -207,6 +208,30 @@ impl From<Info> for ObjectInfo {
                 .map(|d| d.as_secs_f64() * 1000.0)
                 .unwrap_or(0.0),
             inline: i.inline,
+        }
+    }
+}
+
+/// What `backup` did.
+#[napi(object)]
+pub struct BackupReport {
+    /// Where the copy is (the destination given).
+    pub path: String,
+    /// Objects in the copy: the live objects when the backup started.
+    pub objects: f64,
+    /// Their bytes (keys not counted).
+    pub bytes: f64,
+    /// Milliseconds from the call to the copy being verified and published.
+    pub elapsed_ms: f64,
+}
+
+impl From<engine::BackupReport> for BackupReport {
+    fn from(r: engine::BackupReport) -> Self {
+        BackupReport {
+            path: r.path.to_string_lossy().into_owned(),
+            objects: r.objects as f64,
+            bytes: r.bytes as f64,
+            elapsed_ms: r.elapsed.as_secs_f64() * 1000.0,
         }
     }
 }
@@ -639,6 +664,32 @@ impl Store {
         AsyncBlockBuilder::new(async move { store.sync().await.map_err(js_err) }).build(env)
     }
 
+    /// Writes a consistent copy of the store to `dest`, a path that must
+    /// not exist yet, while other calls go on; open the copy with
+    /// `Store.open(dest)`. The copy holds the objects live at the call
+    /// (compacted: only live data), is reopened and checked against the
+    /// source's bytes before the promise resolves, and appears under
+    /// `dest` only once complete. Rejects with ALREADY_EXISTS if `dest`
+    /// exists (nothing is ever replaced), NOT_FOUND if its directory does
+    /// not exist, INVALID_ARGUMENT if it names no file, CLOSED after
+    /// `close()`, CORRUPT if an object fails its checksums (no copy is
+    /// made), NO_SPACE or IO. Runs on napi-rs's runtime.
+    #[napi(ts_return_type = "Promise<BackupReport>")]
+    pub fn backup(&self, env: &Env, dest: String) -> Result<AsyncBlock<BackupReport>> {
+        if self.hosting.0.borrow().closed {
+            return Err(host::closed());
+        }
+        let store = self.inner.clone();
+        AsyncBlockBuilder::new(async move {
+            store
+                .backup(dest)
+                .await
+                .map(BackupReport::from)
+                .map_err(js_err)
+        })
+        .build(env)
+    }
+
     /// Finishes pending commits and releases the lock. Calls made after
     /// `close()` reject with CLOSED at once; calls already pending settle
     /// as usual, and the store's loop stops once they have.
@@ -706,6 +757,16 @@ impl Store {
     #[napi]
     pub fn sync_sync(&self) -> Result<()> {
         self.blocking().sync().map_err(js_err)
+    }
+
+    /// Synchronous `backup` (blocks the event loop while it copies; for
+    /// scripts).
+    #[napi]
+    pub fn backup_sync(&self, dest: String) -> Result<BackupReport> {
+        self.blocking()
+            .backup(dest)
+            .map(BackupReport::from)
+            .map_err(js_err)
     }
 
     /// Synchronous `close`.

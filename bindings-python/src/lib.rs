@@ -403,6 +403,55 @@ impl From<Info> for ObjectInfo {
     }
 }
 
+/// What `Store.backup` did.
+#[pyclass(frozen, module = "blobcask", name = "BackupReport")]
+struct BackupReport {
+    path: std::path::PathBuf,
+    /// Objects in the copy: the live objects when the backup started.
+    #[pyo3(get)]
+    objects: u64,
+    /// Their bytes (keys not counted).
+    #[pyo3(get)]
+    bytes: u64,
+    /// Seconds from the call to the copy being verified and published.
+    #[pyo3(get)]
+    elapsed: f64,
+}
+
+#[pymethods]
+impl BackupReport {
+    /// Where the copy is, as a `str` (the destination given).
+    #[getter]
+    fn path(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
+
+    /// Object bytes per second over the whole backup.
+    #[getter]
+    fn bytes_per_sec(&self) -> f64 {
+        self.bytes as f64 / self.elapsed.max(1e-9)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let path = self.path.as_os_str().into_pyobject(py)?.repr()?;
+        Ok(format!(
+            "BackupReport(path={path}, objects={}, bytes={}, elapsed={:.6})",
+            self.objects, self.bytes, self.elapsed
+        ))
+    }
+}
+
+impl From<engine::BackupReport> for BackupReport {
+    fn from(r: engine::BackupReport) -> Self {
+        BackupReport {
+            path: r.path,
+            objects: r.objects,
+            bytes: r.bytes,
+            elapsed: r.elapsed.as_secs_f64(),
+        }
+    }
+}
+
 /// An open blob store. Thread-safe; every I/O call releases the GIL.
 #[pyclass(frozen, module = "blobcask", name = "Store")]
 struct Store {
@@ -688,6 +737,27 @@ impl Store {
     fn sync(&self, py: Python<'_>) -> PyResult<()> {
         let s = &self.inner;
         py.detach(|| s.sync()).map_err(py_err)
+    }
+
+    /// Writes a consistent copy of the store to `dest` (`str` or
+    /// `os.PathLike`), a path that must not exist yet, while other threads
+    /// go on reading and writing; open the copy with `Store(dest)`. The
+    /// copy holds the objects live at the call (compacted: only live data),
+    /// is reopened and checked against the source's bytes before this
+    /// returns, and appears under `dest` only once complete. A file copy
+    /// (`cp`) of an open store is not a backup.
+    ///
+    /// Raises `AlreadyExistsError` if `dest` exists (nothing is ever
+    /// replaced), `NotFoundError` if its directory does not exist,
+    /// `InvalidArgumentError` if it names no file, `ClosedError` after
+    /// `close()`, `CorruptError` if an object fails its checksums (no copy
+    /// is made), `NoSpaceError`, `IOError`; `TypeError` for a `dest` that
+    /// is not a path.
+    fn backup(&self, py: Python<'_>, dest: std::path::PathBuf) -> PyResult<BackupReport> {
+        let s = &self.inner;
+        py.detach(|| s.backup(dest))
+            .map(BackupReport::from)
+            .map_err(py_err)
     }
 
     /// Finishes pending commits and releases the store's lock.
@@ -984,6 +1054,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<EventLoop>()?;
     m.add_class::<Upload>()?;
     m.add_class::<ObjectInfo>()?;
+    m.add_class::<BackupReport>()?;
     m.add_class::<KeyIterator>()?;
     m.add("MAX_KEY_LEN", engine::MAX_KEY_LEN)?;
     m.add("PART_ALIGN", engine::PART_ALIGN)?;

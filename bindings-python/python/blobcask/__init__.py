@@ -22,7 +22,17 @@ copy whatever its size. ``bytes(blob)`` makes the copy when one is wanted.
 
 from __future__ import annotations
 
-from ._native import MAX_KEY_LEN, PART_ALIGN, Blob, KeyIterator, ObjectInfo, Store, Upload, crc32c
+from ._native import (
+    MAX_KEY_LEN,
+    PART_ALIGN,
+    BackupReport,
+    Blob,
+    KeyIterator,
+    ObjectInfo,
+    Store,
+    Upload,
+    crc32c,
+)
 from .aio import AsyncStore, AsyncUpload
 from .errors import (
     AlreadyExistsError,
@@ -47,6 +57,7 @@ __all__ = [
     "AsyncUpload",
     "Blob",
     "ObjectInfo",
+    "BackupReport",
     "KeyIterator",
     "MAX_KEY_LEN",
     "PART_ALIGN",

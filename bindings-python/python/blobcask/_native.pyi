@@ -24,6 +24,25 @@ class ObjectInfo:
     @property
     def inline(self) -> bool: ...
 
+class BackupReport:
+    """What ``Store.backup`` did."""
+
+    @property
+    def path(self) -> str:
+        """Where the copy is (the destination given)."""
+    @property
+    def objects(self) -> int:
+        """Objects in the copy: the live objects when the backup started."""
+    @property
+    def bytes(self) -> int:
+        """Their bytes (keys not counted)."""
+    @property
+    def elapsed(self) -> float:
+        """Seconds from the call to the copy being verified and published."""
+    @property
+    def bytes_per_sec(self) -> float:
+        """Object bytes per second over the whole backup."""
+
 class Blob:
     """Bytes read from a store, handed over without a copy.
 
@@ -143,6 +162,20 @@ class Store:
         """Space and content figures."""
     def sync(self) -> None:
         """Barrier: everything acknowledged before is durable."""
+    def backup(self, dest: Union[str, "PathLike[str]"]) -> BackupReport:
+        """Writes a consistent copy of the store to ``dest``, which must not
+        exist yet, while other threads go on reading and writing; open the
+        copy with ``Store(dest)``. The copy holds the objects live at the
+        call, is checked against the source's bytes before this returns,
+        and appears under ``dest`` only once complete.
+
+        Raises ``AlreadyExistsError`` if ``dest`` exists (nothing is ever
+        replaced), ``NotFoundError`` if its directory does not exist,
+        ``InvalidArgumentError`` if it names no file, ``ClosedError`` after
+        ``close()``, ``CorruptError`` if an object fails its checksums,
+        ``NoSpaceError``, ``IOError``; ``TypeError`` if ``dest`` is not a
+        ``str`` or ``os.PathLike``.
+        """
     def close(self) -> None:
         """Finishes pending commits and releases the lock."""
     def __enter__(self) -> "Store": ...

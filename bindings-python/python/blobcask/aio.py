@@ -6,7 +6,7 @@ loop watches the store's completion descriptors (``loop.add_reader``), and
 when one turns readable the extension reaps the completion and resolves
 the future right there (``_native.EventLoop``). An ``AsyncStore`` serves
 the first event loop that uses it. The rarer calls (open, uploads, sync,
-close) use a thread pool.
+backup, close) use a thread pool.
 
 Reads resolve to a ``Blob`` (the engine's buffer, read-only, no copy), so
 the event loop never waits for a copy, whatever the object's size. Use it
@@ -18,9 +18,10 @@ from __future__ import annotations
 import asyncio
 import functools
 from concurrent.futures import ThreadPoolExecutor
+from os import PathLike
 from typing import Any, Callable, Iterator, Optional, TypeVar, Union
 
-from ._native import Blob, EventLoop, KeyIterator, ObjectInfo, Store, Upload
+from ._native import BackupReport, Blob, EventLoop, KeyIterator, ObjectInfo, Store, Upload
 from .errors import ClosedError
 
 Key = Union[str, bytes, bytearray, memoryview, Blob]
@@ -34,8 +35,8 @@ class AsyncStore:
 
     Construct with ``await AsyncStore.open(path, **options)`` (the options
     of ``Store``), use as ``async with``. ``workers`` bounds the threads that
-    run the calls which block (open, uploads, sync, close); reads, puts,
-    stats and deletes use none.
+    run the calls which block (open, uploads, sync, backup, close); reads,
+    puts, stats and deletes use none.
     """
 
     def __init__(self, store: Store, workers: int = 16) -> None:
@@ -155,6 +156,12 @@ class AsyncStore:
     async def sync(self) -> None:
         """Barrier: everything acknowledged before is durable."""
         await self._run(self._store.sync)
+
+    async def backup(self, dest: Union[str, "PathLike[str]"]) -> BackupReport:
+        """Writes a consistent copy of the store to ``dest`` (see
+        ``Store.backup``) on the thread pool, so the event loop and the
+        store's other calls go on meanwhile."""
+        return await self._run(self._store.backup, dest)
 
     async def close(self) -> None:
         """Closes the store and its thread pool. Calls still pending end

@@ -86,7 +86,8 @@ class ClosedError(Error):
 
 
 class AlreadyExistsError(Error, FileExistsError):
-    """A create-only put (``if_absent=True``) found the key present."""
+    """A create-only put (``if_absent=True``) found the key present, or a
+    backup's destination exists."""
 
     code = "ALREADY_EXISTS"
 

@@ -470,32 +470,52 @@ async fn check_copy(copy: &Store, snapshot: &[Pinned], sums: &[Vec<u32>]) -> Res
             ),
         ));
     }
-    stream::iter(snapshot.iter().zip(sums))
-        .map(|(p, want)| async move {
-            let stored = stored_sums(copy, &p.key).await?;
-            match stored {
-                Some((size, got)) if size == p.size && *got == **want => Ok(()),
-                Some((size, _)) if size != p.size => Err(Error::new(
-                    ErrorKind::Corrupt,
-                    format!("the copy of {} has {size} bytes, not {}", show_key(&p.key), p.size),
-                )),
-                Some(_) => Err(Error::new(
-                    ErrorKind::Corrupt,
-                    format!(
-                        "the copy of {} does not hold the source's bytes (its block checksums differ)",
-                        show_key(&p.key)
-                    ),
-                )),
-                None => Err(Error::new(
-                    ErrorKind::Corrupt,
-                    format!("the copy lacks {}", show_key(&p.key)),
-                )),
-            }
-        })
+    if sums.len() != snapshot.len() {
+        return Err(Error::new(
+            ErrorKind::Io,
+            "backup: checksums missing for part of the snapshot",
+        ));
+    }
+    // By index (owned), so the future stays `Send` (a closure over
+    // borrowed items is not general enough for it).
+    stream::iter(0..snapshot.len())
+        .map(|i| check_one(copy, snapshot.get(i), sums.get(i)))
         .buffer_unordered(READS_IN_FLIGHT)
         .try_collect::<Vec<()>>()
         .await?;
     Ok(())
+}
+
+/// Checks one object of the snapshot against the copy.
+async fn check_one(copy: &Store, p: Option<&Pinned>, want: Option<&Vec<u32>>) -> Result<()> {
+    let (Some(p), Some(want)) = (p, want) else {
+        return Err(Error::new(
+            ErrorKind::Io,
+            "backup: snapshot index out of range",
+        ));
+    };
+    match stored_sums(copy, &p.key).await? {
+        Some((size, got)) if size == p.size && *got == **want => Ok(()),
+        Some((size, _)) if size != p.size => Err(Error::new(
+            ErrorKind::Corrupt,
+            format!(
+                "the copy of {} has {size} bytes, not {}",
+                show_key(&p.key),
+                p.size
+            ),
+        )),
+        Some(_) => Err(Error::new(
+            ErrorKind::Corrupt,
+            format!(
+                "the copy of {} does not hold the source's bytes (its block checksums differ)",
+                show_key(&p.key)
+            ),
+        )),
+        None => Err(Error::new(
+            ErrorKind::Corrupt,
+            format!("the copy lacks {}", show_key(&p.key)),
+        )),
+    }
 }
 
 /// The size of `key`'s object in `copy` and the CRC32C of its 4 KiB blocks

@@ -1152,6 +1152,9 @@ mod tests {
             let _ = u.write_part(0, vec![1u8, 2, 3]).await;
             let _ = u.commit().await;
             let _ = s.sync().await;
+            let _ = s.backup("copy").await;
+            let _ = s.scrub().await;
+            let _ = s.bulk_load([("k", vec![1u8])]).await;
             let _ = s.close().await;
         };
         let _ = |s: Store| assert_send(&f(s));
