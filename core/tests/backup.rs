@@ -302,3 +302,68 @@ async fn a_backup_taken_while_eight_writers_run_holds_every_object_acknowledged_
         c.close().await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_waits_for_a_backup_which_stops_and_publishes_nothing() {
+    let t = temp_path();
+    let s = Store::open(
+        &t.path,
+        opts(IoEngineKind::IoUring, IndexKind::Hash).capacity(256 << 20),
+    )
+    .await
+    .unwrap();
+    s.bulk_load((0..150u64).map(|i| (format!("k{i}"), pattern(i, 1 << 20))))
+        .await
+        .unwrap();
+    let dest = t.dir.path().join("copy");
+    let job = {
+        let (s, dest) = (s.clone(), dest.clone());
+        tokio::spawn(async move { s.backup(&dest).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+    s.close().await.unwrap();
+    // The backup has ended by the time close returns (it held the store's
+    // reads, and the lock is released now).
+    assert!(job.is_finished(), "close returned while the backup ran");
+    // 150 MiB take far longer than the 30 ms before close: the backup
+    // stopped at its next read instead of finishing.
+    let e = job.await.unwrap().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Closed, "{e}");
+    assert!(!dest.exists());
+    assert!(others(t.dir.path(), &["store.blobcask", "copy"]).is_empty());
+    // Another writer may open it now, and finds everything.
+    let w = Store::open(
+        &t.path,
+        opts(IoEngineKind::IoUring, IndexKind::Hash).capacity(256 << 20),
+    )
+    .await
+    .unwrap();
+    assert_eq!(w.stats().objects, 150);
+    w.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destinations_naming_a_directory_are_refused_up_front_and_long_names_work() {
+    let t = temp_path();
+    let s = Store::open(&t.path, opts(IoEngineKind::IoUring, IndexKind::Hash))
+        .await
+        .unwrap();
+    s.put("a", pattern(1, 50_000)).await.unwrap();
+    let d = t.dir.path().display().to_string();
+    for dest in [
+        format!("{d}/newdir/"),
+        format!("{d}/nothere/."),
+        format!("{d}/x/.."),
+        format!("{d}/store.blobcask/"),
+    ] {
+        let e = s.backup(&dest).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{dest}: {e}");
+    }
+    // A name of 250 bytes (the file system's limit is 255): the temporary
+    // name is cut to fit.
+    let long = t.dir.path().join("b".repeat(250));
+    s.backup(&long).await.unwrap();
+    assert!(long.exists());
+    assert!(others(t.dir.path(), &["store.blobcask", &"b".repeat(250)]).is_empty());
+    s.close().await.unwrap();
+}

@@ -54,8 +54,10 @@ use crate::options::Durability;
 /// Objects larger than this are copied through an upload, `CHUNK` at a
 /// time, instead of being held whole in a batch.
 const LARGE: u64 = 16 << 20;
-/// Bytes read and written per step of a large object.
+/// Bytes read and written per step of a large object, and such steps in
+/// flight.
 const CHUNK: u64 = 4 << 20;
+const LARGE_CHUNKS_IN_FLIGHT: usize = 6;
 /// Value bytes of one batch (bulk load), and objects per batch at most.
 const BATCH_BYTES: u64 = 64 << 20;
 const BATCH_OBJECTS: usize = 8192;
@@ -151,6 +153,13 @@ impl Store {
         let ctx = || format!("backup to {}", dest.display());
         self.check_open().map_err(|e| e.context(ctx()))?;
         let temp = partial_path(dest).map_err(|e| e.context(ctx()))?;
+        if names_a_directory(dest) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "the destination must name a file (it ends with '/', '.' or '..')",
+            )
+            .context(ctx()));
+        }
         let dir = match dest.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
@@ -169,13 +178,18 @@ impl Store {
             )
             .context(ctx()));
         }
+        // Counted with the puts in progress: `close` waits for the backup,
+        // which stops at its next read once `close` has begun.
+        let _running = self.staging();
         let snapshot = self.snapshot().map_err(|e| e.context(ctx()))?;
         self.sync().await.map_err(|e| e.context(ctx()))?;
         let outcome = match self.copy_to(&temp, &snapshot).await {
             Ok(sums) => verify(self, &temp, &snapshot, &sums).await,
             Err(e) => Err(e),
         };
-        let published = outcome.and_then(|()| publish(&temp, dest));
+        let published = outcome
+            .and_then(|()| self.check_not_closing())
+            .and_then(|()| publish(&temp, dest));
         if let Err(e) = published {
             let _ = std::fs::remove_file(&temp);
             return Err(e.context(ctx()));
@@ -212,6 +226,7 @@ impl Store {
 
     /// `len` bytes at `offset` of a pinned version, checked.
     async fn read_pinned(&self, p: &Pinned, offset: u64, len: u64) -> Result<Bytes> {
+        self.check_not_closing()?;
         match &p.data()? {
             ObjectData::Inline(b) => Ok(b.slice(offset as usize..(offset + len) as usize)),
             ObjectData::Heap { extent, sums, .. } => {
@@ -308,6 +323,7 @@ impl Store {
                 };
                 match span {
                     Some((start, end)) if members.len() > 1 => {
+                        self.check_not_closing()?;
                         let s = self.shared();
                         let ahead =
                             data::ReadAhead::read(s.engine.as_ref(), start, end - start).await?;
@@ -359,7 +375,7 @@ impl Store {
                 parts.write_part(at, bytes).await?;
                 Ok::<Vec<u32>, Error>(sums)
             })
-            .buffered(2)
+            .buffered(LARGE_CHUNKS_IN_FLIGHT)
             .try_collect::<Vec<_>>()
             .await?;
         upload.commit().await?;
@@ -550,8 +566,25 @@ async fn stored_sums(copy: &Store, key: &[u8]) -> Result<Option<(u64, Arc<[u32]>
     Ok(Some((size, sums)))
 }
 
-/// The temporary name of the copy being made for `dest`, in its directory.
+/// Whether `dest`, as written, names a directory (`d/`, `d/.`, `..`):
+/// `Path` drops a trailing `/` or `.` when it takes a path apart.
+fn names_a_directory(dest: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let raw = dest.as_os_str().as_bytes();
+    raw.ends_with(b"/")
+        || raw.ends_with(b"/.")
+        || raw.ends_with(b"/..")
+        || raw == b"."
+        || raw == b".."
+}
+
+/// The temporary name of the copy being made for `dest`, in its directory:
+/// `.NAME.partial-PID-N-NANOS`, unique within the process (`N` counts its
+/// backups) and across processes (the PID), with `NAME` cut so the whole
+/// stays within 255 bytes.
 fn partial_path(dest: &Path) -> Result<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    static BACKUPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let name = dest.file_name().ok_or_else(|| {
         Error::new(
             ErrorKind::InvalidArgument,
@@ -561,23 +594,48 @@ fn partial_path(dest: &Path) -> Result<PathBuf> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
+    let n = BACKUPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let suffix = format!(".partial-{}-{n}-{nanos}", std::process::id());
+    let room = 255usize.saturating_sub(1 + suffix.len());
+    let cut = name.as_bytes().get(..room).unwrap_or(name.as_bytes());
     let mut partial = std::ffi::OsString::from(".");
-    partial.push(name);
-    partial.push(format!(".partial-{}-{nanos}", std::process::id()));
+    partial.push(std::ffi::OsStr::from_bytes(cut));
+    partial.push(suffix);
     Ok(dest.with_file_name(partial))
 }
 
 /// Gives the finished copy its name without replacing anything, durably.
 fn publish(temp: &Path, dest: &Path) -> Result<()> {
-    std::fs::hard_link(temp, dest).map_err(|e| {
+    let named = |e: std::io::Error| {
         let kind = if e.kind() == std::io::ErrorKind::AlreadyExists {
             ErrorKind::AlreadyExists
         } else {
             ErrorKind::Io
         };
         Error::new(kind, format!("naming the finished copy: {e}"))
-    })?;
-    std::fs::remove_file(temp).map_err(|e| Error::io("removing the temporary copy", e))?;
+    };
+    match std::fs::hard_link(temp, dest) {
+        Ok(()) => {
+            std::fs::remove_file(temp).map_err(|e| Error::io("removing the temporary copy", e))?;
+        }
+        // A file system without hard links (vfat, some FUSE and network
+        // ones): a rename, after checking the name is free (a file that
+        // appears in between would be replaced: the one window left).
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EPERM | libc::EOPNOTSUPP | libc::EMLINK)
+            ) =>
+        {
+            if dest.symlink_metadata().is_ok() {
+                return Err(named(std::io::Error::from(
+                    std::io::ErrorKind::AlreadyExists,
+                )));
+            }
+            std::fs::rename(temp, dest).map_err(named)?;
+        }
+        Err(e) => return Err(named(e)),
+    }
     let dir = match dest.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),

@@ -422,6 +422,9 @@ struct Inner {
     /// Separate open file description holding the `flock`; dropped on close.
     lock: Mutex<Option<std::fs::File>>,
     closed: AtomicBool,
+    /// Set when `close` begins: a backup in progress stops at its next
+    /// read (`Closed`) instead of reading on after the lock is released.
+    closing: AtomicBool,
     /// `fork::generation()` when opened: another value means this is a
     /// fork child's inherited copy (see `fork`).
     fork_generation: u64,
@@ -580,6 +583,7 @@ impl Store {
                 maintainer: Mutex::new(Some(handle)),
                 lock: Mutex::new(lock),
                 closed: AtomicBool::new(false),
+                closing: AtomicBool::new(false),
                 fork_generation: fork::generation(),
                 staging: AtomicUsize::new(0),
             }),
@@ -600,6 +604,15 @@ impl Store {
     pub(crate) fn staging(&self) -> Staging {
         self.inner.staging.fetch_add(1, Ordering::AcqRel);
         Staging(self.inner.clone())
+    }
+
+    /// `Closed` once `close` has begun (long-running calls check it as
+    /// they go).
+    pub(crate) fn check_not_closing(&self) -> Result<()> {
+        if self.inner.closing.load(Ordering::Acquire) {
+            return Err(Error::new(ErrorKind::Closed, "the store was closed"));
+        }
+        self.check_open()
     }
 
     fn check_open(&self) -> Result<()> {
@@ -1117,8 +1130,10 @@ impl Store {
             self.inner.shut_down();
             return Ok(());
         }
+        self.inner.closing.store(true, Ordering::Release);
         // Puts already started finish first (their values may still be
-        // being written on another thread), within a bound.
+        // being written on another thread), within a bound; a backup (also
+        // counted) stops at its next read.
         let since = std::time::Instant::now();
         while self.inner.staging.load(Ordering::Acquire) > 0
             && since.elapsed() < CLOSE_WAITS_FOR_PUTS
