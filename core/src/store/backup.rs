@@ -137,13 +137,16 @@ impl Pinned {
 impl Store {
     /// Writes a consistent copy of the committed state to `dest`, a path
     /// that must not exist yet, while reads and writes go on. The copy holds
-    /// the objects live at the call (compacted: only live data), is opened
-    /// and read back against the source's bytes before this returns, and
-    /// appears under `dest` only when complete. See the module docs of
-    /// `store::backup` for the steps; a file copy (`cp`) of a live store is
-    /// **not** a backup.
+    /// the objects live at the call (compacted: only live data), is reopened
+    /// and checked against the source's bytes (every object's recorded block
+    /// checksums) before this returns, and appears under `dest` only when
+    /// complete. See the module docs of `store::backup` for the steps; a
+    /// file copy (`cp`) of a live store is **not** a backup. `close` waits
+    /// for a backup in progress, which then stops with `Closed`.
     ///
     /// Errors: `AlreadyExists` if `dest` exists (nothing is ever replaced);
+    /// `NotFound` if its directory does not exist; `InvalidArgument` if it
+    /// names no file (`/`, or ending in `/`, `.` or `..`); `Closed`;
     /// `NoSpace` if the destination's file system cannot hold a store of
     /// the source's capacity; `Corrupt` if an object of the source fails its
     /// checksums (no copy is published); `Io` otherwise.
