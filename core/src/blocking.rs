@@ -44,6 +44,10 @@ impl Store {
     pub fn as_async(&self) -> &crate::Store {
         &self.inner
     }
+    /// See [`crate::Store::grow`].
+    pub fn grow(&self, capacity: u64) -> Result<()> {
+        block_on(self.inner.grow(capacity))
+    }
     /// See [`crate::Store::put`].
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl Into<Bytes>) -> Result<ObjectInfo> {
         self.inner

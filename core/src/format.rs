@@ -70,6 +70,34 @@ pub struct Superblock {
     pub clean_seq: u64,
     /// Metadata extents in allocation order.
     pub meta_extents: Vec<MetaExtent>,
+    /// The store's own settings (index kind, inline threshold, growth
+    /// limit), used at open unless the caller sets them. `None` in stores
+    /// written before settings were stored: the caller's options (or the
+    /// defaults) apply, and a read-write open stores them.
+    pub settings: Option<StoredSettings>,
+}
+
+/// Settings chosen at creation (or changed explicitly at a later open) that
+/// a reopen must not silently lose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredSettings {
+    /// Index backend built at open.
+    pub index: crate::index::IndexKind,
+    /// Values of at most this many bytes are stored inline.
+    pub inline_threshold: u16,
+    /// Largest capacity automatic growth may reach; 0: no limit but the
+    /// file system.
+    pub max_capacity: u64,
+}
+
+impl StoredSettings {
+    fn index_code(&self) -> u8 {
+        match self.index {
+            crate::index::IndexKind::Hash => 1,
+            crate::index::IndexKind::BTree => 2,
+            crate::index::IndexKind::Fst => 3,
+        }
+    }
 }
 
 // Superblock field offsets.
@@ -84,6 +112,14 @@ const SB_EXTENT_COUNT: usize = 56;
 const SB_CLEAN_SEQ: usize = 64;
 const SB_EXTENTS: usize = 72;
 const SB_EXTENT_LEN: usize = 9;
+/// The settings record, after the largest extent list.
+const SB_SETTINGS: usize = SB_EXTENTS + MAX_META_EXTENTS * SB_EXTENT_LEN;
+const SB_SETTINGS_FLAGS: usize = SB_SETTINGS;
+const SB_SETTINGS_INDEX: usize = SB_SETTINGS + 1;
+const SB_SETTINGS_INLINE: usize = SB_SETTINGS + 2;
+const SB_SETTINGS_MAX_CAPACITY: usize = SB_SETTINGS + 8;
+/// Settings-record flag: the record is present.
+const SETTINGS_PRESENT: u8 = 1;
 const SB_CRC: usize = BLOCK_SIZE - 4;
 
 impl Superblock {
@@ -106,6 +142,12 @@ impl Superblock {
             w.at(SB_EXTENTS + i * SB_EXTENT_LEN)
                 .u64(e.start)
                 .u8(e.order);
+        }
+        if let Some(st) = &self.settings {
+            w.at(SB_SETTINGS_FLAGS).u8(SETTINGS_PRESENT);
+            w.at(SB_SETTINGS_INDEX).u8(st.index_code());
+            w.at(SB_SETTINGS_INLINE).u16(st.inline_threshold);
+            w.at(SB_SETTINGS_MAX_CAPACITY).u64(st.max_capacity);
         }
         w.at(SB_CRC);
         let crc = crc32c::crc32c(&b);
@@ -181,6 +223,24 @@ impl Superblock {
                 })
             })
             .collect::<Result<_>>()?;
+        let corrupt = |m: &str| Error::new(ErrorKind::Corrupt, format!("superblock {m}"));
+        let settings = match u8_at(SB_SETTINGS_FLAGS)? {
+            0 => None,
+            SETTINGS_PRESENT => Some(StoredSettings {
+                index: match u8_at(SB_SETTINGS_INDEX)? {
+                    1 => crate::index::IndexKind::Hash,
+                    2 => crate::index::IndexKind::BTree,
+                    3 => crate::index::IndexKind::Fst,
+                    _ => return Err(corrupt("names an unknown index kind")),
+                },
+                inline_threshold: match u16_at(SB_SETTINGS_INLINE)? {
+                    t if t as usize <= crate::options::MAX_INLINE_THRESHOLD => t,
+                    _ => return Err(corrupt("inline threshold out of range")),
+                },
+                max_capacity: u64_at(SB_SETTINGS_MAX_CAPACITY)?,
+            }),
+            _ => return Err(corrupt("settings flags unknown")),
+        };
         Ok(Some(Superblock {
             format_version,
             block_size,
@@ -191,6 +251,7 @@ impl Superblock {
             created_micros: u64_at(SB_CREATED)?,
             clean_seq: u64_at(SB_CLEAN_SEQ)?,
             meta_extents,
+            settings,
         }))
     }
 
@@ -338,13 +399,34 @@ mod tests {
                 start: 64,
                 order: 6,
             }],
+            settings: Some(StoredSettings {
+                index: crate::index::IndexKind::BTree,
+                inline_threshold: 700,
+                max_capacity: 5 << 30,
+            }),
         }
     }
 
     #[test]
     fn superblock_round_trips() {
         let sb = sample();
-        assert_eq!(Superblock::decode(&sb.encode()).unwrap(), Some(sb));
+        assert_eq!(Superblock::decode(&sb.encode()).unwrap(), Some(sb.clone()));
+        let mut old = sb;
+        old.settings = None;
+        assert_eq!(Superblock::decode(&old.encode()).unwrap(), Some(old));
+    }
+
+    #[test]
+    fn settings_out_of_range_are_corrupt() {
+        // Bytes that pass the checksum but name nothing this build wrote.
+        for (at, v) in [(SB_SETTINGS_FLAGS, 2u8), (SB_SETTINGS_INDEX, 9)] {
+            let mut b = sample().encode();
+            b[at] = v;
+            let crc = crc32c::crc32c(&b[..SB_CRC]);
+            b[SB_CRC..].copy_from_slice(&crc.to_le_bytes());
+            let e = Superblock::decode(&b).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+        }
     }
 
     #[test]

@@ -2,11 +2,16 @@
 //! defaults are named constants checked by `tests/options.rs`.
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::format::StoredSettings;
 use crate::index::IndexKind;
 use crate::io::IoEngineKind;
 
-/// Capacity of a newly created store when none is given: 1 GiB.
-pub const DEFAULT_CAPACITY: u64 = 1 << 30;
+/// Capacity of a newly created store when none is given: 16 MiB. A file
+/// store grows from there as it fills (see [`Options::max_capacity`]).
+pub const DEFAULT_CAPACITY: u64 = 16 << 20;
+/// A store full to this size grows by its own size; larger ones grow by
+/// this much at a time (and always by at least what the write needs).
+pub const MAX_GROWTH_STEP: u64 = 1 << 30;
 /// Smallest capacity accepted: 1 MiB.
 pub const MIN_CAPACITY: u64 = 1 << 20;
 /// Values up to this many bytes are stored inside their tuple by default.
@@ -47,9 +52,12 @@ pub enum Durability {
 /// setters; pass to [`Store::open`](crate::Store::open).
 #[derive(Debug, Clone)]
 pub struct Options {
-    pub(crate) capacity: u64,
-    pub(crate) index: IndexKind,
-    pub(crate) inline_threshold: usize,
+    /// `None`: not set by the caller (the store's own, or the default).
+    pub(crate) capacity: Option<u64>,
+    pub(crate) index: Option<IndexKind>,
+    pub(crate) inline_threshold: Option<usize>,
+    /// `Some(u64::MAX)`: explicitly no limit.
+    pub(crate) max_capacity: Option<u64>,
     pub(crate) io_engine: IoEngineKind,
     pub(crate) direct_io: bool,
     pub(crate) max_piece_size: u64,
@@ -63,9 +71,10 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            capacity: DEFAULT_CAPACITY,
-            index: IndexKind::default(),
-            inline_threshold: DEFAULT_INLINE_THRESHOLD,
+            capacity: None,
+            index: None,
+            inline_threshold: None,
+            max_capacity: None,
             io_engine: IoEngineKind::default(),
             direct_io: true,
             max_piece_size: DEFAULT_MAX_PIECE_SIZE,
@@ -96,19 +105,40 @@ impl Options {
         self
     }
 
-    /// Bytes of the file created for a new store (rounded down to 4 KiB).
-    /// Ignored when opening an existing store, whose stored geometry wins;
-    /// a block device always uses its own size.
-    /// Defaults to [`DEFAULT_CAPACITY`].
+    /// Size of the store file (rounded down to 4 KiB). A new store's file
+    /// is created and preallocated at this size; a file store then grows
+    /// by itself as it fills (up to [`max_capacity`](Self::max_capacity)),
+    /// so this is a starting size, not a limit. Opening an existing store
+    /// with a larger capacity grows it to that size first; a smaller one is
+    /// refused with `InvalidArgument` (a store never shrinks). A block
+    /// device always has its own size, whatever is asked.
+    /// Defaults to [`DEFAULT_CAPACITY`] for a new store, and to the
+    /// store's current size at reopen.
     pub fn capacity(mut self, bytes: u64) -> Self {
-        self.capacity = bytes;
+        self.capacity = Some(bytes);
+        self
+    }
+
+    /// Largest size a file store grows to by itself. A put that needs more
+    /// room gets `NoSpace` once the store is this large (and when the file
+    /// system is full, whatever the limit). [`Store::grow`](crate::Store::grow)
+    /// beyond it is refused. `u64::MAX` means no limit.
+    /// Stored in the store: set at creation, or at a later read-write open
+    /// to change it; reopening without it keeps the stored limit.
+    /// Defaults to no limit but the file system.
+    pub fn max_capacity(mut self, bytes: u64) -> Self {
+        self.max_capacity = Some(bytes);
         self
     }
 
     /// Index backend built in memory at open. Any backend opens any store.
-    /// Defaults to [`IndexKind::Hash`].
+    /// Stored in the store: reopening without this option builds the kind
+    /// the store was last opened read-write with; setting it at a read-write
+    /// open stores the new kind (a read-only open uses it for itself only).
+    /// Defaults to [`IndexKind::Hash`] for a new store, and to the stored
+    /// kind at reopen.
     pub fn index(mut self, kind: IndexKind) -> Self {
-        self.index = kind;
+        self.index = Some(kind);
         self
     }
 
@@ -116,10 +146,12 @@ impl Options {
     /// piece, so a small value costs about its own size instead of a 4 KiB
     /// block, at the price of making tuple blocks fuller (fewer tuples per
     /// metadata write). At most [`MAX_INLINE_THRESHOLD`]; 0 keeps every
-    /// non-empty value on the heap.
-    /// Defaults to [`DEFAULT_INLINE_THRESHOLD`].
+    /// non-empty value on the heap. Objects already stored keep where they
+    /// are. Stored in the store like [`index`](Self::index).
+    /// Defaults to [`DEFAULT_INLINE_THRESHOLD`] for a new store, and to the
+    /// stored threshold at reopen.
     pub fn inline_threshold(mut self, bytes: usize) -> Self {
-        self.inline_threshold = bytes;
+        self.inline_threshold = Some(bytes);
         self
     }
 
@@ -143,7 +175,8 @@ impl Options {
 
     /// Largest heap piece of a new store (a power of two, 4 KiB..=1 GiB).
     /// Larger pieces mean fewer pieces (and reads) per large object; smaller
-    /// ones mean less contiguous space needed. Stored in the superblock.
+    /// ones mean less contiguous space needed. Stored in the superblock at
+    /// creation; ignored when opening an existing store.
     /// Defaults to [`DEFAULT_MAX_PIECE_SIZE`].
     pub fn max_piece_size(mut self, bytes: u64) -> Self {
         self.max_piece_size = bytes;
@@ -224,11 +257,20 @@ impl Options {
                 "read_only and create_new cannot be combined: a new store is written".into(),
             );
         }
-        if self.inline_threshold > MAX_INLINE_THRESHOLD {
+        if let Some(t) = self.inline_threshold.filter(|&t| t > MAX_INLINE_THRESHOLD) {
             return bad(format!(
-                "inline_threshold {} exceeds the maximum {MAX_INLINE_THRESHOLD}",
-                self.inline_threshold
+                "inline_threshold {t} exceeds the maximum {MAX_INLINE_THRESHOLD}"
             ));
+        }
+        if let Some(m) = self.max_capacity.filter(|&m| m < MIN_CAPACITY) {
+            return bad(format!(
+                "max_capacity {m} is below the minimum store size of {MIN_CAPACITY} bytes"
+            ));
+        }
+        if let (Some(c), Some(m)) = (self.capacity, self.max_capacity) {
+            if c > m {
+                return bad(format!("capacity {c} exceeds max_capacity {m}"));
+            }
         }
         if !self.max_piece_size.is_power_of_two()
             || !(4096..=(1 << 30)).contains(&self.max_piece_size)
@@ -239,6 +281,46 @@ impl Options {
             ));
         }
         Ok(())
+    }
+}
+
+/// The settings a store runs with: the caller's where set, else the
+/// store's stored ones, else the defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Settings {
+    pub index: IndexKind,
+    pub inline_threshold: usize,
+    /// `None`: no limit but the file system.
+    pub max_capacity: Option<u64>,
+}
+
+impl Options {
+    /// The settings to run with over what the store has stored.
+    pub(crate) fn settings(&self, stored: Option<&StoredSettings>) -> Settings {
+        let max = |m: u64| (m != 0 && m != u64::MAX).then_some(m);
+        Settings {
+            index: self.index.or(stored.map(|s| s.index)).unwrap_or_default(),
+            inline_threshold: self
+                .inline_threshold
+                .or(stored.map(|s| s.inline_threshold as usize))
+                .unwrap_or(DEFAULT_INLINE_THRESHOLD),
+            max_capacity: match self.max_capacity {
+                Some(m) => max(m),
+                None => stored.and_then(|s| max(s.max_capacity)),
+            },
+        }
+    }
+}
+
+impl Settings {
+    /// The record the superblock keeps.
+    pub(crate) fn stored(&self) -> StoredSettings {
+        StoredSettings {
+            index: self.index,
+            // Validated: at most MAX_INLINE_THRESHOLD.
+            inline_threshold: self.inline_threshold.min(MAX_INLINE_THRESHOLD) as u16,
+            max_capacity: self.max_capacity.unwrap_or(0),
+        }
     }
 }
 

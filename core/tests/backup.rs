@@ -249,7 +249,7 @@ async fn a_backup_taken_while_eight_writers_run_holds_every_object_acknowledged_
         assert!(puts > 80, "writers made progress: {puts}");
         s.close().await.unwrap();
 
-        let c = Store::open(&dest, opts(engine, IndexKind::Hash).create(false))
+        let c = Store::open(&dest, Options::new().io_engine(engine).create(false))
             .await
             .unwrap();
         assert_eq!(c.stats().objects, report.objects);

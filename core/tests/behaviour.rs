@@ -846,9 +846,12 @@ on_every_engine!(bulk_load_fills_the_store_and_replaces_keys, |s, t, e| {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bulk_load_that_runs_out_of_space_keeps_earlier_batches() {
     let t = temp_path();
-    let s = Store::open(&t.path, Options::new().capacity(16 << 20))
-        .await
-        .unwrap();
+    let s = Store::open(
+        &t.path,
+        Options::new().capacity(16 << 20).max_capacity(16 << 20),
+    )
+    .await
+    .unwrap();
     let items = (0..400u64).map(|i| (format!("k{i:04}"), pattern(i, 64 << 10)));
     let err = s.bulk_load(items).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NoSpace);

@@ -19,6 +19,32 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 const DEVICE: usize = 3 << 20;
+/// A growable device starts at the smallest store size and must grow to
+/// hold the workload.
+const GROWING_DEVICE: usize = 1 << 20;
+
+/// The device a run starts from: fixed at `DEVICE` bytes, or growable.
+#[derive(Clone, Copy, Debug)]
+enum Device {
+    Fixed,
+    Growing,
+}
+
+impl Device {
+    fn blank(self) -> MemDevice {
+        match self {
+            Device::Fixed => MemDevice::new(DEVICE),
+            Device::Growing => MemDevice::new(GROWING_DEVICE).growable(),
+        }
+    }
+
+    fn with_image(self, image: Vec<u8>) -> MemDevice {
+        match self {
+            Device::Fixed => MemDevice::from_image(image),
+            Device::Growing => MemDevice::from_image(image).growable(),
+        }
+    }
+}
 
 #[derive(Clone)]
 enum Op {
@@ -37,11 +63,11 @@ impl std::fmt::Debug for Op {
     }
 }
 
-fn workload(seed: u64, n: usize) -> Vec<Op> {
+fn workload(seed: u64, n: usize, keys: u32) -> Vec<Op> {
     let mut rng = StdRng::seed_from_u64(seed);
     (0..n)
         .map(|_| {
-            let key = format!("k{}", rng.random_range(0..12));
+            let key = format!("k{}", rng.random_range(0..keys));
             let size = match rng.random_range(0..4) {
                 0 => rng.random_range(0..600),
                 1 | 2 => rng.random_range(600..20_000),
@@ -95,12 +121,14 @@ fn model_after(model: &BTreeMap<String, Vec<u8>>, op: &Op) -> BTreeMap<String, V
 }
 
 fn check(
+    device: Device,
     image: Vec<u8>,
     before: &BTreeMap<String, Vec<u8>>,
     after: &BTreeMap<String, Vec<u8>>,
     what: &str,
 ) {
-    let dev = Arc::new(MemDevice::from_image(image));
+    let len = image.len() as u64;
+    let dev = Arc::new(device.with_image(image));
     let store = Store::open_with_engine(dev, options())
         .unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
     let matches = |m: &BTreeMap<String, Vec<u8>>| {
@@ -118,6 +146,14 @@ fn check(
         st.capacity,
         "{what}: allocator does not account for every block"
     );
+    // The store covers what its superblock says, never more than the
+    // device durably holds (a growth cut before its superblock keeps the
+    // old size; the device may then be longer).
+    assert!(
+        st.capacity <= len,
+        "{what}: capacity {} > device {len}",
+        st.capacity
+    );
     // The recovered store keeps working and survives another reopen.
     store
         .put("after-crash", pattern(1, 9000))
@@ -126,25 +162,37 @@ fn check(
     store.close().unwrap();
 }
 
-fn crash_everywhere(seed: u64, ops: usize) -> usize {
-    let work = workload(seed, ops);
+fn crash_everywhere(device: Device, seed: u64, ops: usize) -> usize {
+    // On the growing device, mostly distinct keys and twice the operations:
+    // more live data than its first size holds.
+    let work = match device {
+        Device::Fixed => workload(seed, ops, 12),
+        Device::Growing => workload(seed, 2 * ops, 1000),
+    };
     // Dry run: how many writes the workload issues after open.
-    let dev = Arc::new(MemDevice::new(DEVICE));
+    let dev = Arc::new(device.blank());
     let store = Store::open_with_engine(dev.clone(), options()).unwrap();
     store.close().unwrap();
     let base = dev.volatile_image();
-    let dev = Arc::new(MemDevice::from_image(base.clone()));
+    let dev = Arc::new(device.with_image(base.clone()));
     let store = Store::open_with_engine(dev.clone(), options()).unwrap();
     let start = dev.writes();
     for op in &work {
         apply(&store, op).unwrap();
     }
     let total = dev.writes() - start;
+    let grown = store.stats().capacity;
+    if let Device::Growing = device {
+        assert!(
+            grown >= 2 * GROWING_DEVICE as u64,
+            "seed {seed}: the workload should make the store grow ({grown} bytes)"
+        );
+    }
     store.close().unwrap();
 
     let mut points = 0;
     for cut in 1..=total {
-        let dev = Arc::new(MemDevice::from_image(base.clone()));
+        let dev = Arc::new(device.with_image(base.clone()));
         let store = Store::open_with_engine(dev.clone(), options()).unwrap();
         dev.crash_after_writes(cut);
         let mut model = BTreeMap::new();
@@ -167,9 +215,10 @@ fn crash_everywhere(seed: u64, ops: usize) -> usize {
             CrashMode::KeepUnsynced,
             CrashMode::Random(cut * 31 + seed),
         ] {
-            let what =
-                format!("seed {seed} cut at write {cut}/{total} {mode:?} during {in_flight:?}");
-            check(dev.crash_image(mode), &model, &after, &what);
+            let what = format!(
+                "{device:?} seed {seed} cut at write {cut}/{total} {mode:?} during {in_flight:?}"
+            );
+            check(device, dev.crash_image(mode), &model, &after, &what);
             points += 1;
         }
     }
@@ -183,7 +232,24 @@ fn every_crash_point_recovers_the_acknowledged_state() {
     let (seeds, ops) = if long { (30, 150) } else { (3, 60) };
     let mut points = 0;
     for seed in 0..seeds {
-        points += crash_everywhere(seed, ops);
+        points += crash_everywhere(Device::Fixed, seed, ops);
+    }
+    eprintln!("checked {points} crash images");
+    assert!(points > 300, "only {points} crash images");
+}
+
+/// Invariants 1 and 4 through growth: the same workloads on a store that
+/// starts at 1 MiB and must grow (file extension, sync, both superblock
+/// copies) while objects are written; a cut at any write, the growth's own
+/// ones included, leaves the old or the new size and every acknowledged
+/// object.
+#[test]
+fn every_crash_point_during_growth_recovers_the_acknowledged_state() {
+    let long = std::env::var("BLOBCASK_LONG").is_ok_and(|v| v == "1");
+    let (seeds, ops) = if long { (30, 150) } else { (3, 60) };
+    let mut points = 0;
+    for seed in 0..seeds {
+        points += crash_everywhere(Device::Growing, seed, ops);
     }
     eprintln!("checked {points} crash images");
     assert!(points > 300, "only {points} crash images");
@@ -288,7 +354,7 @@ fn buffered_mode_keeps_a_prefix_including_everything_synced() {
             max_delay: std::time::Duration::from_secs(3600),
         })
     };
-    let work = workload(11, 80);
+    let work = workload(11, 80, 12);
     let mut models = vec![BTreeMap::new()];
     for op in &work {
         let last = models.last().unwrap();

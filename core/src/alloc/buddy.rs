@@ -46,6 +46,28 @@ impl BuddyAllocator {
         a
     }
 
+    /// Extends the heap to `total` blocks (a larger store file): the new
+    /// blocks become free, merged with free buddies at the old end. A
+    /// smaller or equal `total` changes nothing.
+    pub fn grow(&mut self, total: u64) {
+        let mut pos = self.total;
+        if total <= pos {
+            return;
+        }
+        self.total = total;
+        while pos < total {
+            let mut k = self.max_order;
+            while k > 0 && (!pos.is_multiple_of(1 << k) || pos + (1 << k) > total) {
+                k -= 1;
+            }
+            self.free(Piece {
+                start: self.base + pos,
+                order: k,
+            });
+            pos += 1 << k;
+        }
+    }
+
     /// Largest order handed out.
     pub fn max_order(&self) -> u8 {
         self.max_order
@@ -426,5 +448,26 @@ mod tests {
         }
         check(&a);
         assert_eq!(a.free_blocks(), 3000);
+    }
+
+    #[test]
+    fn growth_frees_the_new_blocks_and_merges_them_with_the_old_end() {
+        // 6 blocks: free as 4 + 2; one block taken at the end.
+        let mut a = BuddyAllocator::new(2, 6, 3);
+        let last = a.alloc(0).unwrap();
+        assert_eq!(a.free_blocks(), 5);
+        a.grow(16);
+        assert_eq!(a.total_blocks(), 16);
+        assert_eq!(a.free_blocks(), 15);
+        // Blocks 8..16 are one free max-order piece, and 0..8 merges once
+        // the taken block comes back.
+        a.free(last);
+        assert_eq!(a.free_blocks(), 16);
+        assert_eq!(a.alloc(3).unwrap().start, 2);
+        assert_eq!(a.alloc(3).unwrap().start, 10);
+        assert!(a.alloc(0).is_none());
+        // Growing to a smaller size does nothing.
+        a.grow(4);
+        assert_eq!(a.total_blocks(), 16);
     }
 }

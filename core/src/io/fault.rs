@@ -36,6 +36,8 @@ struct State {
     syncs: u64,
     crash_at_write: Option<u64>,
     crashed: bool,
+    /// Whether `grow` may extend the device (a file, not a disk).
+    resizable: bool,
 }
 
 /// In-memory block device with a durable and a volatile image.
@@ -63,6 +65,15 @@ impl MemDevice {
                 ..State::default()
             }),
         }
+    }
+
+    /// This device, made one a store may extend as it extends a file: a
+    /// new length is durable at the next sync (a power cut before it keeps
+    /// the old length), and growing counts as a write, so
+    /// [`crash_after_writes`](Self::crash_after_writes) can cut there too.
+    pub fn growable(self) -> Self {
+        self.state.lock().resizable = true;
+        self
     }
 
     /// Arms a power cut at the `n`-th write from now (1 = the next write).
@@ -185,6 +196,8 @@ impl IoEngine for MemDevice {
         let r = if s.crashed {
             Err(power_cut())
         } else {
+            let len = s.volatile.len();
+            s.durable.resize(len, 0);
             let pending = std::mem::take(&mut s.pending);
             for (offset, data) in pending {
                 let at = offset as usize;
@@ -201,6 +214,33 @@ impl IoEngine for MemDevice {
 
     fn size(&self) -> io::Result<u64> {
         Ok(self.state.lock().volatile.len() as u64)
+    }
+
+    fn resizable(&self) -> bool {
+        self.state.lock().resizable
+    }
+
+    fn grow(&self, len: u64) -> io::Result<()> {
+        let mut s = self.state.lock();
+        if !s.resizable {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this device has a fixed size",
+            ));
+        }
+        if s.crashed {
+            return Err(power_cut());
+        }
+        s.writes += 1;
+        if s.crash_at_write == Some(s.writes) {
+            s.crashed = true;
+            return Err(power_cut());
+        }
+        let len = usize::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::ENOSPC))?;
+        if len > s.volatile.len() {
+            s.volatile.resize(len, 0);
+        }
+        Ok(())
     }
 
     fn name(&self) -> &'static str {

@@ -57,6 +57,31 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
     }
 }
 
+/// Waits for `fut` on the calling thread, parking it between polls, without
+/// entering an executor: unlike [`block_on`] it may run inside another
+/// executor's task (the engine must complete `fut` without that executor's
+/// help, as every engine here does).
+fn wait_here<F: Future>(fut: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let std::task::Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}
+
 thread_local! {
     /// The completion source (its identity) an [`EventLoop`] watches while
     /// it polls tasks on this thread; 0 for none.
@@ -168,17 +193,21 @@ pub trait IoEngine: Send + Sync + 'static {
     /// [`read_at`](Self::read_at) on the calling thread, for blocking
     /// callers: engines with a file descriptor use `pread` directly, with no
     /// hop to an I/O thread.
+    ///
+    /// The defaults wait for the async call on the calling thread (they may
+    /// be called from inside another `block_on`: superblock publishes are
+    /// blocking calls made from async code and from the blocking API).
     fn read_at_blocking(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
-        block_on(self.read_at(buf, offset))
+        wait_here(self.read_at(buf, offset))
     }
     /// [`write_at`](Self::write_at) on the calling thread (the maintenance thread
     /// and blocking callers), with no hop to an I/O thread.
     fn write_at_blocking(&self, buf: AlignedBuf, offset: u64) -> BufResult<()> {
-        block_on(self.write_at(buf, offset))
+        wait_here(self.write_at(buf, offset))
     }
     /// [`sync`](Self::sync) on the calling thread.
     fn sync_blocking(&self) -> io::Result<()> {
-        block_on(self.sync())
+        wait_here(self.sync())
     }
     /// Writes `buf.len()` bytes at `offset`.
     fn write_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>>;
@@ -206,6 +235,22 @@ pub trait IoEngine: Send + Sync + 'static {
     }
     /// Size of the file or device in bytes.
     fn size(&self) -> io::Result<u64>;
+    /// Whether [`grow`](Self::grow) can extend the store: a regular file
+    /// can, a block device (or a fixed-size engine, the default) cannot.
+    fn resizable(&self) -> bool {
+        false
+    }
+    /// Extends the file to `len` bytes and reserves its blocks, so a full
+    /// file system fails here (`ENOSPC`) rather than at a later write; on
+    /// failure the length is left as it was. The new length is durable
+    /// after the next [`sync`](Self::sync). The default refuses.
+    fn grow(&self, len: u64) -> io::Result<()> {
+        let _ = len;
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this device has a fixed size",
+        ))
+    }
     /// Short name for stats and logs.
     fn name(&self) -> &'static str;
     /// Whether the data path bypasses the page cache.
@@ -292,6 +337,45 @@ pub(crate) fn file_size(file: &File) -> io::Result<u64> {
     let end = f.seek(SeekFrom::End(0))?;
     f.seek(SeekFrom::Start(0))?;
     Ok(end)
+}
+
+/// Whether `file` is a regular file (which a store may extend).
+pub(crate) fn is_regular(file: &File) -> bool {
+    file.metadata().is_ok_and(|m| m.is_file())
+}
+
+/// Extends a regular file to `len` bytes, reserving the new blocks
+/// ([`IoEngine::grow`]). A failure leaves the file at its old length.
+#[allow(unsafe_code)]
+pub(crate) fn grow_file(file: &File, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "a block device keeps its size",
+        ));
+    }
+    let old = meta.len();
+    if len <= old {
+        return Ok(());
+    }
+    let (Ok(at), Ok(add)) = (libc::off_t::try_from(old), libc::off_t::try_from(len - old)) else {
+        return Err(io::Error::from_raw_os_error(libc::EFBIG));
+    };
+    // SAFETY: plain syscall on a descriptor we own; no memory is passed.
+    let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), at, add) };
+    let r = match rc {
+        0 => Ok(()),
+        // File systems without fallocate: a sparse extension.
+        libc::EOPNOTSUPP | libc::EINVAL => file.set_len(len),
+        e => Err(io::Error::from_raw_os_error(e)),
+    };
+    if r.is_err() {
+        // Give back what a partial reservation took.
+        let _ = file.set_len(old);
+    }
+    r
 }
 
 /// Sets the file's length and reserves its blocks, so a full file system

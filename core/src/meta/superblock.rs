@@ -88,21 +88,19 @@ pub(crate) fn choose_superblock(head: &[u8]) -> Result<Option<Head>> {
 /// Makes `sb` the store's superblock: written to one slot and synced, then
 /// to the other and synced, so both copies are current and a torn or
 /// damaged copy always leaves a whole one. Returns it with its new sequence.
-pub(crate) async fn publish_superblock(
-    engine: &dyn IoEngine,
-    sb: &Superblock,
-) -> Result<Superblock> {
+///
+/// Blocking, on the calling thread: publishes are rare (creation, metadata
+/// and heap growth, a clean close) and, after open, made under the store's
+/// superblock lock, which a plain mutex can hold across blocking calls only.
+pub(crate) fn publish_superblock(engine: &dyn IoEngine, sb: &Superblock) -> Result<Superblock> {
     let mut sb = sb.clone();
     for _ in 0..2 {
         sb.seq += 1;
         let at = (sb.seq % 2) * BLOCK_SIZE as u64;
-        let (r, _) = engine
-            .write_at(AlignedBuf::copy_from(&sb.encode()), at)
-            .await;
+        let (r, _) = engine.write_at_blocking(AlignedBuf::copy_from(&sb.encode()), at);
         r.map_err(|e| Error::io("writing the superblock", e))?;
         engine
-            .sync()
-            .await
+            .sync_blocking()
             .map_err(|e| Error::io("syncing the superblock", e))?;
     }
     Ok(sb)
@@ -123,6 +121,7 @@ mod tests {
             seq,
             created_micros: 1,
             clean_seq: 0,
+            settings: None,
             meta_extents: (0..extents)
                 .map(|i| MetaExtent {
                     start: 64 << i,

@@ -257,7 +257,10 @@ impl Store {
         let options = s
             .options
             .clone()
-            .capacity(s.geometry.capacity)
+            .capacity(s.capacity())
+            .index(s.settings.index)
+            .inline_threshold(s.settings.inline_threshold)
+            .max_capacity(s.settings.max_capacity.unwrap_or(u64::MAX))
             .read_only(false)
             .create_new(true)
             .cache_bytes(0)

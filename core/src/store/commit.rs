@@ -45,11 +45,12 @@ use parking_lot::{Condvar, Mutex};
 
 use super::{now_micros, Entry, ObjectData, ObjectInfo, Shared};
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{MetaExtent, Superblock, BLOCK_SIZE, MAX_META_EXTENTS};
+use crate::format::{MetaExtent, BLOCK_SIZE, MAX_META_EXTENTS};
 use crate::io::AlignedBuf;
 use crate::meta::block::{
     decode_slot, encode_slot, GroupStamp, SlotContent, SlotIdentity, GROUP_ATOMIC,
 };
+use crate::meta::superblock::publish_superblock;
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{self, Tuple};
 use crate::options::{Durability, PutMode};
@@ -164,7 +165,6 @@ fn fail_request(req: Request, e: &Error) {
 pub(crate) struct Committer {
     shared: Arc<Shared>,
     table: TupleBlockTable,
-    superblock: Superblock,
     next_version: u64,
     /// Superseded tuples left in their old block when a key moved: (block,
     /// key, version), removed in step 0 of the next group.
@@ -199,16 +199,10 @@ struct Pending {
 }
 
 impl Committer {
-    pub fn new(
-        shared: Arc<Shared>,
-        table: TupleBlockTable,
-        superblock: Superblock,
-        next_version: u64,
-    ) -> Self {
+    pub fn new(shared: Arc<Shared>, table: TupleBlockTable, next_version: u64) -> Self {
         Committer {
             shared,
             table,
-            superblock,
             next_version,
             stale: Vec::new(),
             stale_keys: HashSet::new(),
@@ -244,10 +238,11 @@ impl Committer {
         // Every group is synced: record that in the superblock, so the next
         // open need not read back the newest group's objects to verify them.
         if !self.shared.failed.load(Ordering::Acquire) {
-            let mut sb = self.superblock.clone();
-            sb.clean_seq = self.next_version - 1;
-            if let Ok(sb) = write_superblock(&self.shared, &sb).await {
-                self.superblock = sb;
+            let mut sb = self.shared.superblock.lock();
+            let mut next = sb.clone();
+            next.clean_seq = self.next_version - 1;
+            if let Ok(next) = publish_superblock(self.shared.engine.as_ref(), &next) {
+                *sb = next;
             }
         }
     }
@@ -779,21 +774,22 @@ impl Committer {
     /// superblock write is durable the extent is just free heap space.
     async fn grow(&mut self) -> Result<()> {
         let full = || Error::new(ErrorKind::NoSpace, "metadata area is full and cannot grow");
-        if self.superblock.meta_extents.len() >= MAX_META_EXTENTS {
+        let (count, last, max) = {
+            let sb = self.shared.superblock.lock();
+            (
+                sb.meta_extents.len(),
+                sb.meta_extents.last().map(|e| e.order),
+                sb.max_order,
+            )
+        };
+        if count >= MAX_META_EXTENTS {
             return Err(full());
         }
-        let max = self.superblock.max_order;
-        let want = self
-            .superblock
-            .meta_extents
-            .last()
-            .map_or(1, |e| e.order + 1)
-            .min(max);
-        let piece = {
-            let mut a = self.shared.alloc.lock();
-            (1..=want).rev().find_map(|k| a.alloc(k))
-        };
-        let piece = piece.ok_or_else(full)?;
+        let want = last.map_or(1, |o| o + 1).min(max);
+        // A full heap grows the store file first (`grow`).
+        let piece = super::grow::with_room(&self.shared, (BLOCK_SIZE as u64) << want, |a| {
+            (1..=want).rev().find_map(|k| a.alloc(k)).ok_or_else(full)
+        })?;
         let extent = MetaExtent {
             start: piece.start,
             order: piece.order,
@@ -825,20 +821,16 @@ impl Committer {
             .sync()
             .await
             .map_err(|e| Error::io("syncing a new metadata extent", e))?;
-        let mut sb = self.superblock.clone();
-        sb.meta_extents.push(extent);
-        let sb = write_superblock(&self.shared, &sb).await?;
+        let mut sb = self.shared.superblock.lock();
+        let mut next = sb.clone();
+        next.meta_extents.push(extent);
+        *sb = publish_superblock(engine.as_ref(), &next)?;
+        drop(sb);
         self.shared
             .device_bytes_written
             .fetch_add((total + BLOCK_SIZE) as u64, Ordering::Relaxed);
-        self.superblock = sb;
         Ok(())
     }
-}
-
-/// Publishes `sb` in both superblock copies (see `meta::superblock`).
-pub(crate) async fn write_superblock(shared: &Shared, sb: &Superblock) -> Result<Superblock> {
-    crate::meta::superblock::publish_superblock(shared.engine.as_ref(), sb).await
 }
 
 /// The group in progress, driven by whoever holds the lead.

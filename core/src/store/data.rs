@@ -24,7 +24,7 @@ use futures::StreamExt;
 
 use super::{Extent, Shared};
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::BLOCK_SIZE;
+use crate::format::{BLOCK_SIZE, SUPER_BLOCKS};
 use crate::io::{round_up, AlignedBuf, BufResult, IoEngine};
 use crate::meta::block::BLOCK_PAYLOAD;
 use crate::meta::tuple::{self, Checksums, Piece, TupleValue, MAX_TUPLE_SUMS};
@@ -113,12 +113,18 @@ fn spans(pieces: &[Piece], offset: u64, len: u64) -> Vec<Span> {
 /// Allocates the pieces of a `size`-byte object (and its trailer table)
 /// whose tuple carries `key`.
 pub(crate) fn allocate(shared: &Shared, key: &[u8], size: u64) -> Result<Arc<Extent>> {
-    let heap = shared.alloc.lock().total_blocks() * BLOCK_SIZE as u64;
     let stored = tuple::stored_len(size);
+    // A store that can grow is bounded by its growth limit, not its size.
+    let heap_limit = |capacity: u64| capacity.saturating_sub(SUPER_BLOCKS * BLOCK_SIZE as u64);
+    let heap = match shared.settings.max_capacity {
+        _ if !shared.engine.resizable() => shared.alloc.lock().total_blocks() * BLOCK_SIZE as u64,
+        Some(limit) => heap_limit(limit),
+        None => u64::MAX,
+    };
     if stored > heap {
         return Err(Error::new(
             ErrorKind::TooLarge,
-            format!("object of {size} bytes is larger than the store's heap ({heap} bytes)"),
+            format!("object of {size} bytes is larger than the store's heap can be ({heap} bytes)"),
         ));
     }
     // Checked before allocating: a tuple must fit one block.
@@ -138,9 +144,9 @@ pub(crate) fn allocate(shared: &Shared, key: &[u8], size: u64) -> Result<Arc<Ext
     // The data gets its pieces as if it had no table, and the table its own
     // piece(s) apart: a 1 MiB object stays one 1 MiB piece instead of
     // needing a 2 MiB run for 1 MiB + 4 KiB (the table is read on its own
-    // anyway). In object space the table still follows the data.
-    let pieces = {
-        let mut a = shared.alloc.lock();
+    // anyway). In object space the table still follows the data. A full
+    // heap grows the store file first (`grow`).
+    let pieces = super::grow::with_room(shared, stored, |a| {
         let mut pieces = a.alloc_object(tuple::table_offset(size))?;
         let table = tuple::table_len(size);
         if table > 0 {
@@ -154,8 +160,8 @@ pub(crate) fn allocate(shared: &Shared, key: &[u8], size: u64) -> Result<Arc<Ext
                 }
             }
         }
-        pieces
-    };
+        Ok(pieces)
+    })?;
     let extent = shared.new_extent(pieces);
     if !fits(extent.pieces.len()) {
         return Err(too_many_pieces(size, extent.pieces.len() as u64));

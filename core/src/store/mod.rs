@@ -20,6 +20,7 @@ mod cache;
 mod commit;
 mod data;
 mod fork;
+mod grow;
 mod landing;
 mod list;
 #[cfg(target_os = "linux")]
@@ -347,7 +348,6 @@ impl State {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Geometry {
     pub store_id: u64,
-    pub capacity: u64,
 }
 
 /// What the store handles and the commit path share.
@@ -360,6 +360,15 @@ pub(crate) struct Shared {
     pub io_file: Option<std::fs::File>,
     pub geometry: Geometry,
     pub options: Options,
+    /// What the store runs with (the caller's options over the stored
+    /// settings): index kind, inline threshold, growth limit.
+    pub settings: crate::options::Settings,
+    /// The current superblock. Every publish after open holds this lock
+    /// (metadata growth, heap growth, clean close), so two never race for
+    /// a copy or a sequence.
+    pub superblock: parking_lot::Mutex<crate::format::Superblock>,
+    /// Bytes of the file covered by the store; only grows (`grow`).
+    pub capacity: AtomicU64,
     pub state: RwLock<State>,
     pub alloc: crate::sync::Arc<crate::sync::Mutex<BuddyAllocator>>,
     /// Set after a failed metadata write: the on-disk state is unknown, so
@@ -403,6 +412,11 @@ impl Shared {
             ));
         }
         Ok(())
+    }
+
+    /// Bytes of the file the store covers now.
+    pub fn capacity(&self) -> u64 {
+        self.capacity.load(Ordering::Acquire)
     }
 
     pub fn new_extent(&self, pieces: Vec<Piece>) -> Arc<Extent> {
@@ -493,7 +507,7 @@ pub struct Store {
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
-            .field("capacity", &self.inner.shared.geometry.capacity)
+            .field("capacity", &self.inner.shared.capacity())
             .field("closed", &self.inner.closed.load(Ordering::Relaxed))
             .finish()
     }
@@ -789,7 +803,7 @@ impl Store {
     }
 
     pub(crate) fn is_inline(&self, size: u64) -> bool {
-        size == 0 || size <= self.shared().options.inline_threshold as u64
+        size == 0 || size <= self.shared().settings.inline_threshold as u64
     }
 
     pub(crate) async fn commit_object(
@@ -1094,16 +1108,31 @@ impl Store {
             metadata_bytes: s.metadata_bytes.load(Ordering::Relaxed),
             free_bytes,
             largest_free_piece,
-            capacity: s.geometry.capacity,
+            capacity: s.capacity(),
             device_bytes_written: s.device_bytes_written.load(Ordering::Relaxed),
             user_bytes_written: s.user_bytes_written.load(Ordering::Relaxed),
             commit_groups: s.commit_groups.load(Ordering::Relaxed),
             io_engine: s.engine.name(),
             direct_io: s.engine.direct_io(),
-            index: s.options.index,
+            index: s.settings.index,
             recovery: s.recovery.clone(),
             cache: s.cache.stats(),
         }
+    }
+
+    /// Grows the store file to `capacity` bytes (rounded down to 4 KiB)
+    /// now, ahead of the growth a put would otherwise trigger: the new
+    /// space is reserved on the file system (a full one is `NoSpace`, and
+    /// the store keeps its size) and durable when this returns. A file
+    /// store also grows by itself when full, up to
+    /// [`Options::max_capacity`]. Its current size is fine (nothing to do);
+    /// a smaller size, or one above `max_capacity`, is `InvalidArgument`;
+    /// a block device is `Unsupported`, a read-only store too.
+    /// [`Stats::capacity`] reports the size.
+    pub async fn grow(&self, capacity: u64) -> Result<()> {
+        self.check_open()?;
+        let ctx = |e: Error| e.context(format!("grow to {capacity} bytes"));
+        grow::grow_to(self.shared(), capacity).map_err(ctx)
     }
 
     /// Waits until every change acknowledged before the call is durable and

@@ -26,7 +26,7 @@ use crate::meta::recovery;
 use crate::meta::superblock::{choose_superblock, publish_superblock, Head};
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{Piece, Tuple, TupleValue};
-use crate::options::{Options, MIN_CAPACITY};
+use crate::options::{Options, DEFAULT_CAPACITY, MIN_CAPACITY};
 
 /// The descriptors a store opened by path keeps beside its engine.
 pub(crate) struct PathFiles {
@@ -205,14 +205,12 @@ pub(crate) async fn open_path(path: &Path, options: Options) -> Result<Store> {
     let fresh = !matches!(made, Made::Nothing);
     let opened = async {
         if fresh {
-            let capacity = options.capacity & !(BLOCK_SIZE as u64 - 1);
+            let asked = options.capacity.unwrap_or(DEFAULT_CAPACITY);
+            let capacity = asked & !(BLOCK_SIZE as u64 - 1);
             if capacity < MIN_CAPACITY {
                 return Err(Error::new(
                     ErrorKind::InvalidArgument,
-                    format!(
-                        "capacity {} is below the minimum of {MIN_CAPACITY} bytes",
-                        options.capacity
-                    ),
+                    format!("capacity {asked} is below the minimum of {MIN_CAPACITY} bytes"),
                 ));
             }
             io::preallocate(&lock, capacity).map_err(|e| {
@@ -381,7 +379,13 @@ async fn create(engine: &dyn IoEngine, size: u64, options: &Options) -> Result<S
     let total = capacity >> BLOCK_SHIFT;
     let heap = total - SUPER_BLOCKS;
     let piece_order = (options.max_piece_size >> BLOCK_SHIFT).trailing_zeros() as u8;
-    let max_order = piece_order.min(63 - heap.leading_zeros() as u8);
+    // A store that grows keeps its largest piece size as it grows; one of
+    // fixed size needs no piece larger than its heap.
+    let max_order = if engine.resizable() {
+        piece_order
+    } else {
+        piece_order.min(63 - heap.leading_zeros() as u8)
+    };
     let mut alloc = BuddyAllocator::new(SUPER_BLOCKS, heap, max_order);
     // First metadata extent: about 1/512 of the store, between one tuple
     // block and 1 MiB; it grows by doubling later.
@@ -405,6 +409,7 @@ async fn create(engine: &dyn IoEngine, size: u64, options: &Options) -> Result<S
             start: piece.start,
             order: piece.order,
         }],
+        settings: Some(options.settings(None).stored()),
     };
     let (r, _) = engine
         .write_at(
@@ -418,7 +423,7 @@ async fn create(engine: &dyn IoEngine, size: u64, options: &Options) -> Result<S
         .await
         .map_err(|e| Error::io("syncing a new store", e))?;
     // The superblock goes last: a crash before it leaves a blank device.
-    publish_superblock(engine, &sb).await
+    publish_superblock(engine, &sb)
 }
 
 fn corrupt(msg: String) -> Error {
@@ -447,6 +452,36 @@ async fn recover(
     if total <= SUPER_BLOCKS {
         return Err(corrupt("store geometry is too small".into()));
     }
+    let settings = options.settings(sb.settings.as_ref());
+    // An explicit capacity larger than the store grows it once it is open;
+    // a smaller one is refused before anything is read or written. A block
+    // device has its own size, whatever is asked.
+    let grow_to = match options.capacity.map(|c| c & !(BLOCK_SIZE as u64 - 1)) {
+        Some(c) if engine.resizable() && c != sb.capacity => {
+            let refuse = |m: String| Err(Error::new(ErrorKind::InvalidArgument, m));
+            if c < sb.capacity {
+                return refuse(format!(
+                    "capacity {c} is below the store's size of {} bytes; a store never shrinks \
+                     (open it without a capacity to keep its size)",
+                    sb.capacity
+                ));
+            }
+            if options.read_only {
+                return refuse(format!(
+                    "capacity {c} is above the store's size of {} bytes, and a read-only open \
+                     never grows a store",
+                    sb.capacity
+                ));
+            }
+            if let Some(m) = settings.max_capacity.filter(|&m| c > m) {
+                return refuse(format!(
+                    "capacity {c} exceeds the store's max_capacity of {m} bytes"
+                ));
+            }
+            Some(c)
+        }
+        _ => None,
+    };
     let alloc = crate::sync::Arc::new(crate::sync::Mutex::new(BuddyAllocator::new(
         SUPER_BLOCKS,
         total - SUPER_BLOCKS,
@@ -539,9 +574,11 @@ async fn recover(
         io_file,
         geometry: Geometry {
             store_id: sb.store_id,
-            capacity: sb.capacity,
         },
-        state: RwLock::new(State::new(crate::index::build(options.index))),
+        capacity: AtomicU64::new(sb.capacity),
+        superblock: parking_lot::Mutex::new(sb.clone()),
+        settings,
+        state: RwLock::new(State::new(crate::index::build(settings.index))),
         options,
         alloc: alloc.clone(),
         failed: AtomicBool::new(false),
@@ -615,16 +652,16 @@ async fn recover(
             }
         }
     }
-    let sb = if republish && !read_only {
-        // Both copies current, in this build's format, before anything of
-        // this format is written.
+    let stored = Some(settings.stored());
+    if (republish || sb.settings != stored) && !read_only {
+        // Both copies current, in this build's format and with the settings
+        // in effect, before anything of this format is written.
         let mut up = sb.clone();
         up.format_version = FORMAT_VERSION;
-        publish_superblock(shared.engine.as_ref(), &up).await?
-    } else {
-        sb
-    };
-    let mut committer = Committer::new(shared.clone(), table, sb, max_seq + 1);
+        up.settings = stored;
+        *shared.superblock.lock() = publish_superblock(shared.engine.as_ref(), &up)?;
+    }
+    let mut committer = Committer::new(shared.clone(), table, max_seq + 1);
     if read_only {
         // Recovery's decisions hold in memory only: nothing is written.
     } else if dirty.is_empty() {
@@ -642,5 +679,9 @@ async fn recover(
         let seq = committer.bump();
         committer.write_blocks(&dirty, seq, seq, 0).await?;
     }
-    Ok(Store::start(shared, committer, lock))
+    let store = Store::start(shared, committer, lock);
+    if let Some(c) = grow_to {
+        super::grow::grow_to(store.shared(), c)?;
+    }
+    Ok(store)
 }

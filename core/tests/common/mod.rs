@@ -55,8 +55,11 @@ pub fn temp_path() -> TempStore {
 
 pub fn options(setup: impl Into<Setup>) -> Options {
     let setup = setup.into();
+    // A fixed size (the store cannot grow past it), so suites that fill
+    // the store see `NoSpace`; growth has its own suite (`growth.rs`).
     Options::new()
         .capacity(64 << 20)
+        .max_capacity(64 << 20)
         .io_engine(setup.engine)
         .index(setup.index)
 }

@@ -204,6 +204,14 @@ impl IoEngine for UringEngine {
         Some(super::CompletionSource::new(self.driver.clone()))
     }
 
+    fn resizable(&self) -> bool {
+        super::is_regular(&self.file)
+    }
+
+    fn grow(&self, len: u64) -> io::Result<()> {
+        super::grow_file(&self.file, len)
+    }
+
     fn size(&self) -> io::Result<u64> {
         super::file_size(&self.file)
     }

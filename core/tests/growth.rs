@@ -1,0 +1,373 @@
+//! Capacity and stored settings (issue 17, part 1): a file store starts
+//! small and grows as it fills, up to its stored `max_capacity`; a larger
+//! capacity at reopen grows it, a smaller one is refused; `Store::grow`;
+//! a full file system is `NoSpace` at growth with nothing lost; the index
+//! kind, inline threshold and growth limit are stored and used at reopen.
+//! Crash cuts during growth are in `crash.rs`.
+
+mod common;
+
+use std::sync::Arc;
+
+use blobcask::blocking::Store;
+use blobcask::{ErrorKind, IndexKind, IoEngineKind, Options, DEFAULT_CAPACITY};
+use common::{pattern, temp_path};
+
+const ENGINES: [IoEngineKind; 2] = [IoEngineKind::IoUring, IoEngineKind::Portable];
+const MIB: u64 = 1 << 20;
+
+fn file_len(p: &std::path::Path) -> u64 {
+    std::fs::metadata(p).unwrap().len()
+}
+
+fn reopen(path: &std::path::Path, engine: IoEngineKind) -> Store {
+    Store::open(path, Options::new().io_engine(engine).create(false)).unwrap()
+}
+
+#[test]
+fn a_new_store_starts_small_and_grows_as_it_fills() {
+    for engine in ENGINES {
+        let t = temp_path();
+        let s = Store::open(&t.path, Options::new().io_engine(engine)).unwrap();
+        assert_eq!(s.stats().capacity, DEFAULT_CAPACITY, "{engine:?}");
+        assert_eq!(file_len(&t.path), DEFAULT_CAPACITY, "{engine:?}");
+        // Larger than the whole new store in one put, then many small heap
+        // objects (the metadata area grows too) and some 1 MiB ones.
+        let big = pattern(1, 40 * MIB as usize);
+        s.put("big", big.clone()).unwrap();
+        for i in 0..3000u64 {
+            s.put(format!("small/{i}"), pattern(i, 700 + i as usize % 3000))
+                .unwrap();
+        }
+        for i in 0..24u64 {
+            s.put(format!("mib/{i}"), pattern(i, MIB as usize)).unwrap();
+        }
+        let st = s.stats();
+        assert!(st.capacity > 64 * MIB, "{engine:?}: {}", st.capacity);
+        assert!(file_len(&t.path) >= st.capacity);
+        assert_eq!(
+            st.free_bytes + st.allocated_bytes + st.metadata_bytes + 8192,
+            st.capacity,
+            "{engine:?}: the allocator covers exactly the grown store"
+        );
+        let grown = st.capacity;
+        s.close().unwrap();
+
+        let s = reopen(&t.path, engine);
+        assert_eq!(s.stats().capacity, grown, "{engine:?}");
+        assert_eq!(s.stats().objects, 3025);
+        assert_eq!(s.get("big").unwrap(), big);
+        for i in (0..3000u64).step_by(97) {
+            assert_eq!(
+                s.get(format!("small/{i}")).unwrap(),
+                pattern(i, 700 + i as usize % 3000)
+            );
+        }
+        assert_eq!(s.get("mib/23").unwrap(), pattern(23, MIB as usize));
+        let scrub = s.scrub().unwrap();
+        assert_eq!((scrub.objects, scrub.damaged.len()), (3025, 0));
+    }
+}
+
+#[test]
+fn concurrent_writers_grow_the_store_once_per_step_and_lose_nothing() {
+    let t = temp_path();
+    let s = Store::open(&t.path, Options::new().capacity(2 * MIB)).unwrap();
+    let threads: Vec<_> = (0..8u64)
+        .map(|w| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for i in 0..60u64 {
+                    s.put(
+                        format!("w{w}/{i}"),
+                        pattern(w * 1000 + i, 9000 + (i as usize * 4096)),
+                    )
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for th in threads {
+        th.join().unwrap();
+    }
+    let cap = s.stats().capacity;
+    s.close().unwrap();
+    let s = reopen(&t.path, IoEngineKind::Auto);
+    assert_eq!(s.stats().capacity, cap);
+    assert_eq!(s.stats().objects, 480);
+    for w in 0..8u64 {
+        for i in 0..60u64 {
+            assert_eq!(
+                s.get(format!("w{w}/{i}")).unwrap(),
+                pattern(w * 1000 + i, 9000 + (i as usize * 4096))
+            );
+        }
+    }
+}
+
+#[test]
+fn max_capacity_bounds_growth_and_is_stored() {
+    let t = temp_path();
+    let s = Store::open(
+        &t.path,
+        Options::new().capacity(4 * MIB).max_capacity(24 * MIB),
+    )
+    .unwrap();
+    let mut acked = 0u64;
+    let err = loop {
+        match s.put(format!("k{acked}"), pattern(acked, MIB as usize)) {
+            Ok(_) => acked += 1,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err.kind(), ErrorKind::NoSpace, "{err}");
+    assert!(err.to_string().contains("max_capacity"), "{err}");
+    assert_eq!(s.stats().capacity, 24 * MIB);
+    assert!(acked >= 18, "only {acked} MiB fit in 24 MiB");
+    // Larger than the limit can ever hold: TooLarge, not NoSpace.
+    let e = s.put("huge", vec![0u8; 30 * MIB as usize]).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::TooLarge, "{e}");
+    s.close().unwrap();
+
+    // Reopened without options, the limit still holds.
+    let s = reopen(&t.path, IoEngineKind::Auto);
+    assert_eq!(s.stats().objects, acked);
+    let e = s.put("more", pattern(7, MIB as usize)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NoSpace, "{e}");
+    s.close().unwrap();
+    // A higher limit set at a read-write open is used and stored.
+    Store::open(&t.path, Options::new().max_capacity(64 * MIB))
+        .unwrap()
+        .close()
+        .unwrap();
+    let s = reopen(&t.path, IoEngineKind::Auto);
+    s.put("more", pattern(7, MIB as usize)).unwrap();
+    assert!(s.stats().capacity > 24 * MIB);
+    for i in 0..acked {
+        assert_eq!(s.get(format!("k{i}")).unwrap(), pattern(i, MIB as usize));
+    }
+    // max_capacity below the smallest store is refused at open.
+    drop(s);
+    let e = Store::open(&t.path, Options::new().max_capacity(1000)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+}
+
+#[test]
+fn grow_extends_the_file_now_and_refuses_what_it_cannot_do() {
+    for engine in ENGINES {
+        let t = temp_path();
+        let s = Store::open(
+            &t.path,
+            Options::new()
+                .io_engine(engine)
+                .capacity(4 * MIB)
+                .max_capacity(64 * MIB),
+        )
+        .unwrap();
+        s.put("a", pattern(1, 100_000)).unwrap();
+        s.grow(40 * MIB + 123).unwrap();
+        assert_eq!(s.stats().capacity, 40 * MIB, "rounded down to a block");
+        assert!(file_len(&t.path) >= 40 * MIB);
+        s.grow(40 * MIB).unwrap();
+        let e = s.grow(8 * MIB).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.to_string().contains("never shrinks"), "{e}");
+        let e = s.grow(65 * MIB).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.to_string().contains("max_capacity"), "{e}");
+        assert_eq!(s.stats().capacity, 40 * MIB);
+        // The new space is the allocator's: 30 MiB fits without growing.
+        s.put("b", pattern(2, 30 * MIB as usize)).unwrap();
+        assert_eq!(s.stats().capacity, 40 * MIB);
+        s.close().unwrap();
+
+        let s = reopen(&t.path, engine);
+        assert_eq!(s.stats().capacity, 40 * MIB);
+        assert_eq!(s.get("b").unwrap(), pattern(2, 30 * MIB as usize));
+        s.close().unwrap();
+        let ro = Store::open(&t.path, Options::new().io_engine(engine).read_only(true)).unwrap();
+        let e = ro.grow(48 * MIB).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+        ro.close().unwrap();
+        let closed = reopen(&t.path, engine);
+        let handle = closed.clone();
+        closed.close().unwrap();
+        assert_eq!(handle.grow(48 * MIB).unwrap_err().kind(), ErrorKind::Closed);
+    }
+}
+
+#[test]
+fn capacity_at_reopen_grows_the_store_and_a_smaller_one_is_refused() {
+    let t = temp_path();
+    let s = Store::open(&t.path, Options::new().capacity(8 * MIB)).unwrap();
+    s.put("x", pattern(3, 50_000)).unwrap();
+    s.close().unwrap();
+
+    let s = Store::open(&t.path, Options::new().capacity(32 * MIB)).unwrap();
+    assert_eq!(s.stats().capacity, 32 * MIB);
+    assert!(file_len(&t.path) >= 32 * MIB);
+    s.close().unwrap();
+
+    let image = std::fs::read(&t.path).unwrap();
+    let e = Store::open(&t.path, Options::new().capacity(16 * MIB)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("never shrinks"), "{e}");
+    let e = Store::open(&t.path, Options::new().capacity(64 * MIB).read_only(true)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(
+        std::fs::read(&t.path).unwrap() == image,
+        "refused opens wrote nothing"
+    );
+
+    let s = reopen(&t.path, IoEngineKind::Auto);
+    assert_eq!(s.stats().capacity, 32 * MIB);
+    assert_eq!(s.get("x").unwrap(), pattern(3, 50_000));
+}
+
+#[test]
+fn creation_settings_are_stored_and_used_at_reopen() {
+    let t = temp_path();
+    let s = Store::open(
+        &t.path,
+        Options::new().index(IndexKind::BTree).inline_threshold(100),
+    )
+    .unwrap();
+    s.put("b/1", vec![1u8; 50]).unwrap();
+    s.close().unwrap();
+
+    // Reopened with no options: the stored ones.
+    let s = reopen(&t.path, IoEngineKind::Auto);
+    assert_eq!(s.stats().index, IndexKind::BTree);
+    let keys: Vec<_> = s.list("b/").unwrap().map(|e| e.unwrap().key).collect();
+    assert_eq!(keys, vec![&b"b/1"[..]]);
+    assert!(s.put("b/2", vec![2u8; 100]).unwrap().inline);
+    assert!(!s.put("b/3", vec![3u8; 101]).unwrap().inline);
+    s.close().unwrap();
+
+    // An explicit kind at a read-write open is used and stored.
+    Store::open(&t.path, Options::new().index(IndexKind::Fst))
+        .unwrap()
+        .close()
+        .unwrap();
+    let s = reopen(&t.path, IoEngineKind::Auto);
+    assert_eq!(s.stats().index, IndexKind::Fst);
+    assert!(
+        !s.put("b/4", vec![4u8; 101]).unwrap().inline,
+        "threshold kept"
+    );
+    s.close().unwrap();
+
+    // A read-only open may use another kind for itself; nothing is written.
+    let image = std::fs::read(&t.path).unwrap();
+    let ro = Store::open(
+        &t.path,
+        Options::new().read_only(true).index(IndexKind::Hash),
+    )
+    .unwrap();
+    assert_eq!(ro.stats().index, IndexKind::Hash);
+    ro.close().unwrap();
+    assert!(std::fs::read(&t.path).unwrap() == image);
+    let s = reopen(&t.path, IoEngineKind::Auto);
+    assert_eq!(s.stats().index, IndexKind::Fst);
+    assert_eq!(s.stats().objects, 4);
+}
+
+/// Child half of the full-file-system test: runs with a file-size limit
+/// (`RLIMIT_FSIZE`), so extending the store file fails with `EFBIG` as a
+/// full file system fails with `ENOSPC`.
+#[test]
+fn fsize_child() {
+    let Ok(path) = std::env::var("BLOBCASK_FSIZE_CHILD") else {
+        return;
+    };
+    let s = Store::open(&path, Options::new().create(false)).unwrap();
+    let mut acked = 0u64;
+    let err = loop {
+        match s.put(format!("k{acked}"), pattern(acked, 300_000)) {
+            Ok(_) => acked += 1,
+            Err(e) => break e,
+        }
+        assert!(acked < 1000, "the file-size limit never stopped growth");
+    };
+    assert_eq!(err.kind(), ErrorKind::NoSpace, "{err}");
+    // The store keeps working at its size: deletes and a put into the
+    // freed room succeed, and every acknowledged object is intact.
+    s.delete("k0").unwrap();
+    s.put("k0", pattern(0, 300_000)).unwrap();
+    for i in 0..acked {
+        assert_eq!(s.get(format!("k{i}")).unwrap(), pattern(i, 300_000));
+    }
+    std::fs::write(format!("{path}.acked"), acked.to_string()).unwrap();
+    s.close().unwrap();
+}
+
+#[test]
+#[allow(unsafe_code)]
+fn a_full_file_system_stops_growth_with_no_space_and_loses_nothing() {
+    use std::os::unix::process::CommandExt;
+    let t = temp_path();
+    Store::open(&t.path, Options::new().capacity(4 * MIB))
+        .unwrap()
+        .close()
+        .unwrap();
+    let limit: libc::rlim_t = 20 << 20;
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "fsize_child", "--nocapture"])
+        .env("BLOBCASK_FSIZE_CHILD", &t.path);
+    // SAFETY: between fork and exec the closure only makes async-signal-safe
+    // system calls (setrlimit, signal).
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "child failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let acked: u64 = std::fs::read_to_string(format!("{}.acked", t.path.display()))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(acked >= 30, "only {acked} objects before the limit");
+    assert!(file_len(&t.path) <= 20 << 20);
+    let s = reopen(&t.path, IoEngineKind::Auto);
+    assert_eq!(s.stats().objects, acked);
+    assert!(s.stats().capacity <= 20 << 20);
+    for i in 0..acked {
+        assert_eq!(s.get(format!("k{i}")).unwrap(), pattern(i, 300_000));
+    }
+    // Without the limit it grows again.
+    s.put("beyond", pattern(9, 8 << 20)).unwrap();
+    assert!(s.stats().capacity > 20 << 20);
+}
+
+#[test]
+fn a_fixed_size_device_does_not_grow() {
+    let dev = Arc::new(blobcask::io::fault::MemDevice::new(4 << 20));
+    let s = Store::open_with_engine(dev, Options::new()).unwrap();
+    let e = s.grow(8 * MIB).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    let mut n = 0u64;
+    let e = loop {
+        match s.put(format!("k{n}"), pattern(n, 200_000)) {
+            Ok(_) => n += 1,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(e.kind(), ErrorKind::NoSpace, "{e}");
+    assert_eq!(s.stats().capacity, 4 << 20);
+    let e = s.put("too-big", vec![1u8; 5 << 20]).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::TooLarge, "{e}");
+}
