@@ -81,7 +81,7 @@ fn main() {
             "--engine" => cfg.engine = args.next(),
             _ => {
                 eprintln!(
-                    "usage: blobcask-bench [--dir DIR] [--quick] [--phase read|upload|commit|depth|warm|fs|space|backup] [--engine io_uring|portable]"
+                    "usage: blobcask-bench [--dir DIR] [--quick] [--phase read|upload|commit|depth|warm|fs|space|backup|growth] [--engine io_uring|portable]"
                 );
                 std::process::exit(2);
             }
@@ -132,6 +132,9 @@ fn main() {
         }
         if cfg.phase.as_deref() == Some("backup") {
             backup_phase(&cfg).await;
+        }
+        if cfg.phase.as_deref() == Some("growth") {
+            growth_phase(&cfg).await;
         }
         if cfg.phase.as_deref().is_none_or(|p| p == "fs") {
             fs_phase(&cfg).await;
@@ -854,5 +857,81 @@ async fn backup_phase(cfg: &Config) {
             r.as_secs_f64() / b.as_secs_f64(),
         );
         store.close().await.unwrap();
+    }
+}
+
+/// Filling a store that starts at the default size and grows, against the
+/// same puts into a store created at its final size, alternating rounds.
+async fn growth_phase(cfg: &Config) {
+    println!("\n## growth: puts into a growing store vs a preallocated one");
+    let total: u64 = if cfg.quick { 128 << 20 } else { 512 << 20 };
+    let rounds = if cfg.quick { 3 } else { 5 };
+    let writers = 8u64;
+    for size in [64u64 << 10, 1 << 20] {
+        let n = total / size;
+        let value = blobcask::Bytes::from(vec![0x5au8; size as usize]);
+        let fill = |store: Store| {
+            let value = value.clone();
+            async move {
+                let tasks: Vec<_> = (0..writers)
+                    .map(|w| {
+                        let (store, value) = (store.clone(), value.clone());
+                        tokio::spawn(async move {
+                            for i in (w..n).step_by(writers as usize) {
+                                store.put(format!("obj/{i:08}"), value.clone()).await.unwrap();
+                            }
+                        })
+                    })
+                    .collect();
+                for t in tasks {
+                    t.await.unwrap();
+                }
+                store
+            }
+        };
+        let (mut grow_t, mut pre_t, mut pre_open_t) = (Vec::new(), Vec::new(), Vec::new());
+        let mut grown = 0;
+        for _ in 0..rounds {
+            let path = cfg.dir.join("growth.blobcask");
+            let _ = std::fs::remove_file(&path);
+            let t0 = Instant::now();
+            let store = Store::open(&path, Options::new().io_engine(IoEngineKind::IoUring))
+                .await
+                .unwrap();
+            let store = fill(store).await;
+            grow_t.push(t0.elapsed());
+            grown = store.stats().capacity;
+            store.close().await.unwrap();
+            std::fs::remove_file(&path).unwrap();
+
+            let t0 = Instant::now();
+            let store = Store::open(
+                &path,
+                Options::new().io_engine(IoEngineKind::IoUring).capacity(grown),
+            )
+            .await
+            .unwrap();
+            let opened = t0.elapsed();
+            let store = fill(store).await;
+            pre_open_t.push(t0.elapsed());
+            pre_t.push(t0.elapsed() - opened);
+            assert_eq!(store.stats().capacity, grown, "no growth when preallocated");
+            store.close().await.unwrap();
+            std::fs::remove_file(&path).unwrap();
+        }
+        for v in [&mut grow_t, &mut pre_t, &mut pre_open_t] {
+            v.sort();
+        }
+        let med = |v: &Vec<Duration>| v[v.len() / 2].as_secs_f64();
+        println!(
+            "{:>5} KiB x {n:>5}, {writers} writers: growing from 16 MiB to {} MiB {:.3} s; preallocated {:.3} s (with its open {:.3} s); growing / preallocated {:.2} ({:.2} with the open) (medians of {rounds})",
+            size >> 10,
+            grown >> 20,
+            med(&grow_t),
+            med(&pre_t),
+            med(&pre_open_t),
+            med(&grow_t) / med(&pre_t),
+            med(&grow_t) / med(&pre_open_t),
+        );
     }
 }
