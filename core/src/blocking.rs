@@ -44,6 +44,14 @@ impl Store {
     pub fn as_async(&self) -> &crate::Store {
         &self.inner
     }
+    /// See [`crate::Store::list_uploads`].
+    pub fn list_uploads(&self) -> Vec<crate::UploadInfo> {
+        self.inner.list_uploads()
+    }
+    /// See [`crate::Store::abort_upload`].
+    pub fn abort_upload(&self, id: u64) -> Result<()> {
+        self.inner.abort_upload(id)
+    }
     /// See [`crate::Store::grow`].
     pub fn grow(&self, capacity: u64) -> Result<()> {
         block_on(self.inner.grow(capacity))
@@ -159,6 +167,10 @@ impl Store {
 }
 
 impl Upload {
+    /// See [`crate::Upload::id`].
+    pub fn id(&self) -> u64 {
+        self.inner.id()
+    }
     /// See [`crate::Upload::write_part`].
     pub fn write_part(&self, offset: u64, bytes: impl Into<Bytes>) -> Result<()> {
         block_on(self.inner.write_part(offset, bytes))

@@ -42,11 +42,12 @@ pub use meta::recovery::RecoveryReport;
 pub use meta::tuple::MAX_KEY_LEN;
 pub use options::{
     Durability, Options, PutMode, PutOptions, ReadOptions, DEFAULT_CACHE_BYTES, DEFAULT_CAPACITY,
-    DEFAULT_INLINE_THRESHOLD, DEFAULT_MAX_PIECE_SIZE, MAX_INLINE_THRESHOLD, MIN_CAPACITY,
+    DEFAULT_INLINE_THRESHOLD, DEFAULT_MAX_PIECE_SIZE, MAX_GROWTH_STEP, MAX_INLINE_THRESHOLD,
+    MIN_CAPACITY,
 };
 #[cfg(target_os = "linux")]
 pub use store::LocalStore;
 pub use store::{
     BackupReport, BulkOptions, CacheStats, Keys, ListEntry, LoadReport, ObjectInfo, ScrubReport,
-    Stats, Store, Upload, PART_ALIGN,
+    Stats, Store, Upload, UploadInfo, PART_ALIGN,
 };

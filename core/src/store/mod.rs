@@ -56,7 +56,7 @@ pub use list::{Keys, ListEntry};
 #[cfg(target_os = "linux")]
 pub use local::LocalStore;
 pub use scrub::ScrubReport;
-pub use upload::{Upload, PART_ALIGN};
+pub use upload::{Upload, UploadInfo, PART_ALIGN};
 
 /// What a commit produced, and what `stat` reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -369,6 +369,8 @@ pub(crate) struct Shared {
     pub superblock: parking_lot::Mutex<crate::format::Superblock>,
     /// Bytes of the file covered by the store; only grows (`grow`).
     pub capacity: AtomicU64,
+    /// Uploads in progress (`Store::list_uploads`).
+    pub uploads: upload::Uploads,
     pub state: RwLock<State>,
     pub alloc: crate::sync::Arc<crate::sync::Mutex<BuddyAllocator>>,
     /// Set after a failed metadata write: the on-disk state is unknown, so
@@ -1118,6 +1120,25 @@ impl Store {
             recovery: s.recovery.clone(),
             cache: s.cache.stats(),
         }
+    }
+
+    /// The uploads in progress on this handle's store (begun and neither
+    /// committed, aborted nor dropped), oldest first. Uploads are held in
+    /// memory only: one not committed when the process ends is gone at
+    /// the next open and its space is free again.
+    pub fn list_uploads(&self) -> Vec<UploadInfo> {
+        self.shared().uploads.list()
+    }
+
+    /// Aborts upload `id` (from [`list_uploads`](Self::list_uploads) or
+    /// [`Upload::id`]) wherever its handle is: its space is freed as soon
+    /// as parts being written finish, and the handle's later `write_part`
+    /// and `commit` fail with `Closed`. `NotFound` when no such upload is in
+    /// progress (already committed, aborted or dropped). A commit already
+    /// under way is not stopped.
+    pub fn abort_upload(&self, id: u64) -> Result<()> {
+        self.check_open()?;
+        self.shared().uploads.abort(id)
     }
 
     /// Grows the store file to `capacity` bytes (rounded down to 4 KiB)

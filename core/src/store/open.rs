@@ -576,6 +576,7 @@ async fn recover(
             store_id: sb.store_id,
         },
         capacity: AtomicU64::new(sb.capacity),
+        uploads: Default::default(),
         superblock: parking_lot::Mutex::new(sb.clone()),
         settings,
         state: RwLock::new(State::new(crate::index::build(settings.index))),

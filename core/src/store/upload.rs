@@ -1,7 +1,18 @@
 //! Multipart uploads: space reserved up front, parts written in any order
 //! and concurrently, one atomic commit.
+//!
+//! Every upload in progress is listed in its store's registry
+//! ([`Store::list_uploads`]) until it is committed, aborted or dropped, and
+//! can be aborted from there ([`Store::abort_upload`]): its space is freed
+//! once the parts being written finish (they hold the pieces, invariant 2),
+//! and the handle's later calls fail with `Closed`. Uploads live in memory
+//! only: one not committed when the process ends is gone at the next open,
+//! its space free (the allocator is rebuilt from committed objects).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::SystemTime;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
@@ -17,55 +28,166 @@ pub const PART_ALIGN: u64 = BLOCK_SIZE as u64;
 
 enum Target {
     /// Small objects are assembled in memory and committed inline.
-    Inline(Mutex<Vec<u8>>),
+    Inline(Vec<u8>),
     /// Heap pieces reserved at `begin_upload` (freed if never committed),
     /// and the CRC32C of each 4 KiB block, recorded as its part is written.
-    Heap(Arc<Extent>, Mutex<Vec<u32>>),
+    Heap(Arc<Extent>, Vec<u32>),
+}
+
+/// What an upload and its store's registry share.
+struct Slot {
+    id: u64,
+    key: Box<[u8]>,
+    size: u64,
+    started: SystemTime,
+    /// `None` once committed or aborted: nothing more can be written.
+    target: Mutex<Option<Target>>,
+    /// One bit per `PART_ALIGN` unit of the object: set once written.
+    written: Mutex<Vec<u64>>,
+}
+
+impl Slot {
+    fn written_bytes(&self) -> u64 {
+        let units: u64 = self
+            .written
+            .lock()
+            .iter()
+            .map(|w| u64::from(w.count_ones()))
+            .sum();
+        (units * PART_ALIGN).min(self.size)
+    }
+}
+
+/// An upload in progress, as [`Store::list_uploads`] shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct UploadInfo {
+    /// Identifies the upload in this store until it ends
+    /// ([`Store::abort_upload`], [`Upload::id`]).
+    pub id: u64,
+    /// The key it will commit.
+    pub key: Bytes,
+    /// The object size given at `begin_upload`.
+    pub size: u64,
+    /// Bytes written so far (whole parts).
+    pub written: u64,
+    /// When `begin_upload` was called.
+    pub started: SystemTime,
+}
+
+/// The uploads in progress of one open store.
+#[derive(Default)]
+pub(crate) struct Uploads {
+    next: AtomicU64,
+    live: Mutex<HashMap<u64, Weak<Slot>>>,
+}
+
+impl Uploads {
+    fn register(&self, key: &[u8], size: u64, target: Target) -> Arc<Slot> {
+        let units = size.div_ceil(PART_ALIGN);
+        let slot = Arc::new(Slot {
+            id: self.next.fetch_add(1, Ordering::Relaxed) + 1,
+            key: key.into(),
+            size,
+            started: SystemTime::now(),
+            target: Mutex::new(Some(target)),
+            written: Mutex::new(vec![0; units.div_ceil(64) as usize]),
+        });
+        self.live.lock().insert(slot.id, Arc::downgrade(&slot));
+        slot
+    }
+
+    fn unregister(&self, id: u64) {
+        self.live.lock().remove(&id);
+    }
+
+    /// Every upload in progress, oldest first.
+    pub(crate) fn list(&self) -> Vec<UploadInfo> {
+        let slots: Vec<Arc<Slot>> = self
+            .live
+            .lock()
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
+        let mut out: Vec<UploadInfo> = slots
+            .iter()
+            .map(|s| UploadInfo {
+                id: s.id,
+                key: Bytes::copy_from_slice(&s.key),
+                size: s.size,
+                written: s.written_bytes(),
+                started: s.started,
+            })
+            .collect();
+        out.sort_by_key(|u| u.id);
+        out
+    }
+
+    /// Ends upload `id`: its space is freed once parts being written finish.
+    pub(crate) fn abort(&self, id: u64) -> Result<()> {
+        let slot = self.live.lock().remove(&id).and_then(|w| w.upgrade());
+        let Some(slot) = slot else {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("no upload {id} in progress"),
+            ));
+        };
+        // Dropped outside the lock: the last piece handle frees the pieces.
+        let target = slot.target.lock().take();
+        drop(target);
+        Ok(())
+    }
+}
+
+fn aborted() -> Error {
+    Error::new(
+        ErrorKind::Closed,
+        "the upload was aborted (Store::abort_upload)",
+    )
 }
 
 /// An upload in progress; see [`Store::begin_upload`].
 pub struct Upload {
     store: Store,
-    key: Box<[u8]>,
-    size: u64,
-    target: Target,
-    /// One bit per `PART_ALIGN` unit of the object: set once written.
-    written: Mutex<Vec<u64>>,
+    slot: Arc<Slot>,
 }
 
 impl std::fmt::Debug for Upload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Upload")
-            .field("key", &show_key(&self.key))
-            .field("size", &self.size)
+            .field("id", &self.slot.id)
+            .field("key", &show_key(&self.slot.key))
+            .field("size", &self.slot.size)
             .finish()
+    }
+}
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        self.store.shared().uploads.unregister(self.slot.id);
     }
 }
 
 impl Upload {
     pub(crate) fn begin(store: Store, key: &[u8], size: u64) -> Result<Upload> {
         let target = if store.is_inline(size) {
-            Target::Inline(Mutex::new(vec![0; size as usize]))
+            Target::Inline(vec![0; size as usize])
         } else {
             let blocks = crate::meta::tuple::data_blocks(size) as usize;
-            Target::Heap(
-                data::allocate(store.shared(), key, size)?,
-                Mutex::new(vec![0; blocks]),
-            )
+            Target::Heap(data::allocate(store.shared(), key, size)?, vec![0; blocks])
         };
-        let units = size.div_ceil(PART_ALIGN);
-        Ok(Upload {
-            store,
-            key: key.into(),
-            size,
-            target,
-            written: Mutex::new(vec![0; units.div_ceil(64) as usize]),
-        })
+        let slot = store.shared().uploads.register(key, size, target);
+        Ok(Upload { store, slot })
+    }
+
+    /// This upload's id in [`Store::list_uploads`].
+    pub fn id(&self) -> u64 {
+        self.slot.id
     }
 
     /// The object size given at `begin_upload`.
     pub fn size(&self) -> u64 {
-        self.size
+        self.slot.size
     }
 
     /// Writes `bytes` at `offset`. `offset` must be a multiple of
@@ -92,7 +214,8 @@ impl Upload {
     }
 
     async fn write_part_inner(&self, offset: u64, bytes: Bytes, expect: Option<u32>) -> Result<()> {
-        let ctx = || format!("write_part {} at {offset}", show_key(&self.key));
+        let size = self.slot.size;
+        let ctx = || format!("write_part {} at {offset}", show_key(&self.slot.key));
         self.store.check_open().map_err(|e| e.context(ctx()))?;
         let len = bytes.len() as u64;
         let invalid = |m: String| Err(Error::new(ErrorKind::InvalidArgument, m).context(ctx()));
@@ -103,15 +226,14 @@ impl Upload {
             return invalid(format!("part offset must be a multiple of {PART_ALIGN}"));
         }
         let end = match offset.checked_add(len) {
-            Some(end) if end <= self.size => end,
+            Some(end) if end <= size => end,
             _ => {
                 return invalid(format!(
-                    "part of {len} bytes at {offset} runs past the object size {}",
-                    self.size
+                    "part of {len} bytes at {offset} runs past the object size {size}"
                 ))
             }
         };
-        if end % PART_ALIGN != 0 && end != self.size {
+        if end % PART_ALIGN != 0 && end != size {
             return invalid(format!(
                 "a part that does not end the object must be a multiple of {PART_ALIGN} bytes long"
             ));
@@ -127,27 +249,37 @@ impl Upload {
                 ));
             }
         }
-        match &self.target {
-            Target::Inline(buf) => {
+        // Small objects are copied under the lock; heap parts are written
+        // with a handle on the pieces, so an abort meanwhile frees them
+        // only after this write.
+        let extent = match self.slot.target.lock().as_mut() {
+            None => return Err(aborted().context(ctx())),
+            Some(Target::Inline(buf)) => {
                 // The buffer holds `size` bytes and `end <= size` (above).
-                let mut buf = buf.lock();
                 let Some(dst) = buf.get_mut(offset as usize..end as usize) else {
                     return invalid(format!("part at {offset} runs past the object"));
                 };
                 dst.copy_from_slice(&bytes);
+                None
             }
-            Target::Heap(extent, table) => {
-                let sums = data::write_range(self.store.shared(), extent, offset, &bytes)
-                    .await
-                    .map_err(|e| e.context(ctx()))?;
-                // One checksum per block of the part, at the part's blocks.
-                let first = (offset / BLOCK_SIZE as u64) as usize;
-                for (slot, sum) in table.lock().iter_mut().skip(first).zip(sums) {
-                    *slot = sum;
+            Some(Target::Heap(extent, _)) => Some(extent.clone()),
+        };
+        if let Some(extent) = extent {
+            let sums = data::write_range(self.store.shared(), &extent, offset, &bytes)
+                .await
+                .map_err(|e| e.context(ctx()))?;
+            // One checksum per block of the part, at the part's blocks.
+            let first = (offset / BLOCK_SIZE as u64) as usize;
+            match self.slot.target.lock().as_mut() {
+                Some(Target::Heap(_, table)) => {
+                    for (slot, sum) in table.iter_mut().skip(first).zip(sums) {
+                        *slot = sum;
+                    }
                 }
+                _ => return Err(aborted().context(ctx())),
             }
         }
-        let mut bits = self.written.lock();
+        let mut bits = self.slot.written.lock();
         for unit in offset / PART_ALIGN..end.div_ceil(PART_ALIGN) {
             if let Some(word) = bits.get_mut((unit / 64) as usize) {
                 *word |= 1 << (unit % 64);
@@ -158,8 +290,8 @@ impl Upload {
 
     /// First byte not yet written, if any.
     fn first_gap(&self) -> Option<u64> {
-        let bits = self.written.lock();
-        let units = self.size.div_ceil(PART_ALIGN);
+        let bits = self.slot.written.lock();
+        let units = self.slot.size.div_ceil(PART_ALIGN);
         (0..units)
             .find(|u| {
                 bits.get((u / 64) as usize)
@@ -182,12 +314,16 @@ impl Upload {
     /// (`AlreadyExists`, `VersionMismatch`) changes nothing and frees the
     /// upload's space.
     pub async fn commit_with(self, options: PutOptions) -> Result<ObjectInfo> {
-        let ctx = format!("commit upload {}", show_key(&self.key));
+        let (key, size) = (&self.slot.key, self.slot.size);
+        let ctx = format!("commit upload {}", show_key(key));
         self.store.check_open().map_err(|e| e.context(&ctx))?;
         self.store
             .shared()
             .check_failed()
             .map_err(|e| e.context(&ctx))?;
+        if self.slot.target.lock().is_none() {
+            return Err(aborted().context(ctx));
+        }
         if let Some(gap) = self.first_gap() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -195,12 +331,16 @@ impl Upload {
             )
             .context(ctx));
         }
-        let data = match self.target {
-            Target::Inline(buf) => ObjectData::Inline(Bytes::from(buf.into_inner())),
-            Target::Heap(extent, table) => {
-                let (sums, trailer) = data::seal(table.into_inner());
+        // Taken: the upload leaves the registry's reach (an abort now finds
+        // nothing to free; the commit owns the pieces).
+        let target = self.slot.target.lock().take();
+        let data = match target {
+            None => return Err(aborted().context(ctx)),
+            Some(Target::Inline(buf)) => ObjectData::Inline(Bytes::from(buf)),
+            Some(Target::Heap(extent, table)) => {
+                let (sums, trailer) = data::seal(table);
                 if let Some(t) = &trailer {
-                    data::write_table(self.store.shared(), &extent, self.size, t)
+                    data::write_table(self.store.shared(), &extent, size, t)
                         .await
                         .map_err(|e| e.context(&ctx))?;
                 }
@@ -214,7 +354,7 @@ impl Upload {
             }
         };
         self.store
-            .commit_object(&self.key, self.size, data, None, options.mode)
+            .commit_object(key, size, data, None, options.mode)
             .await
             .map_err(|e| e.context(ctx))
     }

@@ -1,0 +1,140 @@
+//! Incomplete uploads (issue 17, part 3): listed while in progress, aborted
+//! from the store wherever their handle is, gone (space free) at reopen.
+
+mod common;
+
+use blobcask::blocking::Store;
+use blobcask::{ErrorKind, IoEngineKind, Options, PART_ALIGN};
+use common::{pattern, temp_path};
+
+const ENGINES: [IoEngineKind; 2] = [IoEngineKind::IoUring, IoEngineKind::Portable];
+
+fn opts(engine: IoEngineKind) -> Options {
+    Options::new()
+        .io_engine(engine)
+        .capacity(32 << 20)
+        .max_capacity(32 << 20)
+}
+
+#[test]
+fn uploads_in_progress_are_listed_until_they_end() {
+    for engine in ENGINES {
+        let t = temp_path();
+        let s = Store::open(&t.path, opts(engine)).unwrap();
+        assert!(s.list_uploads().is_empty());
+        let a = s.begin_upload("a", 3 * PART_ALIGN + 10).unwrap();
+        let b = s.begin_upload("b", 100).unwrap(); // inline-sized
+        let again = s.begin_upload("a", 8192).unwrap(); // same key, another upload
+        a.write_part(PART_ALIGN, pattern(1, PART_ALIGN as usize))
+            .unwrap();
+        let list = s.list_uploads();
+        let seen: Vec<(&[u8], u64, u64)> = list
+            .iter()
+            .map(|u| (&u.key[..], u.size, u.written))
+            .collect();
+        assert_eq!(
+            seen,
+            vec![
+                (&b"a"[..], 3 * PART_ALIGN + 10, PART_ALIGN),
+                (&b"b"[..], 100, 0),
+                (&b"a"[..], 8192, 0),
+            ],
+            "{engine:?}"
+        );
+        assert_eq!(list[0].id, a.id());
+        assert!(list.windows(2).all(|w| w[0].id < w[1].id));
+        drop(again);
+        b.abort().unwrap();
+        assert_eq!(s.list_uploads().len(), 1);
+        a.write_part(0, pattern(0, PART_ALIGN as usize)).unwrap();
+        a.write_part(2 * PART_ALIGN, pattern(2, PART_ALIGN as usize + 10))
+            .unwrap();
+        a.commit().unwrap();
+        assert!(s.list_uploads().is_empty());
+        assert_eq!(s.get("a").unwrap().len() as u64, 3 * PART_ALIGN + 10);
+    }
+}
+
+#[test]
+fn abort_upload_frees_the_space_and_fails_the_handle_with_closed() {
+    for engine in ENGINES {
+        let t = temp_path();
+        let s = Store::open(&t.path, opts(engine)).unwrap();
+        let free = s.stats().free_bytes;
+        let up = s.begin_upload("big", 8 << 20).unwrap();
+        up.write_part(0, pattern(3, 1 << 20)).unwrap();
+        assert!(s.stats().free_bytes <= free - (8 << 20));
+        let id = s.list_uploads()[0].id;
+        s.abort_upload(id).unwrap();
+        assert_eq!(
+            s.stats().free_bytes,
+            free,
+            "{engine:?}: space freed at once"
+        );
+        assert!(s.list_uploads().is_empty());
+        let e = up.write_part(1 << 20, pattern(4, 4096)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Closed, "{e}");
+        let e = up.commit().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Closed, "{e}");
+        assert!(!s.contains("big"));
+        // Unknown or finished ids.
+        assert_eq!(s.abort_upload(id).unwrap_err().kind(), ErrorKind::NotFound);
+        assert_eq!(s.abort_upload(999).unwrap_err().kind(), ErrorKind::NotFound);
+        // An inline-sized upload aborted the same way.
+        let small = s.begin_upload("small", 10).unwrap();
+        s.abort_upload(small.id()).unwrap();
+        assert_eq!(
+            small.write_part(0, vec![1u8; 10]).unwrap_err().kind(),
+            ErrorKind::Closed
+        );
+    }
+}
+
+#[test]
+fn an_abort_racing_parts_never_lets_their_pieces_be_reused_under_them() {
+    // Writers keep writing parts while another thread aborts the upload and
+    // puts objects that reuse the space: every put reads back exactly, and
+    // each part either lands (before the abort) or fails with Closed.
+    let t = temp_path();
+    let s = Store::open(&t.path, opts(IoEngineKind::Auto)).unwrap();
+    for round in 0..20u64 {
+        let up = std::sync::Arc::new(s.begin_upload("u", 4 << 20).unwrap());
+        let writer = {
+            let up = up.clone();
+            std::thread::spawn(move || {
+                for i in 0..16u64 {
+                    match up.write_part(i * (256 << 10), pattern(i, 256 << 10)) {
+                        Ok(()) => {}
+                        Err(e) => {
+                            assert_eq!(e.kind(), ErrorKind::Closed, "{e}");
+                            return;
+                        }
+                    }
+                }
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_micros(300 * round));
+        let _ = s.abort_upload(up.id());
+        let key = format!("reuse/{round}");
+        s.put(&key, pattern(round + 100, 3 << 20)).unwrap();
+        writer.join().unwrap();
+        assert_eq!(s.get(&key).unwrap(), pattern(round + 100, 3 << 20));
+        s.delete(&key).unwrap();
+    }
+}
+
+#[test]
+fn uploads_not_committed_are_gone_at_reopen_and_their_space_is_free() {
+    let t = temp_path();
+    let s = Store::open(&t.path, opts(IoEngineKind::Auto)).unwrap();
+    let free = s.stats().free_bytes;
+    let up = s.begin_upload("half", 6 << 20).unwrap();
+    up.write_part(0, pattern(5, 1 << 20)).unwrap();
+    // The process "ends" with the upload open: the handle is leaked.
+    std::mem::forget(up);
+    s.close().unwrap();
+    let s = Store::open(&t.path, Options::new().create(false)).unwrap();
+    assert!(s.list_uploads().is_empty());
+    assert!(!s.contains("half"));
+    assert_eq!(s.stats().free_bytes, free);
+}
