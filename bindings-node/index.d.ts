@@ -45,6 +45,18 @@ export declare class Store {
   beginUpload(key: string | Uint8Array, size: number): Promise<Upload>
   /** Space and content figures. */
   stats(): Stats
+  /**
+   * Grows the store file to `capacity` bytes (rounded down to 4096) now,
+   * ahead of the growth a put would trigger; the space is reserved on
+   * the file system and the new size durable when the promise resolves
+   * (`stats().capacity`). The current size is a no-op. Rejects with
+   * INVALID_ARGUMENT for a smaller size (a store never shrinks), one
+   * above `maxCapacity` or not a non-negative integer; UNSUPPORTED on a
+   * block device or a read-only store; NO_SPACE when the file system is
+   * full (the store keeps its size); CLOSED after `close()`. Runs on
+   * napi-rs's runtime.
+   */
+  grow(capacity: number): Promise<void>
   /** Barrier: resolves once everything acknowledged before is durable. */
   sync(): Promise<void>
   /**
@@ -77,6 +89,11 @@ export declare class Store {
   statSync(key: string | Uint8Array): ObjectInfo
   /** Synchronous `delete`. */
   deleteSync(key: string | Uint8Array): void
+  /**
+   * Synchronous `grow` (blocks the event loop while the file system
+   * reserves the space; for scripts).
+   */
+  growSync(capacity: number): void
   /** Synchronous `sync`. */
   syncSync(): void
   /**
@@ -138,12 +155,26 @@ export declare function open(path: string, options?: OpenOptions | undefined | n
 
 /** Options for `Store.open`. */
 export interface OpenOptions {
-  /** Bytes of a newly created store (default 1 GiB). */
+  /**
+   * Size of the store file: a new store starts at it (default 16 MiB)
+   * and grows as it fills; a larger one at reopen grows the store, a
+   * smaller one is refused. Default: the store's current size.
+   */
   capacity?: number
-  /** `'hash'` (default), `'btree'` or `'fst'`. */
+  /**
+   * `'hash'`, `'btree'` or `'fst'`. Stored in the store: omitted, an
+   * existing store uses its stored kind (a new one `'hash'`).
+   */
   index?: string
-  /** Values up to this many bytes are stored inline. */
+  /** Values up to this many bytes are stored inline. Stored like `index`. */
   inlineThreshold?: number
+  /**
+   * Largest size the store file grows to by itself (a put that needs
+   * more rejects with NO_SPACE). Stored like `index`; omitted, an
+   * existing store keeps its stored limit (a new one has none but the
+   * file system). `2 ** 64` or more (e.g. `Infinity`) means no limit.
+   */
+  maxCapacity?: number
   /** `'auto'` (default), `'io_uring'` or `'portable'`. */
   ioEngine?: string
   /** Bypass the page cache (default true). */

@@ -1,11 +1,33 @@
 /** Options for `Store.open`. */
 export interface OpenOptions {
-  /** Bytes of a newly created store (default 1 GiB). */
+  /**
+   * Size of the store file. A new store starts at it (default 16 MiB) and
+   * grows by itself as it fills, up to `maxCapacity` (a block device keeps
+   * its size). At reopen a larger size grows the store, a smaller one is
+   * refused (INVALID_ARGUMENT); omitted, the store keeps its size.
+   */
   capacity?: number
-  /** Index backend: 'hash' (default, no listing), 'btree' or 'fst'. */
+  /**
+   * Index backend: 'hash' (no listing), 'btree' or 'fst'. Stored in the
+   * store: omitted, an existing store uses its stored kind ('hash' for a
+   * new one); given at a read-write open, it replaces the stored kind (a
+   * read-only open uses it for itself only).
+   */
   index?: 'hash' | 'btree' | 'fst'
-  /** Values up to this many bytes are stored inline beside their key. */
+  /**
+   * Values up to this many bytes are stored inline beside their key.
+   * Stored in the store like `index` (default 512 for a new store).
+   */
   inlineThreshold?: number
+  /**
+   * Largest size the store file grows to by itself; a put that needs more
+   * rejects with NO_SPACE, and `grow` beyond it with INVALID_ARGUMENT.
+   * Stored in the store like `index`: omitted, an existing store keeps its
+   * stored limit (a new one has none but the file system). `2 ** 64` or
+   * more (e.g. `Infinity`) means no limit. A non-negative integer; anything
+   * else is INVALID_ARGUMENT.
+   */
+  maxCapacity?: number
   /** I/O engine: 'auto' (default), 'io_uring' or 'portable'. */
   ioEngine?: 'auto' | 'io_uring' | 'portable'
   /** Bypass the page cache (default true). */
@@ -168,6 +190,16 @@ export declare class Store {
   beginUpload(key: Key, size: number): Promise<Upload>
   /** Space and content figures. */
   stats(): Stats
+  /**
+   * Grows the store file to `capacity` bytes (rounded down to 4096) now,
+   * with the space reserved on the file system; resolves once the new size
+   * is durable (`stats().capacity`). The current size is a no-op. Rejects
+   * with INVALID_ARGUMENT for a smaller size (a store never shrinks) or one
+   * above `maxCapacity`, UNSUPPORTED on a block device or a read-only
+   * store, NO_SPACE when the file system is full (the store keeps its
+   * size), CLOSED after `close()`.
+   */
+  grow(capacity: number): Promise<void>
   /** Barrier: resolves once everything acknowledged before is durable. */
   sync(): Promise<void>
   /**
@@ -188,6 +220,7 @@ export declare class Store {
   readSync(key: Key, offset?: number, length?: number): Buffer
   statSync(key: Key): ObjectInfo
   deleteSync(key: Key): void
+  growSync(capacity: number): void
   syncSync(): void
   backupSync(dest: string): BackupReport
   closeSync(): void

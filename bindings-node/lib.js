@@ -159,6 +159,15 @@ class Store {
   stats() {
     return callSync(() => this.#n.stats())
   }
+  /**
+   * Grows the store file to `capacity` bytes now (a store also grows by
+   * itself as it fills, up to `maxCapacity`). INVALID_ARGUMENT for a
+   * smaller size or one above `maxCapacity`, UNSUPPORTED on a block device
+   * or a read-only store, NO_SPACE when the file system is full.
+   */
+  grow(capacity) {
+    return call(() => this.#n.grow(capacity))
+  }
   /** Barrier: resolves once everything acknowledged before is durable. */
   sync() {
     return call(() => this.#n.sync())
@@ -191,6 +200,9 @@ class Store {
   }
   deleteSync(key) {
     return callSync(() => this.#n.deleteSync(key))
+  }
+  growSync(capacity) {
+    return callSync(() => this.#n.growSync(capacity))
   }
   syncSync() {
     return callSync(() => this.#n.syncSync())

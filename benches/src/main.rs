@@ -878,7 +878,10 @@ async fn growth_phase(cfg: &Config) {
                         let (store, value) = (store.clone(), value.clone());
                         tokio::spawn(async move {
                             for i in (w..n).step_by(writers as usize) {
-                                store.put(format!("obj/{i:08}"), value.clone()).await.unwrap();
+                                store
+                                    .put(format!("obj/{i:08}"), value.clone())
+                                    .await
+                                    .unwrap();
                             }
                         })
                     })
@@ -907,7 +910,9 @@ async fn growth_phase(cfg: &Config) {
             let t0 = Instant::now();
             let store = Store::open(
                 &path,
-                Options::new().io_engine(IoEngineKind::IoUring).capacity(grown),
+                Options::new()
+                    .io_engine(IoEngineKind::IoUring)
+                    .capacity(grown),
             )
             .await
             .unwrap();

@@ -57,12 +57,18 @@ typedef enum bc_code {
 } bc_code;
 
 /*
- Index backend (see the Rust `IndexKind`).
+ Index backend (see the Rust `IndexKind`). The kind is stored in the
+ store: an explicit kind at a read-write open replaces the stored one (a
+ read-only open uses it for itself only).
  */
 typedef enum bc_index {
   BC_INDEX_HASH = 0,
   BC_INDEX_BTREE = 1,
   BC_INDEX_FST = 2,
+  /*
+   The store's stored kind; BC_INDEX_HASH for a new store (the default).
+   */
+  BC_INDEX_STORED = 3,
 } bc_index;
 
 /*
@@ -113,11 +119,16 @@ typedef struct bc_upload bc_upload;
  */
 typedef struct bc_options {
   /*
-   Bytes of a newly created store; 0 = default (1 GiB).
+   Size of the store file in bytes. A new store file starts at it
+   (0 = 16 MiB) and grows by itself as it fills, up to `max_capacity`
+   (a block device keeps its size). At reopen, 0 keeps the store's
+   size, a larger one grows the store, a smaller one is
+   BC_INVALID_ARGUMENT (a store never shrinks).
    */
   uint64_t capacity;
   /*
-   A `bc_index` value (an integer, so any value C passes is defined).
+   A `bc_index` value (an integer, so any value C passes is defined);
+   BC_INDEX_STORED (the default) uses the store's stored kind.
    */
   uint32_t index;
   /*
@@ -125,7 +136,8 @@ typedef struct bc_options {
    */
   uint32_t io_engine;
   /*
-   Inline threshold in bytes; -1 = default.
+   Inline threshold in bytes; -1 = the store's stored threshold (512
+   for a new store). Stored in the store like `index`.
    */
   int64_t inline_threshold;
   /*
@@ -156,6 +168,14 @@ typedef struct bc_options {
    pointer: never write through `bc_buf.data`.
    */
   int64_t cache_bytes;
+  /*
+   Largest size in bytes the store file grows to by itself: a put that
+   needs more fails with BC_NO_SPACE, and bc_grow beyond it with
+   BC_INVALID_ARGUMENT. Stored in the store like `index`: 0 = the
+   stored limit (none for a new store); UINT64_MAX = explicitly no
+   limit (stored as such at a read-write open).
+   */
+  uint64_t max_capacity;
 } bc_options;
 
 /*
@@ -392,6 +412,20 @@ enum bc_code bc_upload_abort(struct bc_upload *up);
 enum bc_code bc_store_stats(const struct bc_store *store,
                             struct bc_stats *out,
                             struct bc_error **err);
+
+/*
+ Grows the store file to `capacity` bytes (rounded down to 4096) now,
+ ahead of the growth a put would trigger: the space is reserved on the
+ file system and the new size is durable on return (`bc_stats.capacity`).
+ The current size is a no-op.
+
+ Errors: BC_INVALID_ARGUMENT if `store` is NULL, `capacity` is below the
+ store's size (a store never shrinks) or above its `max_capacity`;
+ BC_UNSUPPORTED on a block device or a read-only store; BC_NO_SPACE when
+ the file system is full (the store keeps its size); BC_CLOSED after
+ bc_close; BC_IO otherwise.
+ */
+enum bc_code bc_grow(const struct bc_store *store, uint64_t capacity, struct bc_error **err);
 
 /*
  Barrier: returns once everything acknowledged before it is durable.

@@ -43,13 +43,17 @@ pub enum bc_code {
     BC_INTERNAL = 99,
 }
 
-/// Index backend (see the Rust `IndexKind`).
+/// Index backend (see the Rust `IndexKind`). The kind is stored in the
+/// store: an explicit kind at a read-write open replaces the stored one (a
+/// read-only open uses it for itself only).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum bc_index {
     BC_INDEX_HASH = 0,
     BC_INDEX_BTREE = 1,
     BC_INDEX_FST = 2,
+    /// The store's stored kind; BC_INDEX_HASH for a new store (the default).
+    BC_INDEX_STORED = 3,
 }
 
 /// What a put may replace (see the Rust `PutMode`).
@@ -78,13 +82,19 @@ pub enum bc_io_engine {
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct bc_options {
-    /// Bytes of a newly created store; 0 = default (1 GiB).
+    /// Size of the store file in bytes. A new store file starts at it
+    /// (0 = 16 MiB) and grows by itself as it fills, up to `max_capacity`
+    /// (a block device keeps its size). At reopen, 0 keeps the store's
+    /// size, a larger one grows the store, a smaller one is
+    /// BC_INVALID_ARGUMENT (a store never shrinks).
     pub capacity: u64,
-    /// A `bc_index` value (an integer, so any value C passes is defined).
+    /// A `bc_index` value (an integer, so any value C passes is defined);
+    /// BC_INDEX_STORED (the default) uses the store's stored kind.
     pub index: u32,
     /// A `bc_io_engine` value.
     pub io_engine: u32,
-    /// Inline threshold in bytes; -1 = default.
+    /// Inline threshold in bytes; -1 = the store's stored threshold (512
+    /// for a new store). Stored in the store like `index`.
     pub inline_threshold: i64,
     /// 1 = O_DIRECT (default), 0 = buffered I/O.
     pub direct_io: i32,
@@ -104,6 +114,12 @@ pub struct bc_options {
     /// (64 MiB), 0 = off. Hits are the store's memory behind a `const`
     /// pointer: never write through `bc_buf.data`.
     pub cache_bytes: i64,
+    /// Largest size in bytes the store file grows to by itself: a put that
+    /// needs more fails with BC_NO_SPACE, and bc_grow beyond it with
+    /// BC_INVALID_ARGUMENT. Stored in the store like `index`: 0 = the
+    /// stored limit (none for a new store); UINT64_MAX = explicitly no
+    /// limit (stored as such at a read-write open).
+    pub max_capacity: u64,
 }
 
 /// What a commit produced, or what `bc_stat` reports.
@@ -313,7 +329,7 @@ fn fill_buf(out: &mut bc_buf, b: Bytes) {
 pub extern "C" fn bc_options_default() -> bc_options {
     bc_options {
         capacity: 0,
-        index: bc_index::BC_INDEX_HASH as u32,
+        index: bc_index::BC_INDEX_STORED as u32,
         io_engine: bc_io_engine::BC_IO_AUTO as u32,
         inline_threshold: -1,
         direct_io: 1,
@@ -321,6 +337,7 @@ pub extern "C" fn bc_options_default() -> bc_options {
         create_new: 0,
         read_only: 0,
         cache_bytes: -1,
+        max_capacity: 0,
     }
 }
 
@@ -329,12 +346,18 @@ fn options_of(o: &bc_options) -> Result<Options, Fail> {
     if o.capacity > 0 {
         opts = opts.capacity(o.capacity);
     }
-    opts = opts.index(match o.index {
-        0 => IndexKind::Hash,
-        1 => IndexKind::BTree,
-        2 => IndexKind::Fst,
+    // Only what the caller set: an index, threshold or limit passed here
+    // would replace the one the store has stored.
+    match o.index {
+        0 => opts = opts.index(IndexKind::Hash),
+        1 => opts = opts.index(IndexKind::BTree),
+        2 => opts = opts.index(IndexKind::Fst),
+        3 => {}
         _ => return Err(invalid("unknown index")),
-    });
+    }
+    if o.max_capacity > 0 {
+        opts = opts.max_capacity(o.max_capacity);
+    }
     opts = opts.io_engine(match o.io_engine {
         0 => IoEngineKind::Auto,
         1 => IoEngineKind::IoUring,
@@ -678,6 +701,27 @@ pub extern "C" fn bc_store_stats(
             cache_capacity: st.cache.capacity,
         };
         Ok(())
+    })
+}
+
+/// Grows the store file to `capacity` bytes (rounded down to 4096) now,
+/// ahead of the growth a put would trigger: the space is reserved on the
+/// file system and the new size is durable on return (`bc_stats.capacity`).
+/// The current size is a no-op.
+///
+/// Errors: BC_INVALID_ARGUMENT if `store` is NULL, `capacity` is below the
+/// store's size (a store never shrinks) or above its `max_capacity`;
+/// BC_UNSUPPORTED on a block device or a read-only store; BC_NO_SPACE when
+/// the file system is full (the store keeps its size); BC_CLOSED after
+/// bc_close; BC_IO otherwise.
+#[no_mangle]
+pub extern "C" fn bc_grow(
+    store: *const bc_store,
+    capacity: u64,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        store_ref(store)?.store.grow(capacity).map_err(engine_err)
     })
 }
 

@@ -27,6 +27,7 @@ static void fill(uint8_t *buf, size_t len, unsigned seed) {
 static bc_store *open_store(void) {
     bc_options o = bc_options_default();
     o.capacity = 64u << 20;
+    o.max_capacity = 64u << 20; /* test_full_store fills it */
     bc_error *err = NULL;
     bc_store *s = bc_open(path, &o, &err);
     if (!s) {
@@ -454,6 +455,189 @@ static void test_full_store(bc_store *s) {
     CHECK(bc_put(s, K("after-full"), chunk, sizeof chunk, NULL, NULL) == BC_OK);
 }
 
+static uint64_t capacity_of(bc_store *s) {
+    bc_stats st = {0};
+    CHECK(bc_store_stats(s, &st, NULL) == BC_OK);
+    return st.capacity;
+}
+
+static bc_store *open_with(const char *p, const bc_options *o) {
+    bc_error *err = NULL;
+    bc_store *s = bc_open(p, o, &err);
+    if (!s) {
+        fprintf(stderr, "open %s failed: %s\n", p, bc_error_message(err));
+        bc_error_free(err);
+        failures++;
+    }
+    return s;
+}
+
+/* Puts 1 MiB values until BC_NO_SPACE (required within `limit`); returns
+ * how many were stored. */
+static int fill_until_no_space(bc_store *s, const char *prefix, int limit) {
+    static uint8_t chunk[1 << 20];
+    char key[64];
+    for (int i = 0; i < limit; i++) {
+        fill(chunk, sizeof chunk, (unsigned)i);
+        snprintf(key, sizeof key, "%s/%d", prefix, i);
+        bc_code rc = bc_put(s, K(key), chunk, sizeof chunk, NULL, NULL);
+        if (rc != BC_OK) {
+            CHECK(rc == BC_NO_SPACE);
+            return i;
+        }
+    }
+    CHECK(!"no BC_NO_SPACE within the limit");
+    return limit;
+}
+
+/* A new store starts at 16 MiB and grows as it fills, up to max_capacity
+ * (stored); bc_grow grows it at once and never shrinks it; unset options
+ * (BC_INDEX_STORED, inline_threshold -1, max_capacity 0) keep what the
+ * store has stored. */
+static void test_growth(void) {
+    char g[300];
+    snprintf(g, sizeof g, "%s.grow", path);
+    unlink(g);
+    const uint64_t MiB = 1u << 20;
+    bc_options d = bc_options_default();
+    CHECK(d.index == BC_INDEX_STORED && d.max_capacity == 0 && d.capacity == 0);
+
+    /* Starts at 16 MiB; 40 MiB of puts grow it; reopened, it keeps its size. */
+    bc_store *s = open_with(g, NULL);
+    if (!s) return;
+    CHECK(capacity_of(s) == 16 * MiB);
+    static uint8_t chunk[1 << 20];
+    char key[64];
+    for (int i = 0; i < 40; i++) {
+        fill(chunk, sizeof chunk, (unsigned)i);
+        snprintf(key, sizeof key, "big/%d", i);
+        CHECK(bc_put(s, K(key), chunk, sizeof chunk, NULL, NULL) == BC_OK);
+    }
+    uint64_t grown = capacity_of(s);
+    CHECK(grown >= 40 * MiB);
+    bc_store_free(s);
+    s = open_with(g, &d);
+    if (!s) return;
+    bc_stats st = {0};
+    CHECK(bc_store_stats(s, &st, NULL) == BC_OK && st.capacity == grown && st.objects == 40);
+    bc_buf buf = {0};
+    fill(chunk, sizeof chunk, 39);
+    CHECK(bc_get(s, K("big/39"), &buf, NULL) == BC_OK && buf.len == sizeof chunk &&
+          memcmp(buf.data, chunk, sizeof chunk) == 0);
+    bc_buf_free(&buf);
+
+    /* bc_grow: larger works at once, the same size is a no-op, smaller is
+     * refused with a message that says why. */
+    CHECK(bc_grow(s, grown + 16 * MiB, NULL) == BC_OK);
+    CHECK(capacity_of(s) == grown + 16 * MiB);
+    CHECK(bc_grow(s, grown + 16 * MiB, NULL) == BC_OK);
+    CHECK(bc_grow(s, grown + 16 * MiB + 4095, NULL) == BC_OK); /* rounded down */
+    CHECK(capacity_of(s) == grown + 16 * MiB);
+    bc_error *err = NULL;
+    CHECK(bc_grow(s, 32 * MiB, &err) == BC_INVALID_ARGUMENT);
+    CHECK(err && strstr(bc_error_message(err), "never shrinks") != NULL);
+    bc_error_free(err);
+    err = NULL;
+    CHECK(capacity_of(s) == grown + 16 * MiB);
+    CHECK(bc_grow(NULL, 128 * MiB, &err) == BC_INVALID_ARGUMENT);
+    CHECK(err && strstr(bc_error_message(err), "NULL") != NULL);
+    bc_error_free(err);
+    err = NULL;
+    CHECK(bc_close(s, NULL) == BC_OK);
+    CHECK(bc_grow(s, 128 * MiB, NULL) == BC_CLOSED);
+    bc_store_free(s);
+
+    /* A read-only store never grows; a larger capacity at reopen grows the
+     * store, a smaller one is refused. */
+    bc_options r = bc_options_default();
+    r.read_only = 1;
+    s = open_with(g, &r);
+    if (!s) return;
+    CHECK(bc_grow(s, 128 * MiB, NULL) == BC_UNSUPPORTED);
+    bc_store_free(s);
+    bc_options c = bc_options_default();
+    c.capacity = grown + 32 * MiB;
+    s = open_with(g, &c);
+    if (!s) return;
+    CHECK(capacity_of(s) == grown + 32 * MiB);
+    bc_store_free(s);
+    c.capacity = 32 * MiB;
+    CHECK(bc_open(g, &c, &err) == NULL && bc_error_code(err) == BC_INVALID_ARGUMENT);
+    bc_error_free(err);
+    err = NULL;
+    unlink(g);
+
+    /* max_capacity stops growth with BC_NO_SPACE and is stored. */
+    bc_options m = bc_options_default();
+    m.max_capacity = 32 * MiB;
+    s = open_with(g, &m);
+    if (!s) return;
+    int stored = fill_until_no_space(s, "a", 100);
+    CHECK(stored > 16 && stored < 32);
+    CHECK(capacity_of(s) <= 32 * MiB);
+    bc_store_free(s);
+    s = open_with(g, NULL); /* no options: the stored limit */
+    if (!s) return;
+    CHECK(bc_put(s, K("one-more"), chunk, sizeof chunk, NULL, NULL) == BC_NO_SPACE);
+    CHECK(bc_grow(s, 64 * MiB, &err) == BC_INVALID_ARGUMENT);
+    CHECK(err && strstr(bc_error_message(err), "max_capacity") != NULL);
+    bc_error_free(err);
+    err = NULL;
+    CHECK(bc_store_stats(s, &st, NULL) == BC_OK && st.objects == (uint64_t)stored);
+    bc_store_free(s);
+    /* UINT64_MAX lifts the limit, and is stored in its place. */
+    m.max_capacity = UINT64_MAX;
+    s = open_with(g, &m);
+    if (!s) return;
+    CHECK(bc_grow(s, 48 * MiB, NULL) == BC_OK);
+    bc_store_free(s);
+    s = open_with(g, NULL);
+    if (!s) return;
+    CHECK(bc_grow(s, 64 * MiB, NULL) == BC_OK && capacity_of(s) == 64 * MiB);
+    bc_store_free(s);
+    /* Below the smallest store, or below the capacity asked: refused. */
+    m.max_capacity = 4096;
+    CHECK(bc_open(g, &m, NULL) == NULL);
+    unlink(g);
+    m.max_capacity = 16 * MiB;
+    m.capacity = 32 * MiB;
+    CHECK(bc_open(g, &m, &err) == NULL && bc_error_code(err) == BC_INVALID_ARGUMENT);
+    bc_error_free(err);
+    err = NULL;
+    CHECK(access(g, F_OK) != 0);
+
+    /* The inline threshold set at creation is used at reopen (inline_threshold
+     * -1); an explicit one at a read-write open replaces it. */
+    bc_options t = bc_options_default();
+    t.inline_threshold = 0;
+    t.index = BC_INDEX_BTREE;
+    s = open_with(g, &t);
+    if (!s) return;
+    bc_info info = {0};
+    CHECK(bc_put(s, K("a"), (const uint8_t *)"abc", 3, &info, NULL) == BC_OK && !info.is_inline);
+    bc_store_free(s);
+    s = open_with(g, NULL);
+    if (!s) return;
+    CHECK(bc_put(s, K("b"), (const uint8_t *)"abc", 3, &info, NULL) == BC_OK && !info.is_inline);
+    bc_store_free(s);
+    t = bc_options_default();
+    t.inline_threshold = 100;
+    s = open_with(g, &t);
+    if (!s) return;
+    CHECK(bc_put(s, K("c"), (const uint8_t *)"abc", 3, &info, NULL) == BC_OK && info.is_inline);
+    bc_store_free(s);
+    s = open_with(g, &d);
+    if (!s) return;
+    CHECK(bc_put(s, K("d"), (const uint8_t *)"abc", 3, &info, NULL) == BC_OK && info.is_inline);
+    CHECK(bc_stat(s, K("a"), &info, NULL) == BC_OK && !info.is_inline); /* objects stay put */
+    bc_store_free(s);
+    t = bc_options_default();
+    t.index = 4;
+    CHECK(bc_open(g, &t, &err) == NULL && bc_error_code(err) == BC_INVALID_ARGUMENT);
+    bc_error_free(err);
+    unlink(g);
+}
+
 struct worker { bc_store *s; int id; int ok; };
 
 static void *worker_main(void *arg) {
@@ -501,6 +685,7 @@ int main(void) {
     test_create_new_and_read_only();
     test_free_with_an_upload_outstanding();
     test_backup();
+    test_growth();
 
     bc_stats st;
     CHECK(bc_store_stats(s, &st, NULL) == BC_OK && st.capacity == (64u << 20) && st.objects > 0);

@@ -240,12 +240,20 @@ impl From<engine::BackupReport> for BackupReport {
 #[napi(object)]
 #[derive(Default)]
 pub struct OpenOptions {
-    /// Bytes of a newly created store (default 1 GiB).
+    /// Size of the store file: a new store starts at it (default 16 MiB)
+    /// and grows as it fills; a larger one at reopen grows the store, a
+    /// smaller one is refused. Default: the store's current size.
     pub capacity: Option<f64>,
-    /// `'hash'` (default), `'btree'` or `'fst'`.
+    /// `'hash'`, `'btree'` or `'fst'`. Stored in the store: omitted, an
+    /// existing store uses its stored kind (a new one `'hash'`).
     pub index: Option<String>,
-    /// Values up to this many bytes are stored inline.
+    /// Values up to this many bytes are stored inline. Stored like `index`.
     pub inline_threshold: Option<u32>,
+    /// Largest size the store file grows to by itself (a put that needs
+    /// more rejects with NO_SPACE). Stored like `index`; omitted, an
+    /// existing store keeps its stored limit (a new one has none but the
+    /// file system). `2 ** 64` or more (e.g. `Infinity`) means no limit.
+    pub max_capacity: Option<f64>,
     /// `'auto'` (default), `'io_uring'` or `'portable'`.
     pub io_engine: Option<String>,
     /// Bypass the page cache (default true).
@@ -314,6 +322,9 @@ fn options_of(o: Option<OpenOptions>) -> Result<Options> {
     if let Some(t) = o.inline_threshold {
         opts = opts.inline_threshold(t as usize);
     }
+    if let Some(m) = o.max_capacity {
+        opts = opts.max_capacity(limit_of(m, "maxCapacity")?);
+    }
     if let Some(c) = o.cache_bytes {
         opts = opts.cache_bytes(offset_of(c, "cacheBytes")?);
     }
@@ -342,6 +353,15 @@ fn offset_of(n: f64, what: &str) -> Result<u64> {
             "{what} must be a non-negative integer below 2^64, not {n}"
         )))
     }
+}
+
+/// A size limit: a non-negative integer, where `2 ** 64` and beyond
+/// (`Infinity` too) mean no limit (`u64::MAX`).
+fn limit_of(n: f64, what: &str) -> Result<u64> {
+    if n == f64::INFINITY || (n >= 18_446_744_073_709_551_616.0 && n.fract() == 0.0) {
+        return Ok(u64::MAX);
+    }
+    offset_of(n, what)
 }
 
 /// Space and content figures.
@@ -657,6 +677,25 @@ impl Store {
         })
     }
 
+    /// Grows the store file to `capacity` bytes (rounded down to 4096) now,
+    /// ahead of the growth a put would trigger; the space is reserved on
+    /// the file system and the new size durable when the promise resolves
+    /// (`stats().capacity`). The current size is a no-op. Rejects with
+    /// INVALID_ARGUMENT for a smaller size (a store never shrinks), one
+    /// above `maxCapacity` or not a non-negative integer; UNSUPPORTED on a
+    /// block device or a read-only store; NO_SPACE when the file system is
+    /// full (the store keeps its size); CLOSED after `close()`. Runs on
+    /// napi-rs's runtime.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn grow(&self, env: &Env, capacity: f64) -> Result<AsyncBlock<()>> {
+        if self.hosting.0.borrow().closed {
+            return Err(host::closed());
+        }
+        let capacity = offset_of(capacity, "capacity")?;
+        let store = self.inner.clone();
+        AsyncBlockBuilder::new(async move { store.grow(capacity).await.map_err(js_err) }).build(env)
+    }
+
     /// Barrier: resolves once everything acknowledged before is durable.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn sync(&self, env: &Env) -> Result<AsyncBlock<()>> {
@@ -751,6 +790,14 @@ impl Store {
     #[napi]
     pub fn delete_sync(&self, key: Either<String, Uint8Array>) -> Result<()> {
         self.blocking().delete(key_of(key)).map_err(js_err)
+    }
+
+    /// Synchronous `grow` (blocks the event loop while the file system
+    /// reserves the space; for scripts).
+    #[napi]
+    pub fn grow_sync(&self, capacity: f64) -> Result<()> {
+        let capacity = offset_of(capacity, "capacity")?;
+        self.blocking().grow(capacity).map_err(js_err)
     }
 
     /// Synchronous `sync`.

@@ -93,7 +93,8 @@ test('createNew and readOnly', async () => {
 
 test('a full store rejects with NO_SPACE and recovers after deletes', async () => {
   const t = tempPath()
-  const s = await Store.open(t.path, { capacity: 16 * 1024 * 1024 })
+  // A store grows as it fills; maxCapacity is what makes it full.
+  const s = await Store.open(t.path, { capacity: 16 * 1024 * 1024, maxCapacity: 16 * 1024 * 1024 })
   const chunk = randomBytes(1024 * 1024)
   const stored = []
   let error

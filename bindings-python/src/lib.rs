@@ -458,10 +458,14 @@ struct Store {
     inner: blocking::Store,
 }
 
+/// The store options. `capacity`, `index`, `inline_threshold` and
+/// `max_capacity` are passed to the engine only when given: left out, an
+/// existing store keeps what it has stored (a new one gets the defaults).
 fn options(
     capacity: Option<u64>,
-    index: &str,
+    index: Option<&str>,
     inline_threshold: Option<usize>,
+    max_capacity: Option<&Bound<'_, PyAny>>,
     io_engine: &str,
     direct_io: bool,
     create: bool,
@@ -473,7 +477,12 @@ fn options(
     if let Some(t) = inline_threshold {
         o = o.inline_threshold(t);
     }
-    let index: IndexKind = index.parse().map_err(py_err)?;
+    if let Some(m) = max_capacity {
+        o = o.max_capacity(byte_count(m, "max_capacity")?);
+    }
+    if let Some(i) = index {
+        o = o.index(i.parse::<IndexKind>().map_err(py_err)?);
+    }
     let engine = match io_engine {
         "auto" => IoEngineKind::Auto,
         "io_uring" => IoEngineKind::IoUring,
@@ -484,10 +493,7 @@ fn options(
             )))
         }
     };
-    Ok(o.index(index)
-        .io_engine(engine)
-        .direct_io(direct_io)
-        .create(create))
+    Ok(o.io_engine(engine).direct_io(direct_io).create(create))
 }
 
 impl Store {
@@ -507,14 +513,15 @@ impl Store {
 #[pymethods]
 impl Store {
     #[new]
-    #[pyo3(signature = (path, *, capacity=None, index="hash", inline_threshold=None, io_engine="auto", direct_io=true, create=true, create_new=false, read_only=false, cache_bytes=None))]
+    #[pyo3(signature = (path, *, capacity=None, index=None, inline_threshold=None, max_capacity=None, io_engine="auto", direct_io=true, create=true, create_new=false, read_only=false, cache_bytes=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         path: std::path::PathBuf,
         capacity: Option<u64>,
-        index: &str,
+        index: Option<&str>,
         inline_threshold: Option<usize>,
+        max_capacity: Option<&Bound<'_, PyAny>>,
         io_engine: &str,
         direct_io: bool,
         create: bool,
@@ -526,6 +533,7 @@ impl Store {
             capacity,
             index,
             inline_threshold,
+            max_capacity,
             io_engine,
             direct_io,
             create,
@@ -731,6 +739,21 @@ impl Store {
         r.set_item("details", s.recovery.details.clone())?;
         d.set_item("recovery", r)?;
         Ok(d)
+    }
+
+    /// Grows the store file to `capacity` bytes (rounded down to 4096) now,
+    /// ahead of the growth a put would trigger; the space is reserved on the
+    /// file system and the new size durable on return (`stats()["capacity"]`).
+    /// The current size is a no-op. Raises `InvalidArgumentError` for a
+    /// smaller size (a store never shrinks) or one above `max_capacity`,
+    /// `UnsupportedError` on a block device or a read-only store,
+    /// `NoSpaceError` when the file system is full (the store keeps its
+    /// size), `ClosedError` after `close()`; `TypeError` for a `capacity`
+    /// that is not an int.
+    fn grow(&self, py: Python<'_>, capacity: &Bound<'_, PyAny>) -> PyResult<()> {
+        let capacity = byte_count(capacity, "capacity")?;
+        let s = &self.inner;
+        py.detach(|| s.grow(capacity)).map_err(py_err)
     }
 
     /// Barrier: returns once everything acknowledged before it is durable.

@@ -133,6 +133,29 @@ def test_entry_point_finds_the_class(tmp_path):
         BlobcaskFileSystem(store=store).close()
 
 
+def test_a_path_uses_the_stored_ordered_index_and_btree_for_hash(tmp_path):
+    fst = str(tmp_path / "fst.blobcask")
+    with blobcask.Store(fst, index="fst") as store:
+        store.put("a/b", b"1")
+    fs = BlobcaskFileSystem(path=fst, skip_instance_cache=True)
+    try:
+        assert fs.store.stats()["index"] == "fst"  # not replaced by "btree"
+        assert fs.ls("a", detail=False) == ["a/b"]
+    finally:
+        fs.close()
+    with blobcask.Store(fst) as store:
+        assert store.stats()["index"] == "fst"
+    hashed = str(tmp_path / "hash.blobcask")
+    with blobcask.Store(hashed) as store:
+        store.put("a/b", b"1")
+    fs = BlobcaskFileSystem(path=hashed, skip_instance_cache=True)
+    try:
+        assert fs.store.stats()["index"] == "btree"  # listing needs an ordered one
+        assert fs.ls("a", detail=False) == ["a/b"]
+    finally:
+        fs.close()
+
+
 def test_importing_blobcask_does_not_import_fsspec():
     code = "import sys, blobcask; assert 'fsspec' not in sys.modules, 'fsspec imported'"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -180,7 +180,8 @@ def test_create_safety_read_only_and_create_new(tmp_path, path):
 
 
 def test_full_store_raises_no_space_and_recovers(path):
-    with blobcask.Store(path, capacity=16 << 20) as s:
+    # A store grows as it fills; max_capacity is what makes it full.
+    with blobcask.Store(path, capacity=16 << 20, max_capacity=16 << 20) as s:
         chunk = os.urandom(1 << 20)
         stored = []
         with pytest.raises(errors.NoSpaceError):

@@ -1,13 +1,14 @@
 //! `blobcask`: poke at a store from the shell.
 //!
 //! ```text
-//! blobcask -s media.blobcask create --capacity 10G
+//! blobcask -s media.blobcask create --max-capacity 100G --index btree
 //! blobcask -s media.blobcask put thumbs/cat.jpg cat.jpg      # or - for stdin
 //! blobcask -s media.blobcask get thumbs/cat.jpg -o out.jpg --range 0-4095
 //! blobcask -s media.blobcask stat thumbs/cat.jpg
 //! blobcask -s media.blobcask ls thumbs/
 //! blobcask -s media.blobcask import ./photos
 //! blobcask -s media.blobcask stats
+//! blobcask -s media.blobcask grow 10G     # grow the file now (it also grows as it fills)
 //! blobcask -s media.blobcask backup media-2026-11-23.blobcask
 //! blobcask -s media.blobcask check        # read-only verification
 //! blobcask -s media.blobcask bench        # a quick benchmark on a scratch store
@@ -18,9 +19,14 @@
 //!
 //! Only `create` makes a store, and only where nothing is (a missing path,
 //! an empty file) or on a block device; it never overwrites a file.
-//! `put`, `rm` and `import` need an existing store. `get`, `stat`, `ls`,
+//! `put`, `rm`, `import` and `grow` need an existing store. `get`, `stat`, `ls`,
 //! `stats`, `backup` and `check` open it read-only (shared lock, so several can run
 //! at once): they never create, grow or write a file.
+//!
+//! A store keeps its index kind, inline threshold and max capacity: set at
+//! `create` (and the max capacity by `grow --max-capacity`); no other
+//! command passes its own, so the stored ones apply (`ls` builds a BTree
+//! index for itself: read-only, nothing stored).
 
 mod check;
 
@@ -49,9 +55,18 @@ enum Cmd {
     /// Create a new store where nothing is (a missing path, an empty file)
     /// or on a block device; an existing file is never overwritten.
     Create {
-        /// Size, e.g. 64M, 10G (default 1G).
-        #[arg(long, default_value = "1G")]
-        capacity: String,
+        /// Starting size of the file, e.g. 64M, 10G (default 16M). A file
+        /// store grows by itself as it fills, up to --max-capacity; a block
+        /// device always has its own size.
+        #[arg(long)]
+        capacity: Option<String>,
+        /// Largest size the file grows to by itself, e.g. 100G, or `none`
+        /// (the default): no limit but the file system. Stored in the store.
+        #[arg(long)]
+        max_capacity: Option<String>,
+        /// Index backend: hash (default), btree or fst. Stored in the store.
+        #[arg(long)]
+        index: Option<String>,
     },
     /// Store FILE (or - for stdin) under KEY.
     Put { key: String, file: String },
@@ -78,8 +93,19 @@ enum Cmd {
     },
     /// Load every file under DIR (keys are relative paths), with bulk load.
     Import { dir: PathBuf },
-    /// Objects, bytes, space amplification, free space, fragmentation.
+    /// Objects, bytes, capacity, space amplification, free space,
+    /// fragmentation.
     Stats,
+    /// Grow the store file to SIZE (e.g. 64M, 10G) now, with the space
+    /// reserved on the file system; a store never shrinks.
+    Grow {
+        size: String,
+        /// Also set the largest size the file grows to by itself (a size,
+        /// or `none` for no limit), stored in the store in place of the
+        /// one it has.
+        #[arg(long)]
+        max_capacity: Option<String>,
+    },
     /// Write a consistent, compacted, verified copy of the store to DEST (a
     /// new file; never replaces one). The store is opened read-only, so
     /// other read-only users may go on; a process that has it open for
@@ -124,15 +150,43 @@ fn parse_range(s: &str) -> Result<(u64, u64), String> {
 }
 
 /// Opens an existing store for a command that changes it. Never creates:
-/// a missing store is an error that says how to make one.
-fn open(path: &Path, index: IndexKind) -> Result<Store, String> {
-    open_with(path, Options::new().create(false).index(index))
+/// a missing store is an error that says how to make one. No index, inline
+/// threshold or capacity is passed: the store's stored ones apply (one
+/// passed here would replace them).
+fn open(path: &Path) -> Result<Store, String> {
+    open_with(path, Options::new().create(false))
 }
 
 /// Opens an existing store for a command that only reads it: shared lock,
-/// read-only descriptor; nothing is created, grown or written.
-fn open_read_only(path: &Path, index: IndexKind) -> Result<Store, String> {
-    open_with(path, Options::new().read_only(true).index(index))
+/// read-only descriptor; nothing is created, grown or written. `index`
+/// overrides the stored kind for this open only (a read-only open stores
+/// nothing).
+fn open_read_only(path: &Path, index: Option<IndexKind>) -> Result<Store, String> {
+    let options = Options::new().read_only(true);
+    open_with(
+        path,
+        match index {
+            Some(kind) => options.index(kind),
+            None => options,
+        },
+    )
+}
+
+/// A size limit: a size as `parse_size` takes it, or `none` (no limit).
+fn parse_limit(s: &str) -> Result<u64, String> {
+    if s.trim().eq_ignore_ascii_case("none") {
+        return Ok(u64::MAX);
+    }
+    parse_size(s).map_err(|e| format!("{e}, or none for no limit"))
+}
+
+/// A size with its human form, or "no limit" for `u64::MAX`.
+fn size_text(n: u64) -> String {
+    if n == u64::MAX {
+        "no limit".into()
+    } else {
+        format!("{n} ({})", human(n))
+    }
 }
 
 fn open_with(path: &Path, options: Options) -> Result<Store, String> {
@@ -171,13 +225,25 @@ fn run(cli: Cli) -> Result<(), String> {
             .ok_or_else(|| "no store: pass -s PATH or set BLOBCASK_STORE".to_string())
     };
     match &cli.cmd {
-        Cmd::Create { capacity } => {
+        Cmd::Create {
+            capacity,
+            max_capacity,
+            index,
+        } => {
             let path = store_path()?;
             // create_new: a new store only where nothing is (a missing path,
-            // an empty file) or on a block device; never over a file.
-            let options = Options::new()
-                .capacity(parse_size(capacity)?)
-                .create_new(true);
+            // an empty file) or on a block device; never over a file. Only
+            // what was given is passed; the rest are the engine's defaults.
+            let mut options = Options::new().create_new(true);
+            if let Some(c) = capacity {
+                options = options.capacity(parse_size(c)?);
+            }
+            if let Some(m) = max_capacity {
+                options = options.max_capacity(parse_limit(m)?);
+            }
+            if let Some(i) = index {
+                options = options.index(i.parse::<IndexKind>().map_err(|e| e.to_string())?);
+            }
             let s = Store::open(&path, options).map_err(|e| match e.kind() {
                 ErrorKind::InvalidArgument if e.message().contains("already") => format!(
                     "{} already exists; `create` never overwrites it (remove it first or pick another path)",
@@ -185,7 +251,13 @@ fn run(cli: Cli) -> Result<(), String> {
                 ),
                 _ => e.to_string(),
             })?;
-            println!("created {} ({})", path.display(), human(s.stats().capacity));
+            let st = s.stats();
+            println!(
+                "created {} ({}, index {})",
+                path.display(),
+                human(st.capacity),
+                st.index.name()
+            );
             s.close().map_err(|e| e.to_string())
         }
         Cmd::Put { key, file } => {
@@ -197,13 +269,13 @@ fn run(cli: Cli) -> Result<(), String> {
             } else {
                 data = std::fs::read(file).map_err(|e| format!("reading {file}: {e}"))?;
             }
-            let s = open(&store_path()?, IndexKind::Hash)?;
+            let s = open(&store_path()?)?;
             let info = s.put(key, data).map_err(|e| e.to_string())?;
             println!("{key}: {} bytes, version {}", info.size, info.version);
             s.close().map_err(|e| e.to_string())
         }
         Cmd::Get { key, output, range } => {
-            let s = open_read_only(&store_path()?, IndexKind::Hash)?;
+            let s = open_read_only(&store_path()?, None)?;
             let bytes = match range {
                 Some(r) => {
                     let (off, len) = parse_range(r)?;
@@ -222,7 +294,7 @@ fn run(cli: Cli) -> Result<(), String> {
             s.close().map_err(|e| e.to_string())
         }
         Cmd::Stat { key } => {
-            let s = open_read_only(&store_path()?, IndexKind::Hash)?;
+            let s = open_read_only(&store_path()?, None)?;
             let i = s.stat(key).map_err(|e| e.to_string())?;
             let t = i
                 .created
@@ -233,12 +305,13 @@ fn run(cli: Cli) -> Result<(), String> {
             s.close().map_err(|e| e.to_string())
         }
         Cmd::Rm { key } => {
-            let s = open(&store_path()?, IndexKind::Hash)?;
+            let s = open(&store_path()?)?;
             s.delete(key).map_err(|e| e.to_string())?;
             s.close().map_err(|e| e.to_string())
         }
         Cmd::Ls { prefix, long } => {
-            let s = open_read_only(&store_path()?, IndexKind::BTree)?;
+            // Listing needs an ordered index: a BTree, for this open only.
+            let s = open_read_only(&store_path()?, Some(IndexKind::BTree))?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             for entry in s.list(prefix).map_err(|e| e.to_string())? {
                 let e = entry.map_err(|e| e.to_string())?;
@@ -259,7 +332,7 @@ fn run(cli: Cli) -> Result<(), String> {
             let mut files = Vec::new();
             walk(dir, &mut files).map_err(|e| format!("reading {}: {e}", dir.display()))?;
             let total: u64 = files.iter().map(|(_, n)| *n).sum();
-            let s = open(&store_path()?, IndexKind::Hash)?;
+            let s = open(&store_path()?)?;
             let started = Instant::now();
             let done = std::cell::Cell::new(0u64);
             let bytes = std::cell::Cell::new(0u64);
@@ -297,7 +370,7 @@ fn run(cli: Cli) -> Result<(), String> {
             s.close().map_err(|e| e.to_string())
         }
         Cmd::Backup { dest } => {
-            let s = open_read_only(&store_path()?, IndexKind::Hash)?;
+            let s = open_read_only(&store_path()?, None)?;
             let r = s.backup(dest).map_err(|e| e.to_string())?;
             println!(
                 "backed up {} objects ({}) to {} in {:.2} s ({}/s), verified",
@@ -311,9 +384,14 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Cmd::Stats => {
             let path = store_path()?;
-            let s = open_read_only(&path, IndexKind::Hash)?;
+            let s = open_read_only(&path, None)?;
             let st = s.stats();
             println!("objects              {}", st.objects);
+            println!(
+                "capacity             {} ({})",
+                st.capacity,
+                human(st.capacity)
+            );
             println!(
                 "logical bytes        {} ({})",
                 st.logical_bytes,
@@ -356,6 +434,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 "io engine            {} (direct I/O: {})",
                 st.io_engine, st.direct_io
             );
+            println!("index                {}", st.index.name());
             let r = &st.recovery;
             if r.is_empty() {
                 println!(
@@ -376,6 +455,51 @@ fn run(cli: Cli) -> Result<(), String> {
                 for line in r.repaired.iter().chain(&r.details) {
                     println!("  {line}");
                 }
+            }
+            s.close().map_err(|e| e.to_string())
+        }
+        Cmd::Grow { size, max_capacity } => {
+            let size = parse_size(size)?;
+            let limit = max_capacity.as_deref().map(parse_limit).transpose()?;
+            let path = store_path()?;
+            if let Some(m) = limit.filter(|&m| size > m) {
+                // Refused before the open would store the new limit.
+                return Err(format!(
+                    "cannot grow {} to {} above --max-capacity {}",
+                    path.display(),
+                    size_text(size),
+                    size_text(m)
+                ));
+            }
+            let mut options = Options::new().create(false);
+            if let Some(m) = limit {
+                options = options.max_capacity(m);
+            }
+            let s = open_with(&path, options)?;
+            let before = s.stats().capacity;
+            if size < before {
+                let _ = s.close();
+                return Err(format!(
+                    "cannot grow {} to {}: it is already {}, and a store never shrinks",
+                    path.display(),
+                    size_text(size),
+                    size_text(before)
+                ));
+            }
+            s.grow(size).map_err(|e| e.to_string())?;
+            let after = s.stats().capacity;
+            if after == before {
+                println!("{} is already {}", path.display(), size_text(after));
+            } else {
+                println!(
+                    "grew {} from {} to {}",
+                    path.display(),
+                    size_text(before),
+                    size_text(after)
+                );
+            }
+            if let Some(m) = limit {
+                println!("max capacity         {}", size_text(m));
             }
             s.close().map_err(|e| e.to_string())
         }

@@ -129,7 +129,8 @@ fn only_create_makes_a_store_and_never_over_a_file() {
     // and leaves nothing behind.
     let missing = dir.path().join("missing.blobcask");
     // Every command that needs a store.
-    let commands: [&[&str]; 7] = [
+    let commands: [&[&str]; 8] = [
+        &["grow", "64M"],
         &["ls"],
         &["get", "k"],
         &["stat", "k"],
@@ -236,6 +237,122 @@ fn read_only_commands_run_side_by_side() {
         }
     }
     ok(&run(&store, &["put", "c", "-"], Some(b"3")));
+}
+
+/// The number on the `capacity` line of `stats`.
+fn stats_capacity(store: &std::path::Path) -> u64 {
+    let stats = ok(&run(store, &["stats"], None));
+    let line = stats
+        .lines()
+        .find(|l| l.starts_with("capacity "))
+        .unwrap_or_else(|| panic!("no capacity line in {stats}"));
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn grow_grows_the_store_and_never_shrinks_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("grow.blobcask");
+    // No --capacity: the engine's starting size, 16 MiB.
+    assert!(ok(&run(&store, &["create"], None)).contains("16.0 MiB"));
+    assert_eq!(stats_capacity(&store), 16 << 20);
+    ok(&run(&store, &["put", "k", "-"], Some(b"kept")));
+    let out = ok(&run(&store, &["grow", "64M"], None));
+    assert!(out.contains("grew") && out.contains("64.0 MiB"), "{out}");
+    assert_eq!(stats_capacity(&store), 64 << 20);
+    assert_eq!(std::fs::metadata(&store).unwrap().len(), 64 << 20);
+    assert!(ok(&run(&store, &["stats"], None)).contains("of 64.0 MiB"));
+    // Its own size: nothing to do, and said so.
+    assert!(ok(&run(&store, &["grow", "64M"], None)).contains("already"));
+    // Shrinking: non-zero exit, one line that says why, nothing changed.
+    let o = run(&store, &["grow", "32M"], None);
+    fails_with(&o, "never shrinks");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("already 67108864 (64.0 MiB)"),
+        "{o:?}"
+    );
+    assert_eq!(stats_capacity(&store), 64 << 20);
+    assert_eq!(std::fs::metadata(&store).unwrap().len(), 64 << 20);
+    fails_with(&run(&store, &["grow", "lots"], None), "bad size");
+    assert_eq!(run(&store, &["get", "k"], None).stdout, b"kept");
+}
+
+#[test]
+fn max_capacity_is_stored_and_limits_growth() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("limited.blobcask");
+    let out = ok(&run(
+        &store,
+        &["create", "--max-capacity", "32M", "--index", "btree"],
+        None,
+    ));
+    assert!(out.contains("index btree"), "{out}");
+    // The stored index kind is the one every later open uses.
+    assert!(ok(&run(&store, &["stats"], None)).contains("index                btree"));
+    // Puts grow the store up to the stored limit, then fail with NO_SPACE.
+    let mib = vec![7u8; 1 << 20];
+    let mut stored = 0;
+    let failed = loop {
+        let o = run(&store, &["put", &format!("f/{stored}"), "-"], Some(&mib));
+        if !o.status.success() {
+            break o;
+        }
+        stored += 1;
+        assert!(stored < 64, "no NO_SPACE after 64 MiB");
+    };
+    fails_with(&failed, "NO_SPACE");
+    assert!(
+        stored > 16,
+        "only {stored} MiB stored: the store did not grow"
+    );
+    assert!(stats_capacity(&store) <= 32 << 20);
+    // put did not replace the stored index kind.
+    assert!(ok(&run(&store, &["stats"], None)).contains("index                btree"));
+    // grow beyond the stored limit fails; with a new limit it works, and
+    // the new limit is stored.
+    fails_with(&run(&store, &["grow", "64M"], None), "max_capacity");
+    let out = ok(&run(
+        &store,
+        &["grow", "48M", "--max-capacity", "64M"],
+        None,
+    ));
+    assert!(
+        out.contains("48.0 MiB") && out.contains("max capacity"),
+        "{out}"
+    );
+    assert_eq!(stats_capacity(&store), 48 << 20);
+    fails_with(&run(&store, &["grow", "80M"], None), "max_capacity");
+    fails_with(
+        &run(&store, &["grow", "80M", "--max-capacity", "72M"], None),
+        "above --max-capacity",
+    );
+    fails_with(&run(&store, &["grow", "80M"], None), "max_capacity"); // 64M kept
+    ok(&run(
+        &store,
+        &["grow", "80M", "--max-capacity", "none"],
+        None,
+    ));
+    ok(&run(&store, &["grow", "96M"], None));
+    assert_eq!(stats_capacity(&store), 96 << 20);
+    fails_with(
+        &run(&store, &["grow", "100M", "--max-capacity", "huge"], None),
+        "bad size",
+    );
+    // Bad creation options are refused and create nothing.
+    let other = dir.path().join("other.blobcask");
+    fails_with(
+        &run(&other, &["create", "--index", "tree"], None),
+        "unknown index",
+    );
+    fails_with(
+        &run(
+            &other,
+            &["create", "--capacity", "64M", "--max-capacity", "32M"],
+            None,
+        ),
+        "max_capacity",
+    );
+    assert!(!other.exists());
 }
 
 #[test]

@@ -123,6 +123,7 @@ fn max_capacity_bounds_growth_and_is_stored() {
     assert_eq!(err.kind(), ErrorKind::NoSpace, "{err}");
     assert!(err.to_string().contains("max_capacity"), "{err}");
     assert_eq!(s.stats().capacity, 24 * MIB);
+    assert_eq!(s.stats().max_capacity, Some(24 * MIB));
     assert!(acked >= 18, "only {acked} MiB fit in 24 MiB");
     // Larger than the limit can ever hold: TooLarge, not NoSpace.
     let e = s.put("huge", vec![0u8; 30 * MIB as usize]).unwrap_err();
@@ -146,6 +147,7 @@ fn max_capacity_bounds_growth_and_is_stored() {
     for i in 0..acked {
         assert_eq!(s.get(format!("k{i}")).unwrap(), pattern(i, MIB as usize));
     }
+    assert_eq!(s.stats().max_capacity, Some(64 * MIB));
     // max_capacity below the smallest store is refused at open.
     drop(s);
     let e = Store::open(&t.path, Options::new().max_capacity(1000)).unwrap_err();
@@ -370,4 +372,26 @@ fn a_fixed_size_device_does_not_grow() {
     assert_eq!(s.stats().capacity, 4 << 20);
     let e = s.put("too-big", vec![1u8; 5 << 20]).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::TooLarge, "{e}");
+}
+
+#[test]
+fn a_new_store_never_starts_above_its_max_capacity() {
+    let t = temp_path();
+    let s = Store::open(&t.path, Options::new().max_capacity(8 * MIB)).unwrap();
+    assert_eq!(s.stats().capacity, 8 * MIB);
+    assert_eq!(file_len(&t.path), 8 * MIB);
+    assert_eq!(s.stats().max_capacity, Some(8 * MIB));
+    drop(s);
+    let t = temp_path();
+    let s = Store::open(&t.path, Options::new()).unwrap();
+    assert_eq!(s.stats().max_capacity, None, "no limit by default");
+    // Both given and contradictory: refused, nothing created.
+    let t = temp_path();
+    let e = Store::open(
+        &t.path,
+        Options::new().capacity(32 * MIB).max_capacity(8 * MIB),
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(!t.path.exists());
 }

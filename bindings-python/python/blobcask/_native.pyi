@@ -102,8 +102,9 @@ class Store:
         path: Union[str, "PathLike[str]"],
         *,
         capacity: Optional[int] = None,
-        index: str = "hash",
+        index: Optional[str] = None,
         inline_threshold: Optional[int] = None,
+        max_capacity: Optional[int] = None,
         io_engine: str = "auto",
         direct_io: bool = True,
         create: bool = True,
@@ -122,6 +123,19 @@ class Store:
         raise ``UnsupportedError``, and nothing is ever written.
         ``cache_bytes`` bounds the read cache of whole small objects (default
         64 MiB; 0 turns it off); ``stats()["cache"]`` counts its hits.
+
+        A new store file starts at ``capacity`` bytes (default 16 MiB) and
+        grows by itself as it fills, up to ``max_capacity`` (default: no
+        limit but the file system; a put that needs more raises
+        ``NoSpaceError``); a block device keeps its size. ``capacity`` larger
+        than an existing store grows it at open; smaller raises
+        ``InvalidArgumentError``. ``index`` (``"hash"``, ``"btree"``,
+        ``"fst"``), ``inline_threshold`` and ``max_capacity`` are stored in
+        the store: left as None, an existing store uses its stored ones (a
+        new one gets ``"hash"``, 512 bytes and no limit); given at
+        a read-write open, they replace the stored ones (a read-only open
+        uses them for itself only). ``max_capacity`` must be an ``int``
+        (``TypeError`` otherwise); ``2**64 - 1`` means no limit.
         """
     def put(
         self,
@@ -160,6 +174,15 @@ class Store:
         """Starts a multipart upload of exactly ``size`` bytes."""
     def stats(self) -> dict[str, Any]:
         """Space and content figures."""
+    def grow(self, capacity: int) -> None:
+        """Grows the store file to ``capacity`` bytes (rounded down to 4096)
+        now, with the space reserved on the file system; durable on return.
+        The current size is a no-op. Raises ``InvalidArgumentError`` for a
+        smaller size (a store never shrinks) or one above ``max_capacity``,
+        ``UnsupportedError`` on a block device or a read-only store,
+        ``NoSpaceError`` when the file system is full (the store keeps its
+        size), ``ClosedError`` after ``close()``, ``TypeError`` for a
+        non-int."""
     def sync(self) -> None:
         """Barrier: everything acknowledged before is durable."""
     def backup(self, dest: Union[str, "PathLike[str]"]) -> BackupReport:

@@ -5,8 +5,8 @@ thread in between: the call submits its I/O to the kernel at once, the
 loop watches the store's completion descriptors (``loop.add_reader``), and
 when one turns readable the extension reaps the completion and resolves
 the future right there (``_native.EventLoop``). An ``AsyncStore`` serves
-the first event loop that uses it. The rarer calls (open, uploads, sync,
-backup, close) use a thread pool.
+the first event loop that uses it. The rarer calls (open, uploads, grow,
+sync, backup, close) use a thread pool.
 
 Reads resolve to a ``Blob`` (the engine's buffer, read-only, no copy), so
 the event loop never waits for a copy, whatever the object's size. Use it
@@ -35,7 +35,7 @@ class AsyncStore:
 
     Construct with ``await AsyncStore.open(path, **options)`` (the options
     of ``Store``), use as ``async with``. ``workers`` bounds the threads that
-    run the calls which block (open, uploads, sync, backup, close); reads,
+    run the calls which block (open, uploads, grow, sync, backup, close); reads,
     puts, stats and deletes use none.
     """
 
@@ -152,6 +152,11 @@ class AsyncStore:
     def stats(self) -> dict:
         """Space and content figures."""
         return self._store.stats()
+
+    async def grow(self, capacity: int) -> None:
+        """Grows the store file to ``capacity`` bytes now (see
+        ``Store.grow``), on the thread pool."""
+        await self._run(self._store.grow, capacity)
 
     async def sync(self) -> None:
         """Barrier: everything acknowledged before is durable."""

@@ -10,8 +10,11 @@ store through it::
     df = pd.read_parquet("blobcask://tables/sales.parquet", storage_options=opts)
 
 Construct with an open store, ``BlobcaskFileSystem(store=store)``, or with
-a path and the options of ``Store`` (``index="btree"`` unless told
-otherwise), ``BlobcaskFileSystem(path="/data/media.blobcask")``. Stores
+a path and the options of ``Store``,
+``BlobcaskFileSystem(path="/data/media.blobcask")``; without an ``index``
+option the store's stored kind is used when it is ordered, else
+``"btree"`` (a new store, or one on the hash index, which then keeps
+``"btree"``). Stores
 opened from a path are shared: every instance on the same file, whatever
 its thread (fsspec caches one instance per thread), uses one ``Store`` (a
 file has one open handle at a time; the options of the first open apply),
@@ -70,6 +73,22 @@ _opened: dict[str, Store] = {}
 _opened_lock = threading.Lock()
 
 
+def _open_ordered(path: str, options: dict[str, Any]) -> Store:
+    """Opens the store at ``path`` on an ordered index: the one given, else
+    the store's stored kind when ordered, else "btree". The index is passed
+    only when needed: an explicit kind at a read-write open replaces the
+    stored one."""
+    if "index" in options:
+        return Store(path, **options)
+    if not os.path.exists(path) or (os.path.isfile(path) and os.path.getsize(path) == 0):
+        return Store(path, index="btree", **options)  # a new store
+    store = Store(path, **options)
+    if store.stats()["index"] != "hash":
+        return store
+    store.close()
+    return Store(path, index="btree", **options)
+
+
 def _bytes_like(value: Any) -> Any:
     """``value`` if it is bytes-like; TypeError otherwise (no coercion of
     ``str``, ``int`` or lists, which ``Store.put`` would accept or turn into
@@ -108,11 +127,10 @@ class BlobcaskFileSystem(fsspec.AbstractFileSystem):
         self._own_path: Optional[str] = None
         if store is None:
             real = os.path.realpath(os.fspath(path))  # type: ignore[arg-type]
-            store_options.setdefault("index", "btree")
             with _opened_lock:
                 store = _opened.get(real)
                 if store is None:
-                    store = _opened[real] = Store(real, **store_options)
+                    store = _opened[real] = _open_ordered(real, store_options)
             self._own_path = real
         elif not isinstance(store, Store):
             raise TypeError(f"store must be a blobcask.Store, not {type(store).__name__!r}")

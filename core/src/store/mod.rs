@@ -88,8 +88,12 @@ pub struct Stats {
     /// Size of the largest free piece: the largest run a new object can
     /// get in one piece.
     pub largest_free_piece: u64,
-    /// Size of the store file or device.
+    /// Size of the store file or device (it grows; see
+    /// [`Options::max_capacity`]).
     pub capacity: u64,
+    /// Largest size the store grows to by itself (`None`: no limit but the
+    /// file system; a block device keeps its size whatever this says).
+    pub max_capacity: Option<u64>,
     /// Bytes written to the device since open (data, metadata, superblock).
     pub device_bytes_written: u64,
     /// Bytes of values committed since open.
@@ -1111,6 +1115,7 @@ impl Store {
             free_bytes,
             largest_free_piece,
             capacity: s.capacity(),
+            max_capacity: s.settings.max_capacity,
             device_bytes_written: s.device_bytes_written.load(Ordering::Relaxed),
             user_bytes_written: s.user_bytes_written.load(Ordering::Relaxed),
             commit_groups: s.commit_groups.load(Ordering::Relaxed),

@@ -205,7 +205,10 @@ pub(crate) async fn open_path(path: &Path, options: Options) -> Result<Store> {
     let fresh = !matches!(made, Made::Nothing);
     let opened = async {
         if fresh {
-            let asked = options.capacity.unwrap_or(DEFAULT_CAPACITY);
+            // Unset: the default, or the growth limit when that is smaller.
+            let asked = options
+                .capacity
+                .unwrap_or(DEFAULT_CAPACITY.min(options.max_capacity.unwrap_or(u64::MAX)));
             let capacity = asked & !(BLOCK_SIZE as u64 - 1);
             if capacity < MIN_CAPACITY {
                 return Err(Error::new(
