@@ -93,6 +93,8 @@ struct Config {
     engine: IoEngineKind,
     index: IndexKind,
     dir: PathBuf,
+    /// First size of the store in MiB; it grows from there when full.
+    capacity_mib: u64,
 }
 
 fn parse() -> Config {
@@ -103,6 +105,7 @@ fn parse() -> Config {
         engine: IoEngineKind::Auto,
         index: IndexKind::Hash,
         dir: PathBuf::from("target/stress"),
+        capacity_mib: 512,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -120,8 +123,9 @@ fn parse() -> Config {
             }
             "--index" => c.index = val().parse().expect("index"),
             "--dir" => c.dir = PathBuf::from(val()),
+            "--capacity-mib" => c.capacity_mib = val().parse().expect("capacity in MiB"),
             _ => {
-                eprintln!("usage: blobcask-stress [--seconds N] [--tasks N] [--seed S] [--engine E] [--index I] [--dir D]");
+                eprintln!("usage: blobcask-stress [--seconds N] [--tasks N] [--seed S] [--engine E] [--index I] [--dir D] [--capacity-mib N (first size; it grows)]");
                 std::process::exit(2);
             }
         }
@@ -274,7 +278,7 @@ fn main() {
     let path = cfg.dir.join(format!("stress-{}.blobcask", cfg.seed));
     let _ = std::fs::remove_file(&path);
     let opts = Options::new()
-        .capacity(512 << 20)
+        .capacity(cfg.capacity_mib << 20)
         .io_engine(cfg.engine)
         .index(cfg.index);
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -313,7 +317,12 @@ fn main() {
         models
     });
     // Reopen: exactly the models' state.
-    let store = blobcask::blocking::Store::open(&path, opts).unwrap();
+    // Reopened at whatever size it grew to.
+    let store = blobcask::blocking::Store::open(
+        &path,
+        Options::new().io_engine(cfg.engine).create(false),
+    )
+    .unwrap();
     for (key, (gen, size)) in &models {
         let got = store
             .get(key)
