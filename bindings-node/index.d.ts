@@ -43,6 +43,24 @@ export declare class Store {
   listPage(prefix: string | Uint8Array, after: Uint8Array | undefined | null, limit: number): Array<Buffer>
   /** Starts a multipart upload of exactly `size` bytes. */
   beginUpload(key: string | Uint8Array, size: number): Promise<Upload>
+  /**
+   * The uploads in progress on this store (begun through this process's
+   * open store and neither committed, aborted nor dropped), oldest
+   * first. Memory only, no I/O. Uploads are not persisted: one not
+   * committed when the process ends is gone at the next open, its space
+   * free. CLOSED after `close()`.
+   */
+  listUploads(): Array<UploadInfo>
+  /**
+   * Aborts upload `id` (`Upload.id`, `UploadInfo.id`) wherever its
+   * handle is: its space is freed once parts being written finish, and
+   * the handle's later `writePart` and `commit` reject with CLOSED.
+   * Memory only, no I/O, so synchronous. Throws NOT_FOUND when no such
+   * upload is in progress (already committed, aborted or dropped),
+   * CLOSED after `close()`, INVALID_ARGUMENT for an `id` that is not a
+   * non-negative integer. A commit already under way is not stopped.
+   */
+  abortUpload(id: number): void
   /** Space and content figures. */
   stats(): Stats
   /**
@@ -107,6 +125,11 @@ export declare class Store {
 
 /** A multipart upload; see `Store.beginUpload`. */
 export declare class Upload {
+  /**
+   * This upload's id in `listUploads` (for `abortUpload`); still
+   * readable once committed or aborted.
+   */
+  get id(): number
   /**
    * Writes one part at `offset` (a multiple of 4096; parts end on a
    * multiple of 4096 or at the object's end), in any order, concurrently.
@@ -211,6 +234,26 @@ export interface Recovery {
   rolledBackObjects: number
   repaired: Array<string>
   details: Array<string>
+}
+
+/** An upload in progress, as `listUploads` shows it. */
+export interface UploadInfo {
+  /**
+   * Identifies the upload in its store until it ends (`Upload.id`,
+   * `abortUpload`).
+   */
+  id: number
+  /** The key it will commit. */
+  key: Buffer
+  /** The object size given to `beginUpload`. */
+  size: number
+  /** Bytes written so far (whole parts). */
+  written: number
+  /**
+   * When `beginUpload` was called, milliseconds since the Unix epoch
+   * (as `Date.now()`; `new Date(started)` makes it a Date).
+   */
+  started: number
 }
 
 /** Space and content figures. */

@@ -87,6 +87,20 @@ export interface BackupReport {
   elapsedMs: number
 }
 
+/** An upload in progress, as `listUploads` shows it. */
+export interface UploadInfo {
+  /** Identifies the upload in its store until it ends (`Upload.id`, `abortUpload`). */
+  id: number
+  /** The key it will commit. */
+  key: Buffer
+  /** The object size given to `beginUpload`. */
+  size: number
+  /** Bytes written so far (whole parts). */
+  written: number
+  /** When `beginUpload` was called, in milliseconds since the epoch (`new Date(started)`). */
+  started: number
+}
+
 /** Space and content figures. */
 export interface Stats {
   objects: number
@@ -147,6 +161,8 @@ export type Key = string | Uint8Array
 
 /** A multipart upload: parts in any order, concurrently, then one atomic commit. */
 export declare class Upload {
+  /** This upload's id in `listUploads` (for `abortUpload`); still readable once committed or aborted. */
+  readonly id: number
   /** Writes `data` at `offset` (a multiple of 4096). `data` is copied before this returns. */
   writePart(offset: number, data: Uint8Array, crc32c?: number): Promise<void>
   /** Makes the object visible atomically. */
@@ -188,6 +204,23 @@ export declare class Store {
   list(prefix?: Key): AsyncIterableIterator<Buffer>
   /** Starts a multipart upload of exactly `size` bytes. */
   beginUpload(key: Key, size: number): Promise<Upload>
+  /**
+   * The uploads in progress on this store (begun through this process's
+   * open store and neither committed, aborted nor dropped), oldest first.
+   * Memory only, no I/O. Uploads are not persisted: one not committed when
+   * the process ends is gone at the next open, its space free. Throws
+   * CLOSED after `close()`.
+   */
+  listUploads(): UploadInfo[]
+  /**
+   * Aborts upload `id` wherever its handle is (synchronous: memory only,
+   * no I/O): its space is freed once parts being written finish, and the
+   * handle's later `writePart` and `commit` reject with CLOSED. Throws
+   * NOT_FOUND when no such upload is in progress (committed, aborted or
+   * dropped), CLOSED after `close()`, INVALID_ARGUMENT for an `id` that is
+   * not a non-negative integer. A commit already under way is not stopped.
+   */
+  abortUpload(id: number): void
   /** Space and content figures. */
   stats(): Stats
   /**

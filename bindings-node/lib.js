@@ -76,6 +76,13 @@ class Upload {
     this.#n = n
   }
   /**
+   * This upload's id in `store.listUploads()` (for `store.abortUpload`);
+   * still readable once committed or aborted.
+   */
+  get id() {
+    return this.#n.id
+  }
+  /**
    * Writes `data` at `offset` (a multiple of 4096); with `crc32c` (see
    * `crc32c()`) the bytes are checked against it before anything is written.
    */
@@ -154,6 +161,26 @@ class Store {
   /** Starts a multipart upload of exactly `size` bytes. */
   async beginUpload(key, size) {
     return new Upload(await call(() => this.#n.beginUpload(key, size)))
+  }
+  /**
+   * The uploads in progress on this store, oldest first: an array of
+   * `{ id, key, size, written, started }` (`key` a Buffer, `started` in
+   * milliseconds since the epoch). Memory only, no I/O. Only uploads begun
+   * through this process's open store are listed; uploads are not
+   * persisted (one not committed when the process ends is gone at the next
+   * open, its space free).
+   */
+  listUploads() {
+    return callSync(() => this.#n.listUploads())
+  }
+  /**
+   * Aborts upload `id` wherever its handle is (synchronous: memory only):
+   * its space is freed once parts being written finish, and the handle's
+   * later `writePart`/`commit` reject with CLOSED. Throws NOT_FOUND when no
+   * such upload is in progress, CLOSED after `close()`.
+   */
+  abortUpload(id) {
+    return callSync(() => this.#n.abortUpload(id))
   }
   /** Space and content figures. */
   stats() {

@@ -208,6 +208,36 @@ typedef struct bc_buf {
 } bc_buf;
 
 /*
+ An upload in progress, as `bc_list_uploads` shows it. `key` points to
+ `key_len` bytes valid only during the `visit` call that receives it.
+ */
+typedef struct bc_upload_info {
+  /*
+   Identifies the upload in its store until it ends (`bc_upload_id`,
+   `bc_abort_upload`); never 0.
+   */
+  uint64_t id;
+  /*
+   The key the upload will commit (not NUL-terminated).
+   */
+  const uint8_t *key;
+  size_t key_len;
+  /*
+   The object size given to `bc_upload_begin`.
+   */
+  uint64_t size;
+  /*
+   Bytes written so far (whole parts).
+   */
+  uint64_t written;
+  /*
+   When `bc_upload_begin` was called, microseconds since the Unix
+   epoch.
+   */
+  int64_t started_micros;
+} bc_upload_info;
+
+/*
  Space and content figures of a store.
  */
 typedef struct bc_stats {
@@ -405,6 +435,45 @@ enum bc_code bc_upload_commit(struct bc_upload *up, struct bc_info *info, struct
  Abandons the upload, frees its space and the handle. NULL is a no-op.
  */
 enum bc_code bc_upload_abort(struct bc_upload *up);
+
+/*
+ The upload's id in `bc_list_uploads` (for `bc_abort_upload`); 0 for
+ NULL (no upload has id 0).
+ */
+uint64_t bc_upload_id(const struct bc_upload *up);
+
+/*
+ Calls `visit(info, ctx)` for each upload in progress on the store
+ (begun through this process's open store and neither committed, aborted
+ nor freed), oldest first, until `visit` returns non-zero. `info` and
+ its `key` are valid only during that call. The listing is taken before
+ the first call, so `visit` may call the store, `bc_abort_upload`
+ included. Memory only, no I/O. Uploads are not persisted: one not
+ committed when the process ends is gone at the next open, its space
+ free.
+
+ Errors: BC_INVALID_ARGUMENT if `store` or `visit` is NULL; BC_CLOSED
+ after bc_close. Stopping early is BC_OK.
+ */
+enum bc_code bc_list_uploads(const struct bc_store *store,
+                             int (*visit)(const struct bc_upload_info *info, void *ctx),
+                             void *ctx,
+                             struct bc_error **err);
+
+/*
+ Aborts upload `id` (`bc_upload_id`, `bc_upload_info.id`) wherever its
+ handle is: its space is freed once parts being written finish, and the
+ handle's later `bc_upload_write` and `bc_upload_commit` fail with
+ BC_CLOSED. The handle itself stays allocated: release it with
+ `bc_upload_abort` (then a no-op returning BC_OK) or `bc_upload_commit`.
+ A commit already under way is not stopped. Not to be confused with
+ `bc_upload_abort`, which takes the handle.
+
+ Errors: BC_NOT_FOUND when no such upload is in progress (already
+ committed, aborted or freed); BC_INVALID_ARGUMENT if `store` is NULL;
+ BC_CLOSED after bc_close.
+ */
+enum bc_code bc_abort_upload(const struct bc_store *store, uint64_t id, struct bc_error **err);
 
 /*
  Fills `*out` with the store's figures.

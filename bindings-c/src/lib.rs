@@ -11,10 +11,10 @@
 // header states, and every pointer is NULL-checked before use.
 #![allow(clippy::not_unsafe_ptr_arg_deref)]
 
-use std::ffi::{c_char, CStr, CString};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::UNIX_EPOCH;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use engine::blocking::{Store, Upload};
 use engine::{
@@ -174,6 +174,26 @@ pub struct bc_backup_report {
     pub bytes: u64,
     /// Nanoseconds from the call to the copy being verified and published.
     pub elapsed_nanos: u64,
+}
+
+/// An upload in progress, as `bc_list_uploads` shows it. `key` points to
+/// `key_len` bytes valid only during the `visit` call that receives it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct bc_upload_info {
+    /// Identifies the upload in its store until it ends (`bc_upload_id`,
+    /// `bc_abort_upload`); never 0.
+    pub id: u64,
+    /// The key the upload will commit (not NUL-terminated).
+    pub key: *const u8,
+    pub key_len: usize,
+    /// The object size given to `bc_upload_begin`.
+    pub size: u64,
+    /// Bytes written so far (whole parts).
+    pub written: u64,
+    /// When `bc_upload_begin` was called, microseconds since the Unix
+    /// epoch.
+    pub started_micros: i64,
 }
 
 /// Bytes returned by blobcask. Read `data[0..len]`; release with
@@ -667,6 +687,94 @@ pub extern "C" fn bc_upload_abort(up: *mut bc_upload) -> bc_code {
             up.upload.abort().map_err(engine_err)?;
         }
         Ok(())
+    })
+}
+
+/// The upload's id in `bc_list_uploads` (for `bc_abort_upload`); 0 for
+/// NULL (no upload has id 0).
+#[no_mangle]
+pub extern "C" fn bc_upload_id(up: *const bc_upload) -> u64 {
+    catch_unwind(AssertUnwindSafe(|| {
+        if up.is_null() {
+            return 0;
+        }
+        // SAFETY: non-null uploads come from bc_upload_begin and are valid
+        // until committed or aborted.
+        unsafe { &*up }.upload.id()
+    }))
+    .unwrap_or(0)
+}
+
+/// Microseconds since the Unix epoch (negative before it).
+fn unix_micros(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_micros()).unwrap_or(i64::MAX),
+        Err(e) => i64::try_from(e.duration().as_micros()).map_or(i64::MIN, |m| -m),
+    }
+}
+
+/// Calls `visit(info, ctx)` for each upload in progress on the store
+/// (begun through this process's open store and neither committed, aborted
+/// nor freed), oldest first, until `visit` returns non-zero. `info` and
+/// its `key` are valid only during that call. The listing is taken before
+/// the first call, so `visit` may call the store, `bc_abort_upload`
+/// included. Memory only, no I/O. Uploads are not persisted: one not
+/// committed when the process ends is gone at the next open, its space
+/// free.
+///
+/// Errors: BC_INVALID_ARGUMENT if `store` or `visit` is NULL; BC_CLOSED
+/// after bc_close. Stopping early is BC_OK.
+#[no_mangle]
+pub extern "C" fn bc_list_uploads(
+    store: *const bc_store,
+    visit: Option<unsafe extern "C" fn(info: *const bc_upload_info, ctx: *mut c_void) -> c_int>,
+    ctx: *mut c_void,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        let s = store_ref(store)?;
+        let Some(visit) = visit else {
+            return Err(invalid("visit is NULL"));
+        };
+        for u in s.store.list_uploads() {
+            let info = bc_upload_info {
+                id: u.id,
+                key: u.key.as_ptr(),
+                key_len: u.key.len(),
+                size: u.size,
+                written: u.written,
+                started_micros: unix_micros(u.started),
+            };
+            // SAFETY: `visit` is the caller's non-NULL function, called
+            // as the header states: `info` (and the key it points to) live
+            // until it returns, and `ctx` is passed through untouched.
+            if unsafe { visit(&info, ctx) } != 0 {
+                break;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Aborts upload `id` (`bc_upload_id`, `bc_upload_info.id`) wherever its
+/// handle is: its space is freed once parts being written finish, and the
+/// handle's later `bc_upload_write` and `bc_upload_commit` fail with
+/// BC_CLOSED. The handle itself stays allocated: release it with
+/// `bc_upload_abort` (then a no-op returning BC_OK) or `bc_upload_commit`.
+/// A commit already under way is not stopped. Not to be confused with
+/// `bc_upload_abort`, which takes the handle.
+///
+/// Errors: BC_NOT_FOUND when no such upload is in progress (already
+/// committed, aborted or freed); BC_INVALID_ARGUMENT if `store` is NULL;
+/// BC_CLOSED after bc_close.
+#[no_mangle]
+pub extern "C" fn bc_abort_upload(
+    store: *const bc_store,
+    id: u64,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        store_ref(store)?.store.abort_upload(id).map_err(engine_err)
     })
 }
 

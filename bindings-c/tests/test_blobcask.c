@@ -3,9 +3,11 @@
 #include "blobcask.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static int failures = 0;
@@ -333,6 +335,225 @@ static void test_free_with_an_upload_outstanding(void) {
     CHECK(bc_contains(s, K("late"), &has, NULL) == BC_OK && !has);
     bc_store_free(s);
     unlink(other);
+}
+
+static bc_store *open_with(const char *p, const bc_options *o);
+
+/* What bc_list_uploads showed: copies made during the visits (the info and
+ * its key are valid only then). */
+struct listing {
+    int n;
+    int stop_after; /* 0: never stop */
+    bc_store *abort_in; /* when set, each visit aborts the upload it sees */
+    bc_code abort_rc;
+    struct {
+        bc_upload_info info;
+        char key[64];
+    } seen[16];
+};
+
+static int collect(const bc_upload_info *info, void *ctx) {
+    struct listing *l = ctx;
+    if (l->n < 16) {
+        l->seen[l->n].info = *info;
+        size_t len = info->key_len < 63 ? info->key_len : 63;
+        memcpy(l->seen[l->n].key, info->key, len);
+        l->seen[l->n].key[len] = '\0';
+        l->seen[l->n].info.key = NULL; /* not valid after this call */
+    }
+    l->n++;
+    if (l->abort_in) l->abort_rc = bc_abort_upload(l->abort_in, info->id, NULL);
+    return l->stop_after && l->n >= l->stop_after;
+}
+
+static struct listing list_of(bc_store *s) {
+    struct listing l;
+    memset(&l, 0, sizeof l);
+    CHECK(bc_list_uploads(s, collect, &l, NULL) == BC_OK);
+    return l;
+}
+
+static int64_t now_micros(void) {
+    struct timespec ts;
+    timespec_get(&ts, TIME_UTC);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static uint64_t free_bytes(bc_store *s) {
+    bc_stats st = {0};
+    CHECK(bc_store_stats(s, &st, NULL) == BC_OK);
+    return st.free_bytes;
+}
+
+struct part_writer {
+    bc_upload *up;
+    uint64_t first, size, step;
+    int ok, closed, other;
+};
+
+static void *write_parts(void *arg) {
+    struct part_writer *w = arg;
+    static uint8_t part[1 << 20]; /* only read */
+    for (uint64_t off = w->first; off < w->size; off += w->step) {
+        bc_code rc = bc_upload_write(w->up, off, part, sizeof part, NULL);
+        if (rc == BC_OK) w->ok++;
+        else if (rc == BC_CLOSED) w->closed++;
+        else w->other++;
+    }
+    return NULL;
+}
+
+/* bc_list_uploads, bc_abort_upload and bc_upload_id: the listing shows key,
+ * size and progress, oldest first, and can be stopped; an upload aborted by
+ * id fails its later calls with BC_CLOSED and gives its space back (also
+ * with parts in flight, and from inside a visit); ended uploads leave the
+ * listing; uploads are gone at reopen with their space. */
+static void test_upload_listing(void) {
+    char p[300];
+    snprintf(p, sizeof p, "%s.uploads", path);
+    unlink(p);
+    bc_options o = bc_options_default();
+    o.capacity = 64u << 20;
+    bc_store *s = open_with(p, &o);
+    if (!s) return;
+    uint64_t free0 = free_bytes(s);
+    struct listing l = list_of(s);
+    CHECK(l.n == 0);
+
+    enum { SIZE = 3 * 4096 + 100 };
+    static uint8_t val[SIZE];
+    fill(val, SIZE, 5);
+    int64_t before = now_micros();
+    bc_upload *a = NULL, *b = NULL, *c = NULL;
+    CHECK(bc_upload_begin(s, K("videos/a.mp4"), SIZE, &a, NULL) == BC_OK);
+    CHECK(bc_upload_begin(s, K("b"), 8u << 20, &b, NULL) == BC_OK);
+    CHECK(bc_upload_begin(s, K("c"), 4096, &c, NULL) == BC_OK);
+    int64_t after = now_micros();
+    uint64_t ida = bc_upload_id(a), idb = bc_upload_id(b), idc = bc_upload_id(c);
+    CHECK(ida != 0 && idb != 0 && idc != 0 && ida != idb && idb != idc && ida != idc);
+    CHECK(bc_upload_id(NULL) == 0);
+
+    l = list_of(s);
+    CHECK(l.n == 3);
+    CHECK(l.seen[0].info.id == ida && l.seen[1].info.id == idb && l.seen[2].info.id == idc);
+    CHECK(strcmp(l.seen[0].key, "videos/a.mp4") == 0 && l.seen[0].info.key_len == 12);
+    CHECK(strcmp(l.seen[1].key, "b") == 0 && strcmp(l.seen[2].key, "c") == 0);
+    CHECK(l.seen[0].info.size == SIZE && l.seen[1].info.size == (8u << 20));
+    CHECK(l.seen[0].info.written == 0);
+    CHECK(l.seen[0].info.started_micros >= before - 1000000 &&
+          l.seen[0].info.started_micros <= after + 1000000);
+
+    /* Progress: parts in any order; the short last part ends it. */
+    CHECK(bc_upload_write(a, 8192, val + 8192, 4096, NULL) == BC_OK);
+    CHECK(list_of(s).seen[0].info.written == 4096);
+    CHECK(bc_upload_write(a, 0, val, 8192, NULL) == BC_OK);
+    CHECK(list_of(s).seen[0].info.written == 12288);
+    CHECK(bc_upload_write(a, 12288, val + 12288, 100, NULL) == BC_OK);
+    CHECK(list_of(s).seen[0].info.written == SIZE);
+
+    /* A non-zero return from visit stops the listing (still BC_OK). */
+    memset(&l, 0, sizeof l);
+    l.stop_after = 1;
+    CHECK(bc_list_uploads(s, collect, &l, NULL) == BC_OK && l.n == 1 && l.seen[0].info.id == ida);
+
+    /* Abort by id: the handle then fails with BC_CLOSED, the space is back. */
+    CHECK(bc_upload_write(b, 0, val, 4096, NULL) == BC_OK);
+    CHECK(free_bytes(s) < free0);
+    bc_error *err = NULL;
+    CHECK(bc_abort_upload(s, idb, &err) == BC_OK && err == NULL);
+    l = list_of(s);
+    CHECK(l.n == 2 && l.seen[0].info.id == ida && l.seen[1].info.id == idc);
+    CHECK(bc_upload_write(b, 4096, val, 4096, &err) == BC_CLOSED);
+    CHECK(err && bc_error_code(err) == BC_CLOSED && strstr(bc_error_message(err), "aborted") != NULL);
+    bc_error_free(err);
+    err = NULL;
+    CHECK(bc_upload_commit(b, NULL, NULL) == BC_CLOSED); /* and frees the handle */
+    bool has = true;
+    CHECK(bc_contains(s, K("b"), &has, NULL) == BC_OK && !has);
+    CHECK(bc_abort_upload(s, idb, &err) == BC_NOT_FOUND);
+    CHECK(err && bc_error_code(err) == BC_NOT_FOUND);
+    bc_error_free(err);
+    err = NULL;
+    CHECK(bc_abort_upload(s, 987654321, NULL) == BC_NOT_FOUND);
+    CHECK(bc_abort_upload(s, 0, NULL) == BC_NOT_FOUND);
+
+    /* Committed and handle-aborted uploads leave the listing. */
+    bc_info info = {0};
+    CHECK(bc_upload_commit(a, &info, NULL) == BC_OK && info.size == SIZE);
+    CHECK(bc_upload_abort(c) == BC_OK);
+    CHECK(list_of(s).n == 0);
+    CHECK(bc_abort_upload(s, ida, NULL) == BC_NOT_FOUND);
+    CHECK(bc_abort_upload(s, idc, NULL) == BC_NOT_FOUND);
+    CHECK(bc_delete(s, K("videos/a.mp4"), NULL) == BC_OK);
+    CHECK(free_bytes(s) == free0);
+
+    /* Aborting from inside visit (the listing was taken before). */
+    bc_upload *d = NULL, *e = NULL;
+    CHECK(bc_upload_begin(s, K("d"), 1u << 20, &d, NULL) == BC_OK);
+    CHECK(bc_upload_begin(s, K("e"), 1u << 20, &e, NULL) == BC_OK);
+    memset(&l, 0, sizeof l);
+    l.abort_in = s;
+    CHECK(bc_list_uploads(s, collect, &l, NULL) == BC_OK && l.n == 2 && l.abort_rc == BC_OK);
+    CHECK(list_of(s).n == 0 && free_bytes(s) == free0);
+    CHECK(bc_upload_write(d, 0, val, 4096, NULL) == BC_CLOSED);
+    CHECK(bc_upload_abort(d) == BC_OK); /* frees the handle; a no-op otherwise */
+    CHECK(bc_upload_abort(e) == BC_OK);
+
+    /* Abort while parts are being written from several threads: each part
+     * lands or fails with BC_CLOSED, and all the space comes back once the
+     * parts in flight are done. */
+    bc_upload *r = NULL;
+    CHECK(bc_upload_begin(s, K("racing"), 16u << 20, &r, NULL) == BC_OK);
+    pthread_t t[4];
+    struct part_writer w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (struct part_writer){r, (uint64_t)i << 20, 16u << 20, 4u << 20, 0, 0, 0};
+        pthread_create(&t[i], NULL, write_parts, &w[i]);
+    }
+    /* Abort once some parts have landed, while others are in flight. */
+    for (int64_t deadline = now_micros() + 30000000; now_micros() < deadline;) {
+        l = list_of(s);
+        if (l.n == 1 && l.seen[0].info.written >= (2u << 20)) break;
+        sched_yield();
+    }
+    CHECK(bc_abort_upload(s, bc_upload_id(r), NULL) == BC_OK);
+    int landed = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        CHECK(w[i].other == 0 && w[i].ok + w[i].closed == 4);
+        landed += w[i].ok;
+    }
+    CHECK(landed >= 2);
+    CHECK(bc_upload_commit(r, NULL, NULL) == BC_CLOSED);
+    CHECK(free_bytes(s) == free0);
+
+    /* NULL arguments. */
+    CHECK(bc_list_uploads(NULL, collect, &l, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_list_uploads(s, NULL, NULL, &err) == BC_INVALID_ARGUMENT);
+    CHECK(err && bc_error_code(err) == BC_INVALID_ARGUMENT);
+    bc_error_free(err);
+    err = NULL;
+    CHECK(bc_abort_upload(NULL, 1, NULL) == BC_INVALID_ARGUMENT);
+
+    /* Uploads are memory only: an upload left open at close is gone at the
+     * next open, with its space. */
+    bc_upload *left = NULL;
+    CHECK(bc_upload_begin(s, K("left"), 4u << 20, &left, NULL) == BC_OK);
+    CHECK(bc_upload_write(left, 0, val, 4096, NULL) == BC_OK);
+    uint64_t id_left = bc_upload_id(left);
+    CHECK(bc_close(s, NULL) == BC_OK);
+    CHECK(bc_list_uploads(s, collect, &l, NULL) == BC_CLOSED);
+    CHECK(bc_abort_upload(s, id_left, NULL) == BC_CLOSED);
+    bc_store_free(s);
+    CHECK(bc_upload_id(left) == id_left);
+    CHECK(bc_upload_abort(left) == BC_OK);
+    s = open_with(p, &o);
+    if (!s) return;
+    CHECK(list_of(s).n == 0);
+    CHECK(bc_contains(s, K("left"), &has, NULL) == BC_OK && !has);
+    CHECK(free_bytes(s) == free0);
+    bc_store_free(s);
+    unlink(p);
 }
 
 /* bc_backup: a copy that bc_open opens, with every object's bytes; an
@@ -684,6 +905,7 @@ int main(void) {
     test_full_store(s);
     test_create_new_and_read_only();
     test_free_with_an_upload_outstanding();
+    test_upload_listing();
     test_backup();
     test_growth();
 

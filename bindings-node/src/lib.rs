@@ -236,6 +236,38 @@ impl From<engine::BackupReport> for BackupReport {
     }
 }
 
+/// An upload in progress, as `listUploads` shows it.
+#[napi(object)]
+pub struct UploadInfo {
+    /// Identifies the upload in its store until it ends (`Upload.id`,
+    /// `abortUpload`).
+    pub id: f64,
+    /// The key it will commit.
+    pub key: Buffer,
+    /// The object size given to `beginUpload`.
+    pub size: f64,
+    /// Bytes written so far (whole parts).
+    pub written: f64,
+    /// When `beginUpload` was called, milliseconds since the Unix epoch
+    /// (as `Date.now()`; `new Date(started)` makes it a Date).
+    pub started: f64,
+}
+
+impl From<engine::UploadInfo> for UploadInfo {
+    fn from(u: engine::UploadInfo) -> Self {
+        UploadInfo {
+            id: u.id as f64,
+            key: Buffer::from(u.key.to_vec()),
+            size: u.size as f64,
+            written: u.written as f64,
+            started: match u.started.duration_since(UNIX_EPOCH) {
+                Ok(d) => d.as_secs_f64() * 1000.0,
+                Err(e) => -e.duration().as_secs_f64() * 1000.0,
+            },
+        }
+    }
+}
+
 /// Options for `Store.open`.
 #[napi(object)]
 #[derive(Default)]
@@ -635,10 +667,42 @@ impl Store {
         AsyncBlockBuilder::new(async move {
             let up = store.begin_upload(key, size).await.map_err(js_err)?;
             Ok(Upload {
+                id: up.id(),
                 inner: Mutex::new(Some(Arc::new(up))),
             })
         })
         .build(env)
+    }
+
+    /// The uploads in progress on this store (begun through this process's
+    /// open store and neither committed, aborted nor dropped), oldest
+    /// first. Memory only, no I/O. Uploads are not persisted: one not
+    /// committed when the process ends is gone at the next open, its space
+    /// free. CLOSED after `close()`.
+    #[napi]
+    pub fn list_uploads(&self) -> Result<Vec<UploadInfo>> {
+        if self.inner.is_closed() {
+            return Err(host::closed());
+        }
+        Ok(self
+            .inner
+            .list_uploads()
+            .into_iter()
+            .map(UploadInfo::from)
+            .collect())
+    }
+
+    /// Aborts upload `id` (`Upload.id`, `UploadInfo.id`) wherever its
+    /// handle is: its space is freed once parts being written finish, and
+    /// the handle's later `writePart` and `commit` reject with CLOSED.
+    /// Memory only, no I/O, so synchronous. Throws NOT_FOUND when no such
+    /// upload is in progress (already committed, aborted or dropped),
+    /// CLOSED after `close()`, INVALID_ARGUMENT for an `id` that is not a
+    /// non-negative integer. A commit already under way is not stopped.
+    #[napi]
+    pub fn abort_upload(&self, id: f64) -> Result<()> {
+        let id = offset_of(id, "id")?;
+        self.inner.abort_upload(id).map_err(js_err)
     }
 
     /// Space and content figures.
@@ -830,6 +894,8 @@ impl Store {
 /// A multipart upload; see `Store.beginUpload`.
 #[napi]
 pub struct Upload {
+    /// Kept apart from the handle, so `id` still answers once committed.
+    id: u64,
     inner: Mutex<Option<Arc<engine::Upload>>>,
 }
 
@@ -859,6 +925,13 @@ impl Upload {
 
 #[napi]
 impl Upload {
+    /// This upload's id in `listUploads` (for `abortUpload`); still
+    /// readable once committed or aborted.
+    #[napi(getter)]
+    pub fn id(&self) -> f64 {
+        self.id as f64
+    }
+
     /// Writes one part at `offset` (a multiple of 4096; parts end on a
     /// multiple of 4096 or at the object's end), in any order, concurrently.
     /// With `crc32c` (the CRC32C of `data`, as `crc32c()` computes it) the

@@ -65,8 +65,8 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .map_or_else(|_| "?".to_owned(), |n| n.to_string())
 }
 
-/// A size argument: an `int` from 0 to 2**64 - 1 (not a `bool`, which
-/// Python would otherwise take for 0 or 1).
+/// A size (or upload id) argument: an `int` from 0 to 2**64 - 1 (not a
+/// `bool`, which Python would otherwise take for 0 or 1).
 fn byte_count(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<u64> {
     if obj.is_instance_of::<pyo3::types::PyBool>() || !obj.is_instance_of::<pyo3::types::PyInt>() {
         let type_name = type_name(obj);
@@ -452,6 +452,62 @@ impl From<engine::BackupReport> for BackupReport {
     }
 }
 
+/// An upload in progress, as `Store.list_uploads` shows it (read-only).
+#[pyclass(frozen, module = "blobcask", name = "UploadInfo")]
+struct UploadInfo {
+    /// Identifies the upload in its store until it ends (`Upload.id`,
+    /// `Store.abort_upload`).
+    #[pyo3(get)]
+    id: u64,
+    key: Bytes,
+    /// The object size given to `begin_upload`.
+    #[pyo3(get)]
+    size: u64,
+    /// Bytes written so far (whole parts).
+    #[pyo3(get)]
+    written: u64,
+    /// When `begin_upload` was called, seconds since the Unix epoch.
+    #[pyo3(get)]
+    started: f64,
+}
+
+#[pymethods]
+impl UploadInfo {
+    /// The key the upload will commit, as `bytes`.
+    #[getter]
+    fn key<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        bytes_out(py, &self.key)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let key = PyBytes::new(py, &self.key).repr()?;
+        Ok(format!(
+            "UploadInfo(id={}, key={key}, size={}, written={}, started={:.6})",
+            self.id, self.size, self.written, self.started
+        ))
+    }
+}
+
+impl From<engine::UploadInfo> for UploadInfo {
+    fn from(u: engine::UploadInfo) -> Self {
+        UploadInfo {
+            id: u.id,
+            key: u.key,
+            size: u.size,
+            written: u.written,
+            started: unix_seconds(u.started),
+        }
+    }
+}
+
+/// Seconds since the Unix epoch (negative before it).
+fn unix_seconds(t: std::time::SystemTime) -> f64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_secs_f64(),
+        Err(e) => -e.duration().as_secs_f64(),
+    }
+}
+
 /// An open blob store. Thread-safe; every I/O call releases the GIL.
 #[pyclass(frozen, module = "blobcask", name = "Store")]
 struct Store {
@@ -702,8 +758,36 @@ impl Store {
         let s = &self.inner;
         let up = py.detach(|| s.begin_upload(&key, size)).map_err(py_err)?;
         Ok(Upload {
+            id: up.id(),
             inner: Mutex::new(Some(Arc::new(up))),
         })
+    }
+
+    /// The uploads in progress on this store (begun through this process's
+    /// open store and neither committed, aborted nor dropped), oldest
+    /// first. Memory only, no I/O. Uploads are not persisted: one not
+    /// committed when the process ends is gone at the next open, its space
+    /// free. `ClosedError` after `close()`.
+    fn list_uploads(&self) -> PyResult<Vec<UploadInfo>> {
+        self.check_open()?;
+        Ok(self
+            .inner
+            .list_uploads()
+            .into_iter()
+            .map(UploadInfo::from)
+            .collect())
+    }
+
+    /// Aborts the upload `id` (`Upload.id`, `UploadInfo.id`) wherever its
+    /// handle is: its space is freed once parts being written finish, and
+    /// the handle's later `write_part` and `commit` raise `ClosedError`.
+    /// Raises `NotFoundError` when no such upload is in progress (already
+    /// committed, aborted or dropped), `ClosedError` after `close()`;
+    /// `TypeError` for an `id` that is not an int. A commit already under
+    /// way is not stopped.
+    fn abort_upload(&self, id: &Bound<'_, PyAny>) -> PyResult<()> {
+        let id = byte_count(id, "id")?;
+        self.inner.abort_upload(id).map_err(py_err)
     }
 
     /// Space and content figures as a dict.
@@ -971,6 +1055,8 @@ impl KeyIterator {
 /// A multipart upload; see `Store.begin_upload`.
 #[pyclass(frozen, module = "blobcask", name = "Upload")]
 struct Upload {
+    /// Kept apart from the handle, so `id` still answers once committed.
+    id: u64,
     inner: Mutex<Option<Arc<blocking::Upload>>>,
 }
 
@@ -1000,6 +1086,12 @@ impl Upload {
 
 #[pymethods]
 impl Upload {
+    /// This upload's id in `Store.list_uploads` (for `Store.abort_upload`).
+    #[getter]
+    fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Writes `data` at `offset` (a multiple of 4096; parts end on a
     /// multiple of 4096 or at the object's end), from any thread. With
     /// `crc32c` (the CRC32C of `data`, as `blobcask.crc32c` computes it) the
@@ -1078,6 +1170,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Upload>()?;
     m.add_class::<ObjectInfo>()?;
     m.add_class::<BackupReport>()?;
+    m.add_class::<UploadInfo>()?;
     m.add_class::<KeyIterator>()?;
     m.add("MAX_KEY_LEN", engine::MAX_KEY_LEN)?;
     m.add("PART_ALIGN", engine::PART_ALIGN)?;

@@ -138,3 +138,28 @@ fn uploads_not_committed_are_gone_at_reopen_and_their_space_is_free() {
     assert!(!s.contains("half"));
     assert_eq!(s.stats().free_bytes, free);
 }
+
+#[test]
+fn written_counts_a_short_last_part_by_its_length() {
+    let t = temp_path();
+    let s = Store::open(&t.path, opts(IoEngineKind::Auto)).unwrap();
+    let size = 3 * PART_ALIGN + 123;
+    let up = s.begin_upload("k", size).unwrap();
+    up.write_part(3 * PART_ALIGN, pattern(1, 123)).unwrap();
+    assert_eq!(s.list_uploads()[0].written, 123);
+    up.write_part(2 * PART_ALIGN, pattern(2, PART_ALIGN as usize))
+        .unwrap();
+    assert_eq!(s.list_uploads()[0].written, PART_ALIGN + 123);
+    up.write_part(0, pattern(3, 2 * PART_ALIGN as usize))
+        .unwrap();
+    assert_eq!(s.list_uploads()[0].written, size);
+    // Once its commit has begun the upload is no longer listed or
+    // abortable; after close nothing is listed.
+    let id = up.id();
+    up.commit().unwrap();
+    assert_eq!(s.abort_upload(id).unwrap_err().kind(), ErrorKind::NotFound);
+    let _open = s.begin_upload("other", 10).unwrap();
+    let handle = s.clone();
+    s.close().unwrap();
+    assert!(handle.list_uploads().is_empty());
+}

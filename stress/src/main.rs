@@ -318,11 +318,9 @@ fn main() {
     });
     // Reopen: exactly the models' state.
     // Reopened at whatever size it grew to.
-    let store = blobcask::blocking::Store::open(
-        &path,
-        Options::new().io_engine(cfg.engine).create(false),
-    )
-    .unwrap();
+    let store =
+        blobcask::blocking::Store::open(&path, Options::new().io_engine(cfg.engine).create(false))
+            .unwrap();
     for (key, (gen, size)) in &models {
         let got = store
             .get(key)

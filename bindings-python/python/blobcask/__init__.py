@@ -31,6 +31,7 @@ from ._native import (
     ObjectInfo,
     Store,
     Upload,
+    UploadInfo,
     crc32c,
 )
 from .aio import AsyncStore, AsyncUpload
@@ -55,6 +56,7 @@ __all__ = [
     "AsyncStore",
     "Upload",
     "AsyncUpload",
+    "UploadInfo",
     "Blob",
     "ObjectInfo",
     "BackupReport",

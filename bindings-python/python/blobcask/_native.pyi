@@ -3,7 +3,7 @@
 import asyncio
 from os import PathLike
 from types import TracebackType
-from typing import Any, Callable, Iterator, Optional, SupportsIndex, Union, overload
+from typing import Any, Callable, Iterator, List, Optional, SupportsIndex, Union, overload
 
 Key = Union[str, bytes, bytearray, memoryview, "Blob"]
 BytesLike = Union[bytes, bytearray, memoryview, "Blob", Any]
@@ -43,6 +43,26 @@ class BackupReport:
     def bytes_per_sec(self) -> float:
         """Object bytes per second over the whole backup."""
 
+class UploadInfo:
+    """An upload in progress, as ``Store.list_uploads`` shows it (read-only)."""
+
+    @property
+    def id(self) -> int:
+        """Identifies the upload in its store until it ends (``Upload.id``,
+        ``Store.abort_upload``)."""
+    @property
+    def key(self) -> bytes:
+        """The key the upload will commit."""
+    @property
+    def size(self) -> int:
+        """The object size given to ``begin_upload``."""
+    @property
+    def written(self) -> int:
+        """Bytes written so far (whole parts)."""
+    @property
+    def started(self) -> float:
+        """When ``begin_upload`` was called, seconds since the Unix epoch."""
+
 class Blob:
     """Bytes read from a store, handed over without a copy.
 
@@ -79,6 +99,10 @@ class KeyIterator(Iterator[bytes]):
 class Upload:
     """A multipart upload; see ``Store.begin_upload``."""
 
+    @property
+    def id(self) -> int:
+        """This upload's id in ``Store.list_uploads`` (for
+        ``Store.abort_upload``); still readable once committed or aborted."""
     def write_part(self, offset: int, data: BytesLike, crc32c: int | None = None) -> None:
         """Writes ``data`` at ``offset`` (a multiple of PART_ALIGN); with
         ``crc32c`` the bytes are checked against it before anything is written."""
@@ -172,6 +196,19 @@ class Store:
         """Keys starting with ``prefix`` in order (index "btree" or "fst")."""
     def begin_upload(self, key: Key, size: int) -> Upload:
         """Starts a multipart upload of exactly ``size`` bytes."""
+    def list_uploads(self) -> List[UploadInfo]:
+        """The uploads in progress on this store (begun through this
+        process's open store, neither committed, aborted nor dropped),
+        oldest first; memory only. Uploads are not persisted: one not
+        committed when the process ends is gone at the next open, its space
+        free. ``ClosedError`` after ``close()``."""
+    def abort_upload(self, id: int) -> None:
+        """Aborts upload ``id`` wherever its handle is: its space is freed
+        once parts being written finish, and the handle's later
+        ``write_part``/``commit`` raise ``ClosedError``. Raises
+        ``NotFoundError`` when no such upload is in progress,
+        ``ClosedError`` after ``close()``, ``TypeError`` for a non-int. A
+        commit already under way is not stopped."""
     def stats(self) -> dict[str, Any]:
         """Space and content figures."""
     def grow(self, capacity: int) -> None:

@@ -19,9 +19,18 @@ import asyncio
 import functools
 from concurrent.futures import ThreadPoolExecutor
 from os import PathLike
-from typing import Any, Callable, Iterator, Optional, TypeVar, Union
+from typing import Any, Callable, Iterator, List, Optional, TypeVar, Union
 
-from ._native import BackupReport, Blob, EventLoop, KeyIterator, ObjectInfo, Store, Upload
+from ._native import (
+    BackupReport,
+    Blob,
+    EventLoop,
+    KeyIterator,
+    ObjectInfo,
+    Store,
+    Upload,
+    UploadInfo,
+)
 from .errors import ClosedError
 
 Key = Union[str, bytes, bytearray, memoryview, Blob]
@@ -149,6 +158,17 @@ class AsyncStore:
         up = await self._run(self._store.begin_upload, key, size)
         return AsyncUpload(self, up)
 
+    def list_uploads(self) -> List[UploadInfo]:
+        """The uploads in progress, oldest first (memory only, no I/O; see
+        ``Store.list_uploads``)."""
+        return self._store.list_uploads()
+
+    def abort_upload(self, id: int) -> None:
+        """Aborts upload ``id`` wherever its handle is (memory only, no I/O,
+        so not a coroutine; see ``Store.abort_upload``): the handle's later
+        ``write_part``/``commit`` raise ``ClosedError``."""
+        self._store.abort_upload(id)
+
     def stats(self) -> dict:
         """Space and content figures."""
         return self._store.stats()
@@ -202,6 +222,11 @@ class AsyncUpload:
     def __init__(self, store: AsyncStore, upload: Upload) -> None:
         self._store = store
         self._upload = upload
+
+    @property
+    def id(self) -> int:
+        """This upload's id in ``list_uploads`` (for ``abort_upload``)."""
+        return self._upload.id
 
     async def write_part(self, offset: int, data: Any, crc32c: int | None = None) -> None:
         """Writes one part (see ``Upload.write_part``)."""

@@ -1130,8 +1130,13 @@ impl Store {
     /// The uploads in progress on this handle's store (begun and neither
     /// committed, aborted nor dropped), oldest first. Uploads are held in
     /// memory only: one not committed when the process ends is gone at
-    /// the next open and its space is free again.
+    /// the next open and its space is free again. Ids are this open
+    /// store's: they start again at 1 at the next open. Empty once the
+    /// store is closed (or in a fork child).
     pub fn list_uploads(&self) -> Vec<UploadInfo> {
+        if self.check_open().is_err() {
+            return Vec::new();
+        }
         self.shared().uploads.list()
     }
 
@@ -1139,8 +1144,8 @@ impl Store {
     /// [`Upload::id`]) wherever its handle is: its space is freed as soon
     /// as parts being written finish, and the handle's later `write_part`
     /// and `commit` fail with `Closed`. `NotFound` when no such upload is in
-    /// progress (already committed, aborted or dropped). A commit already
-    /// under way is not stopped.
+    /// progress (committed or being committed, aborted or dropped): a
+    /// commit under way is not stopped.
     pub fn abort_upload(&self, id: u64) -> Result<()> {
         self.check_open()?;
         self.shared().uploads.abort(id)

@@ -48,13 +48,18 @@ struct Slot {
 
 impl Slot {
     fn written_bytes(&self) -> u64 {
-        let units: u64 = self
-            .written
-            .lock()
-            .iter()
-            .map(|w| u64::from(w.count_ones()))
-            .sum();
-        (units * PART_ALIGN).min(self.size)
+        let bits = self.written.lock();
+        let units: u64 = bits.iter().map(|w| u64::from(w.count_ones())).sum();
+        // Every unit is PART_ALIGN bytes but the last, which may be short.
+        let last = self.size.div_ceil(PART_ALIGN).saturating_sub(1);
+        let last_set = bits
+            .get((last / 64) as usize)
+            .is_some_and(|w| w & (1 << (last % 64)) != 0);
+        let short = match self.size % PART_ALIGN {
+            0 => 0,
+            tail => PART_ALIGN - tail,
+        };
+        units * PART_ALIGN - if last_set { short } else { 0 }
     }
 }
 
@@ -133,7 +138,13 @@ impl Uploads {
             ));
         };
         // Dropped outside the lock: the last piece handle frees the pieces.
-        let target = slot.target.lock().take();
+        let Some(target) = slot.target.lock().take() else {
+            // A commit took it between the lookup and here.
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("upload {id} is being committed"),
+            ));
+        };
         drop(target);
         Ok(())
     }
@@ -334,6 +345,7 @@ impl Upload {
         // Taken: the upload leaves the registry's reach (an abort now finds
         // nothing to free; the commit owns the pieces).
         let target = self.slot.target.lock().take();
+        self.store.shared().uploads.unregister(self.slot.id);
         let data = match target {
             None => return Err(aborted().context(ctx)),
             Some(Target::Inline(buf)) => ObjectData::Inline(Bytes::from(buf)),

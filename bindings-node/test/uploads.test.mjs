@@ -1,0 +1,165 @@
+// Uploads in progress: store.listUploads(), store.abortUpload(id), upload.id.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { setImmediate as tick } from 'node:timers/promises'
+
+import { Store } from '../lib.mjs'
+
+import { tempPath, withStore } from './helpers.mjs'
+
+const ALIGN = 4096
+
+test('listUploads shows key, size and progress', async () => {
+  await withStore({}, async (s) => {
+    assert.deepEqual(s.listUploads(), [])
+    const before = Date.now()
+    const size = 3 * ALIGN + 123
+    const value = Buffer.alloc(size, 7)
+    const up = await s.beginUpload('videos/a.mp4', size)
+    const after = Date.now()
+    assert.equal(typeof up.id, 'number')
+    assert.ok(Number.isSafeInteger(up.id) && up.id > 0)
+
+    const [info] = s.listUploads()
+    assert.equal(info.id, up.id)
+    assert.ok(Buffer.isBuffer(info.key))
+    assert.equal(info.key.toString(), 'videos/a.mp4')
+    assert.equal(info.size, size)
+    assert.equal(info.written, 0)
+    assert.equal(typeof info.started, 'number')
+    assert.ok(info.started >= before - 1000 && info.started <= after + 1000, 'started is in ms since the epoch')
+
+    // `written` counts the parts written, in whatever order they come.
+    await up.writePart(2 * ALIGN, value.subarray(2 * ALIGN, 3 * ALIGN))
+    assert.equal(s.listUploads()[0].written, ALIGN)
+    await up.writePart(0, value.subarray(0, ALIGN))
+    await up.writePart(ALIGN, value.subarray(ALIGN, 2 * ALIGN))
+    assert.equal(s.listUploads()[0].written, 3 * ALIGN)
+    await up.writePart(3 * ALIGN, value.subarray(3 * ALIGN)) // the short last part
+    assert.equal(s.listUploads()[0].written, size)
+    assert.equal(info.written, 0, 'a listing is a snapshot')
+
+    await up.commit()
+    assert.deepEqual(s.listUploads(), [])
+    assert.deepEqual(await s.get('videos/a.mp4'), value)
+    assert.equal(up.id, info.id, 'id is still readable once committed')
+  })
+})
+
+test('listUploads is oldest first; committed, aborted and dropped uploads leave it', async () => {
+  await withStore({}, async (s) => {
+    const ups = []
+    for (let i = 0; i < 4; i++) ups.push(await s.beginUpload(`u${i}`, 2 * ALIGN))
+    const ids = ups.map((u) => u.id)
+    assert.equal(new Set(ids).size, 4)
+    assert.deepEqual(s.listUploads().map((i) => i.id), ids)
+    assert.deepEqual(s.listUploads().map((i) => i.key.toString()), ['u0', 'u1', 'u2', 'u3'])
+
+    await ups[0].writePart(0, Buffer.alloc(2 * ALIGN, 1))
+    await ups[0].commit() // committed
+    await ups[1].abort() // aborted through its handle
+    s.abortUpload(ids[2]) // aborted from the store
+    assert.deepEqual(s.listUploads().map((i) => i.id), [ids[3]])
+    for (const id of ids.slice(0, 3)) assert.throws(() => s.abortUpload(id), { code: 'NOT_FOUND' })
+
+    // Dropped: once the JavaScript Upload is collected, it leaves the list.
+    ups.length = 0
+    for (let i = 0; i < 50 && s.listUploads().length > 0; i++) {
+      global.gc()
+      await tick()
+    }
+    assert.deepEqual(s.listUploads(), [])
+    assert.throws(() => s.abortUpload(ids[3]), { code: 'NOT_FOUND' })
+  })
+})
+
+test('abortUpload from the store closes the handle and frees its space', async () => {
+  await withStore({}, async (s) => {
+    const free = s.stats().freeBytes
+    const up = await s.beginUpload('big', 8 * 1024 * 1024)
+    await up.writePart(0, Buffer.alloc(ALIGN))
+    assert.ok(s.stats().freeBytes < free)
+
+    assert.equal(s.abortUpload(up.id), undefined)
+    assert.equal(s.stats().freeBytes, free)
+    assert.deepEqual(s.listUploads(), [])
+    await assert.rejects(up.writePart(ALIGN, Buffer.alloc(ALIGN)), (e) => e.code === 'CLOSED' && /aborted/.test(e.message))
+    await assert.rejects(up.commit(), { code: 'CLOSED' })
+    assert.ok(!s.has('big'))
+    assert.throws(() => s.abortUpload(up.id), { code: 'NOT_FOUND' })
+    await up.abort() // the handle's own abort is then a no-op
+    assert.equal(s.stats().freeBytes, free)
+  })
+})
+
+test('abortUpload while parts are being written', async () => {
+  await withStore({}, async (s) => {
+    const free = s.stats().freeBytes
+    const size = 32 * 1024 * 1024
+    const part = 1024 * 1024
+    const up = await s.beginUpload('racing', size)
+    const data = Buffer.alloc(part, 7)
+    const writes = []
+    for (let off = 0; off < size; off += part) writes.push(up.writePart(off, data))
+    // Abort once a part has landed, while others are in flight.
+    await writes[0]
+    s.abortUpload(up.id)
+    const outcomes = await Promise.allSettled(writes)
+    for (const o of outcomes) {
+      if (o.status === 'rejected') assert.equal(o.reason.code, 'CLOSED')
+    }
+    assert.ok(outcomes.some((o) => o.status === 'fulfilled'))
+    await assert.rejects(up.commit(), { code: 'CLOSED' })
+    assert.equal(s.stats().freeBytes, free, 'all the space is back once the parts in flight are done')
+    assert.ok(!s.has('racing'))
+  })
+})
+
+test('abortUpload arguments', async () => {
+  await withStore({}, async (s) => {
+    assert.throws(() => s.abortUpload(12345), { code: 'NOT_FOUND' })
+    assert.throws(() => s.abortUpload(0), { code: 'NOT_FOUND' })
+    const up = await s.beginUpload('k', 5000)
+    for (const bad of [-1, 1.5, NaN, Infinity, 2 ** 64]) {
+      assert.throws(() => s.abortUpload(bad), { code: 'INVALID_ARGUMENT' }, String(bad))
+    }
+    for (const bad of ['1', null, undefined, {}, 1n]) {
+      assert.throws(() => s.abortUpload(bad), { code: 'INVALID_ARGUMENT' }, String(bad))
+    }
+    assert.deepEqual(s.listUploads().map((i) => i.id), [up.id], 'untouched')
+    await up.abort()
+  })
+})
+
+test('a closed store refuses listUploads and abortUpload', async () => {
+  const t = tempPath()
+  try {
+    const s = await Store.open(t.path, { capacity: 16 * 1024 * 1024 })
+    const up = await s.beginUpload('k', 5000)
+    await s.close()
+    assert.throws(() => s.listUploads(), { code: 'CLOSED' })
+    assert.throws(() => s.abortUpload(up.id), { code: 'CLOSED' })
+    await assert.rejects(up.writePart(0, Buffer.alloc(5000)), { code: 'CLOSED' })
+  } finally {
+    t.cleanup()
+  }
+})
+
+test('uploads are gone at reopen, with their space', async () => {
+  const t = tempPath()
+  try {
+    let s = await Store.open(t.path, { capacity: 16 * 1024 * 1024 })
+    const free = s.stats().freeBytes
+    const up = await s.beginUpload('unfinished', 4 * 1024 * 1024)
+    await up.writePart(0, Buffer.alloc(ALIGN, 1))
+    assert.ok(s.stats().freeBytes < free)
+    await s.close() // with the upload still open
+    s = await Store.open(t.path)
+    assert.deepEqual(s.listUploads(), [])
+    assert.ok(!s.has('unfinished'))
+    assert.equal(s.stats().freeBytes, free)
+    await s.close()
+  } finally {
+    t.cleanup()
+  }
+})
