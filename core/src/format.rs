@@ -88,6 +88,11 @@ pub struct StoredSettings {
     /// Largest capacity automatic growth may reach; 0: no limit but the
     /// file system.
     pub max_capacity: u64,
+    /// The largest capacity a caller asked for explicitly (at creation or
+    /// a later open); 0: none. A later open asking for less is refused (a
+    /// store never shrinks); asking for less than the store grew to by
+    /// itself is fine.
+    pub asked_capacity: u64,
 }
 
 impl StoredSettings {
@@ -118,6 +123,7 @@ const SB_SETTINGS_FLAGS: usize = SB_SETTINGS;
 const SB_SETTINGS_INDEX: usize = SB_SETTINGS + 1;
 const SB_SETTINGS_INLINE: usize = SB_SETTINGS + 2;
 const SB_SETTINGS_MAX_CAPACITY: usize = SB_SETTINGS + 8;
+const SB_SETTINGS_ASKED_CAPACITY: usize = SB_SETTINGS + 16;
 /// Settings-record flag: the record is present.
 const SETTINGS_PRESENT: u8 = 1;
 const SB_CRC: usize = BLOCK_SIZE - 4;
@@ -148,6 +154,7 @@ impl Superblock {
             w.at(SB_SETTINGS_INDEX).u8(st.index_code());
             w.at(SB_SETTINGS_INLINE).u16(st.inline_threshold);
             w.at(SB_SETTINGS_MAX_CAPACITY).u64(st.max_capacity);
+            w.at(SB_SETTINGS_ASKED_CAPACITY).u64(st.asked_capacity);
         }
         w.at(SB_CRC);
         let crc = crc32c::crc32c(&b);
@@ -237,7 +244,11 @@ impl Superblock {
                     t if t as usize <= crate::options::MAX_INLINE_THRESHOLD => t,
                     _ => return Err(corrupt("inline threshold out of range")),
                 },
-                max_capacity: u64_at(SB_SETTINGS_MAX_CAPACITY)?,
+                max_capacity: match u64_at(SB_SETTINGS_MAX_CAPACITY)? {
+                    m if m == 0 || m >= crate::options::MIN_CAPACITY => m,
+                    _ => return Err(corrupt("max capacity below the smallest store")),
+                },
+                asked_capacity: u64_at(SB_SETTINGS_ASKED_CAPACITY)?,
             }),
             _ => return Err(corrupt("settings flags unknown")),
         };
@@ -403,6 +414,7 @@ mod tests {
                 index: crate::index::IndexKind::BTree,
                 inline_threshold: 700,
                 max_capacity: 5 << 30,
+                asked_capacity: 1 << 30,
             }),
         }
     }

@@ -109,9 +109,12 @@ impl Options {
     /// is created and preallocated at this size; a file store then grows
     /// by itself as it fills (up to [`max_capacity`](Self::max_capacity)),
     /// so this is a starting size, not a limit. Opening an existing store
-    /// with a larger capacity grows it to that size first; a smaller one is
-    /// refused with `InvalidArgument` (a store never shrinks). A block
-    /// device always has its own size, whatever is asked.
+    /// with a larger capacity grows it to that size first; one below what
+    /// the store has grown to by itself does nothing (the same options can
+    /// be passed at every start), but one below a capacity asked for
+    /// explicitly before (at creation or an earlier open) is refused with
+    /// `InvalidArgument`: a store never shrinks. A block device always has
+    /// its own size, whatever is asked.
     /// Defaults to [`DEFAULT_CAPACITY`] for a new store, and to the
     /// store's current size at reopen.
     pub fn capacity(mut self, bytes: u64) -> Self {
@@ -119,10 +122,11 @@ impl Options {
         self
     }
 
-    /// Largest size a file store grows to by itself. A put that needs more
-    /// room gets `NoSpace` once the store is this large (and when the file
-    /// system is full, whatever the limit). [`Store::grow`](crate::Store::grow)
-    /// beyond it is refused. `u64::MAX` means no limit.
+    /// Largest size a file store grows to by itself (rounded down to 4 KiB).
+    /// A put that needs more room gets `NoSpace` once the store is this
+    /// large (and when the file system is full, whatever the limit).
+    /// [`Store::grow`](crate::Store::grow) beyond it is refused, and so is a
+    /// limit below the store's size at reopen. `u64::MAX` means no limit.
     /// Stored in the store: set at creation, or at a later read-write open
     /// to change it; reopening without it keeps the stored limit.
     /// Defaults to no limit but the file system.
@@ -290,14 +294,17 @@ impl Options {
 pub(crate) struct Settings {
     pub index: IndexKind,
     pub inline_threshold: usize,
-    /// `None`: no limit but the file system.
+    /// `None`: no limit but the file system. A multiple of 4 KiB.
     pub max_capacity: Option<u64>,
+    /// The largest capacity asked for explicitly, now or before (0: none).
+    pub asked_capacity: u64,
 }
 
 impl Options {
     /// The settings to run with over what the store has stored.
     pub(crate) fn settings(&self, stored: Option<&StoredSettings>) -> Settings {
-        let max = |m: u64| (m != 0 && m != u64::MAX).then_some(m);
+        let block = !(crate::format::BLOCK_SIZE as u64 - 1);
+        let max = |m: u64| (m != 0 && m != u64::MAX).then_some(m & block);
         Settings {
             index: self.index.or(stored.map(|s| s.index)).unwrap_or_default(),
             inline_threshold: self
@@ -308,6 +315,10 @@ impl Options {
                 Some(m) => max(m),
                 None => stored.and_then(|s| max(s.max_capacity)),
             },
+            asked_capacity: self
+                .capacity
+                .map_or(0, |c| c & block)
+                .max(stored.map_or(0, |s| s.asked_capacity)),
         }
     }
 }
@@ -320,6 +331,7 @@ impl Settings {
             // Validated: at most MAX_INLINE_THRESHOLD.
             inline_threshold: self.inline_threshold.min(MAX_INLINE_THRESHOLD) as u16,
             max_capacity: self.max_capacity.unwrap_or(0),
+            asked_capacity: self.asked_capacity,
         }
     }
 }

@@ -220,7 +220,7 @@ impl IoEngine for MemDevice {
         self.state.lock().resizable
     }
 
-    fn grow(&self, len: u64) -> io::Result<()> {
+    fn grow(&self, _from: u64, len: u64) -> io::Result<()> {
         let mut s = self.state.lock();
         if !s.resizable {
             return Err(io::Error::new(

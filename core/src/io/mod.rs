@@ -240,12 +240,14 @@ pub trait IoEngine: Send + Sync + 'static {
     fn resizable(&self) -> bool {
         false
     }
-    /// Extends the file to `len` bytes and reserves its blocks, so a full
-    /// file system fails here (`ENOSPC`) rather than at a later write; on
-    /// failure the length is left as it was. The new length is durable
-    /// after the next [`sync`](Self::sync). The default refuses.
-    fn grow(&self, len: u64) -> io::Result<()> {
-        let _ = len;
+    /// Reserves bytes `from..len` (the store's old and new capacity) and
+    /// extends the file to `len` bytes if it is shorter, so a full file
+    /// system fails here (`ENOSPC`) rather than at a later write, even where
+    /// the file was already longer but sparse; on failure the length is
+    /// left as it was. The new length is durable after the next
+    /// [`sync`](Self::sync). The default refuses.
+    fn grow(&self, from: u64, len: u64) -> io::Result<()> {
+        let _ = (from, len);
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "this device has a fixed size",
@@ -344,10 +346,10 @@ pub(crate) fn is_regular(file: &File) -> bool {
     file.metadata().is_ok_and(|m| m.is_file())
 }
 
-/// Extends a regular file to `len` bytes, reserving the new blocks
+/// Reserves bytes `from..len` of a regular file, extending it to `len`
 /// ([`IoEngine::grow`]). A failure leaves the file at its old length.
 #[allow(unsafe_code)]
-pub(crate) fn grow_file(file: &File, len: u64) -> io::Result<()> {
+pub(crate) fn grow_file(file: &File, from: u64, len: u64) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     let meta = file.metadata()?;
     if !meta.is_file() {
@@ -357,10 +359,14 @@ pub(crate) fn grow_file(file: &File, len: u64) -> io::Result<()> {
         ));
     }
     let old = meta.len();
-    if len <= old {
+    let from = from.min(len);
+    if from == len {
         return Ok(());
     }
-    let (Ok(at), Ok(add)) = (libc::off_t::try_from(old), libc::off_t::try_from(len - old)) else {
+    let (Ok(at), Ok(add)) = (
+        libc::off_t::try_from(from),
+        libc::off_t::try_from(len - from),
+    ) else {
         return Err(io::Error::from_raw_os_error(libc::EFBIG));
     };
     // SAFETY: plain syscall on a descriptor we own; no memory is passed.
@@ -368,10 +374,10 @@ pub(crate) fn grow_file(file: &File, len: u64) -> io::Result<()> {
     let r = match rc {
         0 => Ok(()),
         // File systems without fallocate: a sparse extension.
-        libc::EOPNOTSUPP | libc::EINVAL => file.set_len(len),
+        libc::EOPNOTSUPP | libc::EINVAL => file.set_len(len.max(old)),
         e => Err(io::Error::from_raw_os_error(e)),
     };
-    if r.is_err() {
+    if r.is_err() && len > old {
         // Give back what a partial reservation took.
         let _ = file.set_len(old);
     }

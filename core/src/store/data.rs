@@ -118,7 +118,7 @@ pub(crate) fn allocate(shared: &Shared, key: &[u8], size: u64) -> Result<Arc<Ext
     let heap_limit = |capacity: u64| capacity.saturating_sub(SUPER_BLOCKS * BLOCK_SIZE as u64);
     let heap = match shared.settings.max_capacity {
         _ if !shared.engine.resizable() => shared.alloc.lock().total_blocks() * BLOCK_SIZE as u64,
-        Some(limit) => heap_limit(limit),
+        Some(limit) => heap_limit(limit.max(shared.capacity())),
         None => u64::MAX,
     };
     if stored > heap {
@@ -137,9 +137,12 @@ pub(crate) fn allocate(shared: &Shared, key: &[u8], size: u64) -> Result<Arc<Ext
         };
         tuple::encoded_len(key.len(), &value) <= BLOCK_PAYLOAD
     };
-    // A quick bound first (pieces at least 1 per max piece), exact after.
-    if !fits(stored.div_ceil(per_piece_max) as usize) {
-        return Err(too_many_pieces(size, stored.div_ceil(per_piece_max)));
+    // A quick bound first (pieces at least 1 per max piece; a piece takes 8
+    // bytes of the tuple, so more than a payload's worth never fits and is
+    // refused before anything is built for it), exact after.
+    let least = stored.div_ceil(per_piece_max);
+    if least > (BLOCK_PAYLOAD / 8) as u64 || !fits(least as usize) {
+        return Err(too_many_pieces(size, least));
     }
     // The data gets its pieces as if it had no table, and the table its own
     // piece(s) apart: a 1 MiB object stays one 1 MiB piece instead of

@@ -128,7 +128,7 @@ pub(crate) fn grow_to(shared: &Shared, capacity: u64) -> Result<()> {
 fn grow_locked(shared: &Shared, sb: &mut Superblock, capacity: u64) -> Result<()> {
     let capacity = capacity & !(BLOCK_SIZE as u64 - 1);
     let engine = shared.engine.as_ref();
-    engine.grow(capacity).map_err(|e| {
+    engine.grow(sb.capacity, capacity).map_err(|e| {
         let kind = match e.raw_os_error() {
             Some(libc::ENOSPC | libc::EFBIG | libc::EDQUOT) => ErrorKind::NoSpace,
             _ if e.kind() == std::io::ErrorKind::Unsupported => ErrorKind::NoSpace,

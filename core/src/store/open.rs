@@ -457,18 +457,31 @@ async fn recover(
     }
     let settings = options.settings(sb.settings.as_ref());
     // An explicit capacity larger than the store grows it once it is open;
-    // a smaller one is refused before anything is read or written. A block
+    // one below a capacity asked for before (or a max_capacity below the
+    // store's size) is refused before anything is read or written. A block
     // device has its own size, whatever is asked.
+    let refuse = |m: String| Err(Error::new(ErrorKind::InvalidArgument, m));
+    if let Some(m) = options
+        .max_capacity
+        .filter(|&m| m != u64::MAX && m < sb.capacity && engine.resizable())
+    {
+        return refuse(format!(
+            "max_capacity {m} is below the store's size of {} bytes; a store never shrinks",
+            sb.capacity
+        ));
+    }
+    let asked_before = sb.settings.map_or(0, |s| s.asked_capacity);
     let grow_to = match options.capacity.map(|c| c & !(BLOCK_SIZE as u64 - 1)) {
-        Some(c) if engine.resizable() && c != sb.capacity => {
-            let refuse = |m: String| Err(Error::new(ErrorKind::InvalidArgument, m));
-            if c < sb.capacity {
-                return refuse(format!(
-                    "capacity {c} is below the store's size of {} bytes; a store never shrinks \
-                     (open it without a capacity to keep its size)",
-                    sb.capacity
-                ));
-            }
+        // Less than the store grew to by itself is fine (an application
+        // passing the same options at every start); less than a capacity
+        // asked for before is a mistake.
+        Some(c) if engine.resizable() && c < asked_before => {
+            return refuse(format!(
+                "capacity {c} is below the {asked_before} bytes this store was given before; \
+                 a store never shrinks (open it without a capacity to keep its size)"
+            ));
+        }
+        Some(c) if engine.resizable() && c > sb.capacity => {
             if options.read_only {
                 return refuse(format!(
                     "capacity {c} is above the store's size of {} bytes, and a read-only open \

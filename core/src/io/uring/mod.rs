@@ -208,8 +208,8 @@ impl IoEngine for UringEngine {
         super::is_regular(&self.file)
     }
 
-    fn grow(&self, len: u64) -> io::Result<()> {
-        super::grow_file(&self.file, len)
+    fn grow(&self, from: u64, len: u64) -> io::Result<()> {
+        super::grow_file(&self.file, from, len)
     }
 
     fn size(&self) -> io::Result<u64> {
