@@ -122,8 +122,9 @@ typedef struct bc_options {
    Size of the store file in bytes. A new store file starts at it
    (0 = 16 MiB) and grows by itself as it fills, up to `max_capacity`
    (a block device keeps its size). At reopen, 0 keeps the store's
-   size, a larger one grows the store, a smaller one is
-   BC_INVALID_ARGUMENT (a store never shrinks).
+   size, a larger one grows the store, a smaller one is fine when the
+   store grew past it by itself and BC_INVALID_ARGUMENT below a size
+   asked for before (a store never shrinks).
    */
   uint64_t capacity;
   /*

@@ -85,8 +85,9 @@ pub struct bc_options {
     /// Size of the store file in bytes. A new store file starts at it
     /// (0 = 16 MiB) and grows by itself as it fills, up to `max_capacity`
     /// (a block device keeps its size). At reopen, 0 keeps the store's
-    /// size, a larger one grows the store, a smaller one is
-    /// BC_INVALID_ARGUMENT (a store never shrinks).
+    /// size, a larger one grows the store, a smaller one is fine when the
+    /// store grew past it by itself and BC_INVALID_ARGUMENT below a size
+    /// asked for before (a store never shrinks).
     pub capacity: u64,
     /// A `bc_index` value (an integer, so any value C passes is defined);
     /// BC_INDEX_STORED (the default) uses the store's stored kind.
