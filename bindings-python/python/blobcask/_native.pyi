@@ -152,8 +152,9 @@ class Store:
         grows by itself as it fills, up to ``max_capacity`` (default: no
         limit but the file system; a put that needs more raises
         ``NoSpaceError``); a block device keeps its size. ``capacity`` larger
-        than an existing store grows it at open; smaller raises
-        ``InvalidArgumentError``. ``index`` (``"hash"``, ``"btree"``,
+        than an existing store grows it at open; smaller is fine when the
+        store grew past it by itself, and raises ``InvalidArgumentError``
+        below a capacity asked for before. ``index`` (``"hash"``, ``"btree"``,
         ``"fst"``), ``inline_threshold`` and ``max_capacity`` are stored in
         the store: left as None, an existing store uses its stored ones (a
         new one gets ``"hash"``, 512 bytes and no limit); given at
