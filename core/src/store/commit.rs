@@ -244,6 +244,7 @@ impl Committer {
             if let Ok(next) = publish_superblock(self.shared.engine.as_ref(), &next) {
                 *sb = next;
             }
+            self.shared.sealed.store(true, Ordering::Release);
         }
     }
 

@@ -126,6 +126,12 @@ pub(crate) fn grow_to(shared: &Shared, capacity: u64) -> Result<()> {
 
 /// Steps 1–3 of the module docs, with the superblock lock held (`sb`).
 fn grow_locked(shared: &Shared, sb: &mut Superblock, capacity: u64) -> Result<()> {
+    if shared.sealed.load(Ordering::Acquire) {
+        return Err(Error::new(
+            ErrorKind::Closed,
+            "the store closed while it was growing",
+        ));
+    }
     let capacity = capacity & !(BLOCK_SIZE as u64 - 1);
     let engine = shared.engine.as_ref();
     engine.grow(sb.capacity, capacity).map_err(|e| {

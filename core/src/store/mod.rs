@@ -380,6 +380,10 @@ pub(crate) struct Shared {
     /// Set after a failed metadata write: the on-disk state is unknown, so
     /// every later change is refused until the store is reopened.
     pub failed: AtomicBool,
+    /// Set, under the superblock lock, once close has published the clean
+    /// superblock: nothing may publish after it (a growth that began
+    /// before close fails with `Closed` instead).
+    pub sealed: AtomicBool,
     pub device_bytes_written: AtomicU64,
     pub user_bytes_written: AtomicU64,
     pub commit_groups: AtomicU64,

@@ -599,6 +599,7 @@ async fn recover(
         options,
         alloc: alloc.clone(),
         failed: AtomicBool::new(false),
+        sealed: AtomicBool::new(false),
         device_bytes_written: AtomicU64::new(0),
         user_bytes_written: AtomicU64::new(0),
         commit_groups: AtomicU64::new(0),
