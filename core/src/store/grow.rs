@@ -36,8 +36,9 @@ pub(crate) fn with_room<T>(
     needed: u64,
     mut alloc: impl FnMut(&mut BuddyAllocator) -> Result<T>,
 ) -> Result<T> {
-    // Growing by at least `needed` plus a maximum piece of slack makes the
-    // next try succeed; the bound only guards against a bug looping forever.
+    // A step fits at least `needed`; pieces in unaligned new space may be
+    // smaller, so a try may grow once more. The bound guards against a bug
+    // looping forever.
     for _ in 0..8 {
         let seen = shared.capacity();
         // The allocator guard ends with this statement: growing takes the
