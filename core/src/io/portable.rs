@@ -11,12 +11,16 @@ use super::{AlignedBuf, BufResult, IoEngine, IoFuture};
 pub struct PortableEngine {
     file: Arc<File>,
     direct: bool,
+    /// A regular file (not a block device), decided once here: asked on
+    /// every heap allocation.
+    resizable: bool,
 }
 
 impl PortableEngine {
     /// Wraps an open file; `direct` says whether it was opened `O_DIRECT`.
     pub fn new(file: File, direct: bool) -> Self {
         PortableEngine {
+            resizable: super::is_regular(&file),
             file: Arc::new(file),
             direct,
         }
@@ -56,7 +60,7 @@ impl IoEngine for PortableEngine {
     }
 
     fn resizable(&self) -> bool {
-        super::is_regular(&self.file)
+        self.resizable
     }
 
     fn grow(&self, from: u64, len: u64) -> io::Result<()> {

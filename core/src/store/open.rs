@@ -460,10 +460,11 @@ async fn recover(
     // one below a capacity asked for before (or a max_capacity below the
     // store's size) is refused before anything is read or written. A block
     // device has its own size, whatever is asked.
+    let resizable = engine.resizable();
     let refuse = |m: String| Err(Error::new(ErrorKind::InvalidArgument, m));
     if let Some(m) = options
         .max_capacity
-        .filter(|&m| m != u64::MAX && m < sb.capacity && engine.resizable())
+        .filter(|&m| m != u64::MAX && m < sb.capacity && resizable)
     {
         return refuse(format!(
             "max_capacity {m} is below the store's size of {} bytes; a store never shrinks",
@@ -475,13 +476,13 @@ async fn recover(
         // Less than the store grew to by itself is fine (an application
         // passing the same options at every start); less than a capacity
         // asked for before is a mistake.
-        Some(c) if engine.resizable() && c < asked_before => {
+        Some(c) if resizable && c < asked_before => {
             return refuse(format!(
                 "capacity {c} is below the {asked_before} bytes this store was given before; \
                  a store never shrinks (open it without a capacity to keep its size)"
             ));
         }
-        Some(c) if engine.resizable() && c > sb.capacity => {
+        Some(c) if resizable && c > sb.capacity => {
             if options.read_only {
                 return refuse(format!(
                     "capacity {c} is above the store's size of {} bytes, and a read-only open \

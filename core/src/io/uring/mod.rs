@@ -24,6 +24,9 @@ pub struct UringEngine {
     /// The original descriptor: sizes and the blocking calls.
     file: File,
     direct: bool,
+    /// A regular file (not a block device), decided once here: asked on
+    /// every heap allocation.
+    resizable: bool,
 }
 
 impl UringEngine {
@@ -33,6 +36,7 @@ impl UringEngine {
         let driver = Driver::new(file.try_clone()?)?;
         Ok(UringEngine {
             driver,
+            resizable: super::is_regular(&file),
             file,
             direct,
         })
@@ -205,7 +209,7 @@ impl IoEngine for UringEngine {
     }
 
     fn resizable(&self) -> bool {
-        super::is_regular(&self.file)
+        self.resizable
     }
 
     fn grow(&self, from: u64, len: u64) -> io::Result<()> {
