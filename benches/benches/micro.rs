@@ -87,6 +87,7 @@ fn tuples(c: &mut Criterion) {
         version: 123_456,
         created_micros: 1_700_000_000_000_000,
         size: 18 << 10,
+        expires_micros: None,
         value: TupleValue::Heap {
             pieces: vec![
                 Piece {

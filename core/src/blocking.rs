@@ -148,6 +148,10 @@ impl Store {
     pub fn scrub(&self) -> Result<crate::ScrubReport> {
         block_on(self.inner.scrub())
     }
+    /// See [`crate::Store::compact`].
+    pub fn compact(&self) -> Result<crate::CompactReport> {
+        block_on(self.inner.compact())
+    }
     /// See [`crate::Store::backup`].
     pub fn backup(&self, dest: impl AsRef<Path>) -> Result<crate::BackupReport> {
         block_on(self.inner.backup(dest))

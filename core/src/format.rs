@@ -22,7 +22,7 @@ pub const BLOCK_SHIFT: u32 = 12;
 /// Superblock magic (8 bytes).
 pub const SUPER_MAGIC: &[u8; 8] = b"BLOBCASK";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 /// Oldest format version this build opens (and upgrades on first write).
 pub const MIN_FORMAT_VERSION: u32 = 1;
 /// Blocks reserved at the start of the file for the two superblock slots.

@@ -43,11 +43,11 @@ pub use meta::tuple::MAX_KEY_LEN;
 pub use options::{
     Durability, Options, PutMode, PutOptions, ReadOptions, DEFAULT_CACHE_BYTES, DEFAULT_CAPACITY,
     DEFAULT_INLINE_THRESHOLD, DEFAULT_MAX_PIECE_SIZE, MAX_GROWTH_STEP, MAX_INLINE_THRESHOLD,
-    MIN_CAPACITY,
+    MAX_TTL, MIN_CAPACITY,
 };
 #[cfg(target_os = "linux")]
 pub use store::LocalStore;
 pub use store::{
-    BackupReport, BulkOptions, CacheStats, Keys, ListEntry, LoadReport, ObjectInfo, ScrubReport,
-    Stats, Store, Upload, UploadInfo, PART_ALIGN,
+    BackupReport, BulkOptions, CacheStats, CompactReport, Keys, ListEntry, LoadReport, ObjectInfo,
+    ScrubReport, Stats, Store, Upload, UploadInfo, PART_ALIGN,
 };

@@ -1,6 +1,8 @@
 //! Store options. Each setter documents its trade-off and default; the
 //! defaults are named constants checked by `tests/options.rs`.
 
+use std::time::Duration;
+
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::StoredSettings;
 use crate::index::IndexKind;
@@ -359,13 +361,50 @@ pub enum PutMode {
 pub struct PutOptions {
     /// What the put may replace; the default replaces anything.
     pub mode: PutMode,
+    /// Time to live: the object expires this long after its commit (its
+    /// [`ObjectInfo::created`](crate::ObjectInfo::created)), by the wall
+    /// clock. From then on it is invisible (reads, `stat`, `contains`,
+    /// listings, backups see no such key; a conditional put sees none) and
+    /// the store removes it in the background, freeing its space. `None`
+    /// (the default): it never expires. A put without a ttl replaces an
+    /// object that had one with one that does not expire. Must be at least
+    /// 1 µs and at most [`MAX_TTL`].
+    pub ttl: Option<Duration>,
 }
+
+/// Longest time to live a put accepts (about 100 years).
+pub const MAX_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 impl PutOptions {
     /// Sets what the put may replace.
     pub fn mode(mut self, mode: PutMode) -> Self {
         self.mode = mode;
         self
+    }
+
+    /// Sets the time to live (see [`PutOptions::ttl`]).
+    pub fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// The ttl in microseconds, checked: `InvalidArgument` when zero (or
+    /// under 1 µs) or above [`MAX_TTL`].
+    pub(crate) fn ttl_micros(&self) -> Result<Option<u64>> {
+        let Some(ttl) = self.ttl else { return Ok(None) };
+        if ttl > MAX_TTL {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("ttl of {ttl:?} exceeds the maximum of {MAX_TTL:?}"),
+            ));
+        }
+        match ttl.as_micros() as u64 {
+            0 => Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "ttl must be at least 1 microsecond",
+            )),
+            micros => Ok(Some(micros)),
+        }
     }
 }
 

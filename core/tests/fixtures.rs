@@ -1,4 +1,4 @@
-//! Format fixtures: stores written by format versions 1 and 2, checked in,
+//! Format fixtures: stores written by format versions 1, 2 and 3, checked in,
 //! must keep opening with the same content (and the corrupt ones must keep
 //! being refused or refusing their damaged object), so a format change
 //! cannot silently break existing stores (invariant 4, `core/INVARIANTS.md`).
@@ -12,7 +12,9 @@ mod common;
 use std::path::PathBuf;
 
 use blobcask::blocking::Store;
-use blobcask::{ErrorKind, IoEngineKind, Options};
+use std::time::{Duration, SystemTime};
+
+use blobcask::{ErrorKind, IoEngineKind, Options, PutOptions};
 use common::pattern;
 
 fn dir() -> PathBuf {
@@ -38,39 +40,23 @@ fn contents() -> Vec<(String, Vec<u8>)> {
     ]
 }
 
-/// Writes the format-2 fixtures (the format-1 ones were written by the
-/// format-1 build and stay as they are).
+/// Writes the format-3 fixture (the format-1 and 2 ones were written by
+/// their builds and stay as they are; git history has their writers): the v2 content, and objects with an
+/// expiry, one far ahead and one already past.
 fn write_fixtures() {
-    let good = dir().join("v2-good.blobcask");
+    let good = dir().join("v3-good.blobcask");
     let _ = std::fs::remove_file(&good);
     let s = Store::open(&good, options()).unwrap();
-    s.put("overwritten", pattern(4, 9000)).unwrap();
-    s.put("deleted", pattern(9, 5000)).unwrap();
     for (k, v) in contents() {
         s.put(k, v).unwrap();
     }
-    s.put("v2/table", pattern(8, 100_000)).unwrap();
-    s.delete("deleted").unwrap();
+    let far = PutOptions::default().ttl(Duration::from_secs(60 * 365 * 24 * 3600));
+    s.put_with("ttl/far-inline", pattern(10, 200), far).unwrap();
+    s.put_with("ttl/far-heap", pattern(11, 30_000), far)
+        .unwrap();
+    let gone = PutOptions::default().ttl(Duration::from_micros(1));
+    s.put_with("ttl/gone", pattern(12, 9000), gone).unwrap();
     s.close().unwrap();
-    let bytes = std::fs::read(&good).unwrap();
-    let sb = blobcask::format::Superblock::decode(&bytes[..4096])
-        .unwrap()
-        .unwrap();
-    // Corrupt metadata: both slots of the first tuple block damaged.
-    let mut meta = bytes.clone();
-    let first = sb.meta_extents[0].start as usize * 4096;
-    meta[first + 50] ^= 0xff;
-    meta[first + 4096 + 50] ^= 0xff;
-    std::fs::write(dir().join("v2-corrupt.blobcask"), meta).unwrap();
-    // Damaged data: one byte of "heap/odd" (its bytes are unique).
-    let mut data = bytes;
-    let v = pattern(3, 50_001);
-    let at = data
-        .windows(64)
-        .position(|w| w == &v[30_000..30_064])
-        .unwrap();
-    data[at] ^= 0x01;
-    std::fs::write(dir().join("v2-damaged-data.blobcask"), data).unwrap();
 }
 
 fn copy(name: &str) -> (tempfile::TempDir, PathBuf) {
@@ -81,10 +67,35 @@ fn copy(name: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 #[test]
-fn v2_store_opens_with_its_content() {
+fn v3_store_opens_with_its_content_and_expiries() {
     if std::env::var("BLOBCASK_WRITE_FIXTURES").is_ok_and(|v| v == "1") {
         write_fixtures();
     }
+    let (_tmp, path) = copy("v3-good.blobcask");
+    let s = Store::open(&path, options().read_only(true)).unwrap();
+    for (k, v) in contents() {
+        assert_eq!(s.get(&k).unwrap(), v[..], "{k}");
+    }
+    assert_eq!(s.get("ttl/far-inline").unwrap(), pattern(10, 200));
+    assert_eq!(s.get("ttl/far-heap").unwrap(), pattern(11, 30_000));
+    let expires = s.stat("ttl/far-heap").unwrap().expires.unwrap();
+    assert!(expires > SystemTime::now() + Duration::from_secs(30 * 365 * 24 * 3600));
+    // Expired when it was written: invisible, though still on disk.
+    assert_eq!(s.get("ttl/gone").unwrap_err().kind(), ErrorKind::NotFound);
+    assert!(!s.contains("ttl/gone"));
+    s.close().unwrap();
+    // Read-write, the reaper removes it for good.
+    let s = Store::open(&path, options()).unwrap();
+    let reaped = (0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        s.stats().objects == contents().len() as u64 + 2
+    });
+    assert!(reaped, "the expired object was not removed");
+    s.close().unwrap();
+}
+
+#[test]
+fn v2_store_opens_with_its_content() {
     let (_tmp, path) = copy("v2-good.blobcask");
     let s = Store::open(&path, options()).unwrap();
     for (k, v) in contents() {
@@ -97,6 +108,13 @@ fn v2_store_opens_with_its_content() {
     let scrub = s.scrub().unwrap();
     assert_eq!((scrub.unverified, scrub.damaged.len()), (0, 0));
     s.close().unwrap();
+    // Opened read-write, it is now a format-3 store (a format-2 build
+    // refuses it rather than misreading an expiry).
+    let head = std::fs::read(&path).unwrap();
+    let sb = blobcask::format::Superblock::decode(&head[..4096])
+        .unwrap()
+        .unwrap();
+    assert_eq!(sb.format_version, 3);
 }
 
 #[test]
@@ -129,7 +147,7 @@ fn v1_store_opens_with_its_content() {
     assert_eq!(s.stats().objects, contents().len() as u64);
     assert!(s.stat("inline/small").unwrap().inline);
     assert!(!s.stat("heap/16k").unwrap().inline);
-    // The store keeps working under this build, upgraded to format 2 (a
+    // The store keeps working under this build, upgraded to format 3 (a
     // format-1 build now refuses it instead of misreading it).
     s.put("new", pattern(7, 3000)).unwrap();
     s.close().unwrap();
@@ -137,7 +155,7 @@ fn v1_store_opens_with_its_content() {
     let sb = blobcask::format::Superblock::decode(&head[..4096])
         .unwrap()
         .unwrap();
-    assert_eq!(sb.format_version, 2);
+    assert_eq!(sb.format_version, 3);
     let s = Store::open(&path, options()).unwrap();
     assert_eq!(s.get("new").unwrap(), pattern(7, 3000));
     for (k, v) in contents() {

@@ -121,6 +121,34 @@ impl BuddyAllocator {
         })
     }
 
+    /// Allocates one piece of `2^order` blocks at the lowest free address,
+    /// and only if it ends at or before block `limit` (absolute): where
+    /// compaction moves an object's piece. `None`, with nothing taken,
+    /// when no such piece is free.
+    pub fn alloc_below(&mut self, order: u8, limit: u64) -> Option<Piece> {
+        if order > self.max_order {
+            return None;
+        }
+        // The lowest free piece that can hold the order is the lowest of
+        // the first pieces of the lists of that order and above; the piece
+        // is cut from its start.
+        let (from, rel) = (order..=self.max_order)
+            .filter_map(|k| Some((k, *self.free.get(k as usize)?.first()?)))
+            .min_by_key(|&(_, rel)| rel)?;
+        if self.base + rel + (1u64 << order) > limit {
+            return None;
+        }
+        self.free_list(from).remove(&rel);
+        for k in (order..from).rev() {
+            self.free_list(k).insert(rel + (1 << k));
+        }
+        self.free_blocks -= 1 << order;
+        Some(Piece {
+            start: self.base + rel,
+            order,
+        })
+    }
+
     /// Returns a piece, merging it with its free buddies.
     /// Pieces come from `alloc` or passed `mark_allocated`; any other is
     /// ignored (a bug, caught by the debug assertion).
@@ -323,6 +351,41 @@ mod tests {
             assert!(w[0].1 <= w[1].0, "free pieces overlap");
         }
         assert_eq!(sum, a.free_blocks);
+    }
+
+    #[test]
+    fn alloc_below_takes_the_lowest_free_place_or_nothing() {
+        let mut a = BuddyAllocator::new(2, 64, 4);
+        let all: Vec<Piece> = (0..64).map(|_| a.alloc(0).unwrap()).collect();
+        // Free blocks 40..44 (an order-2 hole) and 10 (an order-0 one).
+        for p in all
+            .iter()
+            .filter(|p| (42..46).contains(&p.start) || p.start == 12)
+        {
+            a.free(*p);
+        }
+        check(&a);
+        // Order 0 goes to the lowest hole, even though a larger one exists.
+        assert_eq!(
+            a.alloc_below(0, 66),
+            Some(Piece {
+                start: 12,
+                order: 0
+            })
+        );
+        // Order 2 only fits the upper hole: refused below it, taken at it.
+        assert_eq!(a.alloc_below(2, 45), None);
+        assert_eq!(a.free_blocks(), 4, "a refusal takes nothing");
+        assert_eq!(
+            a.alloc_below(2, 46),
+            Some(Piece {
+                start: 42,
+                order: 2
+            })
+        );
+        assert_eq!(a.free_blocks(), 0);
+        assert_eq!(a.alloc_below(0, u64::MAX), None);
+        check(&a);
     }
 
     #[test]

@@ -281,14 +281,12 @@ impl EventLoop {
                 // the whole put ran there).
                 let size = value.len() as u64;
                 let staging = store.staging();
-                store
-                    .precheck(&key, options.mode)
+                let spec = store
+                    .precheck(&key, &options)
                     .map_err(|e| e.context(format!("put {}", crate::error::show_key(&key))))?;
                 let (writer, k) = (store.clone(), key.clone());
                 let data = blocking::unblock(move || writer.write_blocking(&k, &value)).await?;
-                let committed = store
-                    .commit_object(&key, size, data, None, options.mode)
-                    .await;
+                let committed = store.commit_object(&key, size, data, None, spec).await;
                 drop(staging);
                 committed
             } else {

@@ -330,6 +330,7 @@ mod tests {
                 version: i + 1,
                 created_micros: 0,
                 size: 4096,
+                expires_micros: None,
                 value: TupleValue::Heap {
                     pieces: vec![Piece {
                         start: 100 + i,

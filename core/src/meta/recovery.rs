@@ -462,6 +462,7 @@ mod tests {
             version,
             created_micros: 0,
             size: 4096,
+            expires_micros: None,
             value: TupleValue::Heap {
                 pieces: vec![Piece { start, order: 0 }],
                 sums: Checksums::Blocks(vec![0].into()),

@@ -32,7 +32,8 @@
 //!
 //! Writers and readers go on throughout; a write after the snapshot is not
 //! in the copy. The copy has new versions and creation times (a version is
-//! the store's commit sequence), the same keys and bytes. Space freed at the
+//! the store's commit sequence), the same keys, bytes and expiry times (an
+//! object expired at the snapshot is not copied). Space freed at the
 //! source during the backup is reused once the backup has read the object
 //! that was there.
 
@@ -46,7 +47,8 @@ use parking_lot::Mutex;
 
 use std::sync::Arc;
 
-use super::{data, HeapRead, ObjectData, Store};
+use super::commit::{Expiry, PutSpec};
+use super::{data, BulkOptions, HeapRead, ObjectData, Store};
 use crate::error::{show_key, Error, ErrorKind, Result};
 use crate::meta::tuple::{self, Checksums};
 use crate::options::Durability;
@@ -94,6 +96,8 @@ struct Pinned {
     key: Box<[u8]>,
     size: u64,
     version: u64,
+    /// When it expires (µs since the epoch): the copy's expires then too.
+    expires: Option<u64>,
     /// Its value; taken (`release`) once its bytes are read, so the source
     /// can reuse the space of an object deleted meanwhile.
     data: Mutex<Option<ObjectData>>,
@@ -213,11 +217,12 @@ impl Store {
         let mut out: Vec<Pinned> = keys
             .into_iter()
             .filter_map(|(key, id)| {
-                let e = st.entry(id)?;
+                let e = st.entry(id).filter(|e| e.live())?;
                 Some(Pinned {
                     key,
                     size: e.size,
                     version: e.version,
+                    expires: e.expires_micros,
                     data: Mutex::new(Some(e.data.clone())),
                 })
             })
@@ -285,7 +290,7 @@ impl Store {
         };
         while let Some(read) = current.take() {
             let next: OptionFuture<_> = batches.next().map(|b| self.read_batch(snapshot, b)).into();
-            let items: Vec<(Box<[u8]>, Bytes)> = read?
+            let items: Vec<(Box<[u8]>, Bytes, Option<u64>)> = read?
                 .into_iter()
                 .map(|(i, bytes)| {
                     if let Some(slot) = crcs.get_mut(i) {
@@ -293,10 +298,12 @@ impl Store {
                     }
                     let p = snapshot.get(i);
                     p.inspect(|p| p.release());
-                    (p.map(|p| p.key.clone()).unwrap_or_default(), bytes)
+                    let key = p.map(|p| p.key.clone()).unwrap_or_default();
+                    (key, bytes, p.and_then(|p| p.expires))
                 })
                 .collect();
-            let (loaded, following) = join(copy.bulk_load(items), next).await;
+            let load = copy.load_items(items.into_iter(), BulkOptions::default());
+            let (loaded, following) = join(load, next).await;
             loaded?;
             current = following;
         }
@@ -384,7 +391,11 @@ impl Store {
             .buffered(LARGE_CHUNKS_IN_FLIGHT)
             .try_collect::<Vec<_>>()
             .await?;
-        upload.commit().await?;
+        let spec = PutSpec {
+            expiry: p.expires.map(Expiry::At),
+            ..PutSpec::default()
+        };
+        upload.commit_spec(spec).await?;
         Ok(sums.concat())
     }
 }
@@ -517,8 +528,16 @@ async fn check_one(copy: &Store, p: Option<&Pinned>, want: Option<&Vec<u32>>) ->
         ));
     };
     match stored_sums(copy, &p.key).await? {
-        Some((size, got)) if size == p.size && *got == **want => Ok(()),
-        Some((size, _)) if size != p.size => Err(Error::new(
+        Some((_, _, expires)) if expires != p.expires => Err(Error::new(
+            ErrorKind::Corrupt,
+            format!(
+                "the copy of {} expires at {expires:?} µs, the source at {:?}",
+                show_key(&p.key),
+                p.expires
+            ),
+        )),
+        Some((size, got, _)) if size == p.size && *got == **want => Ok(()),
+        Some((size, _, _)) if size != p.size => Err(Error::new(
             ErrorKind::Corrupt,
             format!(
                 "the copy of {} has {size} bytes, not {}",
@@ -543,13 +562,15 @@ async fn check_one(copy: &Store, p: Option<&Pinned>, want: Option<&Vec<u32>>) ->
 /// The size of `key`'s object in `copy` and the CRC32C of its 4 KiB blocks
 /// as the copy records them: computed from an inline value (checked with
 /// its tuple block at open), from the tuple, or from the trailer table
-/// (read and checked against the tuple's CRC of it).
-async fn stored_sums(copy: &Store, key: &[u8]) -> Result<Option<(u64, Arc<[u32]>)>> {
+/// (read and checked against the tuple's CRC of it); and its expiry (an
+/// object that expired since the snapshot is still checked).
+async fn stored_sums(copy: &Store, key: &[u8]) -> Result<Option<(u64, Arc<[u32]>, Option<u64>)>> {
     let found = {
         let st = copy.shared().state.read();
-        st.lookup(key).map(|e| (e.size, e.version, e.data.clone()))
+        st.lookup_any(key)
+            .map(|e| (e.size, e.version, e.expires_micros, e.data.clone()))
     };
-    let Some((size, version, data)) = found else {
+    let Some((size, version, expires, data)) = found else {
         return Ok(None);
     };
     let sums: Arc<[u32]> = match data {
@@ -569,7 +590,7 @@ async fn stored_sums(copy: &Store, key: &[u8]) -> Result<Option<(u64, Arc<[u32]>
             Checksums::None | Checksums::Whole(_) => Arc::from(Vec::new()),
         },
     };
-    Ok(Some((size, sums)))
+    Ok(Some((size, sums, expires)))
 }
 
 /// Whether `dest`, as written, names a directory (`d/`, `d/.`, `..`):

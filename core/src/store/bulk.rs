@@ -118,6 +118,18 @@ impl Store {
         K: AsRef<[u8]>,
         V: Into<Bytes>,
     {
+        let items = items
+            .into_iter()
+            .map(|(k, v)| (Box::<[u8]>::from(k.as_ref()), v.into(), None));
+        self.load_items(items, opts).await
+    }
+
+    /// The load itself, over items that may carry an expiry (µs since the
+    /// epoch: a backup keeps its source's).
+    pub(crate) async fn load_items<I>(&self, items: I, opts: BulkOptions) -> Result<LoadReport>
+    where
+        I: Iterator<Item = (Box<[u8]>, Bytes, Option<u64>)> + Send,
+    {
         // Refused up front (read-only store), even for an empty load.
         self.check_open()?;
         self.shared().check_failed()?;
@@ -128,16 +140,15 @@ impl Store {
             BATCH_BYTES.min(commit_bytes),
         );
         let start = Instant::now();
-        let mut items = items.into_iter();
+        let mut items = items;
         let mut report = LoadReport::default();
         let mut next_batch = || {
-            let mut batch: Vec<(Box<[u8]>, Bytes)> = Vec::new();
+            let mut batch: Vec<(Box<[u8]>, Bytes, Option<u64>)> = Vec::new();
             let mut bytes = 0u64;
             while batch.len() < batch_objects && bytes < batch_bytes {
-                let Some((k, v)) = items.next() else { break };
-                let v: Bytes = v.into();
-                bytes += v.len() as u64;
-                batch.push((k.as_ref().into(), v));
+                let Some(item) = items.next() else { break };
+                bytes += item.1.len() as u64;
+                batch.push(item);
             }
             (!batch.is_empty()).then_some((batch, bytes))
         };
@@ -215,12 +226,15 @@ impl Store {
     }
 
     /// Allocates the batch's pieces and writes its data; nothing is visible.
-    async fn write_batch(&self, batch: Vec<(Box<[u8]>, Bytes)>) -> Result<Vec<Staged>> {
+    async fn write_batch(
+        &self,
+        batch: Vec<(Box<[u8]>, Bytes, Option<u64>)>,
+    ) -> Result<Vec<Staged>> {
         self.check_open()?;
         self.shared().check_failed()?;
         let mut staged = Vec::with_capacity(batch.len());
         let mut segments = Vec::new();
-        for (key, value) in batch {
+        for (key, value, expires) in batch {
             check_key(&key).map_err(|e| e.context(show_key(&key)))?;
             let size = value.len() as u64;
             let data = if self.is_inline(size) {
@@ -238,7 +252,7 @@ impl Store {
                     unsynced: false,
                 }
             };
-            staged.push((key, size, data));
+            staged.push((key, size, data, expires));
         }
         data::write_segments(self.shared(), segments).await?;
         Ok(staged)

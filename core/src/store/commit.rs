@@ -33,7 +33,7 @@
 //! maintenance, a group left behind by a cancelled caller) is done by a
 //! small maintenance thread that takes the lead only when nobody holds it.
 
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -53,7 +53,7 @@ use crate::meta::block::{
 use crate::meta::superblock::publish_superblock;
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{self, Tuple};
-use crate::options::{Durability, PutMode};
+use crate::options::{Durability, PutMode, PutOptions};
 use std::time::Duration;
 
 /// How often the maintenance thread looks for work when idle.
@@ -62,6 +62,45 @@ const IDLE_TICK: Duration = Duration::from_millis(100);
 const MAX_GROUP: usize = 1024;
 /// Largest zero-fill write when a metadata extent is added.
 const ZERO_CHUNK: usize = 1 << 20;
+
+/// When a new version expires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expiry {
+    /// This many µs after its commit (a put's ttl).
+    After(u64),
+    /// At this time, µs since the epoch (a copy keeps its source's expiry).
+    At(u64),
+}
+
+impl Expiry {
+    fn at(self, created_micros: u64) -> u64 {
+        match self {
+            Expiry::After(d) => created_micros.saturating_add(d),
+            Expiry::At(t) => t,
+        }
+    }
+}
+
+/// How a put's new version is committed: its condition and its expiry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct PutSpec {
+    /// Checked against the key's current (visible) version when applied.
+    pub mode: PutMode,
+    pub expiry: Option<Expiry>,
+}
+
+impl PutSpec {
+    /// A caller's put options, checked (`InvalidArgument` for a bad ttl).
+    pub fn of(options: &PutOptions) -> Result<PutSpec> {
+        Ok(PutSpec {
+            mode: options.mode,
+            expiry: options.ttl_micros()?.map(Expiry::After),
+        })
+    }
+}
+
+/// Most expired objects removed per group (the rest go in the next ones).
+const REAP_BATCH: usize = 4096;
 
 /// A change for the commit path.
 pub(crate) enum Request {
@@ -72,9 +111,19 @@ pub(crate) enum Request {
         /// The value's write when it is left to the group: issued together
         /// with the group's tuple blocks, one sync for both.
         data_write: Option<DataWrite>,
-        /// Checked against the key's current version when applied.
-        mode: PutMode,
+        spec: PutSpec,
         reply: Sender<Result<ObjectInfo>>,
+    },
+    /// Compaction: `key`'s version `version` now lies in `data` (a copy of
+    /// its bytes in new pieces, synced before the tuple). Applied only if
+    /// the key still holds that version and its tuple stays in its block
+    /// (the version is kept: only the pieces change); replies whether it
+    /// was.
+    Relocate {
+        key: Box<[u8]>,
+        version: u64,
+        data: ObjectData,
+        reply: Sender<Result<bool>>,
     },
     Delete {
         key: Box<[u8]>,
@@ -85,7 +134,7 @@ pub(crate) enum Request {
     /// Many puts in one group (bulk load), applied in order; stops at the
     /// first that fails. Replies how many were applied, and the failure.
     PutMany {
-        items: Vec<(Box<[u8]>, u64, ObjectData)>,
+        items: Vec<Staged>,
         reply: Sender<(usize, Option<Error>)>,
     },
 }
@@ -101,8 +150,9 @@ pub(crate) struct DataWrite {
     pub extent: Arc<super::Extent>,
 }
 
-/// A staged object: its key, size and where its value is.
-pub(crate) type Staged = (Box<[u8]>, u64, ObjectData);
+/// A staged object: its key, size, where its value is, and when it expires
+/// (µs since the epoch).
+pub(crate) type Staged = (Box<[u8]>, u64, ObjectData, Option<u64>);
 
 impl Request {
     fn needs_data_sync(&self) -> bool {
@@ -116,16 +166,18 @@ impl Request {
             )
         };
         match self {
-            Request::Put { data, .. } => unchecked(data),
-            Request::PutMany { items, .. } => items.iter().any(|(_, _, d)| unchecked(d)),
+            Request::Put { data, .. } | Request::Relocate { data, .. } => unchecked(data),
+            Request::PutMany { items, .. } => items.iter().any(|(_, _, d, _)| unchecked(d)),
             _ => false,
         }
     }
 
     fn touches(&self, keys: &HashSet<Box<[u8]>>) -> bool {
         match self {
-            Request::Put { key, .. } | Request::Delete { key, .. } => keys.contains(key),
-            Request::PutMany { items, .. } => items.iter().any(|(k, _, _)| keys.contains(k)),
+            Request::Put { key, .. }
+            | Request::Delete { key, .. }
+            | Request::Relocate { key, .. } => keys.contains(key),
+            Request::PutMany { items, .. } => items.iter().any(|(k, _, _, _)| keys.contains(k)),
             Request::Barrier { .. } => false,
         }
     }
@@ -134,6 +186,8 @@ impl Request {
 enum Ack {
     Info(Sender<Result<ObjectInfo>>, ObjectInfo),
     Done(Sender<Result<()>>),
+    /// A relocation applied (`Ok(true)` once durable).
+    Moved(Sender<Result<bool>>),
     /// Applied count, value bytes applied, and the error that stopped it.
     Many(Sender<(usize, Option<Error>)>, usize, u64, Option<Error>),
 }
@@ -146,6 +200,8 @@ impl Ack {
             (Ack::Info(tx, _), Some(e)) => drop(tx.send(Err(fail(e)))),
             (Ack::Done(tx), None) => drop(tx.send(Ok(()))),
             (Ack::Done(tx), Some(e)) => drop(tx.send(Err(fail(e)))),
+            (Ack::Moved(tx), None) => drop(tx.send(Ok(true))),
+            (Ack::Moved(tx), Some(e)) => drop(tx.send(Err(fail(e)))),
             (Ack::Many(tx, n, _, stop), None) => drop(tx.send((n, stop))),
             (Ack::Many(tx, _, _, _), Some(e)) => drop(tx.send((0, Some(fail(e))))),
         }
@@ -158,6 +214,7 @@ fn fail_request(req: Request, e: &Error) {
         Request::Put { reply, .. } => drop(reply.send(Err(err()))),
         Request::Delete { reply, .. } | Request::Barrier { reply } => drop(reply.send(Err(err()))),
         Request::PutMany { reply, .. } => drop(reply.send((0, Some(err())))),
+        Request::Relocate { reply, .. } => drop(reply.send(Err(err()))),
     }
 }
 
@@ -172,6 +229,10 @@ pub(crate) struct Committer {
     /// Keys whose stale copy is not yet removed: their changes wait.
     stale_keys: HashSet<Box<[u8]>>,
     deferred: VecDeque<Request>,
+    /// Versions that expire, by (expiry µs, version): what the reaper
+    /// removes once their time has come. An entry leaves when its version
+    /// is replaced or removed.
+    expiring: BTreeMap<(u64, u64), Box<[u8]>>,
     /// Changes applied (and visible) whose tuple blocks are not yet written.
     /// Sync mode writes them before acknowledging; buffered mode
     /// acknowledges at once and writes them within `max_delay`.
@@ -207,8 +268,58 @@ impl Committer {
             stale: Vec::new(),
             stale_keys: HashSet::new(),
             deferred: VecDeque::new(),
+            expiring: BTreeMap::new(),
             pending: Pending::default(),
         }
+    }
+
+    /// Notes that `key`'s version `version` expires at `at` (open, for the
+    /// versions it loads; `apply_put` for new ones).
+    pub fn track_expiry(&mut self, key: Box<[u8]>, at: u64, version: u64) {
+        self.expiring.insert((at, version), key);
+    }
+
+    /// Forgets the expiry of a version that is replaced or removed.
+    fn untrack(&mut self, gone: &Entry) {
+        if let Some(at) = gone.expires_micros {
+            self.expiring.remove(&(at, gone.version));
+        }
+    }
+
+    /// Whether an expired version waits for the reaper.
+    fn reap_due(&self) -> bool {
+        self.expiring
+            .first_key_value()
+            .is_some_and(|(&(at, _), _)| at <= now_micros())
+    }
+
+    /// Removes expired versions (at most `REAP_BATCH`) in the open group,
+    /// each only if its key still holds it. A key with a moved tuple's
+    /// stale copy waits for the next group (as any change to it would).
+    async fn reap(&mut self, dirty: &mut BTreeSet<u32>, release: &mut Vec<Entry>) -> Result<()> {
+        let now = now_micros();
+        let mut waiting = Vec::new();
+        for _ in 0..REAP_BATCH {
+            match self.expiring.first_key_value() {
+                Some((&(at, _), _)) if at <= now => {}
+                _ => break,
+            }
+            let Some(((at, version), key)) = self.expiring.pop_first() else {
+                break;
+            };
+            if self.stale_keys.contains(&key) {
+                waiting.push(((at, version), key));
+                continue;
+            }
+            self.pending.first.get_or_insert(self.next_version);
+            if let Err(e) = self.apply_delete(&key, Some(version), dirty, release).await {
+                self.expiring.insert((at, version), key);
+                self.expiring.extend(waiting);
+                return Err(e);
+            }
+        }
+        self.expiring.extend(waiting);
+        Ok(())
     }
 
     pub fn bump(&mut self) -> u64 {
@@ -255,6 +366,11 @@ impl Committer {
             if let Err(e) = self.flush().await {
                 self.poison(&e);
             }
+        }
+        // Expired versions, when nobody else commits: a group of their own
+        // (`commit_group` reaps first).
+        if self.reap_due() && self.shared.check_failed().is_ok() {
+            self.commit_group(Vec::new()).await;
         }
         self.maintain_index();
     }
@@ -349,6 +465,19 @@ impl Committer {
             return;
         }
 
+        if self.reap_due() {
+            let mut dirty = std::mem::take(&mut self.pending.dirty);
+            let mut release = std::mem::take(&mut self.pending.release);
+            let reaped = self.reap(&mut dirty, &mut release).await;
+            self.pending.dirty = dirty;
+            self.pending.release = release;
+            if let Err(e) = reaped {
+                self.poison(&e);
+                batch.into_iter().for_each(|r| fail_request(r, &e));
+                return;
+            }
+        }
+
         let mut acks = Vec::new();
         let mut barrier = false;
         for req in batch {
@@ -374,7 +503,7 @@ impl Committer {
                     size,
                     data,
                     data_write,
-                    mode,
+                    spec,
                     reply,
                 } => {
                     if data_write.is_some() {
@@ -383,7 +512,7 @@ impl Committer {
                         self.shared.landing.hold(self.next_version);
                     }
                     match self
-                        .apply_put(key, size, data, mode, &mut dirty, &mut release)
+                        .apply_put(key, size, data, spec, &mut dirty, &mut release)
                         .await
                     {
                         Ok(info) => {
@@ -398,16 +527,13 @@ impl Committer {
                 Request::PutMany { items, reply } => {
                     self.pending.atomic = true;
                     let (mut applied, mut bytes, mut stop) = (0, 0, None);
-                    for (key, size, data) in items {
+                    for (key, size, data, expires) in items {
+                        let spec = PutSpec {
+                            mode: PutMode::Overwrite,
+                            expiry: expires.map(Expiry::At),
+                        };
                         match self
-                            .apply_put(
-                                key,
-                                size,
-                                data,
-                                PutMode::Overwrite,
-                                &mut dirty,
-                                &mut release,
-                            )
+                            .apply_put(key, size, data, spec, &mut dirty, &mut release)
                             .await
                         {
                             Ok(_) => {
@@ -422,8 +548,25 @@ impl Committer {
                     }
                     acks.push(Ack::Many(reply, applied, bytes, stop));
                 }
+                Request::Relocate {
+                    key,
+                    version,
+                    data,
+                    reply,
+                } => {
+                    let moved = self
+                        .apply_relocate(key, version, data, &mut dirty, &mut release)
+                        .await;
+                    match moved {
+                        Ok(true) => acks.push(Ack::Moved(reply)),
+                        other => drop(reply.send(other)),
+                    }
+                }
                 Request::Delete { key, reply } => {
-                    match self.apply_delete(&key, &mut dirty, &mut release).await {
+                    match self
+                        .apply_delete(&key, None, &mut dirty, &mut release)
+                        .await
+                    {
                         Ok(true) => acks.push(Ack::Done(reply)),
                         Ok(false) => {
                             drop(reply.send(Err(Error::new(ErrorKind::NotFound, "no such key"))))
@@ -467,7 +610,7 @@ impl Committer {
             let committed = match &ack {
                 Ack::Info(_, info) => info.size,
                 Ack::Many(_, _, bytes, _) => *bytes,
-                Ack::Done(_) => 0,
+                Ack::Done(_) | Ack::Moved(_) => 0,
             };
             if result.is_ok() {
                 self.shared
@@ -483,21 +626,25 @@ impl Committer {
         key: Box<[u8]>,
         size: u64,
         data: ObjectData,
-        mode: PutMode,
+        spec: PutSpec,
         dirty: &mut BTreeSet<u32>,
         release: &mut Vec<Entry>,
     ) -> Result<ObjectInfo> {
         let value = data.tuple_value();
-        let len = tuple::encoded_len(key.len(), &value);
-        let old = {
+        let len = tuple::encoded_len(key.len(), &value, spec.expiry.is_some());
+        // An expired version is replaced like any other, but a condition
+        // sees no object.
+        let (old, visible) = {
             let st = self.shared.state.read();
-            st.index
-                .get(&key)
-                .and_then(|id| st.entry(id).map(|e| (e.block, e.tuple_len(), e.version)))
+            let e = st.lookup_any(&key);
+            (
+                e.map(|e| (e.block, e.tuple_len(), e.version)),
+                e.filter(|e| e.live()).map(|e| e.version),
+            )
         };
         // Conditional puts are decided here, in commit order: nothing has
         // changed yet, and a refused put's space goes with its extent.
-        mode.check(old.map(|(_, _, v)| v))?;
+        spec.mode.check(visible)?;
         let block = match old {
             Some((b, old_len, _))
                 if self
@@ -523,23 +670,33 @@ impl Committer {
         // Load the block before anything changes, so a failed read leaves
         // the in-memory state untouched.
         self.load_image(block).await?;
+        let created_micros = now_micros();
+        let expires_micros = spec.expiry.map(|x| x.at(created_micros));
         let tuple = Tuple {
             key,
             version: self.bump(),
-            created_micros: now_micros(),
+            created_micros,
             size,
+            expires_micros,
             value,
         };
         let entry = Entry {
             key_len: tuple.key.len() as u16,
             version: tuple.version,
-            created_micros: tuple.created_micros,
+            created_micros,
             size,
+            expires_micros,
             data,
             block,
         };
         let info = entry.info();
         let (_, replaced) = self.shared.state.write().link(&tuple.key, entry);
+        if let Some(gone) = &replaced {
+            self.untrack(gone);
+        }
+        if let Some(at) = expires_micros {
+            self.track_expiry(tuple.key.clone(), at, tuple.version);
+        }
         let image = self.table.images.get_mut(&block).expect("image loaded");
         match old {
             Some((old_block, old_len, old_version)) if old_block == block => {
@@ -571,29 +728,114 @@ impl Committer {
         Ok(info)
     }
 
+    /// Removes `key`'s tuple (only if it holds `expect`, when given).
+    /// Whether a visible version was removed: an expired one is removed
+    /// too, but the key had no object as far as callers can tell.
     async fn apply_delete(
         &mut self,
         key: &[u8],
+        expect: Option<u64>,
         dirty: &mut BTreeSet<u32>,
         release: &mut Vec<Entry>,
     ) -> Result<bool> {
-        let block = {
+        let (block, live) = {
             let st = self.shared.state.read();
-            match st.lookup(key) {
-                Some(e) => e.block,
-                None => return Ok(false),
+            match st.lookup_any(key) {
+                Some(e) if expect.is_none_or(|v| v == e.version) => (e.block, e.live()),
+                _ => return Ok(false),
             }
         };
         self.load_image(block).await?;
         let Some((_, entry)) = self.shared.state.write().unlink(key) else {
             return Ok(false);
         };
+        self.untrack(&entry);
         self.bump();
         let image = self.table.images.get_mut(&block).expect("image loaded");
         image.retain(|t| !(&*t.key == key && t.version == entry.version));
         self.table.shrink_used(block, entry.tuple_len());
         dirty.insert(block);
         release.push(entry);
+        Ok(live)
+    }
+
+    /// Compaction's change: `key`'s version `version` (still held, its
+    /// tuple fitting its block) now points at `data`, a synced copy of its
+    /// bytes. The version, creation time and expiry stay; the tuple is
+    /// rewritten in place (no stale copy elsewhere, so recovery finds
+    /// either the old slot, whose pieces are freed only once this is
+    /// durable, or the new one). Whether it moved.
+    async fn apply_relocate(
+        &mut self,
+        key: Box<[u8]>,
+        version: u64,
+        data: ObjectData,
+        dirty: &mut BTreeSet<u32>,
+        release: &mut Vec<Entry>,
+    ) -> Result<bool> {
+        let value = data.tuple_value();
+        let old = {
+            let st = self.shared.state.read();
+            st.lookup_any(&key)
+                .filter(|e| e.version == version)
+                .map(|e| {
+                    (
+                        e.block,
+                        e.tuple_len(),
+                        e.created_micros,
+                        e.size,
+                        e.expires_micros,
+                    )
+                })
+        };
+        let Some((block, old_len, created_micros, size, expires_micros)) = old else {
+            return Ok(false);
+        };
+        let len = tuple::encoded_len(key.len(), &value, expires_micros.is_some());
+        let fits = |s: &crate::meta::table::BlockState| s.free() + old_len >= len;
+        if !self.table.block(block).is_some_and(fits) {
+            return Ok(false);
+        }
+        self.load_image(block).await?;
+        let Some(image) = self.table.images.get_mut(&block) else {
+            return Err(unknown_block(block));
+        };
+        let Some(at) = image
+            .iter_mut()
+            .find(|t| t.key == key && t.version == version)
+        else {
+            // The in-memory entry names this block: its tuple must be there.
+            return Err(Error::new(
+                ErrorKind::Corrupt,
+                format!("tuple block {block} lacks the tuple its index entry names"),
+            ));
+        };
+        *at = Tuple {
+            key: key.clone(),
+            version,
+            created_micros,
+            size,
+            expires_micros,
+            value,
+        };
+        // The group's sequence must be new (a slot's sequence orders its
+        // writes), though the object keeps its version.
+        self.pending.first.get_or_insert(self.next_version);
+        self.bump();
+        let entry = Entry {
+            key_len: key.len() as u16,
+            version,
+            created_micros,
+            size,
+            expires_micros,
+            data,
+            block,
+        };
+        let (_, replaced) = self.shared.state.write().link(&key, entry);
+        self.table.shrink_used(block, old_len);
+        self.table.grow_used(block, len, false);
+        release.extend(replaced);
+        dirty.insert(block);
         Ok(true)
     }
 

@@ -135,7 +135,9 @@ pub(crate) fn allocate(shared: &Shared, key: &[u8], size: u64) -> Result<Arc<Ext
             sums: sums_shape(size),
             unsynced: true,
         };
-        tuple::encoded_len(key.len(), &value) <= BLOCK_PAYLOAD
+        // With room for an expiry: whether the object gets one is decided
+        // at commit.
+        tuple::encoded_len(key.len(), &value, true) <= BLOCK_PAYLOAD
     };
     // A quick bound first (pieces at least 1 per max piece; a piece takes 8
     // bytes of the tuple, so more than a payload's worth never fits and is
@@ -167,7 +169,16 @@ pub(crate) fn allocate(shared: &Shared, key: &[u8], size: u64) -> Result<Arc<Ext
     })?;
     let extent = shared.new_extent(pieces);
     if !fits(extent.pieces.len()) {
-        return Err(too_many_pieces(size, extent.pieces.len() as u64));
+        // The room is there, in holes too small for the tuple to list:
+        // a space problem (a compaction may join them).
+        return Err(Error::new(
+            ErrorKind::NoSpace,
+            format!(
+                "object of {size} bytes would need {} heap pieces (more than its tuple can list): \
+                 the free space is in pieces too small; compaction joins them",
+                extent.pieces.len()
+            ),
+        ));
     }
     Ok(extent)
 }

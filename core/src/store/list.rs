@@ -95,8 +95,10 @@ impl Keys {
         if let Some((last, _)) = raw.last() {
             self.next = Bound::Excluded(last.to_vec());
         }
+        // Expired versions are not listed (a page may come out empty; the
+        // iterator then reads the next).
         for (key, id) in raw {
-            if let Some(e) = st.entry(id) {
+            if let Some(e) = st.entry(id).filter(|e| e.live()) {
                 self.page.push_back(ListEntry {
                     key: Bytes::from(key.into_vec()),
                     size: e.size,

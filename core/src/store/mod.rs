@@ -18,6 +18,7 @@ mod backup;
 mod bulk;
 mod cache;
 mod commit;
+mod compact;
 mod data;
 mod fork;
 mod grow;
@@ -52,6 +53,7 @@ pub use cache::CacheStats;
 
 pub use backup::BackupReport;
 pub use bulk::{BulkOptions, LoadReport};
+pub use compact::CompactReport;
 pub use list::{Keys, ListEntry};
 #[cfg(target_os = "linux")]
 pub use local::LocalStore;
@@ -70,6 +72,9 @@ pub struct ObjectInfo {
     pub created: SystemTime,
     /// Whether the value is stored inline in its tuple (small-value path).
     pub inline: bool,
+    /// When this version expires (put with a
+    /// [`ttl`](crate::PutOptions::ttl)); `None`: never.
+    pub expires: Option<SystemTime>,
 }
 
 /// A snapshot of the store's space and content.
@@ -253,6 +258,8 @@ pub(crate) struct Entry {
     pub version: u64,
     pub created_micros: u64,
     pub size: u64,
+    /// When it expires, µs since the epoch (`None`: never).
+    pub expires_micros: Option<u64>,
     pub data: ObjectData,
     /// Tuple block holding this entry's tuple.
     pub block: u32,
@@ -264,7 +271,17 @@ impl Entry {
     }
 
     pub fn tuple_len(&self) -> usize {
-        tuple::encoded_len(self.key_len as usize, &self.tuple_value())
+        tuple::encoded_len(
+            self.key_len as usize,
+            &self.tuple_value(),
+            self.expires_micros.is_some(),
+        )
+    }
+
+    /// Whether this version is visible now: not expired by the wall clock
+    /// (the clock is read only for an entry that can expire).
+    pub fn live(&self) -> bool {
+        self.expires_micros.is_none_or(|at| now_micros() < at)
     }
 
     pub fn info(&self) -> ObjectInfo {
@@ -273,6 +290,9 @@ impl Entry {
             version: self.version,
             created: UNIX_EPOCH + Duration::from_micros(self.created_micros),
             inline: matches!(self.data, ObjectData::Inline(_)),
+            expires: self
+                .expires_micros
+                .map(|at| UNIX_EPOCH + Duration::from_micros(at)),
         }
     }
 }
@@ -297,7 +317,14 @@ impl State {
         }
     }
 
+    /// `key`'s visible entry: none when it has none or it expired.
     pub fn lookup(&self, key: &[u8]) -> Option<&Entry> {
+        self.lookup_any(key).filter(|e| e.live())
+    }
+
+    /// `key`'s entry, expired or not (the commit path, which must find an
+    /// expired tuple to replace or remove it).
+    pub fn lookup_any(&self, key: &[u8]) -> Option<&Entry> {
         self.index.get(key).and_then(|id| self.entry(id))
     }
 
@@ -399,6 +426,8 @@ pub(crate) struct Shared {
     /// Wakes the maintenance thread (a buffered group to write by its
     /// deadline).
     pub maintenance: Arc<commit::Maintenance>,
+    /// Held by the compaction in progress: one at a time.
+    pub compacting: futures::lock::Mutex<()>,
 }
 
 impl Shared {
@@ -693,8 +722,17 @@ impl Store {
         let value: Bytes = value.into();
         let _staging = self.staging();
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
-        self.precheck(key, options.mode).map_err(ctx)?;
-        let (data, data_write) = match self.stage_put(key, &value, true).map_err(ctx)? {
+        let spec = self.precheck(key, &options).map_err(ctx)?;
+        let staged = match self.stage_put(key, &value, true) {
+            // A heap with the room but in holes too small: compact it once
+            // and try again.
+            Err(e) if self.worth_compacting(&e, value.len() as u64) => {
+                self.compact().await.map_err(ctx)?;
+                self.stage_put(key, &value, true)
+            }
+            r => r,
+        };
+        let (data, data_write) = match staged.map_err(ctx)? {
             Staged::Ready(data, data_write) => (data, data_write),
             Staged::Write(extent, unsynced) => {
                 let sums = data::write_object(self.shared(), &extent, &value)
@@ -703,20 +741,23 @@ impl Store {
                 (heap(extent, sums, unsynced), None)
             }
         };
-        self.commit_object(key, value.len() as u64, data, data_write, options.mode)
+        self.commit_object(key, value.len() as u64, data, data_write, spec)
             .await
             .map_err(ctx)
     }
 
-    /// A conditional put that already fails against the index is refused
-    /// before its value is written (the commit path decides for real).
-    pub(crate) fn precheck(&self, key: &[u8], mode: PutMode) -> Result<()> {
-        if mode == PutMode::Overwrite {
-            return Ok(());
+    /// Checks a put's options, and refuses a conditional put that already
+    /// fails against the index before its value is written (the commit
+    /// path decides for real).
+    pub(crate) fn precheck(&self, key: &[u8], options: &PutOptions) -> Result<commit::PutSpec> {
+        let spec = commit::PutSpec::of(options)?;
+        if spec.mode == PutMode::Overwrite {
+            return Ok(spec);
         }
         let st = self.shared().state.read();
         let current = st.lookup(key).map(|e| e.version);
-        mode.check(current)
+        spec.mode.check(current)?;
+        Ok(spec)
     }
 
     /// The value's write left to its commit group, which issues it beside
@@ -750,8 +791,15 @@ impl Store {
     ) -> Result<ObjectInfo> {
         let _staging = self.staging();
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
-        self.precheck(key, options.mode).map_err(ctx)?;
-        let (data, data_write) = match self.stage_put(key, &value, true).map_err(ctx)? {
+        let spec = self.precheck(key, &options).map_err(ctx)?;
+        let staged = match self.stage_put(key, &value, true) {
+            Err(e) if self.worth_compacting(&e, value.len() as u64) => {
+                crate::io::block_on(self.compact()).map_err(ctx)?;
+                self.stage_put(key, &value, true)
+            }
+            r => r,
+        };
+        let (data, data_write) = match staged.map_err(ctx)? {
             Staged::Ready(data, data_write) => (data, data_write),
             Staged::Write(extent, unsynced) => {
                 let sums =
@@ -759,14 +807,8 @@ impl Store {
                 (heap(extent, sums, unsynced), None)
             }
         };
-        crate::io::block_on(self.commit_object(
-            key,
-            value.len() as u64,
-            data,
-            data_write,
-            options.mode,
-        ))
-        .map_err(ctx)
+        crate::io::block_on(self.commit_object(key, value.len() as u64, data, data_write, spec))
+            .map_err(ctx)
     }
 
     /// The part of a put before its commit, on the calling thread: the
@@ -822,7 +864,7 @@ impl Store {
         size: u64,
         data: ObjectData,
         data_write: Option<commit::DataWrite>,
-        mode: PutMode,
+        spec: commit::PutSpec,
     ) -> Result<ObjectInfo> {
         let key: Box<[u8]> = key.into();
         self.submit(|reply| commit::Request::Put {
@@ -830,7 +872,7 @@ impl Store {
             size,
             data,
             data_write,
-            mode,
+            spec,
             reply,
         })
         .await
@@ -1080,7 +1122,7 @@ impl Store {
     /// Whether `key` has a committed object (false once closed).
     pub fn contains(&self, key: impl AsRef<[u8]>) -> bool {
         !self.inner.closed.load(Ordering::Acquire)
-            && self.shared().state.read().index.get(key.as_ref()).is_some()
+            && self.shared().state.read().lookup(key.as_ref()).is_some()
     }
 
     /// Starts a multipart upload of an object of exactly `size` bytes. Space

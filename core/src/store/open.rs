@@ -610,11 +610,14 @@ async fn recover(
         landing: super::landing::Landing::new(),
         recovery: report,
         maintenance: super::commit::Maintenance::new(),
+        compacting: futures::lock::Mutex::new(()),
     });
     // Blocks rewritten below hold exactly their winning tuples.
     for &b in &dirty {
         table.images.insert(b, Vec::new());
     }
+    // Versions that expire: the reaper's queue (`Committer::track_expiry`).
+    let mut expiring = Vec::new();
     {
         let mut st = shared.state.write();
         let mut keys = Vec::with_capacity(winners.len());
@@ -655,9 +658,13 @@ async fn recover(
                 version: t.version,
                 created_micros: t.created_micros,
                 size: t.size,
+                expires_micros: t.expires_micros,
                 data,
                 block,
             });
+            if let Some(at) = t.expires_micros {
+                expiring.push((t.key.clone(), at, t.version));
+            }
             keys.push((t.key, id));
             // One entry per block of the table, which `block` is from.
             if let Some(used) = used.get_mut(block as usize) {
@@ -681,6 +688,9 @@ async fn recover(
         *shared.superblock.lock() = publish_superblock(shared.engine.as_ref(), &up)?;
     }
     let mut committer = Committer::new(shared.clone(), table, max_seq + 1);
+    for (key, at, version) in expiring {
+        committer.track_expiry(key, at, version);
+    }
     if read_only {
         // Recovery's decisions hold in memory only: nothing is written.
     } else if dirty.is_empty() {

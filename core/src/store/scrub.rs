@@ -83,6 +83,7 @@ impl Store {
             version: t.version,
             created_micros: t.created_micros,
             size,
+            expires_micros: t.expires_micros,
             value: TupleValue::Heap {
                 pieces: extent.pieces.clone(),
                 sums,

@@ -323,8 +323,16 @@ impl Upload {
     /// [`PutMode::Update`](crate::PutMode::Update)), decided in commit order
     /// as for [`Store::put_with`](crate::Store::put_with): a refused commit
     /// (`AlreadyExists`, `VersionMismatch`) changes nothing and frees the
-    /// upload's space.
+    /// upload's space. A [`ttl`](PutOptions::ttl) counts from the commit.
     pub async fn commit_with(self, options: PutOptions) -> Result<ObjectInfo> {
+        match super::commit::PutSpec::of(&options) {
+            Ok(spec) => self.commit_spec(spec).await,
+            Err(e) => Err(e.context(format!("commit upload {}", show_key(&self.slot.key)))),
+        }
+    }
+
+    /// [`commit_with`](Self::commit_with) with the options checked.
+    pub(crate) async fn commit_spec(self, spec: super::commit::PutSpec) -> Result<ObjectInfo> {
         let (key, size) = (&self.slot.key, self.slot.size);
         let ctx = format!("commit upload {}", show_key(key));
         self.store.check_open().map_err(|e| e.context(&ctx))?;
@@ -366,7 +374,7 @@ impl Upload {
             }
         };
         self.store
-            .commit_object(key, size, data, None, options.mode)
+            .commit_object(key, size, data, None, spec)
             .await
             .map_err(|e| e.context(ctx))
     }

@@ -1,0 +1,338 @@
+//! Expiry and compaction (issue 17, parts 3 and 4), on both I/O engines.
+//!
+//! Expiry: a put with a ttl is invisible once its time has come (get,
+//! stat, contains, listings, conditional puts, backups) and the reaper
+//! removes it, freeing its space, also across a reopen. Compaction: after
+//! random deletes leave half the heap free in small holes, a put of a
+//! quarter of the store fails without it and succeeds with it (by
+//! `compact()` or by the put itself); moved objects keep their bytes,
+//! version, creation time and expiry. Crash cuts during compaction are in
+//! `crash.rs`.
+
+mod common;
+
+use std::time::{Duration, SystemTime};
+
+use blobcask::blocking::Store;
+use blobcask::{
+    Durability, ErrorKind, IndexKind, IoEngineKind, Options, PutMode, PutOptions, MAX_TTL,
+};
+use common::{pattern, temp_path};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+const ENGINES: [IoEngineKind; 2] = [IoEngineKind::IoUring, IoEngineKind::Portable];
+const MIB: u64 = 1 << 20;
+
+fn ttl(d: Duration) -> PutOptions {
+    PutOptions::default().ttl(d)
+}
+
+/// Waits (at most 5 s) until `cond` holds.
+fn eventually(mut cond: impl FnMut() -> bool) -> bool {
+    (0..500).any(|_| {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        false
+    })
+}
+
+#[test]
+fn an_expired_object_is_invisible_at_once_and_its_space_reclaimed() {
+    for engine in ENGINES {
+        let t = temp_path();
+        let opts = Options::new().io_engine(engine).index(IndexKind::BTree);
+        let s = Store::open(&t.path, opts.clone()).unwrap();
+        s.put("keep", pattern(1, 20_000)).unwrap();
+        let short = Duration::from_millis(300);
+        let info = s
+            .put_with("brief/heap", pattern(2, 50_000), ttl(short))
+            .unwrap();
+        s.put_with("brief/inline", pattern(3, 100), ttl(short))
+            .unwrap();
+        let created = info.created;
+        assert_eq!(info.expires, Some(created + short), "{engine:?}");
+        assert_eq!(s.stat("brief/heap").unwrap().expires, info.expires);
+        assert_eq!(s.stat("keep").unwrap().expires, None);
+        let with_it = s.stats().allocated_bytes;
+        assert_eq!(s.get("brief/heap").unwrap(), pattern(2, 50_000));
+        let listed = |s: &Store| -> Vec<String> {
+            s.list("")
+                .unwrap()
+                .map(|e| String::from_utf8(e.unwrap().key.to_vec()).unwrap())
+                .collect()
+        };
+        assert_eq!(listed(&s).len(), 3);
+
+        // Past its time (by the wall clock), before any reaping: invisible.
+        while SystemTime::now() < created + short {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for k in ["brief/heap", "brief/inline"] {
+            assert_eq!(s.get(k).unwrap_err().kind(), ErrorKind::NotFound, "{k}");
+            assert_eq!(s.read(k, 0, 1).unwrap_err().kind(), ErrorKind::NotFound);
+            assert_eq!(s.stat(k).unwrap_err().kind(), ErrorKind::NotFound);
+            assert!(!s.contains(k));
+        }
+        assert_eq!(listed(&s), vec!["keep".to_string()]);
+        // A conditional create sees no object.
+        let create = PutOptions::default().mode(PutMode::Create);
+        s.put_with("brief/inline", pattern(4, 10), create).unwrap();
+        assert_eq!(s.get("brief/inline").unwrap(), pattern(4, 10));
+        assert_eq!(s.stat("brief/inline").unwrap().expires, None);
+
+        // The reaper removes the expired heap object: its space is free.
+        assert!(
+            eventually(|| s.stats().objects == 2),
+            "{engine:?}: not reaped: {:?}",
+            s.stats()
+        );
+        assert!(s.stats().allocated_bytes < with_it, "{engine:?}");
+        s.close().unwrap();
+        let s = Store::open(&t.path, opts).unwrap();
+        assert_eq!(s.stats().objects, 2);
+        assert_eq!(s.get("brief/heap").unwrap_err().kind(), ErrorKind::NotFound);
+        assert_eq!(s.get("keep").unwrap(), pattern(1, 20_000));
+        s.close().unwrap();
+    }
+}
+
+#[test]
+fn expiry_survives_reopen_and_is_reaped_after_it() {
+    for engine in ENGINES {
+        let t = temp_path();
+        let opts = Options::new().io_engine(engine);
+        let s = Store::open(&t.path, opts.clone()).unwrap();
+        let short = Duration::from_millis(400);
+        for i in 0..50u64 {
+            s.put_with(format!("k{i}"), pattern(i, 9000), ttl(short))
+                .unwrap();
+        }
+        s.put("stays", pattern(99, 9000)).unwrap();
+        s.close().unwrap();
+        let s = Store::open(&t.path, opts.clone()).unwrap();
+        let exp = s.stat("k7").unwrap().expires.unwrap();
+        assert!(exp > SystemTime::now() - Duration::from_secs(5));
+        assert!(eventually(|| s.stats().objects == 1), "{engine:?}");
+        assert_eq!(s.get("k7").unwrap_err().kind(), ErrorKind::NotFound);
+        s.close().unwrap();
+        let s = Store::open(&t.path, opts).unwrap();
+        assert_eq!(s.stats().objects, 1);
+        s.close().unwrap();
+    }
+}
+
+#[test]
+fn overwriting_without_a_ttl_clears_it_and_a_new_ttl_replaces_it() {
+    let t = temp_path();
+    let s = Store::open(&t.path, Options::new()).unwrap();
+    s.put_with("k", pattern(1, 5000), ttl(Duration::from_millis(200)))
+        .unwrap();
+    s.put("k", pattern(2, 5000)).unwrap();
+    assert_eq!(s.stat("k").unwrap().expires, None);
+    let long = s
+        .put_with("k", pattern(3, 5000), ttl(Duration::from_secs(3600)))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(400));
+    // The superseded short expiry does not remove the new version.
+    assert_eq!(s.get("k").unwrap(), pattern(3, 5000));
+    assert_eq!(s.stat("k").unwrap().version, long.version);
+    s.put_with("k", pattern(4, 5000), ttl(Duration::from_millis(1)))
+        .unwrap();
+    assert!(eventually(|| s.stats().objects == 0));
+    s.close().unwrap();
+}
+
+#[test]
+fn a_bad_ttl_is_refused_and_writes_nothing() {
+    let t = temp_path();
+    let s = Store::open(&t.path, Options::new()).unwrap();
+    for bad in [
+        Duration::ZERO,
+        Duration::from_nanos(999),
+        MAX_TTL + Duration::from_secs(1),
+    ] {
+        let e = s.put_with("k", pattern(1, 10_000), ttl(bad)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{bad:?}: {e}");
+        assert!(e.to_string().contains("ttl"), "{e}");
+    }
+    let up = s.begin_upload("u", 10).unwrap();
+    up.write_part(0, vec![1u8; 10]).unwrap();
+    let e = up.commit_with(ttl(Duration::ZERO)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    let st = s.stats();
+    assert_eq!((st.objects, st.allocated_bytes), (0, 0));
+    // The longest ttl is fine.
+    s.put_with("k", pattern(1, 10), ttl(MAX_TTL)).unwrap();
+    s.close().unwrap();
+}
+
+#[test]
+fn an_upload_commit_takes_a_ttl() {
+    let t = temp_path();
+    let s = Store::open(&t.path, Options::new()).unwrap();
+    let up = s.begin_upload("u", 100_000).unwrap();
+    up.write_part(0, pattern(5, 100_000)).unwrap();
+    let info = up.commit_with(ttl(Duration::from_millis(100))).unwrap();
+    assert!(info.expires.is_some());
+    assert!(eventually(|| !s.contains("u") && s.stats().objects == 0));
+    s.close().unwrap();
+}
+
+#[test]
+fn a_backup_keeps_expiry_times_and_skips_expired_objects() {
+    let t = temp_path();
+    let s = Store::open(&t.path, Options::new()).unwrap();
+    let hour = Duration::from_secs(3600);
+    let small = s.put_with("small", pattern(1, 3000), ttl(hour)).unwrap();
+    let large = s
+        .put_with("large", pattern(2, 20 << 20), ttl(hour))
+        .unwrap();
+    s.put("plain", pattern(3, 3000)).unwrap();
+    s.put_with("gone", pattern(4, 3000), ttl(Duration::from_micros(1)))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("copy");
+    let report = s.backup(&dest).unwrap();
+    assert_eq!(report.objects, 3);
+    s.close().unwrap();
+    let c = Store::open(&dest, Options::new()).unwrap();
+    assert_eq!(c.stat("small").unwrap().expires, small.expires);
+    assert_eq!(c.stat("large").unwrap().expires, large.expires);
+    assert_eq!(c.stat("plain").unwrap().expires, None);
+    assert!(!c.contains("gone"));
+    assert_eq!(c.get("large").unwrap(), pattern(2, 20 << 20));
+    c.close().unwrap();
+}
+
+/// Object size of the fragmented store: one block, so deleted ones leave
+/// one-block holes.
+const SMALL: usize = 4096;
+/// Size of the fragmented store.
+const FRAGMENTED: u64 = 64 * MIB;
+
+fn value_of(key: &str) -> Vec<u8> {
+    pattern(key[4..].parse().unwrap(), SMALL)
+}
+
+/// A store of fixed size (no growth) filled with 4 KiB objects, half of
+/// them then deleted at random: half the heap is free, in holes of a block
+/// or a few, too small for a quarter of the store to fit in the pieces a
+/// tuple can list.
+fn fragmented(path: &std::path::Path, engine: IoEngineKind) -> (Store, Vec<String>) {
+    let opts = Options::new()
+        .io_engine(engine)
+        .capacity(FRAGMENTED)
+        .max_capacity(FRAGMENTED)
+        .durability(Durability::Buffered {
+            max_delay: Duration::from_millis(50),
+        });
+    let s = Store::open(path, opts).unwrap();
+    let mut keys = Vec::new();
+    for i in 0u64.. {
+        let k = format!("obj/{i:05}");
+        match s.put(&k, pattern(i, SMALL)) {
+            Ok(_) => keys.push(k),
+            Err(e) if e.kind() == ErrorKind::NoSpace => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    keys.shuffle(&mut StdRng::seed_from_u64(7));
+    let kept = keys.split_off(keys.len() / 2);
+    for k in &keys {
+        s.delete(k).unwrap();
+    }
+    s.sync().unwrap();
+    let st = s.stats();
+    assert!(st.free_bytes >= FRAGMENTED * 45 / 100, "{st:?}");
+    assert!(st.largest_free_piece <= 256 << 10, "not fragmented: {st:?}");
+    (s, kept)
+}
+
+#[test]
+fn compaction_makes_room_for_a_quarter_of_the_store_in_a_fragmented_heap() {
+    for engine in ENGINES {
+        let t = temp_path();
+        let (s, kept) = fragmented(&t.path, engine);
+        let before: Vec<_> = kept.iter().map(|k| s.stat(k).unwrap()).collect();
+        let quarter = pattern(1000, (FRAGMENTED / 4) as usize);
+        let report = s.compact().unwrap();
+        assert!(report.moved > 0, "{engine:?}: {report:?}");
+        // Holes of at most 256 KiB (checked by `fragmented`) joined into
+        // pieces of MiBs (metadata extents, which stay where they are, may
+        // split the top half).
+        assert!(
+            report.largest_free_after >= 2 * MIB,
+            "{engine:?}: {report:?}"
+        );
+        // Everything kept reads back, with its version, creation time and
+        // expiry unchanged.
+        for (k, info) in kept.iter().zip(&before) {
+            assert_eq!(s.get(k).unwrap(), value_of(k), "{k}");
+            assert_eq!(&s.stat(k).unwrap(), info, "{k}");
+        }
+        s.put("quarter", quarter.clone()).unwrap();
+        s.close().unwrap();
+        let s = Store::open(&t.path, Options::new().io_engine(engine)).unwrap();
+        assert_eq!(s.get("quarter").unwrap(), quarter);
+        for k in kept.iter().step_by(37) {
+            assert_eq!(s.get(k).unwrap(), value_of(k), "{k}");
+        }
+        let st = s.stats();
+        assert_eq!(
+            st.free_bytes + st.allocated_bytes + st.metadata_bytes + 8192,
+            st.capacity
+        );
+        s.close().unwrap();
+    }
+}
+
+#[test]
+fn a_put_that_needs_it_compacts_by_itself() {
+    let t = temp_path();
+    let (s, kept) = fragmented(&t.path, IoEngineKind::IoUring);
+    let quarter = pattern(1000, (FRAGMENTED / 4) as usize);
+    s.put("quarter", quarter.clone()).unwrap();
+    assert_eq!(s.get("quarter").unwrap(), quarter);
+    for k in kept.iter().step_by(11) {
+        assert_eq!(s.get(k).unwrap(), value_of(k), "{k}");
+    }
+    // An object larger than all the free space is still NoSpace.
+    let free = s.stats().free_bytes;
+    let e = s
+        .put("too-big", vec![0u8; free as usize + 4096])
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NoSpace, "{e}");
+    s.close().unwrap();
+}
+
+#[test]
+fn compaction_runs_beside_readers_and_writers() {
+    let t = temp_path();
+    let (s, kept) = fragmented(&t.path, IoEngineKind::IoUring);
+    std::thread::scope(|scope| {
+        let compactor = scope.spawn(|| s.compact().unwrap());
+        // Overwrite, delete and read kept objects while they move.
+        for (n, k) in kept.iter().enumerate().take(600) {
+            match n % 3 {
+                0 => {
+                    s.put(k, pattern(n as u64 + 1_000_000, SMALL)).unwrap();
+                }
+                1 => s.delete(k).unwrap(),
+                _ => assert_eq!(s.get(k).unwrap(), value_of(k)),
+            }
+        }
+        compactor.join().unwrap();
+    });
+    for (n, k) in kept.iter().enumerate() {
+        match (n < 600, n % 3) {
+            (true, 0) => assert_eq!(s.get(k).unwrap(), pattern(n as u64 + 1_000_000, SMALL)),
+            (true, 1) => assert!(!s.contains(k)),
+            _ => assert_eq!(s.get(k).unwrap(), value_of(k), "{k}"),
+        }
+    }
+    s.close().unwrap();
+}
