@@ -1,7 +1,10 @@
 //! Stochastic stresser: many concurrent tasks draw random legal operations
-//! (put, overwrite, get, range read, multipart upload with parts in random
-//! order, abort, stat, delete, reads of other tasks' keys) and check every
-//! result. Seeded and reproducible in what each task does; runs N seconds.
+//! (put, overwrite, put with a time to live too long to pass during the
+//! run, get, range read, multipart upload with parts in random order,
+//! abort, stat, delete, reads of other tasks' keys) and check every
+//! result, while one more task compacts the store over and over (every
+//! read races objects being moved). Seeded and reproducible in what each
+//! task does; runs N seconds.
 //!
 //! ```text
 //! cargo run --release -p blobcask-stress -- [--seconds N] [--tasks N] [--seed S] [--engine io_uring|portable] [--index hash|btree|fst] [--dir DIR]
@@ -20,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use blobcask::{ErrorKind, IndexKind, IoEngineKind, Options, Store, PART_ALIGN};
+use blobcask::{ErrorKind, IndexKind, IoEngineKind, Options, PutOptions, Store, PART_ALIGN};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -84,6 +87,8 @@ struct Counters {
     foreign_reads: AtomicU64,
     deletes: AtomicU64,
     no_space: AtomicU64,
+    compactions: AtomicU64,
+    moved: AtomicU64,
 }
 
 struct Config {
@@ -156,7 +161,17 @@ async fn worker(
         match rng.random_range(0..100) {
             0..=29 => {
                 gen += 1;
-                match store.put(&key, make_value(&key, gen, size)).await {
+                // Some with an expiry (a longer tuple) that the run never
+                // reaches: it must change nothing else.
+                let options = if rng.random_bool(0.3) {
+                    PutOptions::default().ttl(Duration::from_secs(3600))
+                } else {
+                    PutOptions::default()
+                };
+                match store
+                    .put_with(&key, make_value(&key, gen, size), options)
+                    .await
+                {
                     Ok(info) => {
                         if info.size != size as u64 {
                             fail(format!("put {key}: size {} != {size}", info.size));
@@ -303,7 +318,27 @@ fn main() {
                 ))
             })
             .collect();
+        // Compactions back to back: objects move under every read.
+        let compactor = {
+            let (store, c) = (store.clone(), counters.clone());
+            tokio::spawn(async move {
+                while Instant::now() < until {
+                    match store.compact().await {
+                        Ok(r) => {
+                            c.compactions.fetch_add(1, Ordering::Relaxed);
+                            c.moved.fetch_add(r.moved, Ordering::Relaxed);
+                        }
+                        Err(e) => panic!("compact: {e}"),
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+        };
         let mut models = BTreeMap::new();
+        if let Err(e) = compactor.await {
+            eprintln!("stress FAILED: {e}");
+            std::process::exit(1);
+        }
         for h in handles {
             match h.await {
                 Ok(m) => models.extend(m),
@@ -350,7 +385,7 @@ fn main() {
     .map(|a| a.load(Ordering::Relaxed))
     .sum::<u64>();
     println!(
-        "stress ok: seed {}, {} tasks, {:.1}s, {ops} operations checked (puts {}, uploads {}, aborts {}, reads {}, foreign reads {}, deletes {}, no-space {}), {} keys verified after reopen",
+        "stress ok: seed {}, {} tasks, {:.1}s, {ops} operations checked (puts {}, uploads {}, aborts {}, reads {}, foreign reads {}, deletes {}, no-space {}; {} compactions moved {} objects), {} keys verified after reopen",
         cfg.seed,
         cfg.tasks,
         started.elapsed().as_secs_f64(),
@@ -361,6 +396,8 @@ fn main() {
         c.foreign_reads.load(Ordering::Relaxed),
         c.deletes.load(Ordering::Relaxed),
         c.no_space.load(Ordering::Relaxed),
+        c.compactions.load(Ordering::Relaxed),
+        c.moved.load(Ordering::Relaxed),
         models.len()
     );
 }

@@ -28,6 +28,7 @@
 //! heap has enough free space runs a compaction and tries once more.
 //! Metadata extents and inline values are not moved.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
@@ -120,11 +121,34 @@ impl Store {
 
     /// Whether a put refused with `e` may fit after a compaction: the heap
     /// had no room in pieces its tuple can list, though its free space is
-    /// enough for the object.
+    /// enough for the object, and more is free than after the last
+    /// compaction that did not help (so a heap that compaction cannot fix,
+    /// its metadata extents in the way, is not compacted again by every
+    /// put until something is freed).
     pub(crate) fn worth_compacting(&self, e: &Error, size: u64) -> bool {
+        let free = self.free_bytes();
         e.kind() == ErrorKind::NoSpace
-            && self.shared().alloc.lock().free_blocks() * BLOCK_SIZE as u64
-                >= tuple::stored_len(size)
+            && free >= tuple::stored_len(size)
+            && free > self.shared().futile_compaction.load(Ordering::Relaxed)
+    }
+
+    /// A put's compaction, then its second try: a try that still finds no
+    /// room marks the compaction futile (see `worth_compacting`).
+    pub(crate) fn after_compaction<T>(&self, retry: Result<T>) -> Result<T> {
+        if retry
+            .as_ref()
+            .is_err_and(|e| e.kind() == ErrorKind::NoSpace)
+        {
+            let free = self.free_bytes();
+            self.shared()
+                .futile_compaction
+                .store(free, Ordering::Relaxed);
+        }
+        retry
+    }
+
+    fn free_bytes(&self) -> u64 {
+        self.shared().alloc.lock().free_blocks() * BLOCK_SIZE as u64
     }
 
     fn largest_free(&self) -> u64 {
@@ -145,7 +169,8 @@ impl Store {
         let mut plan: Vec<Planned> = keys
             .into_iter()
             .filter_map(|(key, id)| {
-                let e = st.entry(id)?;
+                // An expired version is left to the reaper.
+                let e = st.entry(id).filter(|e| e.live())?;
                 let ObjectData::Heap { extent, .. } = &e.data else {
                     return None;
                 };

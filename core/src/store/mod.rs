@@ -428,6 +428,9 @@ pub(crate) struct Shared {
     pub maintenance: Arc<commit::Maintenance>,
     /// Held by the compaction in progress: one at a time.
     pub compacting: futures::lock::Mutex<()>,
+    /// Free heap bytes after the last compaction a put ran in vain (0:
+    /// none): puts do not compact again until more is free.
+    pub futile_compaction: AtomicU64,
 }
 
 impl Shared {
@@ -728,7 +731,7 @@ impl Store {
             // and try again.
             Err(e) if self.worth_compacting(&e, value.len() as u64) => {
                 self.compact().await.map_err(ctx)?;
-                self.stage_put(key, &value, true)
+                self.after_compaction(self.stage_put(key, &value, true))
             }
             r => r,
         };
@@ -792,14 +795,7 @@ impl Store {
         let _staging = self.staging();
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
         let spec = self.precheck(key, &options).map_err(ctx)?;
-        let staged = match self.stage_put(key, &value, true) {
-            Err(e) if self.worth_compacting(&e, value.len() as u64) => {
-                crate::io::block_on(self.compact()).map_err(ctx)?;
-                self.stage_put(key, &value, true)
-            }
-            r => r,
-        };
-        let (data, data_write) = match staged.map_err(ctx)? {
+        let (data, data_write) = match self.stage_put_here(key, &value, true).map_err(ctx)? {
             Staged::Ready(data, data_write) => (data, data_write),
             Staged::Write(extent, unsynced) => {
                 let sums =
@@ -819,13 +815,25 @@ impl Store {
     /// one of the same caller.
     pub(crate) fn write_blocking(&self, key: &[u8], value: &Bytes) -> Result<ObjectData> {
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
-        match self.stage_put(key, value, false).map_err(ctx)? {
+        match self.stage_put_here(key, value, false).map_err(ctx)? {
             Staged::Ready(data, _) => Ok(data),
             Staged::Write(extent, unsynced) => {
                 let sums =
                     data::write_object_blocking(self.shared(), &extent, value).map_err(ctx)?;
                 Ok(heap(extent, sums, unsynced))
             }
+        }
+    }
+
+    /// [`stage_put`](Self::stage_put) on the calling thread, compacting
+    /// once (there) when the heap has the room only in small holes.
+    fn stage_put_here(&self, key: &[u8], value: &Bytes, overlap: bool) -> Result<Staged> {
+        match self.stage_put(key, value, overlap) {
+            Err(e) if self.worth_compacting(&e, value.len() as u64) => {
+                crate::io::block_on(self.compact())?;
+                self.after_compaction(self.stage_put(key, value, overlap))
+            }
+            r => r,
         }
     }
 

@@ -611,6 +611,7 @@ async fn recover(
         recovery: report,
         maintenance: super::commit::Maintenance::new(),
         compacting: futures::lock::Mutex::new(()),
+        futile_compaction: AtomicU64::new(0),
     });
     // Blocks rewritten below hold exactly their winning tuples.
     for &b in &dirty {
