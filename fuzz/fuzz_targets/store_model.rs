@@ -1,6 +1,7 @@
 //! The whole store on the in-memory fault device against a BTreeMap model,
 //! with power cuts: after each cut the reopened store must hold either the
-//! state before or after the interrupted operation.
+//! state before or after the interrupted operation (a compaction, cut or
+//! not, changes no content).
 #![no_main]
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,6 +18,8 @@ enum Op {
     Delete { key: u8 },
     Read { key: u8, offset: u16, len: u16 },
     Crash { after_writes: u8, mode: u8 },
+    /// Compacts; `cut` > 0 cuts the power after that many of its writes.
+    Compact { cut: u8, mode: u8 },
 }
 
 fn value(size: u16, fill: u8) -> Vec<u8> {
@@ -52,6 +55,27 @@ fuzz_target!(|ops: Vec<Op>| {
                     (Err(_), Some(v)) => assert!(offset as usize > v.len()),
                     (Err(_), None) => {}
                     (Ok(_), None) => panic!("read of a missing key succeeded"),
+                }
+            }
+            Op::Compact { cut, mode } => {
+                if cut == 0 {
+                    store.compact().expect("compact");
+                } else {
+                    dev.crash_after_writes(cut as u64 % 16);
+                    let _ = store.compact();
+                    drop(store);
+                    let mode = match mode % 3 {
+                        0 => CrashMode::DropUnsynced,
+                        1 => CrashMode::KeepUnsynced,
+                        _ => CrashMode::Random(mode as u64),
+                    };
+                    dev = Arc::new(MemDevice::from_image(dev.crash_image(mode)));
+                    store = Store::open_with_engine(dev.clone(), Options::new())
+                        .expect("reopen after a cut in a compaction");
+                }
+                assert_eq!(store.stats().objects, model.len() as u64, "compaction changed the count");
+                for (k, v) in &model {
+                    assert_eq!(store.get(k).expect("object lost by compaction")[..], v[..]);
                 }
             }
             Op::Crash { after_writes, mode } => {
