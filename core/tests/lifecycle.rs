@@ -336,3 +336,38 @@ fn compaction_runs_beside_readers_and_writers() {
     }
     s.close().unwrap();
 }
+
+#[test]
+fn compaction_is_refused_where_nothing_may_be_written() {
+    let t = temp_path();
+    let s = Store::open(&t.path, Options::new()).unwrap();
+    s.put("k", pattern(1, 9000)).unwrap();
+    s.close().unwrap();
+    assert_eq!(s.compact().unwrap_err().kind(), ErrorKind::Closed);
+    let ro = Store::open(&t.path, Options::new().read_only(true)).unwrap();
+    assert_eq!(ro.compact().unwrap_err().kind(), ErrorKind::Unsupported);
+    ro.close().unwrap();
+    // An empty or already compact store: nothing moves, nothing breaks.
+    let s = Store::open(&t.path, Options::new()).unwrap();
+    s.compact().unwrap();
+    assert_eq!(s.compact().unwrap().moved, 0);
+    assert_eq!(s.get("k").unwrap(), pattern(1, 9000));
+    s.close().unwrap();
+}
+
+#[test]
+fn a_read_only_store_hides_expired_objects_and_writes_nothing() {
+    let t = temp_path();
+    let s = Store::open(&t.path, Options::new()).unwrap();
+    s.put_with("k", pattern(1, 9000), ttl(Duration::from_millis(50)))
+        .unwrap();
+    s.close().unwrap();
+    let before = std::fs::read(&t.path).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let ro = Store::open(&t.path, Options::new().read_only(true)).unwrap();
+    assert!(!ro.contains("k"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(ro.stats().objects, 1, "a read-only store reaps nothing");
+    ro.close().unwrap();
+    assert!(std::fs::read(&t.path).unwrap() == before, "bytes changed");
+}
