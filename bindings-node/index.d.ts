@@ -19,7 +19,7 @@ export declare class Store {
    * (submitted from this thread, completed by the loop), except values
    * over `LOOP_PUT_MAX`, which napi-rs's runtime writes.
    */
-  put(key: string | Uint8Array, value: Uint8Array): Promise<ObjectInfo>
+  put(key: string | Uint8Array, value: Uint8Array, conditions?: PutConditions | undefined | null): Promise<ObjectInfo>
   /**
    * The whole object. Runs on the store's loop; results over
    * `LOOP_READ_MAX` are read by a libuv worker instead.
@@ -92,13 +92,22 @@ export declare class Store {
    */
   backup(dest: string): Promise<BackupReport>
   /**
+   * Moves objects towards the start of the store so that free space
+   * left in small holes by deletes joins into large pieces, while other
+   * calls go on; moved objects keep their version, creation time and
+   * expiry. A put that finds no room although enough is free does this
+   * by itself. Rejects with UNSUPPORTED on a read-only store, CLOSED
+   * after `close()`, IO. Runs on napi-rs's runtime.
+   */
+  compact(): Promise<CompactReport>
+  /**
    * Finishes pending commits and releases the lock. Calls made after
    * `close()` reject with CLOSED at once; calls already pending settle
    * as usual, and the store's loop stops once they have.
    */
   close(): Promise<void>
   /** Synchronous `put` (blocks the event loop; for scripts). */
-  putSync(key: string | Uint8Array, value: Uint8Array): ObjectInfo
+  putSync(key: string | Uint8Array, value: Uint8Array, conditions?: PutConditions | undefined | null): ObjectInfo
   /** Synchronous `get`. */
   getSync(key: string | Uint8Array): Buffer
   /** Synchronous `read`. */
@@ -119,6 +128,11 @@ export declare class Store {
    * scripts).
    */
   backupSync(dest: string): BackupReport
+  /**
+   * Synchronous `compact` (blocks the event loop while it moves
+   * objects; for scripts).
+   */
+  compactSync(): CompactReport
   /** Synchronous `close`. */
   closeSync(): void
 }
@@ -158,6 +172,20 @@ export interface BackupReport {
   elapsedMs: number
 }
 
+/** What `compact` did. */
+export interface CompactReport {
+  /** Objects moved to lower addresses. */
+  moved: number
+  /** Heap bytes copied. */
+  bytesMoved: number
+  /** Largest free piece before, in bytes. */
+  largestFreeBefore: number
+  /** Largest free piece after, in bytes. */
+  largestFreeAfter: number
+  /** Milliseconds the compaction took. */
+  elapsedMs: number
+}
+
 /** CRC32C (Castagnoli) of `data`: the checksum `Upload.writePart` takes. */
 export declare function crc32c(data: Uint8Array): number
 
@@ -171,6 +199,11 @@ export interface ObjectInfo {
   created: number
   /** Whether the value is stored inline in its tuple. */
   inline: boolean
+  /**
+   * When it expires (put with a `ttl`), milliseconds since the Unix
+   * epoch (as `created`); `null`: never.
+   */
+  expires: number | null
 }
 
 /** Opens (creating when missing) the store at `path`. */
@@ -219,6 +252,23 @@ export interface OpenOptions {
    * rejected with UNSUPPORTED, nothing ever written (default false).
    */
   readOnly?: boolean
+}
+
+/** Conditions and expiry of a `put`. */
+export interface PutConditions {
+  /** Create only: rejects with ALREADY_EXISTS if the key has an object. */
+  ifAbsent?: boolean
+  /**
+   * Replace only this version (`ObjectInfo.version`): rejects with
+   * VERSION_MISMATCH if the key holds another version or nothing.
+   */
+  ifVersion?: bigint
+  /**
+   * Time to live in milliseconds (fractions down to 0.001, 1 µs): the
+   * object expires that long after its commit. Omitted, it never
+   * expires (replacing one that would have).
+   */
+  ttl?: number
 }
 
 /** Synchronous `open`, for scripts. */

@@ -58,12 +58,21 @@ export interface OpenOptions {
   cacheBytes?: number
 }
 
-/** Conditions of a put (at most one). */
+/** Conditions of a put (at most one), and its expiry. */
 export interface PutConditions {
   /** Create only: ALREADY_EXISTS if the key has an object. */
   ifAbsent?: boolean
   /** Replace only this version (`ObjectInfo.version`): VERSION_MISMATCH otherwise. */
   ifVersion?: bigint
+  /**
+   * Time to live in milliseconds (fractions down to 0.001, 1 µs): the
+   * object expires that long after its commit. From then on reads, `stat`,
+   * `has` and listings no longer see it, and its space is freed in the
+   * background. Omitted, the object never expires (replacing one that
+   * would have). Zero, negative, NaN, infinite, under 1 µs or above about
+   * 100 years is INVALID_ARGUMENT, and so is a value that is not a number.
+   */
+  ttl?: number
 }
 
 /** What a commit produced, or what `stat` reports. */
@@ -75,6 +84,8 @@ export interface ObjectInfo {
   created: number
   /** Whether the value lives inline in its tuple. */
   inline: boolean
+  /** When it expires (put with a `ttl`), in milliseconds since the epoch; `null`: never. */
+  expires: number | null
 }
 
 /** What `backup` did. */
@@ -86,6 +97,20 @@ export interface BackupReport {
   /** Their bytes (keys not counted). */
   bytes: number
   /** Milliseconds from the call to the copy being verified and published. */
+  elapsedMs: number
+}
+
+/** What `compact` did. */
+export interface CompactReport {
+  /** Objects moved to lower addresses. */
+  moved: number
+  /** Heap bytes copied. */
+  bytesMoved: number
+  /** Largest free piece before, in bytes. */
+  largestFreeBefore: number
+  /** Largest free piece after, in bytes. */
+  largestFreeAfter: number
+  /** Milliseconds the compaction took. */
   elapsedMs: number
 }
 
@@ -185,7 +210,8 @@ export declare class Store {
    * commit together. `value` is copied before `put` returns: changing the
    * Buffer afterwards does not change what is stored. `ifAbsent` creates
    * only (rejects with ALREADY_EXISTS); `ifVersion` replaces only that
-   * version (VERSION_MISMATCH otherwise), decided in commit order.
+   * version (VERSION_MISMATCH otherwise), decided in commit order. `ttl`
+   * (milliseconds) makes the object expire that long after its commit.
    */
   put(key: Key, value: Uint8Array, conditions?: PutConditions): Promise<ObjectInfo>
   /**
@@ -248,6 +274,14 @@ export declare class Store {
    * CLOSED after `close()`, CORRUPT if an object fails its checksums.
    */
   backup(dest: string): Promise<BackupReport>
+  /**
+   * Moves objects towards the start of the store so that free space left
+   * in small holes by deletes joins into large pieces, while other calls
+   * go on; moved objects keep their version, creation time and expiry. A
+   * put that finds no room although enough is free does this by itself.
+   * Rejects with UNSUPPORTED on a read-only store, CLOSED after `close()`.
+   */
+  compact(): Promise<CompactReport>
   /** Finishes pending commits and releases the lock. */
   close(): Promise<void>
   putSync(key: Key, value: Uint8Array, conditions?: PutConditions): ObjectInfo
@@ -258,6 +292,7 @@ export declare class Store {
   growSync(capacity: number): void
   syncSync(): void
   backupSync(dest: string): BackupReport
+  compactSync(): CompactReport
   closeSync(): void
 }
 

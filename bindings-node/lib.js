@@ -117,6 +117,8 @@ class Store {
   /**
    * Stores `value` under `key`; resolves once durable. `value` is copied
    * before this returns, so the caller may reuse its Buffer at once.
+   * `conditions`: `{ ifAbsent, ifVersion, ttl }`, `ttl` in milliseconds
+   * (the object expires that long after its commit).
    */
   put(key, value, conditions) {
     return call(() => this.#n.put(key, value, conditions))
@@ -209,6 +211,17 @@ class Store {
   backup(dest) {
     return call(() => this.#n.backup(dest))
   }
+  /**
+   * Moves objects towards the start of the store so that free space left
+   * in small holes by deletes joins into large pieces, while other calls go
+   * on; resolves to a CompactReport `{ moved, bytesMoved,
+   * largestFreeBefore, largestFreeAfter, elapsedMs }`. Moved objects keep
+   * their version, creation time and expiry. UNSUPPORTED on a read-only
+   * store.
+   */
+  compact() {
+    return call(() => this.#n.compact())
+  }
   /** Finishes pending commits and releases the lock. */
   close() {
     return call(() => this.#n.close())
@@ -236,6 +249,9 @@ class Store {
   }
   backupSync(dest) {
     return callSync(() => this.#n.backupSync(dest))
+  }
+  compactSync() {
+    return callSync(() => this.#n.compactSync())
   }
   closeSync() {
     return callSync(() => this.#n.closeSync())

@@ -29,6 +29,12 @@
 #include <stdlib.h>
 
 /*
+ Longest time to live `bc_put_ttl` and `bc_put_if_ttl` accept, in
+ microseconds: 100 years of 365 days (the Rust `MAX_TTL`).
+ */
+#define BC_MAX_TTL_MICROS 3153600000000000
+
+/*
  Result codes. `BC_OK` is 0; every other value names an error kind.
  */
 typedef enum bc_code {
@@ -193,6 +199,12 @@ typedef struct bc_info {
    Whether the value is stored inline in its tuple.
    */
   bool is_inline;
+  /*
+   When this version expires, microseconds since the Unix epoch (put
+   with a ttl: `bc_put_ttl`, `bc_put_if_ttl`); 0 = never. From then on
+   the object is gone (BC_NOT_FOUND) though its space is freed later.
+   */
+  uint64_t expires_unix_micros;
 } bc_info;
 
 /*
@@ -283,6 +295,33 @@ typedef struct bc_stats {
 } bc_stats;
 
 /*
+ What `bc_compact` did.
+ */
+typedef struct bc_compact_report {
+  /*
+   Objects moved to lower addresses.
+   */
+  uint64_t moved;
+  /*
+   Heap bytes copied.
+   */
+  uint64_t bytes_moved;
+  /*
+   Largest free piece before, in bytes: the largest object that could
+   be stored in one piece.
+   */
+  uint64_t largest_free_before;
+  /*
+   Largest free piece after, in bytes.
+   */
+  uint64_t largest_free_after;
+  /*
+   Microseconds the compaction took.
+   */
+  uint64_t elapsed_micros;
+} bc_compact_report;
+
+/*
  What `bc_backup` did.
  */
 typedef struct bc_backup_report {
@@ -345,6 +384,44 @@ enum bc_code bc_put_if(const struct bc_store *store,
                        struct bc_error **err);
 
 /*
+ `bc_put` with a time to live: the object expires `ttl_micros`
+ microseconds after its commit, by the wall clock (`bc_info`'s
+ `expires_unix_micros`). From then on it is invisible (BC_NOT_FOUND to
+ `bc_get`/`bc_stat`, false to `bc_contains`) and its space is freed in the
+ background. A later put without a ttl replaces it with an object that
+ never expires.
+
+ Errors: BC_INVALID_ARGUMENT when `ttl_micros` is 0 (there is no "no
+ ttl" value: use `bc_put`) or above BC_MAX_TTL_MICROS; nothing is
+ stored then. Otherwise as `bc_put`.
+ */
+enum bc_code bc_put_ttl(const struct bc_store *store,
+                        const uint8_t *key,
+                        size_t key_len,
+                        const uint8_t *val,
+                        size_t val_len,
+                        uint64_t ttl_micros,
+                        struct bc_info *info,
+                        struct bc_error **err);
+
+/*
+ `bc_put_if` with a time to live (see `bc_put_ttl`): the condition is
+ checked against the key's visible object, so an expired one counts as
+ absent. A ttl of 0 or above BC_MAX_TTL_MICROS is BC_INVALID_ARGUMENT
+ and stores nothing.
+ */
+enum bc_code bc_put_if_ttl(const struct bc_store *store,
+                           const uint8_t *key,
+                           size_t key_len,
+                           const uint8_t *val,
+                           size_t val_len,
+                           uint32_t mode,
+                           uint64_t version,
+                           uint64_t ttl_micros,
+                           struct bc_info *info,
+                           struct bc_error **err);
+
+/*
  The whole object, into `*out` (release with bc_buf_free).
  */
 enum bc_code bc_get(const struct bc_store *store,
@@ -379,7 +456,8 @@ enum bc_code bc_read_into(const struct bc_store *store,
                           struct bc_error **err);
 
 /*
- Size, version and commit time of `key`.
+ Size, version, commit time and expiry of `key` (BC_NOT_FOUND once it
+ has expired).
  */
 enum bc_code bc_stat(const struct bc_store *store,
                      const uint8_t *key,
@@ -496,6 +574,24 @@ enum bc_code bc_store_stats(const struct bc_store *store,
  bc_close; BC_IO otherwise.
  */
 enum bc_code bc_grow(const struct bc_store *store, uint64_t capacity, struct bc_error **err);
+
+/*
+ Moves objects towards the start of the store's heap so that free space
+ left in small holes by deletes joins into large pieces, and an object
+ as large as a good part of the free space fits again. A put that finds
+ no room although enough is free does this by itself; call it to do it
+ ahead of time (e.g. after deleting many objects). Reads and writes from
+ other threads go on meanwhile; moved objects keep their version,
+ creation time and expiry. One compaction runs at a time (a second call
+ waits for the first). `out` may be NULL.
+
+ Errors: BC_INVALID_ARGUMENT if `store` is NULL; BC_UNSUPPORTED on a
+ read-only store; BC_CLOSED after bc_close (also when bc_close runs
+ during the compaction); BC_IO otherwise.
+ */
+enum bc_code bc_compact(const struct bc_store *store,
+                        struct bc_compact_report *out,
+                        struct bc_error **err);
 
 /*
  Barrier: returns once everything acknowledged before it is durable.

@@ -14,12 +14,16 @@
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use engine::blocking::{Store, Upload};
 use engine::{
     Bytes, Error, ErrorKind, IndexKind, IoEngineKind, ObjectInfo, Options, PutMode, PutOptions,
 };
+
+/// Longest time to live `bc_put_ttl` and `bc_put_if_ttl` accept, in
+/// microseconds: 100 years of 365 days (the Rust `MAX_TTL`).
+pub const BC_MAX_TTL_MICROS: u64 = 3_153_600_000_000_000;
 
 /// Result codes. `BC_OK` is 0; every other value names an error kind.
 #[repr(C)]
@@ -133,6 +137,10 @@ pub struct bc_info {
     pub created_unix_micros: u64,
     /// Whether the value is stored inline in its tuple.
     pub is_inline: bool,
+    /// When this version expires, microseconds since the Unix epoch (put
+    /// with a ttl: `bc_put_ttl`, `bc_put_if_ttl`); 0 = never. From then on
+    /// the object is gone (BC_NOT_FOUND) though its space is freed later.
+    pub expires_unix_micros: u64,
 }
 
 /// Space and content figures of a store.
@@ -175,6 +183,23 @@ pub struct bc_backup_report {
     pub bytes: u64,
     /// Nanoseconds from the call to the copy being verified and published.
     pub elapsed_nanos: u64,
+}
+
+/// What `bc_compact` did.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct bc_compact_report {
+    /// Objects moved to lower addresses.
+    pub moved: u64,
+    /// Heap bytes copied.
+    pub bytes_moved: u64,
+    /// Largest free piece before, in bytes: the largest object that could
+    /// be stored in one piece.
+    pub largest_free_before: u64,
+    /// Largest free piece after, in bytes.
+    pub largest_free_after: u64,
+    /// Microseconds the compaction took.
+    pub elapsed_micros: u64,
 }
 
 /// An upload in progress, as `bc_list_uploads` shows it. `key` points to
@@ -335,6 +360,13 @@ fn info_of(i: &ObjectInfo) -> bc_info {
             .map(|d| d.as_micros() as u64)
             .unwrap_or(0),
         is_inline: i.inline,
+        // An expiry at or before the epoch cannot be set (it counts from
+        // a commit); 0 stays free to mean "never".
+        expires_unix_micros: i.expires.map_or(0, |t| {
+            t.duration_since(UNIX_EPOCH).map_or(1, |d| {
+                u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
+            })
+        }),
     }
 }
 
@@ -472,24 +504,107 @@ pub extern "C" fn bc_put_if(
     err: *mut *mut bc_error,
 ) -> bc_code {
     call(err, || {
-        let mode = match mode {
-            0 => PutMode::Overwrite,
-            1 => PutMode::Create,
-            2 => PutMode::Update(version),
-            _ => return Err(invalid("unknown put mode")),
-        };
-        let s = store_ref(store)?;
-        let key = bytes(key, key_len, "key")?;
-        let val = Bytes::copy_from_slice(bytes(val, val_len, "value")?);
-        let i = s
-            .store
-            .put_with(key, val, PutOptions::from(mode))
-            .map_err(engine_err)?;
-        if !info.is_null() {
-            *out_ref(info, "info")? = info_of(&i);
-        }
-        Ok(())
+        put(
+            store,
+            (key, key_len),
+            (val, val_len),
+            mode,
+            version,
+            None,
+            info,
+        )
     })
+}
+
+/// `bc_put` with a time to live: the object expires `ttl_micros`
+/// microseconds after its commit, by the wall clock (`bc_info`'s
+/// `expires_unix_micros`). From then on it is invisible (BC_NOT_FOUND to
+/// `bc_get`/`bc_stat`, false to `bc_contains`) and its space is freed in the
+/// background. A later put without a ttl replaces it with an object that
+/// never expires.
+///
+/// Errors: BC_INVALID_ARGUMENT when `ttl_micros` is 0 (there is no "no
+/// ttl" value: use `bc_put`) or above BC_MAX_TTL_MICROS; nothing is
+/// stored then. Otherwise as `bc_put`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn bc_put_ttl(
+    store: *const bc_store,
+    key: *const u8,
+    key_len: usize,
+    val: *const u8,
+    val_len: usize,
+    ttl_micros: u64,
+    info: *mut bc_info,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    let overwrite = bc_put_mode::BC_PUT_OVERWRITE as u32;
+    bc_put_if_ttl(
+        store, key, key_len, val, val_len, overwrite, 0, ttl_micros, info, err,
+    )
+}
+
+/// `bc_put_if` with a time to live (see `bc_put_ttl`): the condition is
+/// checked against the key's visible object, so an expired one counts as
+/// absent. A ttl of 0 or above BC_MAX_TTL_MICROS is BC_INVALID_ARGUMENT
+/// and stores nothing.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn bc_put_if_ttl(
+    store: *const bc_store,
+    key: *const u8,
+    key_len: usize,
+    val: *const u8,
+    val_len: usize,
+    mode: u32,
+    version: u64,
+    ttl_micros: u64,
+    info: *mut bc_info,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        // 0 is passed on, not taken as "no ttl": the engine refuses it.
+        let ttl = Some(Duration::from_micros(ttl_micros));
+        put(
+            store,
+            (key, key_len),
+            (val, val_len),
+            mode,
+            version,
+            ttl,
+            info,
+        )
+    })
+}
+
+/// The put behind `bc_put*`: `ttl` None = the object never expires.
+fn put(
+    store: *const bc_store,
+    (key, key_len): (*const u8, usize),
+    (val, val_len): (*const u8, usize),
+    mode: u32,
+    version: u64,
+    ttl: Option<Duration>,
+    info: *mut bc_info,
+) -> Result<(), Fail> {
+    let mode = match mode {
+        0 => PutMode::Overwrite,
+        1 => PutMode::Create,
+        2 => PutMode::Update(version),
+        _ => return Err(invalid("unknown put mode")),
+    };
+    let mut options = PutOptions::from(mode);
+    if let Some(ttl) = ttl {
+        options = options.ttl(ttl);
+    }
+    let s = store_ref(store)?;
+    let key = bytes(key, key_len, "key")?;
+    let val = Bytes::copy_from_slice(bytes(val, val_len, "value")?);
+    let i = s.store.put_with(key, val, options).map_err(engine_err)?;
+    if !info.is_null() {
+        *out_ref(info, "info")? = info_of(&i);
+    }
+    Ok(())
 }
 
 /// The whole object, into `*out` (release with bc_buf_free).
@@ -559,7 +674,8 @@ pub extern "C" fn bc_read_into(
     })
 }
 
-/// Size, version and commit time of `key`.
+/// Size, version, commit time and expiry of `key` (BC_NOT_FOUND once it
+/// has expired).
 #[no_mangle]
 pub extern "C" fn bc_stat(
     store: *const bc_store,
@@ -834,6 +950,39 @@ pub extern "C" fn bc_grow(
     })
 }
 
+/// Moves objects towards the start of the store's heap so that free space
+/// left in small holes by deletes joins into large pieces, and an object
+/// as large as a good part of the free space fits again. A put that finds
+/// no room although enough is free does this by itself; call it to do it
+/// ahead of time (e.g. after deleting many objects). Reads and writes from
+/// other threads go on meanwhile; moved objects keep their version,
+/// creation time and expiry. One compaction runs at a time (a second call
+/// waits for the first). `out` may be NULL.
+///
+/// Errors: BC_INVALID_ARGUMENT if `store` is NULL; BC_UNSUPPORTED on a
+/// read-only store; BC_CLOSED after bc_close (also when bc_close runs
+/// during the compaction); BC_IO otherwise.
+#[no_mangle]
+pub extern "C" fn bc_compact(
+    store: *const bc_store,
+    out: *mut bc_compact_report,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        let r = store_ref(store)?.store.compact().map_err(engine_err)?;
+        if !out.is_null() {
+            *out_ref(out, "out")? = bc_compact_report {
+                moved: r.moved,
+                bytes_moved: r.bytes_moved,
+                largest_free_before: r.largest_free_before,
+                largest_free_after: r.largest_free_after,
+                elapsed_micros: u64::try_from(r.elapsed.as_micros()).unwrap_or(u64::MAX),
+            };
+        }
+        Ok(())
+    })
+}
+
 /// Barrier: returns once everything acknowledged before it is durable.
 #[no_mangle]
 pub extern "C" fn bc_sync(store: *const bc_store, err: *mut *mut bc_error) -> bc_code {
@@ -981,6 +1130,14 @@ pub extern "C" fn bc_code_name(code: i32) -> *const c_char {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn max_ttl_is_the_engines() {
+        assert_eq!(
+            u128::from(super::BC_MAX_TTL_MICROS),
+            engine::MAX_TTL.as_micros()
+        );
+    }
+
     #[test]
     fn checked_in_header_matches_the_generated_one() {
         let generated = include_str!(concat!(env!("OUT_DIR"), "/blobcask.h"));

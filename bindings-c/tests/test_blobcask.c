@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <threads.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -283,6 +284,7 @@ static void test_upload(bc_store *s) {
     CHECK(bc_upload_write(up, 0, val, 8192, NULL) == BC_OK);
     bc_info info = {0};
     CHECK(bc_upload_commit(up, &info, NULL) == BC_OK && info.size == SIZE);
+    CHECK(info.expires_unix_micros == 0); /* no ttl */
     bc_buf buf = {0};
     CHECK(bc_get(s, K("up"), &buf, NULL) == BC_OK && buf.len == SIZE && memcmp(buf.data, val, SIZE) == 0);
     bc_buf_free(&buf);
@@ -892,6 +894,254 @@ static void test_threads(bc_store *s) {
     }
 }
 
+static void sleep_micros(int64_t micros) {
+    if (micros <= 0) return;
+    struct timespec d = {(time_t)(micros / 1000000), (long)(micros % 1000000) * 1000};
+    while (thrd_sleep(&d, &d) == -1) {
+    }
+}
+
+/* bc_put_ttl / bc_put_if_ttl: the object reads back until its ttl has
+ * passed, then is gone to every call (also from the read cache); the
+ * expiry is in bc_info and survives a reopen; a put without a ttl makes it
+ * permanent; a ttl of 0 or above the maximum is refused and stores
+ * nothing. */
+static void test_ttl(void) {
+    char p[300];
+    snprintf(p, sizeof p, "%s.ttl", path);
+    unlink(p);
+    bc_options o = bc_options_default();
+    o.capacity = 8u << 20;
+    bc_store *s = open_with(p, &o);
+    if (!s) return;
+    const uint64_t TTL = 300000; /* 300 ms */
+    static uint8_t val[20000];
+    fill(val, sizeof val, 21);
+
+    /* Heap and inline values, with a ttl, read back at once (a slow run,
+     * e.g. under valgrind, must not reach the expiry first): the heap one
+     * three times, so that the read cache keeps it. */
+    bc_info info = {0}, st = {0};
+    CHECK(bc_put_ttl(s, K("ttl/heap"), val, sizeof val, TTL, &info, NULL) == BC_OK);
+    CHECK(info.size == sizeof val && !info.is_inline);
+    CHECK(info.expires_unix_micros == info.created_unix_micros + TTL);
+    uint64_t last_expiry = info.expires_unix_micros;
+    for (int i = 0; i < 3; i++) {
+        bc_buf buf = {0};
+        CHECK(bc_get(s, K("ttl/heap"), &buf, NULL) == BC_OK);
+        CHECK(buf.len == sizeof val && memcmp(buf.data, val, sizeof val) == 0);
+        bc_buf_free(&buf);
+    }
+    CHECK(bc_stat(s, K("ttl/heap"), &st, NULL) == BC_OK);
+    CHECK(st.version == info.version && st.expires_unix_micros == info.expires_unix_micros);
+    CHECK(bc_put_ttl(s, K("ttl/inline"), (const uint8_t *)"short-lived", 11, TTL, &info, NULL) == BC_OK);
+    CHECK(info.is_inline && info.expires_unix_micros == info.created_unix_micros + TTL);
+    bool has = false;
+    CHECK(bc_contains(s, K("ttl/inline"), &has, NULL) == BC_OK && has);
+    /* One made permanent again by a put without a ttl. */
+    CHECK(bc_put_ttl(s, K("ttl/kept"), (const uint8_t *)"v1", 2, TTL, NULL, NULL) == BC_OK);
+    CHECK(bc_put(s, K("ttl/kept"), (const uint8_t *)"v2", 2, &info, NULL) == BC_OK);
+    CHECK(info.expires_unix_micros == 0);
+    CHECK(bc_put(s, K("ttl/plain"), val, 100, &info, NULL) == BC_OK && info.expires_unix_micros == 0);
+    CHECK(bc_stat(s, K("ttl/plain"), &st, NULL) == BC_OK && st.expires_unix_micros == 0);
+    /* A create-only put with a ttl; the key is taken until it expires. */
+    CHECK(bc_put_if_ttl(s, K("ttl/create"), (const uint8_t *)"c1", 2, BC_PUT_CREATE, 0, TTL, &info,
+                        NULL) == BC_OK);
+    CHECK(info.expires_unix_micros == info.created_unix_micros + TTL);
+    CHECK(bc_put_if_ttl(s, K("ttl/create"), (const uint8_t *)"c2", 2, BC_PUT_CREATE, 0, TTL, NULL,
+                        NULL) == BC_ALREADY_EXISTS);
+    /* Update keeps the condition: the version given, and a new ttl. */
+    bc_info upd = {0};
+    CHECK(bc_put_if_ttl(s, K("ttl/create"), (const uint8_t *)"c3", 2, BC_PUT_UPDATE, info.version,
+                        TTL, &upd, NULL) == BC_OK);
+    CHECK(upd.version > info.version && upd.expires_unix_micros == upd.created_unix_micros + TTL);
+    last_expiry = upd.expires_unix_micros;
+    /* A long ttl, to see it kept across the reopen below. */
+    bc_info hour = {0};
+    CHECK(bc_put_ttl(s, K("ttl/hour"), val, 5000, 3600ull * 1000000, &hour, NULL) == BC_OK);
+
+    /* Past the last expiry (by the clock the engine uses): all gone. */
+    sleep_micros((int64_t)last_expiry - now_micros() + 100000);
+    const char *gone[] = {"ttl/heap", "ttl/inline", "ttl/create"};
+    for (int i = 0; i < 3; i++) {
+        bc_buf buf = {0};
+        bc_error *err = NULL;
+        CHECK(bc_get(s, K(gone[i]), &buf, &err) == BC_NOT_FOUND);
+        CHECK(err && bc_error_code(err) == BC_NOT_FOUND);
+        bc_error_free(err);
+        CHECK(buf.data == NULL);
+        CHECK(bc_read(s, K(gone[i]), 0, 1, &buf, NULL) == BC_NOT_FOUND);
+        uint8_t dst[8];
+        size_t n = 0;
+        CHECK(bc_read_into(s, K(gone[i]), 0, dst, sizeof dst, &n, NULL) == BC_NOT_FOUND);
+        CHECK(bc_stat(s, K(gone[i]), &st, NULL) == BC_NOT_FOUND);
+        has = true;
+        CHECK(bc_contains(s, K(gone[i]), &has, NULL) == BC_OK && !has);
+    }
+    CHECK(bc_delete(s, K("ttl/heap"), NULL) == BC_NOT_FOUND);
+    /* An expired key is free for a create-only put. */
+    CHECK(bc_put_if(s, K("ttl/create"), (const uint8_t *)"c4", 2, BC_PUT_CREATE, 0, &info, NULL) ==
+          BC_OK);
+    bc_buf buf = {0};
+    CHECK(bc_get(s, K("ttl/kept"), &buf, NULL) == BC_OK && buf.len == 2 && memcmp(buf.data, "v2", 2) == 0);
+    bc_buf_free(&buf);
+    CHECK(bc_stat(s, K("ttl/hour"), &st, NULL) == BC_OK);
+
+    /* Refused ttls: the engine's BC_INVALID_ARGUMENT, nothing stored, an
+     * object already there unchanged. */
+    const uint64_t max_ttl = BC_MAX_TTL_MICROS;
+    CHECK(max_ttl == 100ull * 365 * 24 * 3600 * 1000000);
+    const uint64_t bad[] = {0, max_ttl + 1, UINT64_MAX};
+    for (int i = 0; i < 3; i++) {
+        bc_error *err = NULL;
+        CHECK(bc_put_ttl(s, K("ttl/bad"), (const uint8_t *)"x", 1, bad[i], &info, &err) ==
+              BC_INVALID_ARGUMENT);
+        CHECK(err && bc_error_code(err) == BC_INVALID_ARGUMENT);
+        CHECK(err && strstr(bc_error_message(err), "ttl") != NULL);
+        bc_error_free(err);
+        CHECK(bc_put_if_ttl(s, K("ttl/bad"), (const uint8_t *)"x", 1, BC_PUT_CREATE, 0, bad[i], NULL,
+                            NULL) == BC_INVALID_ARGUMENT);
+        CHECK(bc_put_ttl(s, K("ttl/kept"), (const uint8_t *)"v3", 2, bad[i], NULL, NULL) ==
+              BC_INVALID_ARGUMENT);
+        has = true;
+        CHECK(bc_contains(s, K("ttl/bad"), &has, NULL) == BC_OK && !has);
+    }
+    CHECK(bc_stat(s, K("ttl/kept"), &st, NULL) == BC_OK && st.expires_unix_micros == 0);
+    CHECK(bc_get(s, K("ttl/kept"), &buf, NULL) == BC_OK && buf.len == 2 && memcmp(buf.data, "v2", 2) == 0);
+    bc_buf_free(&buf);
+    /* The maximum itself is accepted. */
+    CHECK(bc_put_ttl(s, K("ttl/max"), (const uint8_t *)"m", 1, max_ttl, &info, NULL) == BC_OK);
+    CHECK(info.expires_unix_micros == info.created_unix_micros + max_ttl);
+
+    /* NULL pointers and bad modes never crash. */
+    CHECK(bc_put_ttl(NULL, K("k"), (const uint8_t *)"x", 1, TTL, NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_put_ttl(s, NULL, 3, (const uint8_t *)"x", 1, TTL, NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_put_ttl(s, K("ttl/null"), NULL, 5, TTL, NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_put_if_ttl(NULL, K("k"), (const uint8_t *)"x", 1, BC_PUT_CREATE, 0, TTL, NULL, NULL) ==
+          BC_INVALID_ARGUMENT);
+    CHECK(bc_put_if_ttl(s, K("ttl/null"), (const uint8_t *)"x", 1, 7, 0, TTL, NULL, NULL) ==
+          BC_INVALID_ARGUMENT);
+    CHECK(bc_put_ttl(s, K("ttl/empty"), NULL, 0, TTL, NULL, NULL) == BC_OK); /* empty value */
+    has = true;
+    CHECK(bc_contains(s, K("ttl/null"), &has, NULL) == BC_OK && !has);
+
+    /* The expiry is stored: after a reopen it is the same. */
+    CHECK(bc_close(s, NULL) == BC_OK);
+    CHECK(bc_put_ttl(s, K("k"), (const uint8_t *)"x", 1, TTL, NULL, NULL) == BC_CLOSED);
+    bc_store_free(s);
+    s = open_with(p, &o);
+    if (!s) return;
+    CHECK(bc_stat(s, K("ttl/hour"), &st, NULL) == BC_OK);
+    CHECK(st.version == hour.version && st.expires_unix_micros == hour.expires_unix_micros);
+    CHECK(bc_stat(s, K("ttl/heap"), &st, NULL) == BC_NOT_FOUND);
+    CHECK(bc_stat(s, K("ttl/kept"), &st, NULL) == BC_OK && st.expires_unix_micros == 0);
+    bc_store_free(s);
+    unlink(p);
+}
+
+/* bc_compact on a store of a fixed size filled with 4 KiB values, every
+ * other one deleted: objects move, the largest free piece grows, every
+ * value reads back with its version and expiry. */
+static void test_compact(void) {
+    char p[300];
+    snprintf(p, sizeof p, "%s.compact", path);
+    unlink(p);
+    bc_options o = bc_options_default();
+    o.capacity = 8u << 20;
+    o.max_capacity = 8u << 20;
+    bc_store *s = open_with(p, &o);
+    if (!s) return;
+    enum { LIMIT = 4000 };
+    static uint8_t val[4096];
+    static bc_info infos[LIMIT];
+    char key[32];
+    int stored = 0;
+    bc_code rc = BC_OK;
+    while (stored < LIMIT) {
+        fill(val, sizeof val, (unsigned)stored);
+        snprintf(key, sizeof key, "c/%05d", stored);
+        /* Some with an expiry, which a move must keep. */
+        rc = stored % 3 == 0
+                 ? bc_put_ttl(s, K(key), val, sizeof val, 3600ull * 1000000, &infos[stored], NULL)
+                 : bc_put(s, K(key), val, sizeof val, &infos[stored], NULL);
+        if (rc != BC_OK) break;
+        stored++;
+    }
+    CHECK(rc == BC_NO_SPACE || stored == LIMIT);
+    CHECK(stored > 100);
+    for (int i = 1; i < stored; i += 2) {
+        snprintf(key, sizeof key, "c/%05d", i);
+        CHECK(bc_delete(s, K(key), NULL) == BC_OK);
+    }
+    bc_compact_report r;
+    memset(&r, 0xab, sizeof r);
+    bc_error *err = NULL;
+    CHECK(bc_compact(s, &r, &err) == BC_OK);
+    if (err) {
+        fprintf(stderr, "compact: %s\n", bc_error_message(err));
+        bc_error_free(err);
+        err = NULL;
+    }
+    CHECK(r.moved > 0 && r.moved <= (uint64_t)(stored + 1) / 2);
+    CHECK(r.bytes_moved >= r.moved * 4096);
+    CHECK(r.largest_free_after > r.largest_free_before);
+    CHECK(r.largest_free_after >= 1u << 20);
+    CHECK(r.elapsed_micros > 0 && r.elapsed_micros < 600ull * 1000000);
+    for (int i = 0; i < stored; i++) {
+        snprintf(key, sizeof key, "c/%05d", i);
+        bc_info st = {0};
+        if (i % 2) {
+            CHECK(bc_stat(s, K(key), &st, NULL) == BC_NOT_FOUND);
+            continue;
+        }
+        CHECK(bc_stat(s, K(key), &st, NULL) == BC_OK);
+        CHECK(st.version == infos[i].version && st.created_unix_micros == infos[i].created_unix_micros);
+        CHECK(st.expires_unix_micros == infos[i].expires_unix_micros);
+        CHECK((st.expires_unix_micros != 0) == (i % 3 == 0));
+        fill(val, sizeof val, (unsigned)i);
+        bc_buf buf = {0};
+        CHECK(bc_get(s, K(key), &buf, NULL) == BC_OK && buf.len == sizeof val &&
+              memcmp(buf.data, val, sizeof val) == 0);
+        bc_buf_free(&buf);
+    }
+    /* The joined space takes an object larger than any hole was. */
+    static uint8_t big[512 << 10];
+    fill(big, sizeof big, 77);
+    CHECK(bc_put(s, K("c/big"), big, sizeof big, NULL, NULL) == BC_OK);
+    /* Again, with nothing to gain: fine, and `out` may be NULL. */
+    CHECK(bc_compact(s, NULL, NULL) == BC_OK);
+    CHECK(bc_compact(NULL, &r, &err) == BC_INVALID_ARGUMENT);
+    CHECK(err && strstr(bc_error_message(err), "NULL") != NULL);
+    bc_error_free(err);
+    err = NULL;
+    CHECK(bc_close(s, NULL) == BC_OK);
+    CHECK(bc_compact(s, &r, NULL) == BC_CLOSED);
+    bc_store_free(s);
+
+    /* The moves are durable; a read-only store is not compacted. */
+    bc_options ro = bc_options_default();
+    ro.read_only = 1;
+    s = open_with(p, &ro);
+    if (!s) return;
+    CHECK(bc_compact(s, &r, &err) == BC_UNSUPPORTED);
+    CHECK(err && bc_error_code(err) == BC_UNSUPPORTED);
+    bc_error_free(err);
+    for (int i = 0; i < stored; i += 2) {
+        snprintf(key, sizeof key, "c/%05d", i);
+        fill(val, sizeof val, (unsigned)i);
+        bc_buf buf = {0};
+        CHECK(bc_get(s, K(key), &buf, NULL) == BC_OK && buf.len == sizeof val &&
+              memcmp(buf.data, val, sizeof val) == 0);
+        bc_buf_free(&buf);
+    }
+    bc_buf buf = {0};
+    CHECK(bc_get(s, K("c/big"), &buf, NULL) == BC_OK && buf.len == sizeof big &&
+          memcmp(buf.data, big, sizeof big) == 0);
+    bc_buf_free(&buf);
+    bc_store_free(s);
+    unlink(p);
+}
+
 int main(void) {
     snprintf(path, sizeof path, "/tmp/blobcask-c-test-%d.blobcask", (int)getpid());
     unlink(path);
@@ -908,6 +1158,8 @@ int main(void) {
     test_upload_listing();
     test_backup();
     test_growth();
+    test_ttl();
+    test_compact();
 
     bc_stats st;
     CHECK(bc_store_stats(s, &st, NULL) == BC_OK && st.capacity == (64u << 20) && st.objects > 0);

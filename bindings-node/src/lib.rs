@@ -30,7 +30,7 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::rc::Rc;
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
-use std::time::UNIX_EPOCH;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use engine::{
     Bytes, IndexKind, IoEngineKind, ObjectInfo as Info, Options, PutMode, PutOptions, ReadOptions,
@@ -185,7 +185,7 @@ impl ToNapiValue for ObjectBytes {
 }
 
 /// What a commit produced, or what `stat` reports.
-#[napi(object)]
+#[napi(object, use_nullable = true)]
 pub struct ObjectInfo {
     /// Object size in bytes.
     pub size: f64,
@@ -195,6 +195,9 @@ pub struct ObjectInfo {
     pub created: f64,
     /// Whether the value is stored inline in its tuple.
     pub inline: bool,
+    /// When it expires (put with a `ttl`), milliseconds since the Unix
+    /// epoch (as `created`); `null`: never.
+    pub expires: Option<f64>,
 }
 
 impl From<Info> for ObjectInfo {
@@ -208,7 +211,16 @@ impl From<Info> for ObjectInfo {
                 .map(|d| d.as_secs_f64() * 1000.0)
                 .unwrap_or(0.0),
             inline: i.inline,
+            expires: i.expires.map(unix_ms),
         }
+    }
+}
+
+/// Milliseconds since the Unix epoch (negative before it).
+fn unix_ms(t: SystemTime) -> f64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_secs_f64() * 1000.0,
+        Err(e) => -e.duration().as_secs_f64() * 1000.0,
     }
 }
 
@@ -231,6 +243,33 @@ impl From<engine::BackupReport> for BackupReport {
             path: r.path.to_string_lossy().into_owned(),
             objects: r.objects as f64,
             bytes: r.bytes as f64,
+            elapsed_ms: r.elapsed.as_secs_f64() * 1000.0,
+        }
+    }
+}
+
+/// What `compact` did.
+#[napi(object)]
+pub struct CompactReport {
+    /// Objects moved to lower addresses.
+    pub moved: f64,
+    /// Heap bytes copied.
+    pub bytes_moved: f64,
+    /// Largest free piece before, in bytes.
+    pub largest_free_before: f64,
+    /// Largest free piece after, in bytes.
+    pub largest_free_after: f64,
+    /// Milliseconds the compaction took.
+    pub elapsed_ms: f64,
+}
+
+impl From<engine::CompactReport> for CompactReport {
+    fn from(r: engine::CompactReport) -> Self {
+        CompactReport {
+            moved: r.moved as f64,
+            bytes_moved: r.bytes_moved as f64,
+            largest_free_before: r.largest_free_before as f64,
+            largest_free_after: r.largest_free_after as f64,
             elapsed_ms: r.elapsed.as_secs_f64() * 1000.0,
         }
     }
@@ -260,10 +299,7 @@ impl From<engine::UploadInfo> for UploadInfo {
             key: Buffer::from(u.key.to_vec()),
             size: u.size as f64,
             written: u.written as f64,
-            started: match u.started.duration_since(UNIX_EPOCH) {
-                Ok(d) => d.as_secs_f64() * 1000.0,
-                Err(e) => -e.duration().as_secs_f64() * 1000.0,
-            },
+            started: unix_ms(u.started),
         }
     }
 }
@@ -306,7 +342,7 @@ pub struct OpenOptions {
     pub cache_bytes: Option<f64>,
 }
 
-/// Conditions of a `put`.
+/// Conditions and expiry of a `put`.
 #[napi(object)]
 #[derive(Default)]
 pub struct PutConditions {
@@ -315,6 +351,10 @@ pub struct PutConditions {
     /// Replace only this version (`ObjectInfo.version`): rejects with
     /// VERSION_MISMATCH if the key holds another version or nothing.
     pub if_version: Option<BigInt>,
+    /// Time to live in milliseconds (fractions down to 0.001, 1 µs): the
+    /// object expires that long after its commit. Omitted, it never
+    /// expires (replacing one that would have).
+    pub ttl: Option<f64>,
 }
 
 fn put_options(c: Option<PutConditions>) -> Result<PutOptions> {
@@ -336,7 +376,20 @@ fn put_options(c: Option<PutConditions>) -> Result<PutOptions> {
         (false, Some(v)) => PutMode::Update(v),
         (true, Some(_)) => return Err(invalid("ifAbsent and ifVersion cannot be combined")),
     };
-    Ok(PutOptions::from(mode))
+    let options = PutOptions::from(mode);
+    match c.ttl {
+        None => Ok(options),
+        Some(ms) => Ok(options.ttl(ttl_of(ms)?)),
+    }
+}
+
+/// A time to live given in milliseconds. Only what no `Duration` can hold
+/// (negative, NaN, infinite, beyond 2^64 seconds) is refused here; the
+/// range a put accepts (at least 1 µs, at most `MAX_TTL`) is the core's to
+/// check. Both are INVALID_ARGUMENT.
+fn ttl_of(ms: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(ms / 1000.0)
+        .map_err(|_| invalid(format!("ttl out of range: {ms} ms")))
 }
 
 fn options_of(o: Option<OpenOptions>) -> Result<Options> {
@@ -793,6 +846,28 @@ impl Store {
         .build(env)
     }
 
+    /// Moves objects towards the start of the store so that free space
+    /// left in small holes by deletes joins into large pieces, while other
+    /// calls go on; moved objects keep their version, creation time and
+    /// expiry. A put that finds no room although enough is free does this
+    /// by itself. Rejects with UNSUPPORTED on a read-only store, CLOSED
+    /// after `close()`, IO. Runs on napi-rs's runtime.
+    #[napi(ts_return_type = "Promise<CompactReport>")]
+    pub fn compact(&self, env: &Env) -> Result<AsyncBlock<CompactReport>> {
+        if self.hosting.0.borrow().closed {
+            return Err(host::closed());
+        }
+        let store = self.inner.clone();
+        AsyncBlockBuilder::new(async move {
+            store
+                .compact()
+                .await
+                .map(CompactReport::from)
+                .map_err(js_err)
+        })
+        .build(env)
+    }
+
     /// Finishes pending commits and releases the lock. Calls made after
     /// `close()` reject with CLOSED at once; calls already pending settle
     /// as usual, and the store's loop stops once they have.
@@ -877,6 +952,16 @@ impl Store {
         self.blocking()
             .backup(dest)
             .map(BackupReport::from)
+            .map_err(js_err)
+    }
+
+    /// Synchronous `compact` (blocks the event loop while it moves
+    /// objects; for scripts).
+    #[napi]
+    pub fn compact_sync(&self) -> Result<CompactReport> {
+        self.blocking()
+            .compact()
+            .map(CompactReport::from)
             .map_err(js_err)
     }
 

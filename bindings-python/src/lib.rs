@@ -12,7 +12,7 @@
 
 use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::UNIX_EPOCH;
+use std::time::{Duration, UNIX_EPOCH};
 
 use engine::blocking;
 use engine::{
@@ -23,7 +23,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyMemoryView, PySlice, PyString};
+use pyo3::types::{PyBytes, PyDelta, PyDeltaAccess, PyDict, PyMemoryView, PySlice, PyString};
 
 /// Maps an engine error to the `blobcask.errors` class of its kind.
 fn py_err(e: Error) -> PyErr {
@@ -79,8 +79,12 @@ fn byte_count(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<u64> {
     })
 }
 
-/// The condition of a put from its keyword arguments.
-fn put_options(if_absent: bool, if_version: Option<u64>) -> PyResult<PutOptions> {
+/// The options of a put (or upload commit) from its keyword arguments.
+fn put_options(
+    if_absent: bool,
+    if_version: Option<u64>,
+    ttl: Option<&Bound<'_, PyAny>>,
+) -> PyResult<PutOptions> {
     let mode = match (if_absent, if_version) {
         (false, None) => PutMode::Overwrite,
         (true, None) => PutMode::Create,
@@ -91,7 +95,58 @@ fn put_options(if_absent: bool, if_version: Option<u64>) -> PyResult<PutOptions>
             ))
         }
     };
-    Ok(PutOptions::from(mode))
+    let options = match ttl {
+        None => PutOptions::from(mode),
+        Some(t) => PutOptions::from(mode).ttl(ttl_of(t)?),
+    };
+    // Checked here, so a refused ttl never costs an upload its bytes.
+    options.check().map_err(py_err)?;
+    Ok(options)
+}
+
+/// A time to live: seconds as an `int` or `float`, or a
+/// `datetime.timedelta` (a `bool` is refused, not taken for 0 or 1 second).
+/// Only what no `Duration` can hold (negative, NaN, infinite, beyond
+/// 2**64 seconds) is refused here; the range a put accepts (at least 1 µs,
+/// at most `MAX_TTL`) is the core's to check. Both raise
+/// `InvalidArgumentError`.
+fn ttl_of(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
+    let out_of_range = || {
+        error_class(
+            "InvalidArgumentError",
+            format!("INVALID_ARGUMENT: ttl out of range: {obj}"),
+        )
+    };
+    if obj.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(pyo3::exceptions::PyTypeError::new_err(
+            "ttl must be seconds (int or float) or a datetime.timedelta, not bool",
+        ));
+    }
+    if obj.is_instance_of::<pyo3::types::PyInt>() {
+        return obj
+            .extract::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|_| out_of_range());
+    }
+    if obj.is_instance_of::<pyo3::types::PyFloat>() {
+        let secs: f64 = obj.extract()?;
+        return Duration::try_from_secs_f64(secs).map_err(|_| out_of_range());
+    }
+    if let Ok(delta) = obj.cast::<PyDelta>() {
+        // Normalised by Python: only `days` carries the sign.
+        let (Ok(days), Ok(secs), Ok(micros)) = (
+            u64::try_from(delta.get_days()),
+            u64::try_from(delta.get_seconds()),
+            u64::try_from(delta.get_microseconds()),
+        ) else {
+            return Err(out_of_range());
+        };
+        return Ok(Duration::from_secs(days * 86_400 + secs) + Duration::from_micros(micros));
+    }
+    let type_name = type_name(obj);
+    Err(pyo3::exceptions::PyTypeError::new_err(format!(
+        "ttl must be seconds (int or float) or a datetime.timedelta, not {type_name}"
+    )))
 }
 
 /// Drops large buffers away from the thread that let them go: giving back
@@ -373,13 +428,20 @@ struct ObjectInfo {
     /// Whether the value is stored inline in its tuple (small values).
     #[pyo3(get)]
     inline: bool,
+    /// When it expires (put with a `ttl`), seconds since the Unix epoch;
+    /// None: never.
+    #[pyo3(get)]
+    expires: Option<f64>,
 }
 
 #[pymethods]
 impl ObjectInfo {
     fn __repr__(&self) -> String {
+        let expires = self
+            .expires
+            .map_or_else(|| "None".to_owned(), |e| format!("{e:.6}"));
         format!(
-            "ObjectInfo(size={}, version={}, created={:.6}, inline={})",
+            "ObjectInfo(size={}, version={}, created={:.6}, inline={}, expires={expires})",
             self.size,
             self.version,
             self.created,
@@ -399,6 +461,7 @@ impl From<Info> for ObjectInfo {
                 .map(|d| d.as_secs_f64())
                 .unwrap_or(0.0),
             inline: i.inline,
+            expires: i.expires.map(unix_seconds),
         }
     }
 }
@@ -447,6 +510,52 @@ impl From<engine::BackupReport> for BackupReport {
             path: r.path,
             objects: r.objects,
             bytes: r.bytes,
+            elapsed: r.elapsed.as_secs_f64(),
+        }
+    }
+}
+
+/// What `Store.compact` did.
+#[pyclass(frozen, module = "blobcask", name = "CompactReport")]
+struct CompactReport {
+    /// Objects moved to lower addresses.
+    #[pyo3(get)]
+    moved: u64,
+    /// Heap bytes copied.
+    #[pyo3(get)]
+    bytes_moved: u64,
+    /// Largest free piece before, in bytes.
+    #[pyo3(get)]
+    largest_free_before: u64,
+    /// Largest free piece after, in bytes.
+    #[pyo3(get)]
+    largest_free_after: u64,
+    /// Seconds the compaction took.
+    #[pyo3(get)]
+    elapsed: f64,
+}
+
+#[pymethods]
+impl CompactReport {
+    fn __repr__(&self) -> String {
+        format!(
+            "CompactReport(moved={}, bytes_moved={}, largest_free_before={}, largest_free_after={}, elapsed={:.6})",
+            self.moved,
+            self.bytes_moved,
+            self.largest_free_before,
+            self.largest_free_after,
+            self.elapsed
+        )
+    }
+}
+
+impl From<engine::CompactReport> for CompactReport {
+    fn from(r: engine::CompactReport) -> Self {
+        CompactReport {
+            moved: r.moved,
+            bytes_moved: r.bytes_moved,
+            largest_free_before: r.largest_free_before,
+            largest_free_after: r.largest_free_after,
             elapsed: r.elapsed.as_secs_f64(),
         }
     }
@@ -608,7 +717,10 @@ impl Store {
     /// Stores `value` under `key` (create or replace); durable on return.
     /// `if_absent=True` creates only (`AlreadyExistsError` if present);
     /// `if_version=v` replaces only version `v` (`VersionMismatchError`).
-    #[pyo3(signature = (key, value, *, if_absent=false, if_version=None))]
+    /// `ttl` (seconds as an int or float, or a `datetime.timedelta`) makes
+    /// the object expire that long after its commit; without it the object
+    /// never expires (replacing one that would have).
+    #[pyo3(signature = (key, value, *, if_absent=false, if_version=None, ttl=None))]
     fn put(
         &self,
         py: Python<'_>,
@@ -616,8 +728,9 @@ impl Store {
         value: &Bound<'_, PyAny>,
         if_absent: bool,
         if_version: Option<u64>,
+        ttl: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<ObjectInfo> {
-        let options = put_options(if_absent, if_version)?;
+        let options = put_options(if_absent, if_version, ttl)?;
         let (key, value) = (key_of(key)?, value_of(value)?);
         let s = &self.inner;
         py.detach(|| s.put_with(&key, value, options))
@@ -731,7 +844,7 @@ impl Store {
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        self.put(py, key, value, false, None).map(drop)
+        self.put(py, key, value, false, None, None).map(drop)
     }
 
     fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -867,6 +980,19 @@ impl Store {
             .map_err(py_err)
     }
 
+    /// Moves objects towards the start of the store so that free space
+    /// left in small holes by deletes joins into large pieces, while other
+    /// threads go on reading and writing; moved objects keep their
+    /// version, creation time and expiry. A put that finds no room although
+    /// enough is free does this by itself. Raises `UnsupportedError` on a
+    /// read-only store, `ClosedError` after `close()`, `IOError`.
+    fn compact(&self, py: Python<'_>) -> PyResult<CompactReport> {
+        let s = &self.inner;
+        py.detach(|| s.compact())
+            .map(CompactReport::from)
+            .map_err(py_err)
+    }
+
     /// Finishes pending commits and releases the store's lock.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let s = &self.inner;
@@ -995,16 +1121,18 @@ impl EventLoop {
     }
 
     /// Starts a put that resolves `fut` with its `ObjectInfo` once durable
-    /// (`if_absent`, `if_version` as for `Store.put`).
+    /// (`if_absent`, `if_version`, `ttl` as for `Store.put`).
+    #[allow(clippy::too_many_arguments)]
     fn put(
         &self,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
         if_absent: bool,
         if_version: Option<u64>,
+        ttl: Option<&Bound<'_, PyAny>>,
         fut: Py<PyAny>,
     ) -> PyResult<u64> {
-        let options = put_options(if_absent, if_version)?;
+        let options = put_options(if_absent, if_version, ttl)?;
         let (key, value) = (key_of(key)?, value_of(value)?);
         Ok(self
             .inner
@@ -1116,16 +1244,20 @@ impl Upload {
 
     /// Makes the object visible atomically. `if_absent=True` commits only
     /// if the key has no object (`AlreadyExistsError`); `if_version=v` only
-    /// if it holds version `v` (`VersionMismatchError`). A refused commit
-    /// changes nothing and frees the upload's space.
-    #[pyo3(signature = (*, if_absent=false, if_version=None))]
+    /// if it holds version `v` (`VersionMismatchError`); `ttl` as for
+    /// `Store.put`, counted from the commit. A commit the store refuses
+    /// (a condition that fails) changes nothing and frees the upload's
+    /// space; a bad argument (wrong type, a ttl out of range) is refused
+    /// before and leaves the upload as it was.
+    #[pyo3(signature = (*, if_absent=false, if_version=None, ttl=None))]
     fn commit(
         &self,
         py: Python<'_>,
         if_absent: bool,
         if_version: Option<u64>,
+        ttl: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<ObjectInfo> {
-        let options = put_options(if_absent, if_version)?;
+        let options = put_options(if_absent, if_version, ttl)?;
         let up = self
             .take()?
             .ok_or_else(|| PyValueError::new_err("the upload was already committed or aborted"))?;
@@ -1170,9 +1302,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Upload>()?;
     m.add_class::<ObjectInfo>()?;
     m.add_class::<BackupReport>()?;
+    m.add_class::<CompactReport>()?;
     m.add_class::<UploadInfo>()?;
     m.add_class::<KeyIterator>()?;
     m.add("MAX_KEY_LEN", engine::MAX_KEY_LEN)?;
     m.add("PART_ALIGN", engine::PART_ALIGN)?;
+    m.add("MAX_TTL", engine::MAX_TTL.as_secs_f64())?;
     Ok(())
 }

@@ -3,12 +3,14 @@
 //! ```text
 //! blobcask -s media.blobcask create --max-capacity 100G --index btree
 //! blobcask -s media.blobcask put thumbs/cat.jpg cat.jpg      # or - for stdin
+//! blobcask -s media.blobcask put session/42 state.json --ttl 30m  # gone after 30 minutes
 //! blobcask -s media.blobcask get thumbs/cat.jpg -o out.jpg --range 0-4095
 //! blobcask -s media.blobcask stat thumbs/cat.jpg
 //! blobcask -s media.blobcask ls thumbs/
 //! blobcask -s media.blobcask import ./photos
 //! blobcask -s media.blobcask stats
 //! blobcask -s media.blobcask grow 10G     # grow the file now (it also grows as it fills)
+//! blobcask -s media.blobcask compact      # join free space left in holes by deletes
 //! blobcask -s media.blobcask backup media-2026-11-23.blobcask
 //! blobcask -s media.blobcask check        # read-only verification
 //! blobcask -s media.blobcask bench        # a quick benchmark on a scratch store
@@ -19,9 +21,9 @@
 //!
 //! Only `create` makes a store, and only where nothing is (a missing path,
 //! an empty file) or on a block device; it never overwrites a file.
-//! `put`, `rm`, `import` and `grow` need an existing store. `get`, `stat`, `ls`,
-//! `stats`, `backup` and `check` open it read-only (shared lock, so several can run
-//! at once): they never create, grow or write a file.
+//! `put`, `rm`, `import`, `grow` and `compact` need an existing store. `get`,
+//! `stat`, `ls`, `stats`, `backup` and `check` open it read-only (shared lock,
+//! so several can run at once): they never create, grow or write a file.
 //!
 //! A store keeps its index kind, inline threshold and max capacity: set at
 //! `create` (and the max capacity by `grow --max-capacity`); no other
@@ -33,10 +35,10 @@ mod check;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use blobcask::blocking::Store;
-use blobcask::{ErrorKind, IndexKind, Options};
+use blobcask::{ErrorKind, IndexKind, Options, PutOptions, MAX_TTL};
 use blobcask_bench::parse_size;
 use clap::{Parser, Subcommand};
 
@@ -69,7 +71,16 @@ enum Cmd {
         index: Option<String>,
     },
     /// Store FILE (or - for stdin) under KEY.
-    Put { key: String, file: String },
+    Put {
+        key: String,
+        file: String,
+        /// Time to live: the object expires this long after the put, e.g.
+        /// 500ms, 30s, 5m, 2h, 7d, or a number of seconds. From then on it
+        /// is gone (get, stat, ls no longer see it). Without it the object
+        /// never expires (also when it replaces one that had a ttl).
+        #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+        ttl: Option<String>,
+    },
     /// Write KEY's bytes to stdout or a file.
     Get {
         key: String,
@@ -79,7 +90,7 @@ enum Cmd {
         #[arg(long)]
         range: Option<String>,
     },
-    /// Size, version and time of KEY.
+    /// Size, version, time and expiry of KEY.
     Stat { key: String },
     /// Delete KEY.
     Rm { key: String },
@@ -87,7 +98,8 @@ enum Cmd {
     Ls {
         #[arg(default_value = "")]
         prefix: String,
-        /// Also print size and version.
+        /// Also print size, version and time left before expiry (- for
+        /// none).
         #[arg(short, long)]
         long: bool,
     },
@@ -106,6 +118,11 @@ enum Cmd {
         #[arg(long)]
         max_capacity: Option<String>,
     },
+    /// Move objects towards the start of the store so that free space left
+    /// in small holes by deletes joins into large pieces (a put that needs
+    /// the room does this by itself). Objects keep their version, time and
+    /// expiry.
+    Compact,
     /// Write a consistent, compacted, verified copy of the store to DEST (a
     /// new file; never replaces one). The store is opened read-only, so
     /// other read-only users may go on; a process that has it open for
@@ -147,6 +164,63 @@ fn parse_range(s: &str) -> Result<(u64, u64), String> {
         return Err(format!("range {s:?} ends before it starts"));
     }
     Ok((a, b.saturating_sub(a).saturating_add(1)))
+}
+
+/// A time to live: a whole number with a unit (`500ms`, `30s`, `5m`, `2h`,
+/// `7d`) or without one (seconds); more than zero and at most
+/// [`MAX_TTL`]. Checked before the store is opened, so a bad one stores
+/// nothing.
+fn parse_ttl(s: &str) -> Result<Duration, String> {
+    let bad = || {
+        format!(
+            "bad ttl {s:?}: use a whole number with a unit, e.g. 500ms, 30s, 5m, 2h, 7d (no unit: seconds)"
+        )
+    };
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let n: u64 = t[..digits].parse().map_err(|_| bad())?;
+    let millis_per_unit: u64 = match t[digits..].trim_start() {
+        "ms" => 1,
+        "" | "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(bad()),
+    };
+    let ttl = n
+        .checked_mul(millis_per_unit)
+        .map(Duration::from_millis)
+        .filter(|d| *d <= MAX_TTL)
+        .ok_or_else(|| {
+            format!(
+                "bad ttl {s:?}: longer than the maximum, {}d",
+                MAX_TTL.as_secs() / 86_400
+            )
+        })?;
+    if ttl.is_zero() {
+        return Err(format!("bad ttl {s:?}: must be more than zero"));
+    }
+    Ok(ttl)
+}
+
+/// Time left until `at`, short: `29.8s`, `4m59s`, `1h59m`, `6d23h`.
+fn time_left(at: SystemTime) -> String {
+    let left = at
+        .duration_since(SystemTime::now())
+        .unwrap_or(Duration::ZERO);
+    let s = left.as_secs();
+    match s {
+        0..60 => format!("{:.1}s", left.as_secs_f64()),
+        60..3_600 => format!("{}m{:02}s", s / 60, s % 60),
+        3_600..86_400 => format!("{}h{:02}m", s / 3_600, s % 3_600 / 60),
+        _ => format!("{}d{:02}h", s / 86_400, s % 86_400 / 3_600),
+    }
+}
+
+/// Seconds and microseconds since the Unix epoch, as `stat` shows times.
+fn unix_time(t: SystemTime) -> String {
+    let d = t.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+    format!("{}.{:06} (unix)", d.as_secs(), d.subsec_micros())
 }
 
 /// Opens an existing store for a command that changes it. Never creates:
@@ -260,7 +334,11 @@ fn run(cli: Cli) -> Result<(), String> {
             );
             s.close().map_err(|e| e.to_string())
         }
-        Cmd::Put { key, file } => {
+        Cmd::Put { key, file, ttl } => {
+            let mut options = PutOptions::default();
+            if let Some(t) = ttl {
+                options = options.ttl(parse_ttl(t)?);
+            }
             let mut data = Vec::new();
             if file == "-" {
                 std::io::stdin()
@@ -270,8 +348,16 @@ fn run(cli: Cli) -> Result<(), String> {
                 data = std::fs::read(file).map_err(|e| format!("reading {file}: {e}"))?;
             }
             let s = open(&store_path()?)?;
-            let info = s.put(key, data).map_err(|e| e.to_string())?;
-            println!("{key}: {} bytes, version {}", info.size, info.version);
+            let info = s.put_with(key, data, options).map_err(|e| e.to_string())?;
+            match info.expires {
+                Some(at) => println!(
+                    "{key}: {} bytes, version {}, expires in {}",
+                    info.size,
+                    info.version,
+                    time_left(at)
+                ),
+                None => println!("{key}: {} bytes, version {}", info.size, info.version),
+            }
             s.close().map_err(|e| e.to_string())
         }
         Cmd::Get { key, output, range } => {
@@ -296,12 +382,17 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Stat { key } => {
             let s = open_read_only(&store_path()?, None)?;
             let i = s.stat(key).map_err(|e| e.to_string())?;
-            let t = i
-                .created
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or(Duration::ZERO);
-            println!("key      {key}\nsize     {} ({})\nversion  {}\ncreated  {}.{:06} (unix)\nstorage  {}",
-                i.size, human(i.size), i.version, t.as_secs(), t.subsec_micros(), if i.inline { "inline" } else { "heap" });
+            println!(
+                "key      {key}\nsize     {} ({})\nversion  {}\ncreated  {}\nstorage  {}",
+                i.size,
+                human(i.size),
+                i.version,
+                unix_time(i.created),
+                if i.inline { "inline" } else { "heap" }
+            );
+            if let Some(at) = i.expires {
+                println!("expires  {}, in {}", unix_time(at), time_left(at));
+            }
             s.close().map_err(|e| e.to_string())
         }
         Cmd::Rm { key } => {
@@ -317,7 +408,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 let e = entry.map_err(|e| e.to_string())?;
                 let key = String::from_utf8_lossy(&e.key);
                 let line = if *long {
-                    format!("{:>12} {:>8} {key}", e.size, e.version)
+                    let expires = e.expires.map_or_else(|| "-".into(), time_left);
+                    format!("{:>12} {:>8} {expires:>8} {key}", e.size, e.version)
                 } else {
                     key.into_owned()
                 };
@@ -366,6 +458,19 @@ fn run(cli: Cli) -> Result<(), String> {
                 started.elapsed(),
                 report.objects_per_sec(),
                 report.bytes_per_sec() / (1 << 20) as f64
+            );
+            s.close().map_err(|e| e.to_string())
+        }
+        Cmd::Compact => {
+            let s = open(&store_path()?)?;
+            let r = s.compact().map_err(|e| e.to_string())?;
+            println!(
+                "moved {} objects ({}) in {:.2} s; largest free piece {} -> {}",
+                r.moved,
+                human(r.bytes_moved),
+                r.elapsed.as_secs_f64(),
+                human(r.largest_free_before),
+                human(r.largest_free_after)
             );
             s.close().map_err(|e| e.to_string())
         }
@@ -606,5 +711,56 @@ fn main() -> ExitCode {
             eprintln!("blobcask: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttls_parse_with_units_and_refuse_garbage() {
+        assert_eq!(parse_ttl("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_ttl("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_ttl(" 90 "), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_ttl("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_ttl("2h"), Ok(Duration::from_secs(7_200)));
+        assert_eq!(parse_ttl("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_ttl("36500d"), Ok(MAX_TTL));
+        for bad in [
+            "",
+            "s",
+            "0",
+            "0ms",
+            "-5s",
+            "1.5s",
+            "5x",
+            "5M",
+            "5 minutes",
+            "36501d",
+            "99999999999999999999",
+            "18446744073709551615d",
+        ] {
+            let e = parse_ttl(bad).unwrap_err();
+            assert!(e.starts_with("bad ttl"), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn time_left_is_short() {
+        let now = SystemTime::now();
+        assert_eq!(time_left(now - Duration::from_secs(5)), "0.0s");
+        assert_eq!(
+            time_left(now + Duration::from_secs(4 * 60 + 59) + Duration::from_millis(500)),
+            "4m59s"
+        );
+        assert_eq!(
+            time_left(now + Duration::from_secs(2 * 3_600 + 90)),
+            "2h01m"
+        );
+        assert_eq!(
+            time_left(now + Duration::from_secs(7 * 86_400 + 3_700)),
+            "7d01h"
+        );
     }
 }

@@ -129,8 +129,9 @@ fn only_create_makes_a_store_and_never_over_a_file() {
     // and leaves nothing behind.
     let missing = dir.path().join("missing.blobcask");
     // Every command that needs a store.
-    let commands: [&[&str]; 8] = [
+    let commands: [&[&str]; 9] = [
         &["grow", "64M"],
+        &["compact"],
         &["ls"],
         &["get", "k"],
         &["stat", "k"],
@@ -524,4 +525,198 @@ fn a_backup_killed_anywhere_leaves_the_source_whole_and_no_partial_copy() {
         "destination exists",
     );
     assert!(std::fs::read(&last).unwrap() == before);
+}
+
+/// The `expires` line of `stat`, if any.
+fn stat_expires(store: &std::path::Path, key: &str) -> Option<String> {
+    ok(&run(store, &["stat", key], None))
+        .lines()
+        .find(|l| l.starts_with("expires "))
+        .map(str::to_string)
+}
+
+#[test]
+fn put_with_a_ttl_expires_and_stat_shows_when() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("ttl.blobcask");
+    ok(&run(&store, &["create", "--capacity", "8M"], None));
+    // A plain number is seconds; units up to days.
+    assert!(ok(&run(
+        &store,
+        &["put", "hour", "-", "--ttl", "3600"],
+        Some(b"h")
+    ))
+    .contains("expires in 59m5"));
+    ok(&run(
+        &store,
+        &["put", "week", "-", "--ttl", "7d"],
+        Some(b"w"),
+    ));
+    ok(&run(&store, &["put", "plain", "-"], Some(b"p")));
+    // A put without a ttl makes an object permanent again.
+    ok(&run(
+        &store,
+        &["put", "kept", "-", "--ttl", "1h"],
+        Some(b"k1"),
+    ));
+    assert!(!ok(&run(&store, &["put", "kept", "-"], Some(b"k2"))).contains("expires"));
+
+    // Short ttls (long enough for the checks below on a loaded machine),
+    // inline and heap.
+    let put_at = std::time::Instant::now();
+    let out = ok(&run(
+        &store,
+        &["put", "short", "-", "--ttl", "3s"],
+        Some(b"temporary"),
+    ));
+    assert!(
+        out.contains("9 bytes") && out.contains("expires in "),
+        "{out}"
+    );
+    let file = dir.path().join("big.bin");
+    std::fs::write(&file, vec![3u8; 50_000]).unwrap();
+    ok(&run(
+        &store,
+        &["put", "big", file.to_str().unwrap(), "--ttl", "2500ms"],
+        None,
+    ));
+    // Seconds left, as `time_left` prints them under a minute.
+    let secs = |left: &str| -> f64 {
+        let n: f64 = left.strip_suffix('s').unwrap().parse().unwrap();
+        assert!(n > 0.0 && n <= 3.0, "{left}");
+        n
+    };
+    let line = stat_expires(&store, "short").expect("no expires line");
+    secs(
+        line.split("(unix), in ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{line}")),
+    );
+    let line = stat_expires(&store, "hour").unwrap();
+    assert!(
+        line.contains("in 59m5") || line.contains("in 1h00m"),
+        "{line}"
+    );
+    assert!(stat_expires(&store, "week").unwrap().contains("in 6d23h"));
+    assert_eq!(stat_expires(&store, "plain"), None);
+    assert_eq!(stat_expires(&store, "kept"), None);
+    assert_eq!(run(&store, &["get", "short"], None).stdout, b"temporary");
+    assert_eq!(run(&store, &["get", "big"], None).stdout, vec![3u8; 50_000]);
+    // ls -l: time left, or - for none, before the key.
+    let ls = ok(&run(&store, &["ls", "-l"], None));
+    let long: Vec<Vec<&str>> = ls.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(long.len(), 6, "{ls}");
+    for row in &long {
+        let left = row[2];
+        match row[3] {
+            "plain" | "kept" => assert_eq!(left, "-", "{ls}"),
+            "hour" => assert!(left.starts_with("59m") || left == "1h00m", "{ls}"),
+            "week" => assert_eq!(left, "6d23h", "{ls}"),
+            _ => _ = secs(left),
+        }
+    }
+
+    let expired = put_at + std::time::Duration::from_millis(3200);
+    std::thread::sleep(expired.saturating_duration_since(std::time::Instant::now()));
+    for key in ["short", "big"] {
+        fails_with(&run(&store, &["get", key], None), "NOT_FOUND");
+        fails_with(&run(&store, &["stat", key], None), "NOT_FOUND");
+    }
+    assert_eq!(
+        ok(&run(&store, &["ls"], None)).lines().collect::<Vec<_>>(),
+        ["hour", "kept", "plain", "week"]
+    );
+    assert_eq!(ok(&run(&store, &["ls", "-l"], None)).lines().count(), 4);
+    assert_eq!(run(&store, &["get", "kept"], None).stdout, b"k2");
+    let check = ok(&run(&store, &["check", "--data"], None));
+    assert!(check.contains("no problems found"), "{check}");
+
+    // Bad ttls: one line that says why, nothing stored, nothing replaced.
+    for bad in [
+        "0",
+        "0s",
+        "5x",
+        "1.5s",
+        "-1s",
+        "5M",
+        "36501d",
+        "99999999999999999999d",
+        "",
+    ] {
+        let o = run(&store, &["put", "bad", "-", "--ttl", bad], Some(b"x"));
+        fails_with(&o, "bad ttl");
+        let o = run(&store, &["put", "kept", "-", "--ttl", bad], Some(b"x"));
+        fails_with(&o, "bad ttl");
+    }
+    fails_with(&run(&store, &["get", "bad"], None), "NOT_FOUND");
+    assert_eq!(run(&store, &["get", "kept"], None).stdout, b"k2");
+    assert_eq!(stat_expires(&store, "kept"), None);
+    // The largest ttl is taken.
+    ok(&run(
+        &store,
+        &["put", "max", "-", "--ttl", "36500d"],
+        Some(b"m"),
+    ));
+    assert!(stat_expires(&store, "max").unwrap().contains("in 3649"));
+}
+
+#[test]
+fn compact_moves_objects_and_reports_what_it_did() {
+    use blobcask::blocking::Store;
+    use blobcask::{ErrorKind, Options};
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("compact.blobcask");
+    ok(&run(
+        &store,
+        &["create", "--capacity", "8M", "--max-capacity", "8M"],
+        None,
+    ));
+    let value = |i: usize| -> Vec<u8> { (0..4096).map(|b| (b * 7 + i * 31) as u8).collect() };
+    // Filled with 4 KiB values, then every other one deleted: the free
+    // space is all in one-block holes.
+    let mut stored = 0;
+    {
+        let s = Store::open(&store, Options::new().create(false)).unwrap();
+        while stored < 4000 {
+            match s.put(format!("v/{stored:05}"), value(stored)) {
+                Ok(_) => stored += 1,
+                Err(e) if e.kind() == ErrorKind::NoSpace => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert!(stored > 100, "only {stored} stored");
+        for i in (1..stored).step_by(2) {
+            s.delete(format!("v/{i:05}")).unwrap();
+        }
+        s.close().unwrap();
+    }
+    let out = ok(&run(&store, &["compact"], None));
+    let moved: u64 = out
+        .strip_prefix("moved ")
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {out}"));
+    assert!(moved > 0 && moved <= stored as u64 / 2 + 1, "{out}");
+    assert!(out.contains("largest free piece 4.0 KiB -> "), "{out}");
+    assert!(!out.contains("-> 4.0 KiB"), "{out}");
+    let stats = ok(&run(&store, &["stats"], None));
+    assert!(!stats.contains("largest free piece   4.0 KiB"), "{stats}");
+    for i in (0..stored).step_by(97) {
+        let key = format!("v/{i:05}");
+        let got = run(&store, &["get", &key], None);
+        if i % 2 == 0 {
+            assert!(got.status.success(), "{got:?}");
+            assert_eq!(got.stdout, value(i), "{key}");
+        } else {
+            fails_with(&got, "NOT_FOUND");
+        }
+    }
+    let check = ok(&run(&store, &["check", "--data"], None));
+    assert!(check.contains("no problems found"), "{check}");
+    // Nothing left to move: a second run moves nothing.
+    assert!(ok(&run(&store, &["compact"], None)).starts_with("moved 0 objects"));
+    // A writer's command: refused while a reader holds the store.
+    let held = Store::open(&store, Options::new().read_only(true)).unwrap();
+    fails_with(&run(&store, &["compact"], None), "LOCKED");
+    held.close().unwrap();
 }

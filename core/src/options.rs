@@ -367,8 +367,9 @@ pub struct PutOptions {
     /// listings, backups see no such key; a conditional put sees none) and
     /// the store removes it in the background, freeing its space. `None`
     /// (the default): it never expires. A put without a ttl replaces an
-    /// object that had one with one that does not expire. Must be at least
-    /// 1 µs and at most [`MAX_TTL`].
+    /// object that had one with one that does not expire. Counted in whole
+    /// microseconds (a fraction of one is dropped); must be at least 1 µs
+    /// and at most [`MAX_TTL`].
     pub ttl: Option<Duration>,
 }
 
@@ -386,6 +387,14 @@ impl PutOptions {
     pub fn ttl(mut self, ttl: Duration) -> Self {
         self.ttl = Some(ttl);
         self
+    }
+
+    /// Checks the options without using them: `InvalidArgument` for a ttl
+    /// of zero (or under 1 µs) or above [`MAX_TTL`]. A put checks them
+    /// itself; this lets a caller keep an [`Upload`](crate::Upload), which
+    /// a refused commit ends, by checking first.
+    pub fn check(&self) -> Result<()> {
+        self.ttl_micros().map(drop)
     }
 
     /// The ttl in microseconds, checked: `InvalidArgument` when zero (or

@@ -24,9 +24,11 @@ from __future__ import annotations
 
 from ._native import (
     MAX_KEY_LEN,
+    MAX_TTL,
     PART_ALIGN,
     BackupReport,
     Blob,
+    CompactReport,
     KeyIterator,
     ObjectInfo,
     Store,
@@ -60,8 +62,10 @@ __all__ = [
     "Blob",
     "ObjectInfo",
     "BackupReport",
+    "CompactReport",
     "KeyIterator",
     "MAX_KEY_LEN",
+    "MAX_TTL",
     "PART_ALIGN",
     "Error",
     "NotFoundError",

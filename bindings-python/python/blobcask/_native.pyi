@@ -1,15 +1,18 @@
 """Type stubs for the native extension (``blobcask._native``)."""
 
 import asyncio
+from datetime import timedelta
 from os import PathLike
 from types import TracebackType
 from typing import Any, Callable, Iterator, List, Optional, SupportsIndex, Union, overload
 
 Key = Union[str, bytes, bytearray, memoryview, "Blob"]
 BytesLike = Union[bytes, bytearray, memoryview, "Blob", Any]
+TTL = Union[int, float, timedelta]
 
 MAX_KEY_LEN: int
 PART_ALIGN: int
+MAX_TTL: float
 
 class ObjectInfo:
     """What a commit produced, or what ``stat`` reports."""
@@ -23,6 +26,10 @@ class ObjectInfo:
         """Commit time, seconds since the Unix epoch."""
     @property
     def inline(self) -> bool: ...
+    @property
+    def expires(self) -> Optional[float]:
+        """When it expires (put with a ``ttl``), seconds since the Unix
+        epoch; None: never."""
 
 class BackupReport:
     """What ``Store.backup`` did."""
@@ -42,6 +49,25 @@ class BackupReport:
     @property
     def bytes_per_sec(self) -> float:
         """Object bytes per second over the whole backup."""
+
+class CompactReport:
+    """What ``Store.compact`` did."""
+
+    @property
+    def moved(self) -> int:
+        """Objects moved to lower addresses."""
+    @property
+    def bytes_moved(self) -> int:
+        """Heap bytes copied."""
+    @property
+    def largest_free_before(self) -> int:
+        """Largest free piece before, in bytes."""
+    @property
+    def largest_free_after(self) -> int:
+        """Largest free piece after, in bytes."""
+    @property
+    def elapsed(self) -> float:
+        """Seconds the compaction took."""
 
 class UploadInfo:
     """An upload in progress, as ``Store.list_uploads`` shows it (read-only)."""
@@ -107,12 +133,19 @@ class Upload:
         """Writes ``data`` at ``offset`` (a multiple of PART_ALIGN); with
         ``crc32c`` the bytes are checked against it before anything is written."""
     def commit(
-        self, *, if_absent: bool = False, if_version: Optional[int] = None
+        self,
+        *,
+        if_absent: bool = False,
+        if_version: Optional[int] = None,
+        ttl: Optional[TTL] = None,
     ) -> ObjectInfo:
         """Makes the object visible atomically. ``if_absent=True`` commits
         only if the key has no object (``AlreadyExistsError``);
         ``if_version=v`` only if it holds version ``v``
-        (``VersionMismatchError``). A refused commit changes nothing."""
+        (``VersionMismatchError``); ``ttl`` as for ``Store.put``, counted
+        from the commit. A commit the store refuses changes nothing and
+        frees the upload's space; an argument refused before that (wrong
+        type, negative ttl) leaves the upload as it was."""
     def abort(self) -> None:
         """Abandons the upload and frees its space."""
     def __enter__(self) -> "Upload": ...
@@ -169,10 +202,20 @@ class Store:
         *,
         if_absent: bool = False,
         if_version: Optional[int] = None,
+        ttl: Optional[TTL] = None,
     ) -> ObjectInfo:
         """Stores ``value`` under ``key`` (create or replace); durable on return.
         ``if_absent=True`` creates only (``AlreadyExistsError`` if present);
-        ``if_version=v`` replaces only version ``v`` (``VersionMismatchError``)."""
+        ``if_version=v`` replaces only version ``v`` (``VersionMismatchError``).
+
+        ``ttl`` (seconds as an ``int`` or ``float``, or a ``timedelta``)
+        makes the object expire that long after its commit: from then on
+        reads, ``stat``, ``in`` and listings no longer see it, and its space
+        is freed in the background. Without ``ttl`` the object never expires
+        (replacing one that would have). A ``ttl`` under 1 µs, zero,
+        negative, NaN or above ``MAX_TTL`` seconds raises
+        ``InvalidArgumentError`` (a ``ValueError``); one that is not a
+        number or timedelta (a ``bool`` included) ``TypeError``."""
     def get(self, key: Key) -> bytes:
         """The whole object, as a ``bytes`` copy (see ``get_blob``)."""
     def read(self, key: Key, offset: int = 0, length: Optional[int] = None) -> bytes:
@@ -237,6 +280,13 @@ class Store:
         ``NoSpaceError``, ``IOError``; ``TypeError`` if ``dest`` is not a
         ``str`` or ``os.PathLike``.
         """
+    def compact(self) -> CompactReport:
+        """Moves objects towards the start of the store so that free space
+        left in small holes by deletes joins into large pieces, while other
+        threads go on reading and writing; moved objects keep their version,
+        creation time and expiry. A put that finds no room although enough
+        is free does this by itself. Raises ``UnsupportedError`` on a
+        read-only store, ``ClosedError`` after ``close()``."""
     def close(self) -> None:
         """Finishes pending commits and releases the lock."""
     def __enter__(self) -> "Store": ...
@@ -268,6 +318,7 @@ class EventLoop:
         value: BytesLike,
         if_absent: bool,
         if_version: Optional[int],
+        ttl: Optional[TTL],
         fut: "asyncio.Future[Any]",
     ) -> int:
         """Starts a put resolving ``fut`` with an ``ObjectInfo``; the task id."""

@@ -6,7 +6,7 @@ loop watches the store's completion descriptors (``loop.add_reader``), and
 when one turns readable the extension reaps the completion and resolves
 the future right there (``_native.EventLoop``). An ``AsyncStore`` serves
 the first event loop that uses it. The rarer calls (open, uploads, grow,
-sync, backup, close) use a thread pool.
+sync, backup, compact, close) use a thread pool.
 
 Reads resolve to a ``Blob`` (the engine's buffer, read-only, no copy), so
 the event loop never waits for a copy, whatever the object's size. Use it
@@ -18,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import functools
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from os import PathLike
 from typing import Any, Callable, Iterator, List, Optional, TypeVar, Union
 
 from ._native import (
     BackupReport,
     Blob,
+    CompactReport,
     EventLoop,
     KeyIterator,
     ObjectInfo,
@@ -34,6 +36,7 @@ from ._native import (
 from .errors import ClosedError
 
 Key = Union[str, bytes, bytearray, memoryview, Blob]
+TTL = Union[int, float, timedelta]
 T = TypeVar("T")
 
 __all__ = ["AsyncStore", "AsyncUpload"]
@@ -44,8 +47,8 @@ class AsyncStore:
 
     Construct with ``await AsyncStore.open(path, **options)`` (the options
     of ``Store``), use as ``async with``. ``workers`` bounds the threads that
-    run the calls which block (open, uploads, grow, sync, backup, close); reads,
-    puts, stats and deletes use none.
+    run the calls which block (open, uploads, grow, sync, backup, compact,
+    close); reads, puts, stats and deletes use none.
     """
 
     def __init__(self, store: Store, workers: int = 16) -> None:
@@ -117,10 +120,11 @@ class AsyncStore:
         *,
         if_absent: bool = False,
         if_version: Optional[int] = None,
+        ttl: Optional[TTL] = None,
     ) -> ObjectInfo:
         """Stores ``value`` under ``key``; durable when awaited.
-        ``if_absent``/``if_version`` as for ``Store.put``."""
-        return await self._start(EventLoop.put, key, value, if_absent, if_version)
+        ``if_absent``/``if_version``/``ttl`` as for ``Store.put``."""
+        return await self._start(EventLoop.put, key, value, if_absent, if_version, ttl)
 
     async def get(self, key: Key) -> Blob:
         """The whole object, as a ``Blob`` (no copy)."""
@@ -188,6 +192,12 @@ class AsyncStore:
         store's other calls go on meanwhile."""
         return await self._run(self._store.backup, dest)
 
+    async def compact(self) -> CompactReport:
+        """Moves objects down the store so that free space joins into
+        large pieces (see ``Store.compact``), on the thread pool, so the
+        event loop and the store's other calls go on meanwhile."""
+        return await self._run(self._store.compact)
+
     async def close(self) -> None:
         """Closes the store and its thread pool. Calls still pending end
         with ClosedError or finish first. Closing twice is a no-op."""
@@ -233,13 +243,17 @@ class AsyncUpload:
         await self._store._run(self._upload.write_part, offset, data, crc32c)
 
     async def commit(
-        self, *, if_absent: bool = False, if_version: Optional[int] = None
+        self,
+        *,
+        if_absent: bool = False,
+        if_version: Optional[int] = None,
+        ttl: Optional[TTL] = None,
     ) -> ObjectInfo:
-        """Makes the object visible atomically (conditions as in
+        """Makes the object visible atomically (conditions and ``ttl`` as in
         ``Upload.commit``)."""
         return await self._store._run(
             functools.partial(
-                self._upload.commit, if_absent=if_absent, if_version=if_version
+                self._upload.commit, if_absent=if_absent, if_version=if_version, ttl=ttl
             )
         )
 

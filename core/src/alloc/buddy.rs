@@ -122,17 +122,18 @@ impl BuddyAllocator {
     }
 
     /// Allocates one piece of `2^order` blocks at the lowest free address,
-    /// and only if it ends at or before block `limit` (absolute): where
-    /// compaction moves an object's piece. `None`, with nothing taken,
-    /// when no such piece is free.
-    pub fn alloc_below(&mut self, order: u8, limit: u64) -> Option<Piece> {
+    /// cut from a free piece of order at most `split_at_most`, and only if
+    /// it ends at or before block `limit` (absolute): where compaction
+    /// moves an object's piece. `None`, with nothing taken, when no such
+    /// piece is free.
+    pub fn alloc_below(&mut self, order: u8, limit: u64, split_at_most: u8) -> Option<Piece> {
         if order > self.max_order {
             return None;
         }
         // The lowest free piece that can hold the order is the lowest of
         // the first pieces of the lists of that order and above; the piece
         // is cut from its start.
-        let (from, rel) = (order..=self.max_order)
+        let (from, rel) = (order..=split_at_most.min(self.max_order))
             .filter_map(|k| Some((k, *self.free.get(k as usize)?.first()?)))
             .min_by_key(|&(_, rel)| rel)?;
         if self.base + rel + (1u64 << order) > limit {
@@ -147,6 +148,28 @@ impl BuddyAllocator {
             start: self.base + rel,
             order,
         })
+    }
+
+    /// The order `piece` (allocated) would reach if it were freed now,
+    /// merged with its free buddies.
+    pub fn merged_order(&self, piece: Piece) -> u8 {
+        let Some(mut rel) = piece.start.checked_sub(self.base) else {
+            return piece.order;
+        };
+        let mut k = piece.order;
+        while k < self.max_order {
+            let buddy = rel ^ (1 << k);
+            if !self
+                .free
+                .get(k as usize)
+                .is_some_and(|l| l.contains(&buddy))
+            {
+                break;
+            }
+            rel = rel.min(buddy);
+            k += 1;
+        }
+        k
     }
 
     /// Returns a piece, merging it with its free buddies.
@@ -365,26 +388,20 @@ mod tests {
             a.free(*p);
         }
         check(&a);
+        // Block 13's piece would merge with the free block 12 into order 1.
+        assert_eq!(a.merged_order(all[11]), 1);
+        assert_eq!(a.merged_order(all[1]), 0);
+        let at = |start, order| Some(Piece { start, order });
         // Order 0 goes to the lowest hole, even though a larger one exists.
-        assert_eq!(
-            a.alloc_below(0, 66),
-            Some(Piece {
-                start: 12,
-                order: 0
-            })
-        );
+        assert_eq!(a.alloc_below(0, 66, 4), at(12, 0));
         // Order 2 only fits the upper hole: refused below it, taken at it.
-        assert_eq!(a.alloc_below(2, 45), None);
+        assert_eq!(a.alloc_below(2, 45, 4), None);
         assert_eq!(a.free_blocks(), 4, "a refusal takes nothing");
-        assert_eq!(
-            a.alloc_below(2, 46),
-            Some(Piece {
-                start: 42,
-                order: 2
-            })
-        );
+        // Not cut from a piece larger than allowed.
+        assert_eq!(a.alloc_below(0, 66, 1), None);
+        assert_eq!(a.alloc_below(2, 46, 2), at(42, 2));
         assert_eq!(a.free_blocks(), 0);
-        assert_eq!(a.alloc_below(0, u64::MAX), None);
+        assert_eq!(a.alloc_below(0, u64::MAX, 4), None);
         check(&a);
     }
 

@@ -11,8 +11,11 @@
 //!    frees its space at once).
 //! 2. **Move**, a batch at a time. For each object, highest first: pieces
 //!    of the same orders are taken at the lowest free addresses, each
-//!    ending below the object's lowest piece (`BuddyAllocator::alloc_below`;
-//!    an object that has no such room stays). Its blocks are copied as they
+//!    ending below the object's lowest piece, and each cut from a free
+//!    piece no larger than its own size or what its old place merges into
+//!    once freed (`BuddyAllocator::alloc_below`, `merged_order`: a move
+//!    never breaks a free piece larger than the one it makes); an object
+//!    that has no such room stays. Its blocks are copied as they
 //!    are (data and trailer table: the checksums do not change, so damaged
 //!    bytes stay damage that a read reports) once its own commit group has
 //!    written them (`landing`), then synced.
@@ -211,7 +214,12 @@ impl Store {
             let mut a = s.alloc.lock();
             let mut taken: Vec<Piece> = Vec::with_capacity(extent.pieces.len());
             for old in &extent.pieces {
-                match a.alloc_below(old.order, low) {
+                // A move must not split a free piece larger than the one
+                // it frees: its own size, or what the freed place merges
+                // into.
+                let merged = a.merged_order(*old);
+                let split_at_most = old.order.max(merged.saturating_sub(1));
+                match a.alloc_below(old.order, low, split_at_most) {
                     Some(p) => taken.push(p),
                     None => break,
                 }

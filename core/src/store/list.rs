@@ -18,6 +18,7 @@ const PAGE: usize = 1024;
 
 /// One key of a listing, with its object's size and version.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ListEntry {
     /// The key.
     pub key: Bytes,
@@ -27,6 +28,8 @@ pub struct ListEntry {
     pub version: u64,
     /// When this version was committed.
     pub created: std::time::SystemTime,
+    /// When it expires (put with a ttl); `None`: never.
+    pub expires: Option<std::time::SystemTime>,
 }
 
 /// Iterator over a listing; see [`Store::list`] and [`Store::range`].
@@ -99,11 +102,13 @@ impl Keys {
         // iterator then reads the next).
         for (key, id) in raw {
             if let Some(e) = st.entry(id).filter(|e| e.live()) {
+                let info = e.info();
                 self.page.push_back(ListEntry {
                     key: Bytes::from(key.into_vec()),
                     size: e.size,
                     version: e.version,
-                    created: e.info().created,
+                    created: info.created,
+                    expires: info.expires,
                 });
             }
         }

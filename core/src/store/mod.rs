@@ -62,6 +62,7 @@ pub use upload::{Upload, UploadInfo, PART_ALIGN};
 
 /// What a commit produced, and what `stat` reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ObjectInfo {
     /// Object size in bytes.
     pub size: u64,

@@ -323,7 +323,9 @@ impl Upload {
     /// [`PutMode::Update`](crate::PutMode::Update)), decided in commit order
     /// as for [`Store::put_with`](crate::Store::put_with): a refused commit
     /// (`AlreadyExists`, `VersionMismatch`) changes nothing and frees the
-    /// upload's space. A [`ttl`](PutOptions::ttl) counts from the commit.
+    /// upload's space. A [`ttl`](PutOptions::ttl) counts from the commit; a
+    /// bad one is `InvalidArgument` and, like every refused commit, ends
+    /// the upload.
     pub async fn commit_with(self, options: PutOptions) -> Result<ObjectInfo> {
         match super::commit::PutSpec::of(&options) {
             Ok(spec) => self.commit_spec(spec).await,
