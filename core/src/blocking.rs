@@ -112,6 +112,10 @@ impl Store {
     pub fn list(&self, prefix: impl AsRef<[u8]>) -> Result<crate::Keys> {
         self.inner.list(prefix)
     }
+    /// See [`crate::Store::keys`].
+    pub fn keys(&self) -> Result<crate::Keys> {
+        self.inner.keys()
+    }
     /// See [`crate::Store::range`].
     pub fn range<K: AsRef<[u8]>>(
         &self,

@@ -49,6 +49,11 @@ impl IndexKind {
             IndexKind::Fst => "fst",
         }
     }
+
+    /// Whether it lists keys in byte order (`Store::list`, `range`).
+    pub fn is_ordered(self) -> bool {
+        !matches!(self, IndexKind::Hash)
+    }
 }
 
 impl std::str::FromStr for IndexKind {

@@ -39,6 +39,8 @@ pub struct Keys {
     end: Bound<Vec<u8>>,
     page: VecDeque<ListEntry>,
     done: bool,
+    /// Keys still to report, for an unordered index (`Store::keys`).
+    snapshot: VecDeque<Box<[u8]>>,
 }
 
 impl std::fmt::Debug for Keys {
@@ -83,6 +85,7 @@ impl Keys {
             end,
             page: VecDeque::new(),
             done: false,
+            snapshot: VecDeque::new(),
         })
     }
 
@@ -120,6 +123,23 @@ impl Iterator for Keys {
     type Item = Result<ListEntry>;
 
     fn next(&mut self) -> Option<Result<ListEntry>> {
+        while let Some(key) = self.snapshot.pop_front() {
+            if let Err(e) = self.store.check_open() {
+                self.snapshot.clear();
+                return Some(Err(e));
+            }
+            let st = self.store.shared().state.read();
+            if let Some(e) = st.lookup(&key) {
+                let info = e.info();
+                return Some(Ok(ListEntry {
+                    key: Bytes::from(key.into_vec()),
+                    size: e.size,
+                    version: e.version,
+                    created: info.created,
+                    expires: info.expires,
+                }));
+            }
+        }
         while self.page.is_empty() && !self.done {
             if let Err(e) = self.refill() {
                 self.done = true;
@@ -131,6 +151,29 @@ impl Iterator for Keys {
 }
 
 impl Store {
+    /// Every key, with size and version: in byte order with an ordered
+    /// index (as `list("")`, page by page); with the hash index, in no
+    /// particular order, from a snapshot of the keys taken by this call
+    /// (their entries are read as the iteration reaches them, so a key
+    /// deleted meanwhile is skipped). What a mapping-style binding
+    /// iterates.
+    pub fn keys(&self) -> Result<Keys> {
+        if self.shared().settings.index.is_ordered() {
+            return self.list("");
+        }
+        self.check_open()?;
+        let mut all = Vec::new();
+        self.shared().state.read().index.all(&mut all)?;
+        Ok(Keys {
+            store: self.clone(),
+            next: Bound::Unbounded,
+            end: Bound::Unbounded,
+            page: VecDeque::new(),
+            done: true,
+            snapshot: all.into_iter().map(|(k, _)| k).collect(),
+        })
+    }
+
     /// Keys starting with `prefix`, in byte order, with size and version.
     /// Needs an ordered index ([`IndexKind::BTree`](crate::IndexKind) or
     /// `Fst`); the hash index gives `Unsupported`. An empty prefix lists
