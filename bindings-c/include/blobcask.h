@@ -2,17 +2,19 @@
  * blobcask C API.
  *
  * Ownership rules, the same for every call:
- *  - Every function returning a handle (bc_store*, bc_upload*) or filling an
- *    error (bc_error**) or a buffer (bc_buf) transfers ownership to the caller.
+ *  - Every function returning a handle (bc_store*, bc_upload*,
+ *    bc_list_cursor*) or filling an error (bc_error**) or a buffer (bc_buf)
+ *    transfers ownership to the caller.
  *  - Free them with bc_store_free, bc_upload_abort / bc_upload_commit (both
- *    consume the upload), bc_error_free and bc_buf_free. Each free function
- *    accepts NULL.
+ *    consume the upload), bc_list_free, bc_error_free and bc_buf_free. Each
+ *    free function accepts NULL.
  *  - `err` parameters may be NULL when the caller does not want the message;
  *    the returned bc_code is always set. On success *err is left untouched.
  *  - Pointers passed in (keys, values, paths) are only read during the call.
  *  - A bc_store may be used from many threads at once. bc_close closes the
  *    store (later calls return BC_CLOSED) but the handle stays valid until
- *    bc_store_free.
+ *    bc_store_free. Uploads and cursors may outlive both: their later calls
+ *    return BC_CLOSED, and they are still freed with their own function.
  *  - No call aborts or unwinds into C: invalid arguments (NULL pointers,
  *    invalid UTF-8 paths, a closed store) return an error code.
  */
@@ -56,6 +58,11 @@ typedef enum bc_code {
    A put conditional on a version found another version or none.
    */
   BC_VERSION_MISMATCH = 11,
+  /*
+   The caller stopped the call: a `bc_bulk_load` item callback returned
+   a negative value.
+   */
+  BC_CANCELLED = 12,
   /*
    A bug in blobcask (a caught panic); the message says where.
    */
@@ -105,9 +112,37 @@ typedef enum bc_put_mode {
 } bc_put_mode;
 
 /*
+ When an acknowledged change is durable (see the Rust `Durability`).
+ */
+typedef enum bc_durability {
+  /*
+   A put, commit or delete returns once it is synced to the device: it
+   survives a crash or power cut. Concurrent changes share one sync.
+   The default.
+   */
+  BC_DURABILITY_SYNC = 0,
+  /*
+   Changes are acknowledged at once and written as one group at most
+   `bc_options.max_delay_micros` later (or at bc_sync/bc_close). A
+   crash loses the changes of up to the last `max_delay_micros`,
+   acknowledged or not; what survives is a prefix of them in commit
+   order, every object whole, and everything before the last bc_sync.
+   */
+  BC_DURABILITY_BUFFERED = 1,
+} bc_durability;
+
+/*
  An error: a code and a message (opaque).
  */
 typedef struct bc_error bc_error;
+
+/*
+ A listing in progress (opaque): from `bc_list_open` or `bc_keys_open`,
+ advanced with `bc_list_next`, released with `bc_list_free`. Not
+ thread-safe: one thread at a time per cursor (several cursors may run at
+ once, alongside any other call on the store).
+ */
+typedef struct bc_list_cursor bc_list_cursor;
 
 /*
  An open store (opaque). Thread-safe.
@@ -135,20 +170,23 @@ typedef struct bc_options {
   uint64_t capacity;
   /*
    A `bc_index` value (an integer, so any value C passes is defined);
-   BC_INDEX_STORED (the default) uses the store's stored kind.
+   BC_INDEX_STORED (the default) uses the store's stored kind. Any
+   other value is BC_INVALID_ARGUMENT.
    */
   uint32_t index;
   /*
-   A `bc_io_engine` value.
+   A `bc_io_engine` value; any other is BC_INVALID_ARGUMENT.
    */
   uint32_t io_engine;
   /*
    Inline threshold in bytes; -1 = the store's stored threshold (512
-   for a new store). Stored in the store like `index`.
+   for a new store). Stored in the store like `index`. Below -1 is
+   BC_INVALID_ARGUMENT.
    */
   int64_t inline_threshold;
   /*
-   1 = O_DIRECT (default), 0 = buffered I/O.
+   1 = O_DIRECT (default), 0 = buffered I/O. This flag and the three
+   below take 0 or 1 only: any other value is BC_INVALID_ARGUMENT.
    */
   int32_t direct_io;
   /*
@@ -183,6 +221,18 @@ typedef struct bc_options {
    limit (stored as such at a read-write open).
    */
   uint64_t max_capacity;
+  /*
+   A `bc_durability` value: BC_DURABILITY_SYNC (the default) or
+   BC_DURABILITY_BUFFERED; any other is BC_INVALID_ARGUMENT. Not
+   stored: each open chooses its own.
+   */
+  uint32_t durability;
+  /*
+   With BC_DURABILITY_BUFFERED: the longest time in microseconds an
+   acknowledged change stays unwritten (more than 0). Must be 0 with
+   BC_DURABILITY_SYNC (the default). Otherwise BC_INVALID_ARGUMENT.
+   */
+  uint64_t max_delay_micros;
 } bc_options;
 
 /*
@@ -249,6 +299,67 @@ typedef struct bc_upload_info {
    */
   int64_t started_micros;
 } bc_upload_info;
+
+/*
+ One key of a listing, as `bc_list_next` fills it. `key` points to
+ `key_len` bytes owned by the cursor, valid until the next
+ `bc_list_next` or `bc_list_free` on it.
+ */
+typedef struct bc_list_entry {
+  /*
+   The key (not NUL-terminated).
+   */
+  const uint8_t *key;
+  size_t key_len;
+  /*
+   Object size in bytes.
+   */
+  uint64_t size;
+  uint64_t version;
+  /*
+   Commit time, microseconds since the Unix epoch.
+   */
+  uint64_t created_unix_micros;
+  /*
+   When the object expires, microseconds since the Unix epoch; 0 =
+   never. Expired objects are not listed.
+   */
+  uint64_t expires_unix_micros;
+} bc_list_entry;
+
+/*
+ One item of a bulk load, filled by the `next` callback of
+ `bc_bulk_load`. Its bytes are copied before `next` is called again, so
+ they need to stay valid only until then.
+ */
+typedef struct bc_bulk_item {
+  const uint8_t *key;
+  size_t key_len;
+  const uint8_t *value;
+  size_t value_len;
+} bc_bulk_item;
+
+/*
+ What `bc_bulk_load` did.
+ */
+typedef struct bc_load_report {
+  /*
+   Objects committed.
+   */
+  uint64_t objects;
+  /*
+   Their value bytes.
+   */
+  uint64_t bytes;
+  /*
+   Commit groups they were made visible in (each all-or-nothing).
+   */
+  uint64_t groups;
+  /*
+   Nanoseconds the whole load took.
+   */
+  uint64_t elapsed_nanos;
+} bc_load_report;
 
 /*
  Space and content figures of a store.
@@ -553,6 +664,89 @@ enum bc_code bc_list_uploads(const struct bc_store *store,
  BC_CLOSED after bc_close.
  */
 enum bc_code bc_abort_upload(const struct bc_store *store, uint64_t id, struct bc_error **err);
+
+/*
+ Starts a listing of the keys that start with `prefix[0..prefix_len]`
+ (every key when `prefix_len` is 0), in byte order; `*out` receives the
+ cursor. The listing is read a page at a time as `bc_list_next` goes: it
+ never blocks writers, sees every key that exists for its whole
+ duration, and keys added or removed meanwhile may or may not appear.
+
+ Errors: BC_UNSUPPORTED with the hash index (use `bc_keys_open`, or open
+ with BC_INDEX_BTREE or BC_INDEX_FST); BC_INVALID_ARGUMENT if `store` or
+ `out` is NULL or `prefix` is NULL with a length; BC_CLOSED after
+ bc_close. `*out` is left untouched on failure.
+ */
+enum bc_code bc_list_open(const struct bc_store *store,
+                          const uint8_t *prefix,
+                          size_t prefix_len,
+                          struct bc_list_cursor **out,
+                          struct bc_error **err);
+
+/*
+ Starts a listing of every key, with any index: in byte order with
+ BC_INDEX_BTREE and BC_INDEX_FST (as `bc_list_open` with an empty
+ prefix); with the hash index in no particular order, from a snapshot of
+ the keys taken by this call (a key deleted meanwhile is skipped, one
+ added meanwhile is not seen). `*out` receives the cursor.
+
+ Errors: BC_INVALID_ARGUMENT if `store` or `out` is NULL; BC_CLOSED
+ after bc_close.
+ */
+enum bc_code bc_keys_open(const struct bc_store *store,
+                          struct bc_list_cursor **out,
+                          struct bc_error **err);
+
+/*
+ Advances the cursor: on BC_OK, `*has_entry` says whether `*entry` holds
+ the next key (true) or the listing is over (false; every later call
+ says the same). The entry's `key` stays valid until the next call on
+ this cursor or `bc_list_free`.
+
+ A cursor outlives its store's handle safely: after bc_close or
+ bc_store_free this returns BC_CLOSED (and the listing is over).
+
+ Errors: BC_INVALID_ARGUMENT if `cursor`, `entry` or `has_entry` is
+ NULL; BC_CLOSED once the store is closed or freed; BC_CORRUPT or BC_IO
+ if the index cannot be read. After an error the listing is over.
+ */
+enum bc_code bc_list_next(struct bc_list_cursor *cursor,
+                          struct bc_list_entry *entry,
+                          bool *has_entry,
+                          struct bc_error **err);
+
+/*
+ Frees a cursor (at any point of its listing, before or after its
+ store's bc_close/bc_store_free). NULL is a no-op.
+ */
+void bc_list_free(struct bc_list_cursor *cursor);
+
+/*
+ Loads many objects at sequential-write speed, replacing existing keys:
+ `next(item, ctx)` is called on this thread for one item at a time and
+ returns 1 (or any positive value) after filling `*item`, 0 when there
+ are no more, or a negative value to stop the load. The item's bytes are
+ copied before the next call. Values are taken in batches as they are
+ written, so memory stays bounded whatever the total. Objects become
+ visible commit group by commit group, in the order given; a crash
+ leaves a prefix of them. `out` may be NULL.
+
+ `next` must not call `bc_close` or `bc_store_free` on this store.
+
+ Errors: BC_CANCELLED when `next` returned a negative value: the items
+ given before it are loaded and `*out` says so. BC_INVALID_ARGUMENT if
+ `store` or `next` is NULL, or an item's key or value is NULL with a
+ length (the items before it are loaded) or its key is empty;
+ BC_TOO_LARGE for a key over the maximum; BC_UNSUPPORTED on a read-only
+ store; BC_NO_SPACE when the store is full; BC_CLOSED after bc_close.
+ On an engine error the objects of the groups committed before it stay
+ (the message says how many) and `*out` is not filled.
+ */
+enum bc_code bc_bulk_load(const struct bc_store *store,
+                          int (*next)(struct bc_bulk_item *item, void *ctx),
+                          void *ctx,
+                          struct bc_load_report *out,
+                          struct bc_error **err);
 
 /*
  Fills `*out` with the store's figures.

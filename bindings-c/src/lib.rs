@@ -18,7 +18,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use engine::blocking::{Store, Upload};
 use engine::{
-    Bytes, Error, ErrorKind, IndexKind, IoEngineKind, ObjectInfo, Options, PutMode, PutOptions,
+    Bytes, Durability, Error, ErrorKind, IndexKind, IoEngineKind, Keys, ListEntry, ObjectInfo,
+    Options, PutMode, PutOptions,
 };
 
 /// Longest time to live `bc_put_ttl` and `bc_put_if_ttl` accept, in
@@ -43,6 +44,9 @@ pub enum bc_code {
     BC_ALREADY_EXISTS = 10,
     /// A put conditional on a version found another version or none.
     BC_VERSION_MISMATCH = 11,
+    /// The caller stopped the call: a `bc_bulk_load` item callback returned
+    /// a negative value.
+    BC_CANCELLED = 12,
     /// A bug in blobcask (a caught panic); the message says where.
     BC_INTERNAL = 99,
 }
@@ -81,6 +85,22 @@ pub enum bc_io_engine {
     BC_IO_PORTABLE = 2,
 }
 
+/// When an acknowledged change is durable (see the Rust `Durability`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum bc_durability {
+    /// A put, commit or delete returns once it is synced to the device: it
+    /// survives a crash or power cut. Concurrent changes share one sync.
+    /// The default.
+    BC_DURABILITY_SYNC = 0,
+    /// Changes are acknowledged at once and written as one group at most
+    /// `bc_options.max_delay_micros` later (or at bc_sync/bc_close). A
+    /// crash loses the changes of up to the last `max_delay_micros`,
+    /// acknowledged or not; what survives is a prefix of them in commit
+    /// order, every object whole, and everything before the last bc_sync.
+    BC_DURABILITY_BUFFERED = 1,
+}
+
 /// Options for `bc_open`. Start from `bc_options_default()`; fields left at
 /// their default take the engine's defaults.
 #[repr(C)]
@@ -94,14 +114,17 @@ pub struct bc_options {
     /// asked for before (a store never shrinks).
     pub capacity: u64,
     /// A `bc_index` value (an integer, so any value C passes is defined);
-    /// BC_INDEX_STORED (the default) uses the store's stored kind.
+    /// BC_INDEX_STORED (the default) uses the store's stored kind. Any
+    /// other value is BC_INVALID_ARGUMENT.
     pub index: u32,
-    /// A `bc_io_engine` value.
+    /// A `bc_io_engine` value; any other is BC_INVALID_ARGUMENT.
     pub io_engine: u32,
     /// Inline threshold in bytes; -1 = the store's stored threshold (512
-    /// for a new store). Stored in the store like `index`.
+    /// for a new store). Stored in the store like `index`. Below -1 is
+    /// BC_INVALID_ARGUMENT.
     pub inline_threshold: i64,
-    /// 1 = O_DIRECT (default), 0 = buffered I/O.
+    /// 1 = O_DIRECT (default), 0 = buffered I/O. This flag and the three
+    /// below take 0 or 1 only: any other value is BC_INVALID_ARGUMENT.
     pub direct_io: i32,
     /// 1 = create a store where nothing is: a missing path or an empty file
     /// (default); 0 = fail with BC_NOT_FOUND. Any other file without a
@@ -125,6 +148,14 @@ pub struct bc_options {
     /// stored limit (none for a new store); UINT64_MAX = explicitly no
     /// limit (stored as such at a read-write open).
     pub max_capacity: u64,
+    /// A `bc_durability` value: BC_DURABILITY_SYNC (the default) or
+    /// BC_DURABILITY_BUFFERED; any other is BC_INVALID_ARGUMENT. Not
+    /// stored: each open chooses its own.
+    pub durability: u32,
+    /// With BC_DURABILITY_BUFFERED: the longest time in microseconds an
+    /// acknowledged change stays unwritten (more than 0). Must be 0 with
+    /// BC_DURABILITY_SYNC (the default). Otherwise BC_INVALID_ARGUMENT.
+    pub max_delay_micros: u64,
 }
 
 /// What a commit produced, or what `bc_stat` reports.
@@ -350,23 +381,31 @@ fn out_ref<'a, T>(ptr: *mut T, what: &str) -> Result<&'a mut T, Fail> {
     Ok(unsafe { &mut *ptr })
 }
 
+/// A commit time as `bc_info` and `bc_list_entry` carry it.
+fn created_micros(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+/// An expiry as `bc_info` and `bc_list_entry` carry it: 0 for never. An
+/// expiry at or before the epoch cannot be set (it counts from a commit),
+/// so 0 stays free to mean "never".
+fn expires_micros(t: Option<SystemTime>) -> u64 {
+    t.map_or(0, |t| {
+        t.duration_since(UNIX_EPOCH).map_or(1, |d| {
+            u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
+        })
+    })
+}
+
 fn info_of(i: &ObjectInfo) -> bc_info {
     bc_info {
         size: i.size,
         version: i.version,
-        created_unix_micros: i
-            .created
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_micros() as u64)
-            .unwrap_or(0),
+        created_unix_micros: created_micros(i.created),
         is_inline: i.inline,
-        // An expiry at or before the epoch cannot be set (it counts from
-        // a commit); 0 stays free to mean "never".
-        expires_unix_micros: i.expires.map_or(0, |t| {
-            t.duration_since(UNIX_EPOCH).map_or(1, |d| {
-                u64::try_from(d.as_micros()).unwrap_or(u64::MAX).max(1)
-            })
-        }),
+        expires_unix_micros: expires_micros(i.expires),
     }
 }
 
@@ -391,6 +430,8 @@ pub extern "C" fn bc_options_default() -> bc_options {
         read_only: 0,
         cache_bytes: -1,
         max_capacity: 0,
+        durability: bc_durability::BC_DURABILITY_SYNC as u32,
+        max_delay_micros: 0,
     }
 }
 
@@ -417,11 +458,34 @@ fn options_of(o: &bc_options) -> Result<Options, Fail> {
         2 => IoEngineKind::Portable,
         _ => return Err(invalid("unknown io_engine")),
     });
-    if o.inline_threshold >= 0 {
-        opts = opts.inline_threshold(
-            usize::try_from(o.inline_threshold).map_err(|_| invalid("inline_threshold"))?,
-        );
+    match o.inline_threshold {
+        -1 => {}
+        t => {
+            let t = usize::try_from(t).map_err(|_| {
+                invalid(&format!(
+                    "inline_threshold must be -1 (the stored one) or a size, not {t}"
+                ))
+            })?;
+            opts = opts.inline_threshold(t);
+        }
     }
+    opts = opts.durability(match (o.durability, o.max_delay_micros) {
+        (0, 0) => Durability::Sync,
+        (0, _) => {
+            return Err(invalid(
+                "max_delay_micros is for BC_DURABILITY_BUFFERED only; leave it 0",
+            ))
+        }
+        (1, 0) => {
+            return Err(invalid(
+                "max_delay_micros must be more than 0 with BC_DURABILITY_BUFFERED",
+            ))
+        }
+        (1, micros) => Durability::Buffered {
+            max_delay: Duration::from_micros(micros),
+        },
+        (d, _) => return Err(invalid(&format!("unknown durability {d}"))),
+    });
     match o.cache_bytes {
         -1 => {}
         c => {
@@ -895,6 +959,322 @@ pub extern "C" fn bc_abort_upload(
     })
 }
 
+/// One key of a listing, as `bc_list_next` fills it. `key` points to
+/// `key_len` bytes owned by the cursor, valid until the next
+/// `bc_list_next` or `bc_list_free` on it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct bc_list_entry {
+    /// The key (not NUL-terminated).
+    pub key: *const u8,
+    pub key_len: usize,
+    /// Object size in bytes.
+    pub size: u64,
+    pub version: u64,
+    /// Commit time, microseconds since the Unix epoch.
+    pub created_unix_micros: u64,
+    /// When the object expires, microseconds since the Unix epoch; 0 =
+    /// never. Expired objects are not listed.
+    pub expires_unix_micros: u64,
+}
+
+/// A listing in progress (opaque): from `bc_list_open` or `bc_keys_open`,
+/// advanced with `bc_list_next`, released with `bc_list_free`. Not
+/// thread-safe: one thread at a time per cursor (several cursors may run at
+/// once, alongside any other call on the store).
+pub struct bc_list_cursor {
+    /// The store listed: checked before every step, because the engine's
+    /// iterator hands out the rest of a page it already copied even after
+    /// the store closed.
+    store: Store,
+    keys: Keys,
+    /// The entry `bc_list_next` last handed out: owns its key's bytes.
+    current: Option<ListEntry>,
+    /// The listing ended (or failed): every later call reports the end.
+    done: bool,
+}
+
+fn cursor_out(out: *mut *mut bc_list_cursor, store: &Store, keys: Keys) -> Result<(), Fail> {
+    *out_ref(out, "out")? = Box::into_raw(Box::new(bc_list_cursor {
+        store: store.clone(),
+        keys,
+        current: None,
+        done: false,
+    }));
+    Ok(())
+}
+
+/// Starts a listing of the keys that start with `prefix[0..prefix_len]`
+/// (every key when `prefix_len` is 0), in byte order; `*out` receives the
+/// cursor. The listing is read a page at a time as `bc_list_next` goes: it
+/// never blocks writers, sees every key that exists for its whole
+/// duration, and keys added or removed meanwhile may or may not appear.
+///
+/// Errors: BC_UNSUPPORTED with the hash index (use `bc_keys_open`, or open
+/// with BC_INDEX_BTREE or BC_INDEX_FST); BC_INVALID_ARGUMENT if `store` or
+/// `out` is NULL or `prefix` is NULL with a length; BC_CLOSED after
+/// bc_close. `*out` is left untouched on failure.
+#[no_mangle]
+pub extern "C" fn bc_list_open(
+    store: *const bc_store,
+    prefix: *const u8,
+    prefix_len: usize,
+    out: *mut *mut bc_list_cursor,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        let s = store_ref(store)?;
+        out_ref(out, "out")?;
+        let prefix = bytes(prefix, prefix_len, "prefix")?;
+        cursor_out(out, &s.store, s.store.list(prefix).map_err(engine_err)?)
+    })
+}
+
+/// Starts a listing of every key, with any index: in byte order with
+/// BC_INDEX_BTREE and BC_INDEX_FST (as `bc_list_open` with an empty
+/// prefix); with the hash index in no particular order, from a snapshot of
+/// the keys taken by this call (a key deleted meanwhile is skipped, one
+/// added meanwhile is not seen). `*out` receives the cursor.
+///
+/// Errors: BC_INVALID_ARGUMENT if `store` or `out` is NULL; BC_CLOSED
+/// after bc_close.
+#[no_mangle]
+pub extern "C" fn bc_keys_open(
+    store: *const bc_store,
+    out: *mut *mut bc_list_cursor,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        let s = store_ref(store)?;
+        out_ref(out, "out")?;
+        cursor_out(out, &s.store, s.store.keys().map_err(engine_err)?)
+    })
+}
+
+/// Advances the cursor: on BC_OK, `*has_entry` says whether `*entry` holds
+/// the next key (true) or the listing is over (false; every later call
+/// says the same). The entry's `key` stays valid until the next call on
+/// this cursor or `bc_list_free`.
+///
+/// A cursor outlives its store's handle safely: after bc_close or
+/// bc_store_free this returns BC_CLOSED (and the listing is over).
+///
+/// Errors: BC_INVALID_ARGUMENT if `cursor`, `entry` or `has_entry` is
+/// NULL; BC_CLOSED once the store is closed or freed; BC_CORRUPT or BC_IO
+/// if the index cannot be read. After an error the listing is over.
+#[no_mangle]
+pub extern "C" fn bc_list_next(
+    cursor: *mut bc_list_cursor,
+    entry: *mut bc_list_entry,
+    has_entry: *mut bool,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        let c = out_ref(cursor, "cursor")?;
+        let entry = out_ref(entry, "entry")?;
+        let has_entry = out_ref(has_entry, "has_entry")?;
+        c.current = None;
+        if c.done {
+            *has_entry = false;
+            return Ok(());
+        }
+        if c.store.is_closed() {
+            c.done = true;
+            return Err((
+                bc_code::BC_CLOSED,
+                "CLOSED: the store of this listing is closed".into(),
+            ));
+        }
+        match c.keys.next() {
+            None => {
+                c.done = true;
+                *has_entry = false;
+                Ok(())
+            }
+            Some(Err(e)) => {
+                c.done = true;
+                Err(engine_err(e))
+            }
+            Some(Ok(e)) => {
+                *entry = bc_list_entry {
+                    key: e.key.as_ptr(),
+                    key_len: e.key.len(),
+                    size: e.size,
+                    version: e.version,
+                    created_unix_micros: created_micros(e.created),
+                    expires_unix_micros: expires_micros(e.expires),
+                };
+                *has_entry = true;
+                c.current = Some(e);
+                Ok(())
+            }
+        }
+    })
+}
+
+/// Frees a cursor (at any point of its listing, before or after its
+/// store's bc_close/bc_store_free). NULL is a no-op.
+#[no_mangle]
+pub extern "C" fn bc_list_free(cursor: *mut bc_list_cursor) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if !cursor.is_null() {
+            // SAFETY: cursors are boxed by bc_list_open/bc_keys_open and
+            // freed exactly once.
+            drop(unsafe { Box::from_raw(cursor) });
+        }
+    }));
+}
+
+/// One item of a bulk load, filled by the `next` callback of
+/// `bc_bulk_load`. Its bytes are copied before `next` is called again, so
+/// they need to stay valid only until then.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct bc_bulk_item {
+    pub key: *const u8,
+    pub key_len: usize,
+    pub value: *const u8,
+    pub value_len: usize,
+}
+
+/// What `bc_bulk_load` did.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct bc_load_report {
+    /// Objects committed.
+    pub objects: u64,
+    /// Their value bytes.
+    pub bytes: u64,
+    /// Commit groups they were made visible in (each all-or-nothing).
+    pub groups: u64,
+    /// Nanoseconds the whole load took.
+    pub elapsed_nanos: u64,
+}
+
+/// The items a C callback yields, as the iterator the engine's bulk load
+/// takes. Records why it stopped early, if it did.
+struct CallbackItems {
+    next: unsafe extern "C" fn(item: *mut bc_bulk_item, ctx: *mut c_void) -> c_int,
+    ctx: *mut c_void,
+    given: u64,
+    stopped: Option<Fail>,
+}
+
+// SAFETY: the engine's blocking bulk load drives its future on the calling
+// thread (`block_on`), and the iterator is advanced only from that future,
+// so `ctx` and the callback are used on the thread that passed them, as
+// the header promises; `Send` is needed only by the future's signature.
+unsafe impl Send for CallbackItems {}
+
+impl Iterator for CallbackItems {
+    type Item = (Bytes, Bytes);
+
+    fn next(&mut self) -> Option<(Bytes, Bytes)> {
+        if self.stopped.is_some() {
+            return None;
+        }
+        let mut item = bc_bulk_item {
+            key: std::ptr::null(),
+            key_len: 0,
+            value: std::ptr::null(),
+            value_len: 0,
+        };
+        // SAFETY: the caller's non-NULL callback, called as the header
+        // states: `item` is writable during the call, `ctx` passed through.
+        let rc = unsafe { (self.next)(&mut item, self.ctx) };
+        if rc == 0 {
+            return None;
+        }
+        let n = self.given;
+        if rc < 0 {
+            self.stopped = Some((
+                bc_code::BC_CANCELLED,
+                format!(
+                    "CANCELLED: bulk_load: the item callback returned {rc} after {n} items; they are loaded"
+                ),
+            ));
+            return None;
+        }
+        let copy = |ptr, len, what| {
+            bytes(ptr, len, what)
+                .map(Bytes::copy_from_slice)
+                .map_err(|(code, m)| {
+                    (
+                        code,
+                        format!("{m} (item {n} of bulk_load; the {n} before it are loaded)"),
+                    )
+                })
+        };
+        match (
+            copy(item.key, item.key_len, "key"),
+            copy(item.value, item.value_len, "value"),
+        ) {
+            (Ok(key), Ok(value)) => {
+                self.given += 1;
+                Some((key, value))
+            }
+            (Err(e), _) | (_, Err(e)) => {
+                self.stopped = Some(e);
+                None
+            }
+        }
+    }
+}
+
+/// Loads many objects at sequential-write speed, replacing existing keys:
+/// `next(item, ctx)` is called on this thread for one item at a time and
+/// returns 1 (or any positive value) after filling `*item`, 0 when there
+/// are no more, or a negative value to stop the load. The item's bytes are
+/// copied before the next call. Values are taken in batches as they are
+/// written, so memory stays bounded whatever the total. Objects become
+/// visible commit group by commit group, in the order given; a crash
+/// leaves a prefix of them. `out` may be NULL.
+///
+/// `next` must not call `bc_close` or `bc_store_free` on this store.
+///
+/// Errors: BC_CANCELLED when `next` returned a negative value: the items
+/// given before it are loaded and `*out` says so. BC_INVALID_ARGUMENT if
+/// `store` or `next` is NULL, or an item's key or value is NULL with a
+/// length (the items before it are loaded) or its key is empty;
+/// BC_TOO_LARGE for a key over the maximum; BC_UNSUPPORTED on a read-only
+/// store; BC_NO_SPACE when the store is full; BC_CLOSED after bc_close.
+/// On an engine error the objects of the groups committed before it stay
+/// (the message says how many) and `*out` is not filled.
+#[no_mangle]
+pub extern "C" fn bc_bulk_load(
+    store: *const bc_store,
+    next: Option<unsafe extern "C" fn(item: *mut bc_bulk_item, ctx: *mut c_void) -> c_int>,
+    ctx: *mut c_void,
+    out: *mut bc_load_report,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        let s = store_ref(store)?;
+        let Some(next) = next else {
+            return Err(invalid("next is NULL"));
+        };
+        let mut items = CallbackItems {
+            next,
+            ctx,
+            given: 0,
+            stopped: None,
+        };
+        let r = s.store.bulk_load(&mut items).map_err(engine_err)?;
+        if !out.is_null() {
+            *out_ref(out, "out")? = bc_load_report {
+                objects: r.objects,
+                bytes: r.bytes,
+                groups: r.groups,
+                elapsed_nanos: u64::try_from(r.elapsed.as_nanos()).unwrap_or(u64::MAX),
+            };
+        }
+        match items.stopped {
+            Some(stop) => Err(stop),
+            None => Ok(()),
+        }
+    })
+}
+
 /// Fills `*out` with the store's figures.
 #[no_mangle]
 pub extern "C" fn bc_store_stats(
@@ -1123,6 +1503,7 @@ pub extern "C" fn bc_code_name(code: i32) -> *const c_char {
         9 => c"CLOSED",
         10 => c"ALREADY_EXISTS",
         11 => c"VERSION_MISMATCH",
+        12 => c"CANCELLED",
         _ => c"INTERNAL",
     };
     name.as_ptr()

@@ -1142,6 +1142,434 @@ static void test_compact(void) {
     unlink(p);
 }
 
+/* Every enum-valued and flag field of bc_options takes only its named
+ * values: anything else is BC_INVALID_ARGUMENT, and nothing is created. */
+static void test_options_are_checked(void) {
+    char p[300];
+    snprintf(p, sizeof p, "%s.opts", path);
+    unlink(p);
+    bc_options bad[14];
+    for (int i = 0; i < 14; i++) {
+        bad[i] = bc_options_default();
+        bad[i].capacity = 8u << 20;
+    }
+    bad[0].direct_io = 5;
+    bad[1].create = 7;
+    bad[2].create_new = 2;
+    bad[3].read_only = -1;
+    bad[4].io_engine = 9;
+    bad[5].index = BC_INDEX_STORED + 1;
+    bad[6].durability = 2;
+    bad[7].durability = BC_DURABILITY_BUFFERED; /* without a delay */
+    bad[8].max_delay_micros = 1000;             /* a delay without BUFFERED */
+    bad[9].inline_threshold = -2;
+    bad[10].cache_bytes = -2;
+    bad[11].direct_io = -1;
+    bad[12].durability = 0xffffffffu;
+    bad[12].max_delay_micros = 1000;
+    bad[13].create = 1 << 16;
+    for (int i = 0; i < 14; i++) {
+        bc_error *err = NULL;
+        bc_store *s = bc_open(p, &bad[i], &err);
+        CHECK(s == NULL);
+        CHECK(bc_error_code(err) == BC_INVALID_ARGUMENT);
+        if (bc_error_code(err) != BC_INVALID_ARGUMENT)
+            fprintf(stderr, "bad options #%d: %s\n", i, bc_error_message(err));
+        bc_error_free(err);
+        bc_store_free(s);
+        CHECK(access(p, F_OK) != 0); /* nothing created */
+    }
+    bc_options d = bc_options_default();
+    CHECK(d.durability == BC_DURABILITY_SYNC && d.max_delay_micros == 0);
+    CHECK(d.index == BC_INDEX_STORED && d.io_engine == BC_IO_AUTO);
+}
+
+/* Buffered durability: changes are acknowledged at once and all there
+ * after a close and reopen; a sync makes them durable on demand. */
+static void test_buffered_durability(void) {
+    char p[300];
+    snprintf(p, sizeof p, "%s.buffered", path);
+    unlink(p);
+    bc_options o = bc_options_default();
+    o.capacity = 8u << 20;
+    o.durability = BC_DURABILITY_BUFFERED;
+    o.max_delay_micros = 20000;
+    bc_store *s = open_with(p, &o);
+    if (!s) return;
+    static uint8_t val[20000];
+    fill(val, sizeof val, 9);
+    char key[32];
+    for (int i = 0; i < 50; i++) {
+        snprintf(key, sizeof key, "b/%02d", i);
+        CHECK(bc_put(s, K(key), val, (size_t)(i * 400), NULL, NULL) == BC_OK);
+    }
+    CHECK(bc_delete(s, K("b/07"), NULL) == BC_OK);
+    CHECK(bc_sync(s, NULL) == BC_OK);
+    CHECK(bc_put(s, K("after-sync"), val, 100, NULL, NULL) == BC_OK);
+    CHECK(bc_close(s, NULL) == BC_OK);
+    bc_store_free(s);
+    bc_options r = bc_options_default();
+    r.read_only = 1;
+    s = open_with(p, &r);
+    if (!s) return;
+    bc_stats st;
+    CHECK(bc_store_stats(s, &st, NULL) == BC_OK && st.objects == 50);
+    bc_buf buf = {0};
+    CHECK(bc_get(s, K("b/49"), &buf, NULL) == BC_OK && buf.len == 49 * 400 &&
+          memcmp(buf.data, val, buf.len) == 0);
+    bc_buf_free(&buf);
+    CHECK(bc_get(s, K("b/07"), &buf, NULL) == BC_NOT_FOUND);
+    CHECK(bc_get(s, K("after-sync"), &buf, NULL) == BC_OK && buf.len == 100);
+    bc_buf_free(&buf);
+    bc_store_free(s);
+    unlink(p);
+}
+
+/* bc_close with an upload outstanding: the upload's later calls fail with
+ * BC_CLOSED, nothing lands, its space is free at the next open. */
+static void test_close_with_an_upload_outstanding(void) {
+    char p[300];
+    snprintf(p, sizeof p, "%s.closeup", path);
+    unlink(p);
+    bc_options o = bc_options_default();
+    o.capacity = 8u << 20;
+    bc_store *s = open_with(p, &o);
+    if (!s) return;
+    uint64_t free0 = free_bytes(s);
+    static uint8_t val[3 * 4096 + 10];
+    fill(val, sizeof val, 6);
+    bc_upload *up = NULL, *small = NULL;
+    CHECK(bc_upload_begin(s, K("late"), sizeof val, &up, NULL) == BC_OK);
+    CHECK(bc_upload_begin(s, K("late-inline"), 10, &small, NULL) == BC_OK);
+    CHECK(bc_upload_write(up, 0, val, 4096, NULL) == BC_OK);
+    CHECK(bc_upload_write(up, 4096, val + 4096, 4096, NULL) == BC_OK);
+    CHECK(bc_close(s, NULL) == BC_OK);
+    bc_error *err = NULL;
+    CHECK(bc_upload_write(up, 8192, val + 8192, sizeof val - 8192, &err) == BC_CLOSED);
+    CHECK(bc_error_code(err) == BC_CLOSED);
+    bc_error_free(err);
+    CHECK(bc_upload_write(small, 0, val, 10, NULL) == BC_CLOSED);
+    CHECK(bc_upload_commit(up, NULL, NULL) == BC_CLOSED); /* and frees it */
+    CHECK(bc_upload_commit(small, NULL, NULL) == BC_CLOSED);
+    bc_upload *after = NULL;
+    CHECK(bc_upload_begin(s, K("after"), 10, &after, NULL) == BC_CLOSED && after == NULL);
+    CHECK(bc_put(s, K("after"), val, 10, NULL, NULL) == BC_CLOSED);
+    bc_store_free(s);
+    s = open_with(p, &o);
+    if (!s) return;
+    bool has = true;
+    CHECK(bc_contains(s, K("late"), &has, NULL) == BC_OK && !has);
+    CHECK(bc_contains(s, K("late-inline"), &has, NULL) == BC_OK && !has);
+    CHECK(bc_contains(s, K("after"), &has, NULL) == BC_OK && !has);
+    bc_stats st;
+    CHECK(bc_store_stats(s, &st, NULL) == BC_OK && st.objects == 0);
+    CHECK(free_bytes(s) == free0);
+    bc_store_free(s);
+    unlink(p);
+}
+
+/* The items a bulk-load callback yields: `count` of them, `key_prefix` and
+ * a number, values of size `value_size(i)`; `cancel_at`/`null_at` make the
+ * callback stop or hand out a NULL key at that item. */
+struct items {
+    int count, next;
+    const char *key_prefix;
+    int cancel_at, null_at, empty_at; /* -1: never */
+    char key[64];
+    uint8_t *value;
+    pthread_t thread;
+    int other_thread;
+};
+
+static size_t value_size(int i) { return (size_t)(i % 7 == 0 ? 70000 + i : i * 13 % 900); }
+
+static int next_item(bc_bulk_item *item, void *ctx) {
+    struct items *it = ctx;
+    if (!pthread_equal(pthread_self(), it->thread)) it->other_thread++;
+    if (it->next == it->count) return 0;
+    int i = it->next++;
+    if (i == it->cancel_at) return -1;
+    snprintf(it->key, sizeof it->key, "%s%05d", it->key_prefix, i);
+    fill(it->value, value_size(i), (unsigned)i);
+    item->key = (const uint8_t *)it->key;
+    item->key_len = i == it->empty_at ? 0 : strlen(it->key);
+    item->value = it->value;
+    item->value_len = value_size(i);
+    if (i == it->null_at) item->key = NULL;
+    return 1;
+}
+
+static struct items items_of(const char *prefix, int count) {
+    static uint8_t value[80000];
+    struct items it = {count, 0, prefix, -1, -1, -1, {0}, value, pthread_self(), 0};
+    return it;
+}
+
+static bool holds_item(bc_store *s, const char *prefix, int i) {
+    char key[64];
+    snprintf(key, sizeof key, "%s%05d", prefix, i);
+    static uint8_t want[80000];
+    fill(want, value_size(i), (unsigned)i);
+    bc_buf buf = {0};
+    bool ok = bc_get(s, K(key), &buf, NULL) == BC_OK && buf.len == value_size(i) &&
+              memcmp(buf.data, want, buf.len) == 0;
+    bc_buf_free(&buf);
+    return ok;
+}
+
+/* bc_bulk_load: every item lands with its bytes, the callback runs on the
+ * caller's thread; a cancel keeps the items before it and says so; a bad
+ * item stops the load with BC_INVALID_ARGUMENT, the ones before it kept. */
+static void test_bulk_load(void) {
+    char p[300];
+    snprintf(p, sizeof p, "%s.bulk", path);
+    unlink(p);
+    bc_options o = bc_options_default();
+    o.capacity = 16u << 20;
+    o.index = BC_INDEX_BTREE;
+    bc_store *s = open_with(p, &o);
+    if (!s) return;
+    struct items it = items_of("load/", 3000);
+    bc_load_report r = {0};
+    bc_error *err = NULL;
+    CHECK(bc_bulk_load(s, next_item, &it, &r, &err) == BC_OK);
+    if (err) fprintf(stderr, "bulk load: %s\n", bc_error_message(err));
+    bc_error_free(err);
+    err = NULL;
+    uint64_t bytes = 0;
+    for (int i = 0; i < 3000; i++) bytes += value_size(i);
+    CHECK(r.objects == 3000 && r.bytes == bytes && r.groups >= 1 && r.elapsed_nanos > 0);
+    CHECK(it.other_thread == 0);
+    int bad = 0;
+    for (int i = 0; i < 3000; i++) bad += !holds_item(s, "load/", i);
+    CHECK(bad == 0);
+    /* A load that replaces keys, NULL report, no items at all. */
+    it = items_of("load/", 10);
+    CHECK(bc_bulk_load(s, next_item, &it, NULL, NULL) == BC_OK);
+    it = items_of("none/", 0);
+    CHECK(bc_bulk_load(s, next_item, &it, &r, NULL) == BC_OK && r.objects == 0);
+
+    /* Cancelled at item 40: items 0..39 are loaded, and the report says so. */
+    it = items_of("cancel/", 100);
+    it.cancel_at = 40;
+    memset(&r, 0, sizeof r);
+    CHECK(bc_bulk_load(s, next_item, &it, &r, &err) == BC_CANCELLED);
+    CHECK(bc_error_code(err) == BC_CANCELLED && strstr(bc_error_message(err), "CANCELLED"));
+    bc_error_free(err);
+    err = NULL;
+    CHECK(r.objects == 40);
+    CHECK(holds_item(s, "cancel/", 39) && !holds_item(s, "cancel/", 40));
+    CHECK(it.next == 41); /* not called again after the cancel */
+
+    /* A NULL key with a length at item 5: the five before it are loaded. */
+    it = items_of("null/", 20);
+    it.null_at = 5;
+    CHECK(bc_bulk_load(s, next_item, &it, &r, &err) == BC_INVALID_ARGUMENT);
+    CHECK(err && strstr(bc_error_message(err), "key is NULL"));
+    bc_error_free(err);
+    err = NULL;
+    CHECK(holds_item(s, "null/", 4) && !holds_item(s, "null/", 5) && !holds_item(s, "null/", 6));
+    /* An empty key is the engine's INVALID_ARGUMENT. */
+    it = items_of("empty/", 20);
+    it.empty_at = 3;
+    CHECK(bc_bulk_load(s, next_item, &it, NULL, NULL) == BC_INVALID_ARGUMENT);
+
+    CHECK(bc_bulk_load(NULL, next_item, &it, NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_bulk_load(s, NULL, NULL, NULL, &err) == BC_INVALID_ARGUMENT);
+    bc_error_free(err);
+    err = NULL;
+    CHECK(bc_close(s, NULL) == BC_OK);
+    it = items_of("closed/", 5);
+    CHECK(bc_bulk_load(s, next_item, &it, NULL, NULL) == BC_CLOSED);
+    bc_store_free(s);
+
+    bc_options ro = bc_options_default();
+    ro.read_only = 1;
+    s = open_with(p, &ro);
+    if (!s) return;
+    it = items_of("ro/", 5);
+    CHECK(bc_bulk_load(s, next_item, &it, NULL, NULL) == BC_UNSUPPORTED);
+    CHECK(holds_item(s, "load/", 2999));
+    bc_store_free(s);
+    unlink(p);
+}
+
+/* What a cursor listed: copies of the keys (valid only until the next
+ * call) and the entries. */
+struct listed {
+    int n;
+    char keys[3100][16];
+    size_t lens[3100];
+    bc_list_entry entries[3100];
+};
+
+static bc_code drain(bc_list_cursor *c, struct listed *l) {
+    l->n = 0;
+    for (;;) {
+        bc_list_entry e;
+        bool has = false;
+        bc_code rc = bc_list_next(c, &e, &has, NULL);
+        if (rc != BC_OK || !has) return rc;
+        if (l->n < 3100 && e.key_len <= sizeof l->keys[0]) {
+            memset(l->keys[l->n], 0, sizeof l->keys[0]);
+            memcpy(l->keys[l->n], e.key, e.key_len);
+            l->lens[l->n] = e.key_len;
+            l->entries[l->n] = e;
+        }
+        l->n++;
+    }
+}
+
+static int key_cmp(const void *a, const void *b) {
+    return memcmp(a, b, 16);
+}
+
+/* bc_list_open / bc_keys_open / bc_list_next / bc_list_free: keys in byte
+ * order (binary keys too), over several pages, with their size, version,
+ * times; expired keys are not listed; the hash index refuses a prefix
+ * listing but lists every key. A cursor that outlives its store's close or
+ * free says BC_CLOSED and touches nothing freed (valgrind, ASan). */
+static void test_listing(void) {
+    static struct listed l;
+    char p[300];
+    snprintf(p, sizeof p, "%s.list", path);
+    unlink(p);
+    bc_options o = bc_options_default();
+    o.capacity = 16u << 20;
+    o.index = BC_INDEX_BTREE;
+    bc_store *s = open_with(p, &o);
+    if (!s) return;
+    struct items it = items_of("k/", 2500); /* more than one page (1024) */
+    CHECK(bc_bulk_load(s, next_item, &it, NULL, NULL) == BC_OK);
+    const uint8_t bin1[] = {'b', 0, 0xff, '\n'}, bin2[] = {'b', 0, 1};
+    bc_info i1 = {0};
+    CHECK(bc_put(s, bin1, sizeof bin1, (const uint8_t *)"one", 3, &i1, NULL) == BC_OK);
+    CHECK(bc_put(s, bin2, sizeof bin2, (const uint8_t *)"twotwo", 6, NULL, NULL) == BC_OK);
+    CHECK(bc_put_ttl(s, K("k/zz-expiring"), (const uint8_t *)"x", 1, 1000, NULL, NULL) == BC_OK);
+    CHECK(bc_put_ttl(s, K("k/zz-lasting"), (const uint8_t *)"y", 1, 3600000000ull, NULL, NULL) == BC_OK);
+    sleep_micros(5000);
+
+    bc_list_cursor *c = NULL;
+    CHECK(bc_list_open(s, K("k/"), &c, NULL) == BC_OK && c != NULL);
+    CHECK(drain(c, &l) == BC_OK);
+    CHECK(l.n == 2501);
+    int in_order = 1;
+    for (int i = 1; i < l.n && i < 3100; i++)
+        in_order &= memcmp(l.keys[i - 1], l.keys[i], 16) < 0;
+    CHECK(in_order);
+    CHECK(l.lens[0] == 7 && memcmp(l.keys[0], "k/00000", 7) == 0);
+    CHECK(l.entries[7].size == value_size(7) && l.entries[7].version > 0);
+    CHECK(l.entries[7].created_unix_micros > 0 && l.entries[7].expires_unix_micros == 0);
+    CHECK(l.lens[2500] == 12 && memcmp(l.keys[2500], "k/zz-lasting", 12) == 0);
+    CHECK(l.entries[2500].expires_unix_micros > l.entries[2500].created_unix_micros);
+    /* The end is sticky. */
+    bc_list_entry e;
+    bool has = true;
+    CHECK(bc_list_next(c, &e, &has, NULL) == BC_OK && !has);
+    CHECK(bc_list_next(c, &e, &has, NULL) == BC_OK && !has);
+    bc_list_free(c);
+
+    /* Binary keys, a prefix with a NUL in it. */
+    c = NULL;
+    CHECK(bc_list_open(s, (const uint8_t *)"b\0", 2, &c, NULL) == BC_OK);
+    CHECK(drain(c, &l) == BC_OK && l.n == 2);
+    CHECK(l.lens[0] == sizeof bin2 && memcmp(l.keys[0], bin2, sizeof bin2) == 0);
+    CHECK(l.lens[1] == sizeof bin1 && memcmp(l.keys[1], bin1, sizeof bin1) == 0);
+    CHECK(l.entries[1].size == 3 && l.entries[1].version == i1.version &&
+          l.entries[1].created_unix_micros == i1.created_unix_micros);
+    bc_list_free(c);
+    /* No match; every key; bc_keys_open on an ordered index is ordered. */
+    CHECK(bc_list_open(s, K("nothing/"), &c, NULL) == BC_OK);
+    CHECK(drain(c, &l) == BC_OK && l.n == 0);
+    bc_list_free(c);
+    CHECK(bc_list_open(s, NULL, 0, &c, NULL) == BC_OK);
+    CHECK(drain(c, &l) == BC_OK && l.n == 2503);
+    bc_list_free(c);
+    CHECK(bc_keys_open(s, &c, NULL) == BC_OK);
+    CHECK(drain(c, &l) == BC_OK && l.n == 2503);
+    CHECK(l.lens[0] == sizeof bin2 && memcmp(l.keys[0], bin2, sizeof bin2) == 0);
+    bc_list_free(c);
+
+    /* Bad arguments. */
+    c = NULL;
+    bc_error *err = NULL;
+    CHECK(bc_list_open(NULL, K("k/"), &c, NULL) == BC_INVALID_ARGUMENT && c == NULL);
+    CHECK(bc_list_open(s, NULL, 3, &c, &err) == BC_INVALID_ARGUMENT && c == NULL);
+    CHECK(strstr(bc_error_message(err), "prefix") != NULL);
+    bc_error_free(err);
+    err = NULL;
+    CHECK(bc_list_open(s, K("k/"), NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_keys_open(s, NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_keys_open(NULL, &c, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_list_next(NULL, &e, &has, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_list_open(s, K("k/"), &c, NULL) == BC_OK);
+    CHECK(bc_list_next(c, NULL, &has, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_list_next(c, &e, NULL, NULL) == BC_INVALID_ARGUMENT);
+    CHECK(bc_list_next(c, &e, &has, NULL) == BC_OK && has); /* still usable */
+    bc_list_free(c);
+    bc_list_free(NULL);
+
+    /* A cursor across bc_close: BC_CLOSED, then the end; freed after. One
+     * across bc_store_free too, mid-listing and before its first key. */
+    bc_list_cursor *mid = NULL, *fresh = NULL, *after_free = NULL;
+    CHECK(bc_list_open(s, K("k/"), &mid, NULL) == BC_OK);
+    CHECK(bc_list_next(mid, &e, &has, NULL) == BC_OK && has);
+    CHECK(bc_keys_open(s, &fresh, NULL) == BC_OK);
+    CHECK(bc_close(s, NULL) == BC_OK);
+    CHECK(bc_list_next(mid, &e, &has, &err) == BC_CLOSED);
+    CHECK(bc_error_code(err) == BC_CLOSED);
+    bc_error_free(err);
+    err = NULL;
+    CHECK(bc_list_next(mid, &e, &has, NULL) == BC_OK && !has);
+    CHECK(bc_list_open(s, K("k/"), &c, NULL) == BC_CLOSED);
+    CHECK(bc_keys_open(s, &c, NULL) == BC_CLOSED);
+    bc_store_free(s);
+    CHECK(bc_list_next(fresh, &e, &has, NULL) == BC_CLOSED);
+    bc_list_free(mid);
+    bc_list_free(fresh);
+
+    s = open_with(p, &o);
+    if (!s) return;
+    CHECK(bc_list_open(s, K("k/"), &after_free, NULL) == BC_OK);
+    CHECK(bc_list_next(after_free, &e, &has, NULL) == BC_OK && has);
+    bc_store_free(s); /* without bc_close */
+    CHECK(bc_list_next(after_free, &e, &has, NULL) == BC_CLOSED);
+    bc_list_free(after_free);
+    unlink(p);
+
+    /* The hash index: no prefix listing; every key, unordered, from a
+     * snapshot; a key deleted before its turn is skipped. */
+    o.index = BC_INDEX_HASH;
+    s = open_with(p, &o);
+    if (!s) return;
+    it = items_of("h/", 1500);
+    CHECK(bc_bulk_load(s, next_item, &it, NULL, NULL) == BC_OK);
+    CHECK(bc_list_open(s, K("h/"), &c, &err) == BC_UNSUPPORTED);
+    CHECK(bc_error_code(err) == BC_UNSUPPORTED);
+    bc_error_free(err);
+    err = NULL;
+    CHECK(bc_keys_open(s, &c, NULL) == BC_OK);
+    CHECK(bc_delete(s, K("h/01499"), NULL) == BC_OK);
+    CHECK(bc_put(s, K("h/new"), (const uint8_t *)"n", 1, NULL, NULL) == BC_OK);
+    CHECK(drain(c, &l) == BC_OK);
+    CHECK(l.n == 1499);
+    qsort(l.keys, (size_t)l.n, sizeof l.keys[0], key_cmp);
+    int all = 1;
+    for (int i = 0; i < 1499; i++) {
+        char want[16] = {0};
+        snprintf(want, sizeof want, "h/%05d", i);
+        all &= memcmp(l.keys[i], want, 16) == 0;
+    }
+    CHECK(all);
+    bc_list_free(c);
+    CHECK(bc_keys_open(s, &c, NULL) == BC_OK);
+    CHECK(bc_list_next(c, &e, &has, NULL) == BC_OK && has);
+    bc_store_free(s);
+    CHECK(bc_list_next(c, &e, &has, NULL) == BC_CLOSED);
+    bc_list_free(c);
+    unlink(p);
+}
+
 int main(void) {
     snprintf(path, sizeof path, "/tmp/blobcask-c-test-%d.blobcask", (int)getpid());
     unlink(path);
@@ -1160,6 +1588,11 @@ int main(void) {
     test_growth();
     test_ttl();
     test_compact();
+    test_options_are_checked();
+    test_buffered_durability();
+    test_close_with_an_upload_outstanding();
+    test_bulk_load();
+    test_listing();
 
     bc_stats st;
     CHECK(bc_store_stats(s, &st, NULL) == BC_OK && st.capacity == (64u << 20) && st.objects > 0);

@@ -5,8 +5,11 @@
 //! blobcask -s media.blobcask put thumbs/cat.jpg cat.jpg      # or - for stdin
 //! blobcask -s media.blobcask put session/42 state.json --ttl 30m  # gone after 30 minutes
 //! blobcask -s media.blobcask get thumbs/cat.jpg -o out.jpg --range 0-4095
+//! blobcask -s media.blobcask get video.mp4 --range -65536  # the last 64 KiB (or 4096- : from 4096 on)
 //! blobcask -s media.blobcask stat thumbs/cat.jpg
 //! blobcask -s media.blobcask ls thumbs/
+//! blobcask -s media.blobcask get --key-hex 00ff0a           # any bytes as a key
+//! blobcask -s media.blobcask get -e 'raw\x00key'           # the form `ls` prints
 //! blobcask -s media.blobcask import ./photos
 //! blobcask -s media.blobcask stats
 //! blobcask -s media.blobcask grow 10G     # grow the file now (it also grows as it fills)
@@ -17,7 +20,15 @@
 //! ```
 //!
 //! The store may also come from `BLOBCASK_STORE`. Errors are one line on
-//! stderr and a non-zero exit code.
+//! stderr and a non-zero exit code (`import` also reports each file it
+//! skips on a line of its own). Long `import`, `backup` and `compact` runs
+//! show a progress line on stderr when it is a terminal.
+//!
+//! Keys are bytes: a KEY argument is taken as the argument's own bytes, as
+//! hex with `--key-hex`, or in the escaped form `ls` prints with
+//! `--key-escaped` (`\\` a backslash, `\xHH` any byte); see `keys.rs`.
+//! `put` and `import` stream files larger than 8 MiB through a multipart
+//! upload, so memory stays bounded whatever the file size (see `load.rs`).
 //!
 //! Only `create` makes a store, and only where nothing is (a missing path,
 //! an empty file) or on a block device; it never overwrites a file.
@@ -31,16 +42,22 @@
 //! index for itself: read-only, nothing stored).
 
 mod check;
+mod keys;
+mod load;
+mod progress;
 
-use std::io::{Read, Write};
+use std::ffi::OsString;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use blobcask::blocking::Store;
 use blobcask::{ErrorKind, IndexKind, Options, PutOptions, MAX_TTL};
 use blobcask_bench::parse_size;
 use clap::{Parser, Subcommand};
+use keys::KeyForm;
+use progress::Progress;
 
 #[derive(Parser)]
 #[command(name = "blobcask", version, about = "Inspect and use a blobcask store")]
@@ -70,10 +87,17 @@ enum Cmd {
         #[arg(long)]
         index: Option<String>,
     },
-    /// Store FILE (or - for stdin) under KEY.
+    /// Store FILE (or - for stdin) under KEY. A file (stdin redirected
+    /// from one too) larger than 8 MiB is streamed in 8 MiB parts through
+    /// a multipart upload, in bounded memory; bytes from a pipe are read
+    /// whole first.
     Put {
-        key: String,
+        /// The key: the argument's bytes, or hex (--key-hex), or the
+        /// escaped form `ls` prints (--key-escaped).
+        key: OsString,
         file: String,
+        #[command(flatten)]
+        form: KeyForm,
         /// Time to live: the object expires this long after the put, e.g.
         /// 500ms, 30s, 5m, 2h, 7d, or a number of seconds. From then on it
         /// is gone (get, stat, ls no longer see it). Without it the object
@@ -83,28 +107,62 @@ enum Cmd {
     },
     /// Write KEY's bytes to stdout or a file.
     Get {
-        key: String,
+        /// The key: the argument's bytes, or hex (--key-hex), or the
+        /// escaped form `ls` prints (--key-escaped).
+        key: OsString,
+        #[command(flatten)]
+        form: KeyForm,
         #[arg(short, long)]
         output: Option<PathBuf>,
-        /// Byte range A-B (inclusive), as in HTTP.
-        #[arg(long)]
+        /// Byte range, as in HTTP: A-B (bytes A to B, inclusive; clipped at
+        /// the end), A- (from A to the end) or -N (the last N bytes, or the
+        /// whole object if shorter). A range starting past the end is an
+        /// error.
+        #[arg(long, allow_hyphen_values = true)]
         range: Option<String>,
     },
     /// Size, version, time and expiry of KEY.
-    Stat { key: String },
+    Stat {
+        /// The key: the argument's bytes, or hex (--key-hex), or the
+        /// escaped form `ls` prints (--key-escaped).
+        key: OsString,
+        #[command(flatten)]
+        form: KeyForm,
+    },
     /// Delete KEY.
-    Rm { key: String },
-    /// List keys starting with PREFIX, in order.
+    Rm {
+        /// The key: the argument's bytes, or hex (--key-hex), or the
+        /// escaped form `ls` prints (--key-escaped).
+        key: OsString,
+        #[command(flatten)]
+        form: KeyForm,
+    },
+    /// List keys starting with PREFIX, in byte order, one per line in the
+    /// escaped form (a backslash as \\, control characters and bytes
+    /// that are not UTF-8 as \xHH; read back with --key-escaped), or in
+    /// hex with --key-hex.
     Ls {
+        /// Only keys starting with these bytes (same forms as a key).
         #[arg(default_value = "")]
-        prefix: String,
+        prefix: OsString,
+        #[command(flatten)]
+        form: KeyForm,
         /// Also print size, version and time left before expiry (- for
         /// none).
         #[arg(short, long)]
         long: bool,
     },
-    /// Load every file under DIR (keys are relative paths), with bulk load.
-    Import { dir: PathBuf },
+    /// Store every file under DIR, keyed by its path relative to DIR: small
+    /// files by bulk load in batches, files over 8 MiB streamed by
+    /// multipart upload. Symbolic links (not followed), special files and
+    /// unreadable files are skipped, each reported on stderr, and make the
+    /// exit code non-zero (after storing the rest) unless --skip-errors.
+    Import {
+        dir: PathBuf,
+        /// Exit 0 even when files were skipped (still reported).
+        #[arg(long)]
+        skip_errors: bool,
+    },
     /// Objects, bytes, capacity, space amplification, free space,
     /// fragmentation.
     Stats,
@@ -150,20 +208,62 @@ enum Cmd {
     },
 }
 
-fn parse_range(s: &str) -> Result<(u64, u64), String> {
-    let (a, b) = s
-        .split_once('-')
-        .ok_or_else(|| format!("bad range {s:?}: use A-B"))?;
-    let a: u64 = a.parse().map_err(|_| format!("bad range start {a:?}"))?;
-    let b: u64 = if b.is_empty() {
-        u64::MAX
-    } else {
-        b.parse().map_err(|_| format!("bad range end {b:?}"))?
+/// A byte range of `get --range`, as HTTP writes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ByteRange {
+    /// `A-B` (`len` = B - A + 1) or `A-` (`len` = `u64::MAX`).
+    From { start: u64, len: u64 },
+    /// `-N`: the last N bytes.
+    Last(u64),
+}
+
+fn parse_range(s: &str) -> Result<ByteRange, String> {
+    let bad = |why: &str| {
+        format!("bad range {s:?}: {why}; use A-B, A- (to the end) or -N (the last N bytes)")
     };
-    if b < a {
-        return Err(format!("range {s:?} ends before it starts"));
+    // Digits only: `u64::from_str` would also take a sign.
+    let number = |t: &str, what: &str| {
+        if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad(&format!("{what} {t:?} is not a number")));
+        }
+        t.parse::<u64>()
+            .map_err(|_| bad(&format!("{what} {t:?} is too large")))
+    };
+    let (a, b) = s.split_once('-').ok_or_else(|| bad("no '-'"))?;
+    match (a, b) {
+        ("", "") => Err(bad("no bounds")),
+        ("", n) => match number(n, "length")? {
+            0 => Err(bad("the last 0 bytes are no bytes")),
+            n => Ok(ByteRange::Last(n)),
+        },
+        (a, "") => Ok(ByteRange::From {
+            start: number(a, "start")?,
+            len: u64::MAX,
+        }),
+        (a, b) => {
+            let (a, b) = (number(a, "start")?, number(b, "end")?);
+            if b < a {
+                return Err(bad("it ends before it starts"));
+            }
+            Ok(ByteRange::From {
+                start: a,
+                len: (b - a).saturating_add(1),
+            })
+        }
     }
-    Ok((a, b.saturating_sub(a).saturating_add(1)))
+}
+
+impl ByteRange {
+    /// Offset and length of the range in an object of `size` bytes.
+    fn within(self, size: u64, text: &str, key: &str) -> Result<(u64, u64), String> {
+        match self {
+            ByteRange::Last(n) => Ok((size.saturating_sub(n), n.min(size))),
+            ByteRange::From { start, len } if start < size => Ok((start, len)),
+            ByteRange::From { start, .. } => Err(format!(
+                "range {text:?} starts at byte {start}, past the end of {key} ({size} bytes)"
+            )),
+        }
+    }
 }
 
 /// A time to live: a whole number with a unit (`500ms`, `30s`, `5m`, `2h`,
@@ -334,21 +434,25 @@ fn run(cli: Cli) -> Result<(), String> {
             );
             s.close().map_err(|e| e.to_string())
         }
-        Cmd::Put { key, file, ttl } => {
+        Cmd::Put {
+            key,
+            file,
+            form,
+            ttl,
+        } => {
             let mut options = PutOptions::default();
             if let Some(t) = ttl {
                 options = options.ttl(parse_ttl(t)?);
             }
-            let mut data = Vec::new();
-            if file == "-" {
-                std::io::stdin()
-                    .read_to_end(&mut data)
-                    .map_err(|e| format!("reading stdin: {e}"))?;
-            } else {
-                data = std::fs::read(file).map_err(|e| format!("reading {file}: {e}"))?;
-            }
+            let raw = form.parse(key, "key")?;
+            let key = form.show(&raw);
+            let source = load::Source::open(file)?;
             let s = open(&store_path()?)?;
-            let info = s.put_with(key, data, options).map_err(|e| e.to_string())?;
+            let mut progress = Progress::new("put");
+            let info = load::put(&s, &raw, source, options, &mut |at| {
+                progress.update(|| human(at))
+            })?;
+            progress.clear();
             match info.expires {
                 Some(at) => println!(
                     "{key}: {} bytes, version {}, expires in {}",
@@ -360,14 +464,26 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             s.close().map_err(|e| e.to_string())
         }
-        Cmd::Get { key, output, range } => {
+        Cmd::Get {
+            key,
+            form,
+            output,
+            range,
+        } => {
+            let key = form.parse(key, "key")?;
+            // Checked before the store is opened.
+            let range = match range.as_deref() {
+                Some(r) => Some((parse_range(r)?, r)),
+                None => None,
+            };
             let s = open_read_only(&store_path()?, None)?;
             let bytes = match range {
-                Some(r) => {
-                    let (off, len) = parse_range(r)?;
-                    s.read(key, off, len)
+                Some((r, text)) => {
+                    let size = s.stat(&key).map_err(|e| e.to_string())?.size;
+                    let (off, len) = r.within(size, text, &form.show(&key))?;
+                    s.read(&key, off, len)
                 }
-                None => s.get(key),
+                None => s.get(&key),
             }
             .map_err(|e| e.to_string())?;
             match output {
@@ -379,9 +495,11 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             s.close().map_err(|e| e.to_string())
         }
-        Cmd::Stat { key } => {
+        Cmd::Stat { key, form } => {
+            let raw = form.parse(key, "key")?;
+            let key = form.show(&raw);
             let s = open_read_only(&store_path()?, None)?;
-            let i = s.stat(key).map_err(|e| e.to_string())?;
+            let i = s.stat(&raw).map_err(|e| e.to_string())?;
             println!(
                 "key      {key}\nsize     {} ({})\nversion  {}\ncreated  {}\nstorage  {}",
                 i.size,
@@ -395,23 +513,25 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             s.close().map_err(|e| e.to_string())
         }
-        Cmd::Rm { key } => {
+        Cmd::Rm { key, form } => {
+            let key = form.parse(key, "key")?;
             let s = open(&store_path()?)?;
-            s.delete(key).map_err(|e| e.to_string())?;
+            s.delete(&key).map_err(|e| e.to_string())?;
             s.close().map_err(|e| e.to_string())
         }
-        Cmd::Ls { prefix, long } => {
+        Cmd::Ls { prefix, form, long } => {
+            let prefix = form.parse(prefix, "prefix")?;
             // Listing needs an ordered index: a BTree, for this open only.
             let s = open_read_only(&store_path()?, Some(IndexKind::BTree))?;
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            for entry in s.list(prefix).map_err(|e| e.to_string())? {
+            for entry in s.list(&prefix).map_err(|e| e.to_string())? {
                 let e = entry.map_err(|e| e.to_string())?;
-                let key = String::from_utf8_lossy(&e.key);
+                let key = form.show(&e.key);
                 let line = if *long {
                     let expires = e.expires.map_or_else(|| "-".into(), time_left);
                     format!("{:>12} {:>8} {expires:>8} {key}", e.size, e.version)
                 } else {
-                    key.into_owned()
+                    key
                 };
                 if writeln!(out, "{line}").is_err() {
                     break; // closed pipe (e.g. `| head`)
@@ -420,50 +540,22 @@ fn run(cli: Cli) -> Result<(), String> {
             drop(out);
             s.close().map_err(|e| e.to_string())
         }
-        Cmd::Import { dir } => {
-            let mut files = Vec::new();
-            walk(dir, &mut files).map_err(|e| format!("reading {}: {e}", dir.display()))?;
-            let total: u64 = files.iter().map(|(_, n)| *n).sum();
+        Cmd::Import { dir, skip_errors } => {
             let s = open(&store_path()?)?;
-            let started = Instant::now();
-            let done = std::cell::Cell::new(0u64);
-            let bytes = std::cell::Cell::new(0u64);
-            let count = files.len();
-            let items = files.into_iter().filter_map(|(p, _)| {
-                let data = std::fs::read(&p).ok()?;
-                let key = p
-                    .strip_prefix(dir)
-                    .unwrap_or(&p)
-                    .to_string_lossy()
-                    .into_owned();
-                done.set(done.get() + 1);
-                bytes.set(bytes.get() + data.len() as u64);
-                if done.get().is_multiple_of(500) || done.get() as usize == count {
-                    eprint!(
-                        "\rimport: {}/{count} files, {} of {}",
-                        done.get(),
-                        human(bytes.get()),
-                        human(total)
-                    );
-                }
-                Some((key, data))
-            });
-            let items: Vec<(String, Vec<u8>)> = items.collect();
-            let report = s.bulk_load(items).map_err(|e| e.to_string())?;
-            eprintln!();
-            println!(
-                "imported {} objects, {} in {:.2?} ({:.0} objects/s, {:.1} MiB/s)",
-                report.objects,
-                human(report.bytes),
-                started.elapsed(),
-                report.objects_per_sec(),
-                report.bytes_per_sec() / (1 << 20) as f64
-            );
-            s.close().map_err(|e| e.to_string())
+            let report = load::import(&s, dir, &mut Progress::new("import"))?;
+            s.close().map_err(|e| e.to_string())?;
+            if report.skipped > 0 && !skip_errors {
+                return Err(format!(
+                    "{} file(s) skipped (listed above; the rest is stored); --skip-errors exits 0 for that",
+                    report.skipped
+                ));
+            }
+            Ok(())
         }
         Cmd::Compact => {
             let s = open(&store_path()?)?;
-            let r = s.compact().map_err(|e| e.to_string())?;
+            let r = Progress::around("compact", "moving objects".into(), || s.compact())
+                .map_err(|e| e.to_string())?;
             println!(
                 "moved {} objects ({}) in {:.2} s; largest free piece {} -> {}",
                 r.moved,
@@ -476,7 +568,10 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Cmd::Backup { dest } => {
             let s = open_read_only(&store_path()?, None)?;
-            let r = s.backup(dest).map_err(|e| e.to_string())?;
+            let st = s.stats();
+            let what = format!("{} objects, {}", st.objects, human(st.logical_bytes));
+            let r =
+                Progress::around("backup", what, || s.backup(dest)).map_err(|e| e.to_string())?;
             println!(
                 "backed up {} objects ({}) to {} in {:.2} s ({}/s), verified",
                 r.objects,
@@ -638,19 +733,6 @@ fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
-fn walk(dir: &Path, out: &mut Vec<(PathBuf, u64)>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let ty = entry.file_type()?;
-        if ty.is_dir() {
-            walk(&entry.path(), out)?;
-        } else if ty.is_file() {
-            out.push((entry.path(), entry.metadata()?.len()));
-        }
-    }
-    Ok(())
-}
-
 /// The comparison of `blobcask-bench` (raw device, blobcask on io_uring,
 /// file per object) at a few sizes, in a scratch directory that is removed
 /// afterwards. Engine failures (e.g. a full disk) become one error line.
@@ -705,6 +787,13 @@ fn bench(
 }
 
 fn main() -> ExitCode {
+    // Like other Unix tools, end quietly when the reader of stdout goes
+    // away (`blobcask stat k | head -1`) instead of panicking in `println!`.
+    // SAFETY: resetting a signal's disposition to its default, before any
+    // thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

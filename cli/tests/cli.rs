@@ -720,3 +720,509 @@ fn compact_moves_objects_and_reports_what_it_did() {
     fails_with(&run(&store, &["compact"], None), "LOCKED");
     held.close().unwrap();
 }
+
+fn run_args(store: &std::path::Path, args: &[&std::ffi::OsStr], stdin: Stdio) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_blobcask"))
+        .arg("-s")
+        .arg(store)
+        .args(args)
+        .stdin(stdin)
+        .output()
+        .unwrap()
+}
+
+/// Runs the tool with `stdin`, returning its output and the largest
+/// resident set size seen while it ran (kB; polled from /proc, so a lower
+/// bound of the true peak, which a short spike could escape).
+fn run_measured(store: &std::path::Path, args: &[&str], stdin: Stdio) -> (Output, u64) {
+    let child = Command::new(env!("CARGO_BIN_EXE_blobcask"))
+        .arg("-s")
+        .arg(store)
+        .args(args)
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let poller = {
+        let (peak, done) = (peak.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                let hwm = std::fs::read_to_string(&status).ok().and_then(|s| {
+                    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+                    line.split_whitespace().nth(1)?.parse::<u64>().ok()
+                });
+                if let Some(kb) = hwm {
+                    peak.fetch_max(kb, std::sync::atomic::Ordering::Relaxed);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        })
+    };
+    let out = child.wait_with_output().unwrap();
+    done.store(true, std::sync::atomic::Ordering::Release);
+    poller.join().unwrap();
+    (out, peak.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+fn pattern(n: usize, seed: u32) -> Vec<u8> {
+    (0..n as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13 ^ seed) as u8)
+        .collect()
+}
+
+/// `put` of a file larger than its 8 MiB chunk goes through a multipart
+/// upload: the bytes read back whole and by range, from a path or from
+/// stdin redirected from the file, with a ttl too, and the process never
+/// holds the file in memory.
+#[test]
+fn put_streams_a_large_file_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("big.blobcask");
+    ok(&run(
+        &store,
+        &["create", "--capacity", "48M", "--max-capacity", "48M"],
+        None,
+    ));
+    // 40 MiB and a bit: five chunks and a short last part.
+    let size = (40 << 20) + 4097;
+    let data = pattern(size, 7);
+    let file = dir.path().join("large.bin");
+    std::fs::write(&file, &data).unwrap();
+    let (o, peak_kb) = run_measured(
+        &store,
+        &["put", "large", file.to_str().unwrap()],
+        Stdio::null(),
+    );
+    assert!(ok(&o).contains(&format!("large: {size} bytes")), "{o:?}");
+    // The whole file would be 40 MiB; one chunk in flight is far less.
+    assert!(peak_kb > 0, "no memory figure read");
+    assert!(
+        peak_kb < 36 << 10,
+        "peak RSS {peak_kb} kB for a 40 MiB file"
+    );
+    let got = run(&store, &["get", "large"], None);
+    assert!(got.status.success());
+    assert!(got.stdout == data, "bytes differ");
+    let tail = run(&store, &["get", "large", "--range", "-5000"], None);
+    assert_eq!(tail.stdout, data[size - 5000..]);
+    let from = run(&store, &["get", "large", "--range", "41943000-"], None);
+    assert_eq!(from.stdout, data[41_943_000..]);
+    let mid = run(
+        &store,
+        &["get", "large", "--range", "8388600-8388700"],
+        None,
+    );
+    assert_eq!(mid.stdout, data[8_388_600..=8_388_700]);
+
+    // Stdin redirected from the file streams as well; a ttl is kept.
+    ok(&run(&store, &["rm", "large"], None));
+    let (o, peak_kb) = run_measured(
+        &store,
+        &["put", "again", "-", "--ttl", "1h"],
+        Stdio::from(std::fs::File::open(&file).unwrap()),
+    );
+    assert!(ok(&o).contains("expires in "), "{o:?}");
+    assert!(peak_kb < 36 << 10, "peak RSS {peak_kb} kB from stdin");
+    assert!(stat_expires(&store, "again").is_some());
+    assert!(run(&store, &["get", "again"], None).stdout == data);
+    std::fs::remove_file(&file).unwrap();
+
+    // A store without room for it: NO_SPACE, and the upload left nothing.
+    let more = dir.path().join("more.bin");
+    std::fs::write(&more, pattern(20 << 20, 9)).unwrap();
+    fails_with(
+        &run(&store, &["put", "more", more.to_str().unwrap()], None),
+        "NO_SPACE",
+    );
+    fails_with(&run(&store, &["stat", "more"], None), "NOT_FOUND");
+    ok(&run(&store, &["rm", "again"], None));
+    ok(&run(&store, &["put", "more", more.to_str().unwrap()], None));
+    assert!(run(&store, &["get", "more"], None).stdout == pattern(20 << 20, 9));
+    let check = ok(&run(&store, &["check", "--data"], None));
+    assert!(check.contains("no problems found"), "{check}");
+
+    // Bad sources: one line each, nothing stored.
+    fails_with(
+        &run(&store, &["put", "k", dir.path().to_str().unwrap()], None),
+        "reading",
+    );
+    fails_with(
+        &run(&store, &["put", "k", "/nonexistent/file"], None),
+        "reading /nonexistent/file",
+    );
+    fails_with(&run(&store, &["stat", "k"], None), "NOT_FOUND");
+}
+
+/// `get --range`: A-B, A- (to the end), -N (the last N bytes, or all of a
+/// shorter object); bad ranges are one clear line and print nothing.
+#[test]
+fn get_takes_http_style_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("ranges.blobcask");
+    ok(&run(&store, &["create", "--capacity", "8M"], None));
+    let data = pattern(10_000, 3);
+    ok(&run(&store, &["put", "k", "-"], Some(&data)));
+    ok(&run(&store, &["put", "empty", "-"], Some(b"")));
+    for (range, want) in [
+        ("0-0", &data[..1]),
+        ("100-199", &data[100..200]),
+        ("9990-20000", &data[9990..]),
+        ("9999-", &data[9999..]),
+        ("0-", &data[..]),
+        ("-1", &data[9999..]),
+        ("-300", &data[9700..]),
+        ("-10000", &data[..]),
+        ("-99999", &data[..]),
+    ] {
+        let o = run(&store, &["get", "k", "--range", range], None);
+        assert!(o.status.success(), "{range}: {o:?}");
+        assert!(o.stdout == want, "{range}");
+        let o = run(&store, &["get", "k", &format!("--range={range}")], None);
+        assert!(o.stdout == want, "={range}");
+    }
+    assert!(ok(&run(&store, &["get", "empty", "--range", "-5"], None)).is_empty());
+    for bad in [
+        "",
+        "-",
+        "-0",
+        "5",
+        "a-b",
+        "1-x",
+        "9-1",
+        "1-2-3",
+        "+1-5",
+        "-+5",
+        " 1-2",
+        "1--2",
+        "99999999999999999999-",
+    ] {
+        let o = run(&store, &["get", "k", "--range", bad], None);
+        fails_with(&o, "bad range");
+        assert!(o.stdout.is_empty(), "{bad:?}");
+    }
+    for past in ["10000-", "10000-10005", "20000-30000"] {
+        let o = run(&store, &["get", "k", "--range", past], None);
+        fails_with(&o, "past the end of k (10000 bytes)");
+        assert!(o.stdout.is_empty());
+    }
+    fails_with(
+        &run(&store, &["get", "empty", "--range", "0-"], None),
+        "past the end",
+    );
+    fails_with(
+        &run(&store, &["get", "missing", "--range", "-5"], None),
+        "NOT_FOUND",
+    );
+}
+
+/// Keys are bytes: --key-hex and --key-escaped name any key in every
+/// command that takes one, a raw argument keeps its bytes, and `ls` prints
+/// keys escaped (or in hex) so that every printed line reads back.
+#[test]
+fn keys_are_bytes_in_hex_or_escaped_form() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("keys.blobcask");
+    ok(&run(&store, &["create", "--capacity", "8M"], None));
+    let keys: [(&[u8], &[u8]); 6] = [
+        (b"plain/key", b"v1"),
+        (b"tab\there\nnewline", b"v2"),
+        (b"bin\x00\xff\x80", b"v3"),
+        (b"back\\slash\\x41", b"v4"),
+        ("utf8/фото €".as_bytes(), b"v5"),
+        (b"\x7f\x1b[31m", b"v6"),
+    ];
+    for (i, (key, value)) in keys.iter().enumerate() {
+        // Alternate forms: hex, raw argv bytes.
+        let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
+        let o = if i % 2 == 0 {
+            run(&store, &["put", "--key-hex", &hex, "-"], Some(value))
+        } else {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_blobcask"));
+            cmd.arg("-s")
+                .arg(&store)
+                .arg("put")
+                .arg(OsStr::from_bytes(key));
+            cmd.arg("-").stdin(Stdio::piped()).stdout(Stdio::piped());
+            let mut child = cmd.spawn().unwrap();
+            child.stdin.take().unwrap().write_all(value).unwrap();
+            child.wait_with_output().unwrap()
+        };
+        let out = ok(&o);
+        assert_eq!(out.lines().count(), 1, "{out:?}");
+        assert!(
+            !out.trim_end().contains('\n') && !out.contains('\t'),
+            "{out:?}"
+        );
+    }
+    // ls prints each key escaped, in byte order; every line names its key
+    // again with -e, in get, stat and ls.
+    let printed = [
+        "back\\\\slash\\\\x41",
+        "bin\\x00\\xff\\x80",
+        "plain/key",
+        "tab\\x09here\\x0anewline",
+        "utf8/фото €",
+        "\\x7f\\x1b[31m", // 0x7f sorts last
+    ];
+    let ls = ok(&run(&store, &["ls"], None));
+    assert_eq!(ls.lines().collect::<Vec<_>>(), printed, "{ls}");
+    assert!(!ls.chars().any(|c| c.is_control() && c != '\n'), "{ls:?}");
+    let value_of = |line: &str| match line {
+        "plain/key" => "v1",
+        l if l.starts_with("tab") => "v2",
+        l if l.starts_with("bin") => "v3",
+        l if l.starts_with("back") => "v4",
+        l if l.starts_with("utf8") => "v5",
+        _ => "v6",
+    };
+    for line in printed {
+        let o = run(&store, &["get", "-e", line], None);
+        assert_eq!(&o.stdout[..], value_of(line).as_bytes(), "{line}");
+        let stat = ok(&run(&store, &["stat", "--key-escaped", line], None));
+        assert!(stat.starts_with(&format!("key      {line}\n")), "{stat}");
+        assert_eq!(
+            ok(&run(&store, &["ls", "-e", line], None)),
+            format!("{line}\n")
+        );
+    }
+    // ls --key-hex prints hex; the same keys come back.
+    let hex_ls = ok(&run(&store, &["ls", "--key-hex"], None));
+    let mut listed: Vec<Vec<u8>> = hex_ls
+        .lines()
+        .map(|h| {
+            (0..h.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap())
+                .collect()
+        })
+        .collect();
+    let mut want: Vec<Vec<u8>> = keys.iter().map(|(k, _)| k.to_vec()).collect();
+    listed.sort();
+    want.sort();
+    assert_eq!(listed, want);
+    // A prefix in each form.
+    assert_eq!(
+        ok(&run(&store, &["ls", "-x", "62696e"], None)).trim(),
+        "62696e00ff80"
+    );
+    assert_eq!(
+        ok(&run(&store, &["ls", "-e", "bin\\x00"], None)).trim(),
+        "bin\\x00\\xff\\x80"
+    );
+    assert_eq!(
+        ok(&run_args(
+            &store,
+            // A raw prefix that is not UTF-8: the first byte of "ф".
+            &["ls".as_ref(), OsStr::from_bytes(b"utf8/\xd1")],
+            Stdio::null()
+        ))
+        .trim(),
+        "utf8/фото €"
+    );
+    // rm by hex; a raw key is not unescaped.
+    ok(&run(&store, &["rm", "-x", "62696e00ff80"], None));
+    fails_with(
+        &run(&store, &["get", "-e", "bin\\x00\\xff\\x80"], None),
+        "NOT_FOUND",
+    );
+    fails_with(&run(&store, &["get", "plain\\x2fkey"], None), "NOT_FOUND");
+    assert_eq!(
+        run(&store, &["get", "-e", "plain\\x2fkey"], None).stdout,
+        b"v1"
+    );
+    // Bad forms: one line that says what is wrong, nothing stored.
+    for (args, needle) in [
+        (&["get", "-x", "6"][..], "odd number of hex digits"),
+        (&["get", "-x", "zz"], "not a hex digit pair"),
+        (&["put", "-x", "", "-"], "INVALID_ARGUMENT"),
+        (&["get", "-e", "a\\q"], "unknown escape"),
+        (&["get", "-e", "a\\x4"], "two hex digits"),
+        (&["stat", "-e", "a\\"], "unknown escape"),
+        (&["rm", "-x", "0g"], "not a hex digit pair"),
+        (&["ls", "-x", "abc"], "odd number of hex digits"),
+        (&["put", "-e", "k\\", "-"], "unknown escape"),
+    ] {
+        let o = run(&store, args, Some(b"x"));
+        fails_with(&o, needle);
+    }
+    let o = run(&store, &["get", "-x", "-e", "00"], None);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot be used with"));
+    assert_eq!(
+        ok(&run(&store, &["ls"], None)).lines().count(),
+        keys.len() - 1
+    );
+}
+
+/// `import` stores every regular file (large ones streamed, the key being
+/// the relative path's bytes), reports each skipped entry (symlinks,
+/// special files, unreadable files) on stderr and exits non-zero for them
+/// unless --skip-errors; no progress line reaches captured stderr.
+#[test]
+fn import_streams_large_files_and_reports_skipped_ones() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("import.blobcask");
+    ok(&run(&store, &["create", "--capacity", "64M"], None));
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(tree.join("a/b")).unwrap();
+    let big = pattern((12 << 20) + 5, 1);
+    std::fs::write(tree.join("a/big.bin"), &big).unwrap();
+    for i in 0..40u32 {
+        std::fs::write(
+            tree.join("a/b").join(format!("s{i:02}")),
+            pattern(i as usize * 997, i),
+        )
+        .unwrap();
+    }
+    std::fs::write(tree.join(OsStr::from_bytes(b"raw\xff name")), b"raw").unwrap();
+    std::fs::write(tree.join("new\nline"), b"nl").unwrap();
+    std::fs::write(tree.join("empty"), b"").unwrap();
+    std::os::unix::fs::symlink(tree.join("a/big.bin"), tree.join("link")).unwrap();
+    std::os::unix::fs::symlink("/nonexistent", tree.join("dangling")).unwrap();
+    let _socket = std::os::unix::net::UnixListener::bind(tree.join("sock")).unwrap();
+    let fifo = Command::new("mkfifo").arg(tree.join("fifo")).status();
+    let fifo = fifo.is_ok_and(|s| s.success());
+    // An unreadable file, where permissions apply (not to root).
+    let locked = tree.join("locked");
+    std::fs::write(&locked, b"secret").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let unreadable = std::fs::read(&locked).is_err();
+    let skipped = 3 + fifo as usize + unreadable as usize;
+    let stored = 44 + !unreadable as usize;
+
+    let o = run(&store, &["import", tree.to_str().unwrap()], None);
+    assert!(!o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains(&format!("imported {stored} objects")), "{out}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !err.contains('\r') && !err.contains('\x1b'),
+        "progress in {err:?}"
+    );
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), skipped + 1, "{err}");
+    assert!(
+        err.contains("link: a symbolic link (not followed)"),
+        "{err}"
+    );
+    assert!(err.contains("dangling: a symbolic link"), "{err}");
+    assert!(err.contains("sock: a socket"), "{err}");
+    if fifo {
+        assert!(err.contains("fifo: a fifo"), "{err}");
+    }
+    if unreadable {
+        assert!(err.contains("locked: cannot read it"), "{err}");
+    }
+    assert!(
+        lines
+            .last()
+            .unwrap()
+            .contains(&format!("{skipped} file(s) skipped")),
+        "{err}"
+    );
+    assert!(lines.iter().all(|l| l.starts_with("blobcask: ")), "{err}");
+
+    assert!(run(&store, &["get", "a/big.bin"], None).stdout == big);
+    for i in [0u32, 1, 17, 39] {
+        let key = format!("a/b/s{i:02}");
+        assert!(
+            run(&store, &["get", &key], None).stdout == pattern(i as usize * 997, i),
+            "{key}"
+        );
+    }
+    assert_eq!(
+        run(&store, &["get", "-e", "raw\\xff name"], None).stdout,
+        b"raw"
+    );
+    assert_eq!(
+        run(&store, &["get", "-e", "new\\x0aline"], None).stdout,
+        b"nl"
+    );
+    assert!(ok(&run(&store, &["get", "empty"], None)).is_empty());
+    let ls = ok(&run(&store, &["ls"], None));
+    assert_eq!(ls.lines().count(), stored, "{ls}");
+    assert!(
+        ls.contains("raw\\xff name\n") && ls.contains("new\\x0aline\n"),
+        "{ls}"
+    );
+    for gone in ["link", "dangling", "sock", "fifo"] {
+        fails_with(&run(&store, &["stat", gone], None), "NOT_FOUND");
+    }
+
+    // --skip-errors: the same report, exit 0; everything replaced.
+    let o = run(
+        &store,
+        &["import", "--skip-errors", tree.to_str().unwrap()],
+        None,
+    );
+    let out = ok(&o);
+    assert!(out.contains(&format!("imported {stored} objects")), "{out}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), skipped, "{err}");
+    assert!(!err.contains("--skip-errors"), "{err}");
+    assert_eq!(ok(&run(&store, &["ls"], None)).lines().count(), stored);
+    let check = ok(&run(&store, &["check", "--data"], None));
+    assert!(check.contains("no problems found"), "{check}");
+
+    // A clean tree exits 0 with nothing on stderr.
+    let clean = dir.path().join("clean");
+    std::fs::create_dir_all(&clean).unwrap();
+    std::fs::write(clean.join("x"), b"x").unwrap();
+    let o = run(&store, &["import", clean.to_str().unwrap()], None);
+    assert!(ok(&o).contains("imported 1 objects"));
+    assert!(
+        o.stderr.is_empty(),
+        "{:?}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Not a directory, or none: one line.
+    fails_with(
+        &run(&store, &["import", clean.join("x").to_str().unwrap()], None),
+        "is not a directory",
+    );
+    fails_with(
+        &run(
+            &store,
+            &["import", dir.path().join("none").to_str().unwrap()],
+            None,
+        ),
+        "reading",
+    );
+}
+
+/// Long commands draw a progress line only on a terminal: with stderr
+/// captured, `backup`, `compact` and `import` print none.
+#[test]
+fn progress_never_reaches_captured_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("p.blobcask");
+    ok(&run(&store, &["create", "--capacity", "16M"], None));
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    for i in 0..200 {
+        std::fs::write(tree.join(format!("f{i}")), pattern(5000, i)).unwrap();
+    }
+    let copy = dir.path().join("copy.blobcask");
+    for args in [
+        &["import", tree.to_str().unwrap()][..],
+        &["compact"],
+        &["backup", copy.to_str().unwrap()],
+    ] {
+        let o = run(&store, args, None);
+        ok(&o);
+        assert!(
+            o.stderr.is_empty(),
+            "{args:?}: {:?}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}

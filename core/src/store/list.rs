@@ -140,6 +140,15 @@ impl Iterator for Keys {
                 }));
             }
         }
+        // Nothing more once the store is closed, not even the rest of a
+        // page already read.
+        if !self.page.is_empty() {
+            if let Err(e) = self.store.check_open() {
+                self.page.clear();
+                self.done = true;
+                return Some(Err(e));
+            }
+        }
         while self.page.is_empty() && !self.done {
             if let Err(e) = self.refill() {
                 self.done = true;
