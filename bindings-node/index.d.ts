@@ -9,6 +9,37 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/**
+ * A bulk load in progress (`Store.bulkLoad` in lib.js): lib.js takes the
+ * items from the caller's iterable on the JavaScript thread and `add`s
+ * each here, which copies it into the batch being filled; full batches
+ * are fed (`feed`) to the engine's `bulk_load`, which runs on a thread of
+ * its own over them, in order, until `finish`. A thread, not the event
+ * loop or napi-rs's runtime, because the engine takes the items from a
+ * blocking iterator: it waits for the next batch inside the load. Ending
+ * the feed early (`finish` after a failure on the JavaScript side, or the
+ * `BulkLoad` collected) loads the items fed so far.
+ */
+export declare class BulkLoad {
+  /**
+   * Copies one item into the batch being filled; returns whether the
+   * batch is full (then lib.js calls `feed` before adding more).
+   */
+  add(key: string | Uint8Array, value: Uint8Array): boolean
+  /**
+   * Feeds the batch being filled to the load. Resolves once the load
+   * has room for it: `true`, or `false` when the load has already ended
+   * (then `finish` rejects with why).
+   */
+  feed(): Promise<boolean>
+  /**
+   * Feeds the batch being filled, ends the feed and resolves with the
+   * load's report once everything fed is committed; rejects with the
+   * load's error.
+   */
+  finish(): Promise<LoadReport>
+}
+
 /** An open blob store. */
 export declare class Store {
   /**
@@ -16,13 +47,13 @@ export declare class Store {
    * puts issued together are committed together. The value is copied
    * before `put` returns, so the caller may change or reuse its Buffer
    * at once without changing what is stored. Runs on the store's loop
-   * (submitted from this thread, completed by the loop), except values
-   * over `LOOP_PUT_MAX`, which napi-rs's runtime writes.
+   * (submitted from this thread, completed by the loop); values of
+   * 1 MiB or more are written by a helper thread.
    */
   put(key: string | Uint8Array, value: Uint8Array, conditions?: PutConditions | undefined | null): Promise<ObjectInfo>
   /**
-   * The whole object. Runs on the store's loop; results over
-   * `LOOP_READ_MAX` are read by a libuv worker instead.
+   * The whole object. Runs on the store's loop; results of 1 MiB or
+   * more are read by a helper thread.
    */
   get(key: string | Uint8Array): Promise<Buffer>
   /**
@@ -43,6 +74,12 @@ export declare class Store {
   listPage(prefix: string | Uint8Array, after: Uint8Array | undefined | null, limit: number): Array<Buffer>
   /** Starts a multipart upload of exactly `size` bytes. */
   beginUpload(key: string | Uint8Array, size: number): Promise<Upload>
+  /**
+   * Starts a bulk load fed by lib.js (`Store.bulkLoad`); see
+   * [`BulkLoad`]. Throws CLOSED after `close()`; the load itself
+   * rejects (at `finish`) with UNSUPPORTED on a read-only store.
+   */
+  bulkLoad(): BulkLoad
   /**
    * The uploads in progress on this store (begun through this process's
    * open store and neither committed, aborted nor dropped), oldest
@@ -87,8 +124,7 @@ export declare class Store {
    * exists (nothing is ever replaced), NOT_FOUND if its directory does
    * not exist, INVALID_ARGUMENT if it names no file, CLOSED after
    * `close()`, CORRUPT if an object fails its checksums (no copy is
-   * made), NO_SPACE or IO. Runs on a blocking thread of napi-rs's
-   * runtime.
+   * made), NO_SPACE or IO. Runs on napi-rs's runtime.
    */
   backup(dest: string): Promise<BackupReport>
   /**
@@ -153,7 +189,7 @@ export declare class Upload {
    * The part is copied before `writePart` returns: the caller may reuse
    * its Buffer at once.
    */
-  writePart(offset: number, data: Uint8Array, crc32c?: number | undefined | null): Promise<void>
+  writePart(offset: number, data: Uint8Array, crc32C?: number | undefined | null): Promise<void>
   /** Makes the object visible atomically. */
   commit(): Promise<ObjectInfo>
   /** Abandons the upload and frees its space. */
@@ -170,6 +206,31 @@ export interface BackupReport {
   bytes: number
   /** Milliseconds from the call to the copy being verified and published. */
   elapsedMs: number
+}
+
+/**
+ * `durability: { maxDelayMs }`: changes are acknowledged at once and
+ * written as one group at most `maxDelayMs` later (or at `sync()`,
+ * `close()`). A crash loses the changes of up to the last `maxDelayMs`,
+ * acknowledged or not; what survives is a prefix of them in commit order.
+ */
+export interface BufferedDurability {
+  /**
+   * Longest time an acknowledged change stays unwritten, in
+   * milliseconds: more than 0 (fractions down to 0.001, 1 µs), finite.
+   */
+  maxDelayMs: number
+}
+
+/**
+ * Reads served from the read cache (`hits`) and from the device
+ * (`misses`), the bytes it holds and its bound.
+ */
+export interface CacheStats {
+  hits: number
+  misses: number
+  bytes: number
+  capacity: number
 }
 
 /** What `compact` did. */
@@ -189,12 +250,29 @@ export interface CompactReport {
 /** CRC32C (Castagnoli) of `data`: the checksum `Upload.writePart` takes. */
 export declare function crc32c(data: Uint8Array): number
 
+/** What `bulkLoad` did. */
+export interface LoadReport {
+  /** Objects committed. */
+  objects: number
+  /** Their value bytes. */
+  bytes: number
+  /** Commit groups they were made visible in (each all-or-nothing). */
+  groups: number
+  /** Milliseconds the whole load took. */
+  elapsedMs: number
+}
+
 /** What a commit produced, or what `stat` reports. */
 export interface ObjectInfo {
   /** Object size in bytes. */
   size: number
-  /** Commit version: larger for every later commit in the store. */
-  version: bigint
+  /**
+   * Commit version: larger for every later commit in the store. A
+   * number (so that `JSON.stringify` works); a bigint only above
+   * `Number.MAX_SAFE_INTEGER`, which no store reaches in practice (one
+   * commit per version).
+   */
+  version: number
   /** Commit time, milliseconds since the Unix epoch (as `Date.now()`). */
   created: number
   /** Whether the value is stored inline in its tuple. */
@@ -252,17 +330,32 @@ export interface OpenOptions {
    * rejected with UNSUPPORTED, nothing ever written (default false).
    */
   readOnly?: boolean
+  /**
+   * Bytes of the read cache of whole small objects (default 64 MiB; 0
+   * turns it off). `stats().cache` counts its hits.
+   */
+  cacheBytes?: number
+  /**
+   * When an acknowledged change is durable: `'sync'` (the default) or
+   * `{ maxDelayMs }` (see [`BufferedDurability`]). Not stored: given
+   * at every open.
+   */
+  durability?: 'sync' | { maxDelayMs: number }
 }
+
+/** Synchronous `open`, for scripts. */
+export declare function openSync(path: string, options?: OpenOptions | undefined | null): Store
 
 /** Conditions and expiry of a `put`. */
 export interface PutConditions {
   /** Create only: rejects with ALREADY_EXISTS if the key has an object. */
   ifAbsent?: boolean
   /**
-   * Replace only this version (`ObjectInfo.version`): rejects with
-   * VERSION_MISMATCH if the key holds another version or nothing.
+   * Replace only this version (`ObjectInfo.version`, a number or a
+   * bigint): rejects with VERSION_MISMATCH if the key holds another
+   * version or nothing.
    */
-  ifVersion?: bigint
+  ifVersion?: number | bigint
   /**
    * Time to live in milliseconds (fractions down to 0.001, 1 µs): the
    * object expires that long after its commit. Omitted, it never
@@ -270,9 +363,6 @@ export interface PutConditions {
    */
   ttl?: number
 }
-
-/** Synchronous `open`, for scripts. */
-export declare function openSync(path: string, options?: OpenOptions | undefined | null): Store
 
 /**
  * What recovery found and did at open: groups and object versions rolled
@@ -284,6 +374,26 @@ export interface Recovery {
   rolledBackObjects: number
   repaired: Array<string>
   details: Array<string>
+}
+
+/** Space and content figures. */
+export interface Stats {
+  objects: number
+  logicalBytes: number
+  allocatedBytes: number
+  metadataBytes: number
+  freeBytes: number
+  capacity: number
+  deviceBytesWritten: number
+  userBytesWritten: number
+  commitGroups: number
+  ioEngine: string
+  directIo: boolean
+  index: string
+  /** What recovery did when the store was opened. */
+  recovery: Recovery
+  /** The read cache since open. */
+  cache: CacheStats
 }
 
 /** An upload in progress, as `listUploads` shows it. */
@@ -304,22 +414,4 @@ export interface UploadInfo {
    * (as `Date.now()`; `new Date(started)` makes it a Date).
    */
   started: number
-}
-
-/** Space and content figures. */
-export interface Stats {
-  objects: number
-  logicalBytes: number
-  allocatedBytes: number
-  metadataBytes: number
-  freeBytes: number
-  capacity: number
-  deviceBytesWritten: number
-  userBytesWritten: number
-  commitGroups: number
-  ioEngine: string
-  directIo: boolean
-  index: string
-  /** What recovery did when the store was opened. */
-  recovery: Recovery
 }

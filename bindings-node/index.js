@@ -835,6 +835,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.BulkLoad = nativeBinding.BulkLoad
 module.exports.Store = nativeBinding.Store
 module.exports.Upload = nativeBinding.Upload
 module.exports.crc32c = nativeBinding.crc32c

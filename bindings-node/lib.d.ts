@@ -56,14 +56,31 @@ export interface OpenOptions {
    * it off). `stats().cache` counts its hits.
    */
   cacheBytes?: number
+  /**
+   * When an acknowledged change is durable. `'sync'` (the default): a put,
+   * delete or commit resolves once it is synced to the device, and survives
+   * a crash or power cut (concurrent changes share one sync).
+   * `{ maxDelayMs }`: changes resolve at once and are written as one group
+   * at most `maxDelayMs` milliseconds later (or at `sync()`/`close()`); a
+   * crash loses the changes of up to the last `maxDelayMs`, acknowledged
+   * or not, and what survives is a prefix of them in commit order, every
+   * object whole. `maxDelayMs` is a finite number of milliseconds of at
+   * least 0.001 (1 µs). Anything else is INVALID_ARGUMENT. Not stored in
+   * the store: given at every open.
+   */
+  durability?: 'sync' | { maxDelayMs: number }
 }
 
 /** Conditions of a put (at most one), and its expiry. */
 export interface PutConditions {
   /** Create only: ALREADY_EXISTS if the key has an object. */
   ifAbsent?: boolean
-  /** Replace only this version (`ObjectInfo.version`): VERSION_MISMATCH otherwise. */
-  ifVersion?: bigint
+  /**
+   * Replace only this version (`ObjectInfo.version`): VERSION_MISMATCH
+   * otherwise. A number (a non-negative safe integer) or a bigint (below
+   * 2^64); anything else is INVALID_ARGUMENT.
+   */
+  ifVersion?: number | bigint
   /**
    * Time to live in milliseconds (fractions down to 0.001, 1 µs): the
    * object expires that long after its commit. From then on reads, `stat`,
@@ -78,8 +95,12 @@ export interface PutConditions {
 /** What a commit produced, or what `stat` reports. */
 export interface ObjectInfo {
   size: number
-  /** Strictly larger for every later commit in the store. */
-  version: bigint
+  /**
+   * Strictly larger for every later commit in the store. A number, so that
+   * `JSON.stringify(info)` works; it would be a bigint only above
+   * `Number.MAX_SAFE_INTEGER` (2^53 - 1), which takes that many commits.
+   */
+  version: number
   /** Commit time in milliseconds since the epoch. */
   created: number
   /** Whether the value lives inline in its tuple. */
@@ -111,6 +132,18 @@ export interface CompactReport {
   /** Largest free piece after, in bytes. */
   largestFreeAfter: number
   /** Milliseconds the compaction took. */
+  elapsedMs: number
+}
+
+/** What `bulkLoad` did. */
+export interface LoadReport {
+  /** Objects committed. */
+  objects: number
+  /** Their value bytes. */
+  bytes: number
+  /** Commit groups they were made visible in (each all-or-nothing). */
+  groups: number
+  /** Milliseconds the whole load took. */
   elapsedMs: number
 }
 
@@ -178,10 +211,32 @@ export type ErrorCode =
   | 'CLOSED'
   | 'ALREADY_EXISTS'
   | 'VERSION_MISMATCH'
+  /** A bug: a panic in blobcask, or a failure of Node-API itself. */
+  | 'INTERNAL'
 
-/** An Error with the kind in `code`. */
-export interface BlobcaskError extends Error {
+/**
+ * What blobcask throws or rejects with: an Error whose `code` names the
+ * kind. Its `stack` shows the caller's frames (for a rejection, the async
+ * functions awaiting it). Exceptions of the caller's own (an iterable
+ * given to `bulkLoad` that throws) pass through unchanged.
+ */
+export declare class BlobcaskError extends Error {
+  private constructor()
+  readonly name: 'BlobcaskError'
+  /** The kind. */
   code: ErrorCode
+  /**
+   * The operating system's error, when it caused this one (code 'IO'
+   * mostly): an Error with Node's `code` for it ('ENOENT', 'ENOTDIR',
+   * 'EIO', ...) and its `errno` (negative, as in Node's own errors).
+   */
+  cause?: Error & { code: string; errno: number }
+  /**
+   * For an argument of the wrong JavaScript type (code INVALID_ARGUMENT)
+   * or a Node-API failure (INTERNAL): Node-API's status, as napi-rs names
+   * it ('StringExpected', 'NumberExpected', ...).
+   */
+  napiStatus?: string
 }
 
 export type Key = string | Uint8Array
@@ -215,16 +270,23 @@ export declare class Store {
    */
   put(key: Key, value: Uint8Array, conditions?: PutConditions): Promise<ObjectInfo>
   /**
-   * The whole object. Results over 16 KiB are Buffers over the engine's
-   * read buffer (no copy); each is the caller's own, valid after the key
-   * is overwritten or deleted and the store closed.
+   * The whole object, as a Buffer that is the caller's own: writing into
+   * it changes nothing else, and it stays valid after the key is
+   * overwritten or deleted and the store closed. Results up to 1 MiB are
+   * copies; larger ones are Buffers over the engine's read buffer (no
+   * copy). Rejects with NOT_FOUND when `key` has no object (or it has
+   * expired): use `has(key)` to ask without an error.
    */
   get(key: Key): Promise<Buffer>
-  /** `length` bytes from `offset` (to the end when omitted), clipped at the end. */
+  /**
+   * `length` bytes from `offset` (to the end when omitted), clipped at the
+   * end. Rejects with NOT_FOUND when `key` has no object, INVALID_ARGUMENT
+   * for an offset past the end.
+   */
   read(key: Key, offset?: number, length?: number): Promise<Buffer>
-  /** Size, version and commit time. */
+  /** Size, version and commit time (rejects with NOT_FOUND when `key` has no object). */
   stat(key: Key): Promise<ObjectInfo>
-  /** Deletes `key` (rejects with NOT_FOUND when absent). */
+  /** Deletes `key`; resolves once durable (rejects with NOT_FOUND when `key` has no object). */
   delete(key: Key): Promise<void>
   /** Whether `key` has an object (no I/O). */
   has(key: Key): boolean
@@ -232,6 +294,26 @@ export declare class Store {
   list(prefix?: Key): AsyncIterableIterator<Buffer>
   /** Starts a multipart upload of exactly `size` bytes. */
   beginUpload(key: Key, size: number): Promise<Upload>
+  /**
+   * Loads every `[key, value]` pair of `items` (an array, a Map, any
+   * iterable or async iterable) at sequential-write speed, replacing
+   * existing keys; resolves once all are committed. Keys and values are
+   * checked like `put`'s and copied as they are taken (the iterable may
+   * reuse its Buffers), in batches, so memory stays bounded whatever the
+   * total. Objects become visible commit group by commit group, in the
+   * order given; a crash leaves a prefix of them.
+   *
+   * A bad item (not a two-element `[key, value]` array, a key that is not a
+   * string or Uint8Array, a value that is not a Uint8Array) or an exception
+   * of the iterable ends the load: the items before it are loaded, and the
+   * promise rejects with INVALID_ARGUMENT (naming the item's index) or the
+   * iterable's own exception. An error of the store (TOO_LARGE key,
+   * NO_SPACE, ...) rejects with it, and takes precedence; the commit groups
+   * finished before it stay (its message says how many objects).
+   * INVALID_ARGUMENT when `items` is not iterable, UNSUPPORTED on a
+   * read-only store, CLOSED after `close()`.
+   */
+  bulkLoad(items: Iterable<readonly [Key, Uint8Array]> | AsyncIterable<readonly [Key, Uint8Array]>): Promise<LoadReport>
   /**
    * The uploads in progress on this store (begun through this process's
    * open store and neither committed, aborted nor dropped), oldest first.
@@ -282,12 +364,23 @@ export declare class Store {
    * Rejects with UNSUPPORTED on a read-only store, CLOSED after `close()`.
    */
   compact(): Promise<CompactReport>
-  /** Finishes pending commits and releases the lock. */
+  /**
+   * Finishes pending commits and releases the lock. Every later call fails
+   * with CLOSED: Promise calls reject, Sync calls and `has`, `stats`,
+   * `listUploads`, `abortUpload` throw, `list` rejects at its first step,
+   * and an Upload's `writePart`/`commit` reject. Calling `close()` or
+   * `closeSync()` again does nothing, and an Upload's `abort()` succeeds.
+   */
   close(): Promise<void>
+  /** Synchronous `put` (blocks the event loop; for scripts). */
   putSync(key: Key, value: Uint8Array, conditions?: PutConditions): ObjectInfo
+  /** Synchronous `get`: throws NOT_FOUND when `key` has no object. */
   getSync(key: Key): Buffer
+  /** Synchronous `read`: throws NOT_FOUND when `key` has no object. */
   readSync(key: Key, offset?: number, length?: number): Buffer
+  /** Synchronous `stat`: throws NOT_FOUND when `key` has no object. */
   statSync(key: Key): ObjectInfo
+  /** Synchronous `delete`: throws NOT_FOUND when `key` has no object. */
   deleteSync(key: Key): void
   growSync(capacity: number): void
   syncSync(): void

@@ -5,16 +5,39 @@
  * Promise methods submit their I/O from the calling thread and complete on
  * Node's own event loop (large transfers on worker threads), without
  * blocking it; an open store with no call pending does not keep Node alive.
- * `...Sync` twins are for scripts. Errors are `Error` objects whose
- * `code` names the kind: 'NOT_FOUND', 'INVALID_ARGUMENT', 'TOO_LARGE',
- * 'NO_SPACE', 'CORRUPT', 'IO', 'LOCKED', 'UNSUPPORTED', 'CLOSED' (and
- * 'ALREADY_EXISTS', 'VERSION_MISMATCH' from conditional puts, and
- * 'ALREADY_EXISTS' from a backup whose destination exists). An argument
- * of the wrong type is INVALID_ARGUMENT too (napi's status in `napiStatus`).
+ * `...Sync` twins are for scripts.
+ *
+ * Errors: every error blobcask throws or rejects with is a `BlobcaskError`
+ * whose `code` is one of 'NOT_FOUND', 'INVALID_ARGUMENT', 'TOO_LARGE',
+ * 'NO_SPACE', 'CORRUPT', 'IO', 'LOCKED', 'UNSUPPORTED', 'CLOSED',
+ * 'ALREADY_EXISTS', 'VERSION_MISMATCH' or 'INTERNAL' (a bug: a panic, or a
+ * Node-API failure). An argument of the wrong type is INVALID_ARGUMENT
+ * (napi's own status in `napiStatus`). When the operating system reported
+ * the cause, `cause` is an Error with Node's `code` for it ('ENOENT',
+ * 'ENOTDIR', ...) and `errno` (negative, as in Node's own errors). The
+ * error is made in the call's own frame, so `stack` shows the caller (for
+ * a Promise, the async functions awaiting it). Exceptions of the caller's
+ * own (an iterable given to `bulkLoad` that throws) pass through as they
+ * are.
  */
+const { getSystemErrorMap, types } = require('util')
 const native = require('./index.js')
 
-const CODE = /^([A-Z_]+): /
+/** An error of blobcask: `code` names the kind (see `ErrorCode` in lib.d.ts). */
+class BlobcaskError extends Error {
+  constructor(code, message, options) {
+    super(message, options)
+    this.code = code
+  }
+}
+Object.defineProperty(BlobcaskError.prototype, 'name', {
+  value: 'BlobcaskError',
+  writable: true,
+  configurable: true,
+})
+
+/** The native layer's message prefix: `CODE: ` or `CODE/errno: `. */
+const TAG = /^([A-Z_]+)(?:\/(\d+))?: /
 
 /**
  * napi-rs's own statuses for an argument of the wrong JavaScript type
@@ -36,26 +59,76 @@ const WRONG_TYPE = new Set([
   'DetachableArraybufferExpected',
 ])
 
-/** Moves the `CODE: ` prefix the native layer puts in messages into `code`. */
-function withCode(e) {
-  if (e instanceof Error) {
-    const m = CODE.exec(e.message)
-    if (m) {
-      e.code = m[1]
-      e.message = e.message.slice(m[0].length)
-    } else if (WRONG_TYPE.has(e.code)) {
-      e.napiStatus = e.code
-      e.code = 'INVALID_ARGUMENT'
-    }
-  }
-  return e
+/** napi-rs's other statuses: a failure of Node-API itself, INTERNAL. */
+const NAPI_FAILURE = new Set([
+  'GenericFailure',
+  'PendingException',
+  'Cancelled',
+  'EscapeCalledTwice',
+  'HandleScopeMismatch',
+  'CallbackScopeMismatch',
+  'QueueFull',
+  'Closing',
+  'WouldDeadlock',
+  'NoExternalBuffersAllowed',
+  'CannotRunJs',
+  'Unknown',
+])
+
+/** The OS error numbered `errno` (positive, as the native layer gives it). */
+function systemError(errno, site) {
+  const [name, text] = getSystemErrorMap().get(-errno) ?? [`errno ${errno}`, 'unknown error']
+  const err = Object.assign(new Error(`${text} (${name})`), { code: name, errno: -errno })
+  Error.captureStackTrace(err, site)
+  return err
 }
 
+/**
+ * The BlobcaskError for `e`, an error of the native layer, with its stack
+ * taken here, below `site` (the frames of `site` and above are left out);
+ * any other exception as it is.
+ */
+function translate(e, site) {
+  if (!(e instanceof Error) || e instanceof BlobcaskError) return e
+  let code
+  let message = e.message
+  let cause
+  const m = TAG.exec(message)
+  if (m) {
+    code = m[1]
+    message = message.slice(m[0].length)
+    if (m[2] !== undefined) cause = systemError(Number(m[2]), site)
+  } else if (WRONG_TYPE.has(e.code)) {
+    code = 'INVALID_ARGUMENT'
+  } else if (NAPI_FAILURE.has(e.code)) {
+    code = 'INTERNAL'
+  } else {
+    return e
+  }
+  const err = new BlobcaskError(code, message, cause && { cause })
+  if (!m) err.napiStatus = e.code
+  Error.captureStackTrace(err, site)
+  return err
+}
+
+/** A BlobcaskError of this layer's own, its stack below `site`. */
+function failure(code, message, site) {
+  const err = new BlobcaskError(code, message)
+  Error.captureStackTrace(err, site)
+  return err
+}
+
+/**
+ * Runs a native Promise call. A rejection is translated after the await,
+ * so its stack holds the async frames of the callers awaiting it (V8's
+ * async stack traces; no cost on success); a synchronous throw (a bad
+ * argument, CLOSED) has the caller's frames too.
+ */
 async function call(fn) {
   try {
     return await fn()
   } catch (e) {
-    throw withCode(e)
+    throw translate(e, call)
   }
 }
 
@@ -63,8 +136,15 @@ function callSync(fn) {
   try {
     return fn()
   } catch (e) {
-    throw withCode(e)
+    throw translate(e, callSync)
   }
+}
+
+/** A short description of a value for error messages. */
+function describe(v) {
+  if (v === null) return 'null'
+  if (typeof v === 'object') return v.constructor?.name ?? 'object'
+  return typeof v
 }
 
 const PAGE = 1024
@@ -103,10 +183,15 @@ class Upload {
 class Store {
   #n
   constructor(n) {
-    if (!(n instanceof native.Store)) throw new TypeError('use Store.open(path, options)')
+    if (!(n instanceof native.Store)) {
+      throw failure('INVALID_ARGUMENT', 'use Store.open(path, options) or Store.openSync', Store)
+    }
     this.#n = n
   }
-  /** Opens (creating when missing) the store at `path`. */
+  /**
+   * Opens (creating when missing) the store at `path`. `options`: see
+   * OpenOptions in lib.d.ts (`capacity`, `index`, `durability`, ...).
+   */
   static async open(path, options) {
     return new Store(await call(() => native.open(path, options)))
   }
@@ -115,8 +200,9 @@ class Store {
     return new Store(callSync(() => native.openSync(path, options)))
   }
   /**
-   * Stores `value` under `key`; resolves once durable. `value` is copied
-   * before this returns, so the caller may reuse its Buffer at once.
+   * Stores `value` under `key`; resolves once durable (with `durability:
+   * { maxDelayMs }`, once applied: durable within `maxDelayMs`). `value` is
+   * copied before this returns, so the caller may reuse its Buffer at once.
    * `conditions`: `{ ifAbsent, ifVersion, ttl }`, `ttl` in milliseconds
    * (the object expires that long after its commit).
    */
@@ -124,21 +210,30 @@ class Store {
     return call(() => this.#n.put(key, value, conditions))
   }
   /**
-   * The whole object as a Buffer. Results over 16 KiB are external Buffers
-   * over the engine's read buffer (no copy); each is the caller's own.
+   * The whole object as a Buffer, the caller's own (writing into it changes
+   * nothing else). Rejects with NOT_FOUND when `key` has no object (as
+   * `read`, `stat` and `delete` do, and their Sync twins throw): `has(key)`
+   * asks without an error.
    */
   get(key) {
     return call(() => this.#n.get(key))
   }
-  /** `length` bytes from `offset` (to the end when omitted), clipped at the end. */
+  /**
+   * `length` bytes from `offset` (to the end when omitted), clipped at the
+   * end; an offset past the end is INVALID_ARGUMENT, a missing key
+   * NOT_FOUND.
+   */
   read(key, offset = 0, length) {
     return call(() => this.#n.read(key, offset, length))
   }
-  /** Size, version and commit time. */
+  /**
+   * ObjectInfo `{ size, version, created, inline, expires }` (NOT_FOUND
+   * when `key` has no object).
+   */
   stat(key) {
     return call(() => this.#n.stat(key))
   }
-  /** Deletes `key`; resolves once durable. */
+  /** Deletes `key`; resolves once durable (NOT_FOUND when it has no object). */
   delete(key) {
     return call(() => this.#n.delete(key))
   }
@@ -163,6 +258,54 @@ class Store {
   /** Starts a multipart upload of exactly `size` bytes. */
   async beginUpload(key, size) {
     return new Upload(await call(() => this.#n.beginUpload(key, size)))
+  }
+  /**
+   * Loads every `[key, value]` pair of `items` (an array, a Map, any
+   * iterable or async iterable) at sequential-write speed, replacing
+   * existing keys; resolves to a LoadReport `{ objects, bytes, groups,
+   * elapsedMs }` once all are committed. Keys and values are checked like
+   * `put`'s and copied as they are taken, in batches, so memory stays
+   * bounded whatever the total. Objects become visible commit group by
+   * commit group, in the order given; a crash leaves a prefix of them.
+   * A bad item (not a `[key, value]` array, a value that is not a
+   * Uint8Array) or an exception of the iterable ends the load: the items
+   * before it are loaded, and the promise rejects with INVALID_ARGUMENT
+   * (naming the item's index) or with the iterable's own exception. An
+   * error of the store (TOO_LARGE key, NO_SPACE, ...) rejects with it, and
+   * takes precedence; the commit groups finished before it stay (its
+   * message says how many objects). UNSUPPORTED on a read-only store,
+   * CLOSED after `close()`.
+   */
+  async bulkLoad(items) {
+    const iterable = items?.[Symbol.asyncIterator] ?? items?.[Symbol.iterator]
+    if (typeof iterable !== 'function') {
+      throw failure('INVALID_ARGUMENT', `bulkLoad takes an iterable of [key, value] pairs, not ${describe(items)}`, this.bulkLoad)
+    }
+    const load = callSync(() => this.#n.bulkLoad())
+    const bad = (taken, what) =>
+      failure('INVALID_ARGUMENT', `bulkLoad item ${taken}: ${what}; the ${taken} items before it are loaded`, this.bulkLoad)
+    let taken = 0
+    let stopped = null
+    try {
+      for await (const item of items) {
+        if (!Array.isArray(item) || item.length !== 2) throw bad(taken, `not a [key, value] pair but ${describe(item)}`)
+        const [key, value] = item
+        if (typeof key !== 'string' && !types.isUint8Array(key)) {
+          throw bad(taken, `the key must be a string or a Uint8Array, not ${describe(key)}`)
+        }
+        if (!types.isUint8Array(value)) throw bad(taken, `the value must be a Buffer or Uint8Array, not ${describe(value)}`)
+        // Copied here: the iterable may reuse its Buffers.
+        const full = callSync(() => load.add(key, value))
+        taken++
+        if (full && !(await call(() => load.feed()))) break // the load failed: finish says why
+      }
+    } catch (e) {
+      stopped = e
+    }
+    // Loads what was taken (before a failure too) and ends the load.
+    const report = await call(() => load.finish())
+    if (stopped) throw stopped
+    return report
   }
   /**
    * The uploads in progress on this store, oldest first: an array of
@@ -222,7 +365,12 @@ class Store {
   compact() {
     return call(() => this.#n.compact())
   }
-  /** Finishes pending commits and releases the lock. */
+  /**
+   * Finishes pending commits and releases the lock. Every later call
+   * (Promise, Sync, `has`, `stats`, `list`, `listUploads`, an Upload's
+   * `writePart`/`commit`, ...) fails with CLOSED; `close()`/`closeSync()`
+   * again do nothing, and an Upload's `abort()` still succeeds.
+   */
   close() {
     return call(() => this.#n.close())
   }
@@ -259,6 +407,6 @@ class Store {
 }
 
 /** CRC32C (Castagnoli) of `data`: the checksum `Upload.writePart` takes. */
-const crc32c = (data) => native.crc32c(data)
+const crc32c = (data) => callSync(() => native.crc32c(data))
 
-module.exports = { Store, Upload, crc32c }
+module.exports = { Store, Upload, BlobcaskError, crc32c }

@@ -1,5 +1,5 @@
 // ESM entry point: the same classes as the CommonJS one.
 import cjs from './lib.js'
 
-export const { Store, Upload, crc32c } = cjs
+export const { Store, Upload, BlobcaskError, crc32c } = cjs
 export default cjs

@@ -1,7 +1,11 @@
 //! Node bindings: Promise methods over the async engine, `...Sync` twins
-//! over the blocking engine for scripts. Errors carry their kind as a
-//! `CODE: ` message prefix that lib.js moves into the error's `code`
-//! property (`'NOT_FOUND'`, `'NO_SPACE'`, `'LOCKED'`, ...).
+//! over the blocking engine for scripts, and lib.js over both (argument
+//! checks that need JavaScript, iteration, errors).
+//!
+//! Errors cross as a message `"CODE: message"`, or `"CODE/errno: message"`
+//! when the operating system reported the cause, which lib.js turns into a
+//! `BlobcaskError` with that `code` (`'NOT_FOUND'`, `'NO_SPACE'`, ...) and
+//! the OS error as its `cause` (see [`js_err`]).
 //!
 //! Where Promise calls run: `get`, `read`, `put`, `stat` and `delete` run
 //! on the store's own [`engine::event_loop::EventLoop`], hosted on Node's
@@ -11,7 +15,7 @@
 //! Transfers of 1 MiB and more run on a helper thread instead (the
 //! engine's `EventLoop::read_op`/`put_op`: their checksums and copies would
 //! stall the loop). Uploads, `sync`, `backup` and `close` run on napi-rs's
-//! runtime.
+//! runtime; a bulk load on a thread of its own (see [`BulkLoad`]).
 //! The `...Sync` calls made while Promise calls are pending keep the loop
 //! running while they wait (the engine's invariant L4): a commit group one
 //! of those leads completes only when the loop runs.
@@ -21,32 +25,50 @@
 //! loop's handles are closed. An open store with nothing pending does not
 //! keep Node alive.
 //!
-//! Bytes in and out: values passed to `put`/`writePart` are copied before
-//! the call returns (the caller may reuse its Buffer at once); read results
-//! become Buffers over the engine's own read buffer, without a copy (see
-//! `ObjectBytes`).
+//! Bytes in and out: values passed to `put`/`writePart`/`bulkLoad` are
+//! copied before the call returns (the caller may reuse its Buffer at
+//! once); read results become Buffers as `results.rs` describes.
+#![deny(unsafe_code)]
 
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::rc::Rc;
-use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use engine::{
-    Bytes, IndexKind, IoEngineKind, ObjectInfo as Info, Options, PutMode, PutOptions, ReadOptions,
+    Bytes, Durability, IndexKind, IoEngineKind, ObjectInfo as Info, Options, PutMode, PutOptions,
 };
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 mod host;
+mod results;
 
 use host::{Host, JsThread, Promise};
+use results::{read_options, ObjectBytes};
 
-/// Errors cross as `"CODE: message"`; lib.js moves the code into the
-/// error's `code` property (napi-rs Promises only carry its own statuses).
+/// The engine's error as it crosses into JavaScript: `"CODE: message"`,
+/// where the message ends with the operating system's words when the
+/// error has an OS cause, and `"CODE/errno: message"` when that cause has
+/// an error number (lib.js makes it the `cause`, with Node's name for it).
+/// A napi-rs Promise carries only napi's own statuses, hence the prefix.
 pub(crate) fn js_err(e: engine::Error) -> Error {
     let code = e.kind().code();
-    Error::new(Status::GenericFailure, format!("{code}: {}", e.message()))
+    let source = std::error::Error::source(&e);
+    let errno = source
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .and_then(std::io::Error::raw_os_error);
+    let tag = match errno {
+        Some(n) => format!("{code}/{n}"),
+        None => code.to_string(),
+    };
+    let message = match source {
+        Some(s) => format!("{}: {s}", e.message()),
+        None => e.message().to_string(),
+    };
+    Error::new(Status::GenericFailure, format!("{tag}: {message}"))
 }
 
 fn invalid(msg: impl Into<String>) -> Error {
@@ -64,133 +86,17 @@ fn key_of(key: Either<String, Uint8Array>) -> Bytes {
     }
 }
 
-/// JavaScript may write into any Buffer, so a result that is lent (longer
-/// than [`COPY_UP_TO`]) must be memory nothing else holds: such reads ask
-/// the engine for owned bytes (a read-cache hit or an inline value is
-/// copied, a heap read comes back in a buffer of its own). Shorter results
-/// are copied into a Buffer anyway, so they are read as the store's own
-/// memory (no second copy). The length is judged from the object's size
-/// before the read; should an overwrite make a result longer meanwhile,
-/// [`ObjectBytes`] copies it rather than lend bytes it does not own.
-fn read_options(store: &engine::blocking::Store, key: &[u8], offset: u64, len: u64) -> ReadOptions {
-    let expected = store
-        .stat(key)
-        .map_or(0, |i| i.size.saturating_sub(offset).min(len));
-    ReadOptions::default().owned(expected > COPY_UP_TO as u64)
-}
-
-/// Results up to this size are copied into an ordinary Buffer; larger ones
-/// become external Buffers over the engine's memory: for small results a
-/// copy costs less than an external Buffer with its finalizer.
-const COPY_UP_TO: usize = 16 << 10;
-
-/// Start addresses of the memory lent to JavaScript as external Buffers
-/// and not yet finalized. V8 refuses a second ArrayBuffer over a start
-/// address that already backs one (it aborts the process), so should the
-/// engine ever hand out the same buffer twice, the second one is copied.
-static LENT: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
-
-fn lend(at: usize) -> bool {
-    LENT.lock()
-        .map(|mut g| g.get_or_insert_with(HashSet::new).insert(at))
-        .unwrap_or(false)
-}
-
-fn give_back(at: usize) {
-    if let Ok(mut g) = LENT.lock() {
-        if let Some(set) = g.as_mut() {
-            set.remove(&at);
-        }
-    }
-}
-
-/// Buffers at least this large are freed on a thread of their own: giving
-/// 48 MiB back to the kernel takes ~4 ms here, which a finalizer would
-/// otherwise spend on the event loop.
-const FREE_ELSEWHERE: usize = 1 << 20;
-
-fn free(bytes: Bytes) {
-    static REAPER: OnceLock<Option<mpsc::Sender<Bytes>>> = OnceLock::new();
-    if bytes.len() < FREE_ELSEWHERE {
-        return;
-    }
-    let reaper = REAPER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<Bytes>();
-        std::thread::Builder::new()
-            .name("blobcask-free".into())
-            .spawn(move || rx.into_iter().for_each(drop))
-            .ok()
-            .map(|_| tx)
-    });
-    if let Some(tx) = reaper {
-        // On failure the bytes come back in the error and are dropped here.
-        let _ = tx.send(bytes);
-    }
-}
-
-/// Object bytes on their way to JavaScript: a Buffer over the engine's
-/// read buffer (`napi_create_external_buffer`), whose finalizer drops the
-/// `Bytes` when the Buffer is collected; no copy, so the cost does not grow
-/// with the size. Small results, and runtimes that refuse external buffers
-/// (`napi_no_external_buffers_allowed`: Electron and other V8 sandbox
-/// builds), get a copy. Either way the Buffer stays valid whatever happens
-/// to the store afterwards (overwrite, delete, close).
-pub struct ObjectBytes {
-    bytes: Bytes,
-    /// Whether nothing else holds `bytes` (read with `ReadOptions::owned`),
-    /// so they may be lent to JavaScript.
-    owned: bool,
-}
-
-impl TypeName for ObjectBytes {
-    fn type_name() -> &'static str {
-        "Buffer"
-    }
-
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
-
-impl ToNapiValue for ObjectBytes {
-    unsafe fn to_napi_value(raw: napi::sys::napi_env, val: Self) -> Result<napi::sys::napi_value> {
-        let env = Env::from_raw(raw);
-        let ObjectBytes { bytes, owned } = val;
-        let at = bytes.as_ptr() as usize;
-        if bytes.len() <= COPY_UP_TO || !owned || !lend(at) {
-            return Ok(BufferSlice::copy_from(&env, &bytes)?.raw());
-        }
-        let len = bytes.len();
-        // SAFETY: `bytes` (moved into the finalizer's hint) keeps the `len`
-        // bytes at `at` alive until the Buffer is finalized. They are
-        // written only by JavaScript, through this one Buffer: the engine
-        // holds no other reference to them (see `owned`), and
-        // `LENT` keeps a second Buffer from being made over it. When the
-        // runtime refuses external buffers, `from_external` copies and runs
-        // the finalizer at once.
-        let made = unsafe {
-            BufferSlice::from_external(&env, at as *mut u8, len, bytes, move |_, b: Bytes| {
-                give_back(at);
-                free(b);
-            })
-        };
-        match made {
-            Ok(buffer) => Ok(buffer.raw()),
-            Err(e) => {
-                give_back(at);
-                Err(e)
-            }
-        }
-    }
-}
-
 /// What a commit produced, or what `stat` reports.
 #[napi(object, use_nullable = true)]
 pub struct ObjectInfo {
     /// Object size in bytes.
     pub size: f64,
-    /// Commit version: larger for every later commit in the store.
-    pub version: BigInt,
+    /// Commit version: larger for every later commit in the store. A
+    /// number (so that `JSON.stringify` works); a bigint only above
+    /// `Number.MAX_SAFE_INTEGER`, which no store reaches in practice (one
+    /// commit per version).
+    #[napi(ts_type = "number")]
+    pub version: Either<f64, BigInt>,
     /// Commit time, milliseconds since the Unix epoch (as `Date.now()`).
     pub created: f64,
     /// Whether the value is stored inline in its tuple.
@@ -204,7 +110,7 @@ impl From<Info> for ObjectInfo {
     fn from(i: Info) -> Self {
         ObjectInfo {
             size: i.size as f64,
-            version: BigInt::from(i.version),
+            version: version_to_js(i.version),
             created: i
                 .created
                 .duration_since(UNIX_EPOCH)
@@ -213,6 +119,33 @@ impl From<Info> for ObjectInfo {
             inline: i.inline,
             expires: i.expires.map(unix_ms),
         }
+    }
+}
+
+/// `Number.MAX_SAFE_INTEGER`: versions up to it cross as exact numbers.
+const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+fn version_to_js(v: u64) -> Either<f64, BigInt> {
+    if v <= MAX_SAFE_INTEGER {
+        Either::A(v as f64)
+    } else {
+        Either::B(BigInt::from(v))
+    }
+}
+
+/// An `ifVersion`: a number that is a safe integer, or a bigint below 2^64.
+fn version_of(v: Either<f64, BigInt>) -> Result<u64> {
+    const BAD: &str =
+        "ifVersion must be a version: a non-negative safe integer or bigint below 2^64";
+    match v {
+        Either::A(n) if n.fract() == 0.0 && (0.0..=MAX_SAFE_INTEGER as f64).contains(&n) => {
+            Ok(n as u64)
+        }
+        Either::A(n) => Err(invalid(format!("{BAD}, not {n}"))),
+        Either::B(b) => match b.get_u64() {
+            (false, v, true) => Ok(v),
+            _ => Err(invalid(BAD)),
+        },
     }
 }
 
@@ -272,6 +205,162 @@ impl From<engine::CompactReport> for CompactReport {
             largest_free_after: r.largest_free_after as f64,
             elapsed_ms: r.elapsed.as_secs_f64() * 1000.0,
         }
+    }
+}
+
+/// What `bulkLoad` did.
+#[napi(object)]
+pub struct LoadReport {
+    /// Objects committed.
+    pub objects: f64,
+    /// Their value bytes.
+    pub bytes: f64,
+    /// Commit groups they were made visible in (each all-or-nothing).
+    pub groups: f64,
+    /// Milliseconds the whole load took.
+    pub elapsed_ms: f64,
+}
+
+impl From<engine::LoadReport> for LoadReport {
+    fn from(r: engine::LoadReport) -> Self {
+        LoadReport {
+            objects: r.objects as f64,
+            bytes: r.bytes as f64,
+            groups: r.groups as f64,
+            elapsed_ms: r.elapsed.as_secs_f64() * 1000.0,
+        }
+    }
+}
+
+/// One batch of a bulk load's items, keys and values copied.
+type Batch = Vec<(Bytes, Bytes)>;
+
+/// Batches fed to one bulk load and not yet taken by it: with the batch
+/// being filled, what the load holds of the caller's values beyond its own
+/// batches (at most about 3 x [`FEED_BYTES`]).
+const FEED_BATCHES: usize = 2;
+/// Items per fed batch, at most.
+const FEED_ITEMS: usize = 1024;
+/// Value bytes per fed batch, about: a batch is full once it holds this
+/// much (one value may take it further).
+const FEED_BYTES: usize = 4 << 20;
+
+/// A bulk load in progress (`Store.bulkLoad` in lib.js): lib.js takes the
+/// items from the caller's iterable on the JavaScript thread and `add`s
+/// each here, which copies it into the batch being filled; full batches
+/// are fed (`feed`) to the engine's `bulk_load`, which runs on a thread of
+/// its own over them, in order, until `finish`. A thread, not the event
+/// loop or napi-rs's runtime, because the engine takes the items from a
+/// blocking iterator: it waits for the next batch inside the load. Ending
+/// the feed early (`finish` after a failure on the JavaScript side, or the
+/// `BulkLoad` collected) loads the items fed so far.
+#[napi]
+pub struct BulkLoad {
+    /// The batch being filled and its value bytes.
+    batch: Mutex<(Batch, usize)>,
+    feed: Mutex<Option<SyncSender<Batch>>>,
+    load: Mutex<Option<JoinHandle<engine::Result<engine::LoadReport>>>>,
+}
+
+/// `BulkLoad.feed` on the libuv thread pool: waits for room in the feed.
+pub struct Feed {
+    feed: Option<SyncSender<Batch>>,
+    batch: Batch,
+}
+
+impl Task for Feed {
+    type Output = bool;
+    type JsValue = bool;
+
+    fn compute(&mut self) -> Result<bool> {
+        let batch = std::mem::take(&mut self.batch);
+        // The sender is dropped here, not whenever napi-rs drops the task,
+        // so that `finish` holds the last one and ends the feed.
+        // `false`: the load has ended (it failed; `finish` says how).
+        Ok(match self.feed.take() {
+            Some(feed) if !batch.is_empty() => feed.send(batch).is_ok(),
+            Some(_) => true,
+            None => false,
+        })
+    }
+
+    fn resolve(&mut self, _: Env, fed: bool) -> Result<bool> {
+        Ok(fed)
+    }
+}
+
+/// `BulkLoad.finish` on the libuv thread pool: feeds the last batch, ends
+/// the feed and waits for the load's end.
+pub struct Finish {
+    feed: Option<SyncSender<Batch>>,
+    batch: Batch,
+    load: Option<JoinHandle<engine::Result<engine::LoadReport>>>,
+}
+
+impl Task for Finish {
+    type Output = LoadReport;
+    type JsValue = LoadReport;
+
+    fn compute(&mut self) -> Result<LoadReport> {
+        // The feed ends here, when this last sender is dropped: `feed`
+        // tasks have resolved (and dropped theirs) before lib.js finishes.
+        if let Some(feed) = self.feed.take() {
+            let batch = std::mem::take(&mut self.batch);
+            if !batch.is_empty() {
+                // A load that has ended says why below.
+                let _ = feed.send(batch);
+            }
+        }
+        let load = self
+            .load
+            .take()
+            .ok_or_else(|| invalid("the bulk load was already finished"))?;
+        match load.join() {
+            Ok(r) => r.map(LoadReport::from).map_err(js_err),
+            Err(_) => Err(Error::from_reason("INTERNAL: the bulk load panicked")),
+        }
+    }
+
+    fn resolve(&mut self, _: Env, report: LoadReport) -> Result<LoadReport> {
+        Ok(report)
+    }
+}
+
+fn poisoned<T>(_: T) -> Error {
+    Error::from_reason("INTERNAL: a bulk load lock was poisoned")
+}
+
+#[napi]
+impl BulkLoad {
+    /// Copies one item into the batch being filled; returns whether the
+    /// batch is full (then lib.js calls `feed` before adding more).
+    #[napi]
+    pub fn add(&self, key: Either<String, Uint8Array>, value: Uint8Array) -> Result<bool> {
+        let mut batch = self.batch.lock().map_err(poisoned)?;
+        batch.1 += value.len();
+        batch.0.push((key_of(key), Bytes::copy_from_slice(&value)));
+        Ok(batch.0.len() >= FEED_ITEMS || batch.1 >= FEED_BYTES)
+    }
+
+    /// Feeds the batch being filled to the load. Resolves once the load
+    /// has room for it: `true`, or `false` when the load has already ended
+    /// (then `finish` rejects with why).
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn feed(&self) -> Result<AsyncTask<Feed>> {
+        let (batch, _) = std::mem::take(&mut *self.batch.lock().map_err(poisoned)?);
+        let feed = self.feed.lock().map_err(poisoned)?.clone();
+        Ok(AsyncTask::new(Feed { feed, batch }))
+    }
+
+    /// Feeds the batch being filled, ends the feed and resolves with the
+    /// load's report once everything fed is committed; rejects with the
+    /// load's error.
+    #[napi(ts_return_type = "Promise<LoadReport>")]
+    pub fn finish(&self) -> Result<AsyncTask<Finish>> {
+        let (batch, _) = std::mem::take(&mut *self.batch.lock().map_err(poisoned)?);
+        let feed = self.feed.lock().map_err(poisoned)?.take();
+        let load = self.load.lock().map_err(poisoned)?.take();
+        Ok(AsyncTask::new(Finish { feed, batch, load }))
     }
 }
 
@@ -340,6 +429,41 @@ pub struct OpenOptions {
     /// Bytes of the read cache of whole small objects (default 64 MiB; 0
     /// turns it off). `stats().cache` counts its hits.
     pub cache_bytes: Option<f64>,
+    /// When an acknowledged change is durable: `'sync'` (the default) or
+    /// `{ maxDelayMs }` (see [`BufferedDurability`]). Not stored: given
+    /// at every open.
+    #[napi(ts_type = "'sync' | { maxDelayMs: number }")]
+    pub durability: Option<Either<String, BufferedDurability>>,
+}
+
+/// `durability: { maxDelayMs }`: changes are acknowledged at once and
+/// written as one group at most `maxDelayMs` later (or at `sync()`,
+/// `close()`). A crash loses the changes of up to the last `maxDelayMs`,
+/// acknowledged or not; what survives is a prefix of them in commit order.
+#[napi(object)]
+pub struct BufferedDurability {
+    /// Longest time an acknowledged change stays unwritten, in
+    /// milliseconds: more than 0 (fractions down to 0.001, 1 µs), finite.
+    pub max_delay_ms: f64,
+}
+
+fn durability_of(d: Either<String, BufferedDurability>) -> Result<Durability> {
+    match d {
+        Either::A(s) if s == "sync" => Ok(Durability::Sync),
+        Either::A(s) => Err(invalid(format!(
+            "durability must be 'sync' or {{ maxDelayMs }}, not {s:?}"
+        ))),
+        Either::B(BufferedDurability { max_delay_ms: ms }) => {
+            match Duration::try_from_secs_f64(ms / 1000.0) {
+                Ok(max_delay) if max_delay >= Duration::from_micros(1) => {
+                    Ok(Durability::Buffered { max_delay })
+                }
+                _ => Err(invalid(format!(
+                    "durability.maxDelayMs must be a finite number of milliseconds of at least 0.001, not {ms}"
+                ))),
+            }
+        }
+    }
 }
 
 /// Conditions and expiry of a `put`.
@@ -348,9 +472,11 @@ pub struct OpenOptions {
 pub struct PutConditions {
     /// Create only: rejects with ALREADY_EXISTS if the key has an object.
     pub if_absent: Option<bool>,
-    /// Replace only this version (`ObjectInfo.version`): rejects with
-    /// VERSION_MISMATCH if the key holds another version or nothing.
-    pub if_version: Option<BigInt>,
+    /// Replace only this version (`ObjectInfo.version`, a number or a
+    /// bigint): rejects with VERSION_MISMATCH if the key holds another
+    /// version or nothing.
+    #[napi(ts_type = "number | bigint")]
+    pub if_version: Option<Either<f64, BigInt>>,
     /// Time to live in milliseconds (fractions down to 0.001, 1 µs): the
     /// object expires that long after its commit. Omitted, it never
     /// expires (replacing one that would have).
@@ -359,17 +485,7 @@ pub struct PutConditions {
 
 fn put_options(c: Option<PutConditions>) -> Result<PutOptions> {
     let c = c.unwrap_or_default();
-    let version = match c.if_version {
-        None => None,
-        Some(v) => match v.get_u64() {
-            (false, v, true) => Some(v),
-            _ => {
-                return Err(invalid(
-                    "ifVersion must be a version (a non-negative bigint below 2^64)",
-                ))
-            }
-        },
-    };
+    let version = c.if_version.map(version_of).transpose()?;
     let mode = match (c.if_absent.unwrap_or(false), version) {
         (false, None) => PutMode::Overwrite,
         (true, None) => PutMode::Create,
@@ -412,6 +528,9 @@ fn options_of(o: Option<OpenOptions>) -> Result<Options> {
     }
     if let Some(c) = o.cache_bytes {
         opts = opts.cache_bytes(offset_of(c, "cacheBytes")?);
+    }
+    if let Some(d) = o.durability {
+        opts = opts.durability(durability_of(d)?);
     }
     if let Some(e) = o.io_engine {
         opts = opts.io_engine(match e.as_str() {
@@ -564,10 +683,7 @@ impl Store {
         let options = read_options(&store, &key, offset, length);
         store
             .read_with(key, offset, length, options)
-            .map(|bytes| ObjectBytes {
-                bytes,
-                owned: options.owned,
-            })
+            .map(|bytes| ObjectBytes::new(bytes, options))
             .map_err(js_err)
     }
 
@@ -579,10 +695,7 @@ impl Store {
             let read = ev.read_op(key, offset, length, options);
             async move {
                 read.await
-                    .map(|bytes| ObjectBytes {
-                        bytes,
-                        owned: options.owned,
-                    })
+                    .map(|bytes| ObjectBytes::new(bytes, options))
                     .map_err(js_err)
             }
         })
@@ -725,6 +838,27 @@ impl Store {
             })
         })
         .build(env)
+    }
+
+    /// Starts a bulk load fed by lib.js (`Store.bulkLoad`); see
+    /// [`BulkLoad`]. Throws CLOSED after `close()`; the load itself
+    /// rejects (at `finish`) with UNSUPPORTED on a read-only store.
+    #[napi]
+    pub fn bulk_load(&self) -> Result<BulkLoad> {
+        if self.hosting.0.borrow().closed || self.inner.is_closed() {
+            return Err(host::closed());
+        }
+        let (feed, batches) = mpsc::sync_channel::<Batch>(FEED_BATCHES);
+        let store = self.blocking();
+        let load = std::thread::Builder::new()
+            .name("blobcask-bulk-load".into())
+            .spawn(move || store.bulk_load(batches.into_iter().flatten()))
+            .map_err(|e| Error::from_reason(format!("IO: starting the bulk load thread: {e}")))?;
+        Ok(BulkLoad {
+            batch: Mutex::new((Vec::new(), 0)),
+            feed: Mutex::new(Some(feed)),
+            load: Mutex::new(Some(load)),
+        })
     }
 
     /// The uploads in progress on this store (begun through this process's

@@ -14,7 +14,13 @@ export function tempPath() {
 /** Runs `fn(store, path)` on a fresh 64 MiB store (options override), then closes and removes it. */
 export async function withStore(options, fn) {
   const t = tempPath()
-  const store = await Store.open(t.path, { capacity: 64 * 1024 * 1024, ...options })
+  let store
+  try {
+    store = await Store.open(t.path, { capacity: 64 * 1024 * 1024, ...options })
+  } catch (e) {
+    t.cleanup()
+    throw e
+  }
   try {
     await fn(store, t.path)
   } finally {

@@ -20,7 +20,8 @@ test('put, get, read, stat, has, delete', async () => {
     const value = randomBytes(100_000)
     const info = await s.put('photos/cat.jpg', value)
     assert.equal(info.size, 100_000)
-    assert.equal(typeof info.version, 'bigint')
+    assert.equal(typeof info.version, 'number')
+    assert.ok(Number.isSafeInteger(info.version))
     assert.equal(info.inline, false)
     assert.ok(Math.abs(info.created - Date.now()) < 60_000)
     assert.deepEqual(await s.get('photos/cat.jpg'), value)
@@ -242,20 +243,34 @@ test('conditional puts: create only, or replace one version', async () => {
   await withStore({}, async (s) => {
     const first = await s.put('k', Buffer.from('one'), { ifAbsent: true })
     await assert.rejects(s.put('k', Buffer.from('two'), { ifAbsent: true }), { code: 'ALREADY_EXISTS' })
-    assert.throws(() => s.putSync('k', Buffer.from('two'), { ifVersion: first.version + 1n }), {
+    assert.throws(() => s.putSync('k', Buffer.from('two'), { ifVersion: first.version + 1 }), {
       code: 'VERSION_MISMATCH',
     })
     assert.deepEqual(s.getSync('k'), Buffer.from('one'))
     const second = s.putSync('k', Buffer.from('two'), { ifVersion: first.version })
     assert.ok(second.version > first.version)
     await assert.rejects(s.put('missing', Buffer.from('x'), { ifVersion: 1n }), { code: 'VERSION_MISMATCH' })
+    await assert.rejects(s.put('missing', Buffer.from('x'), { ifVersion: 1 }), { code: 'VERSION_MISMATCH' })
     assert.equal(s.has('missing'), false)
+    // ifVersion takes the version as a number or as a bigint.
+    const third = await s.put('k', Buffer.from('three'), { ifVersion: BigInt(second.version) })
+    const fourth = s.putSync('k', Buffer.from('two'), { ifVersion: third.version })
     // Wrong conditions are refused, never coerced.
-    for (const bad of [{ ifVersion: -1n }, { ifVersion: 1n << 64n }, { ifAbsent: true, ifVersion: second.version }]) {
-      assert.throws(() => s.putSync('k', Buffer.from('x'), bad), { code: 'INVALID_ARGUMENT' })
-    }
-    for (const bad of [{ ifVersion: 5 }, { ifAbsent: 'yes' }]) {
-      assert.throws(() => s.putSync('k', Buffer.from('x'), bad))
+    const bad = [
+      { ifVersion: -1n },
+      { ifVersion: 1n << 64n },
+      { ifVersion: -1 },
+      { ifVersion: 1.5 },
+      { ifVersion: 2 ** 53 },
+      { ifVersion: NaN },
+      { ifVersion: Infinity },
+      { ifVersion: String(fourth.version) },
+      { ifAbsent: true, ifVersion: fourth.version },
+      { ifAbsent: 'yes' },
+    ]
+    for (const c of bad) {
+      assert.throws(() => s.putSync('k', Buffer.from('x'), c), { code: 'INVALID_ARGUMENT' }, String(c.ifVersion))
+      await assert.rejects(s.put('k', Buffer.from('x'), c), { code: 'INVALID_ARGUMENT' }, String(c.ifVersion))
     }
     assert.deepEqual(s.getSync('k'), Buffer.from('two'))
     // Racing creates: exactly one wins.
@@ -264,6 +279,23 @@ test('conditional puts: create only, or replace one version', async () => {
     )
     assert.equal(results.filter((r) => r.status === 'fulfilled').length, 1)
     for (const r of results.filter((r) => r.status === 'rejected')) assert.equal(r.reason.code, 'ALREADY_EXISTS')
+  })
+})
+
+test('ObjectInfo, stats and reports survive JSON: versions are numbers', async () => {
+  await withStore({}, async (s, path) => {
+    const info = await s.put('k', Buffer.from('v'), { ttl: 60_000 })
+    const back = JSON.parse(JSON.stringify(info))
+    assert.deepEqual(back, info)
+    assert.deepEqual(JSON.parse(JSON.stringify(s.statSync('k'))), s.statSync('k'))
+    // A version read back from JSON is a valid ifVersion.
+    const next = await s.put('k', Buffer.from('w'), { ifVersion: back.version })
+    assert.ok(next.version > back.version)
+    assert.ok(Number.isSafeInteger(next.version))
+    for (const report of [s.stats(), await s.bulkLoad([['b', Buffer.from('x')]]), await s.compact(), await s.backup(path + '.bak')]) {
+      assert.deepEqual(JSON.parse(JSON.stringify(report)), report)
+    }
+    rmSync(path + '.bak', { force: true })
   })
 })
 
@@ -276,7 +308,7 @@ test('arguments of the wrong type reject with INVALID_ARGUMENT, never coerced', 
       () => s.put('k', 42),
       () => s.put('k', null),
       () => s.read('k', 'x'),
-      () => s.put('k', buf, { ifVersion: 5 }),
+      () => s.put('k', buf, { ifVersion: '5' }),
     ]
     for (const c of calls) await assert.rejects(c(), { code: 'INVALID_ARGUMENT' }, String(c))
     assert.throws(() => s.putSync('k', [1, 2]), { code: 'INVALID_ARGUMENT' })

@@ -1,5 +1,6 @@
-// Read results as Buffers over the engine's memory (no copy), and values
-// captured by put()/writePart() before they return (node --test).
+// Read results as Buffers (copies up to 1 MiB, the engine's own read
+// buffer above), and values captured by put()/writePart() before they
+// return (node --test).
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
@@ -9,9 +10,9 @@ import { Store } from '../lib.mjs'
 
 import { tempPath, withStore } from './helpers.mjs'
 
-// Sizes on both sides of the inline threshold (512) and of the size below
-// which results are copied (16 KiB).
-const SIZES = [0, 100, 512, 4096, 16 * 1024, 16 * 1024 + 1, 100_000, 1 << 20]
+// Sizes on both sides of the inline threshold (512) and of the size up to
+// which results are copied (1 MiB, the read cache's largest object).
+const SIZES = [0, 100, 512, 4096, 16 * 1024, 16 * 1024 + 1, 100_000, 1 << 20, (1 << 20) + 1, 3 << 20]
 
 test('every read method returns the stored bytes, at every size', async () => {
   await withStore({ capacity: 64 << 20 }, async (s) => {
@@ -36,7 +37,7 @@ test('writing into a returned Buffer never changes what later reads return', asy
   // The read cache (on by default) keeps whole objects; a Buffer handed to
   // JavaScript must never be its memory, nor the index's (inline values).
   await withStore({ capacity: 64 << 20 }, async (s) => {
-    for (const size of [100, 16 * 1024 + 1, 100_000]) {
+    for (const size of [100, 16 * 1024 + 1, 100_000, 1 << 20, (1 << 20) + 1]) {
       const v = randomBytes(size)
       await s.put(`w${size}`, v)
       const before = s.stats().cache
@@ -55,7 +56,7 @@ test('writing into a returned Buffer never changes what later reads return', asy
         }
       }
       assert.ok(s.getSync(`w${size}`).equals(v))
-      if (size > 512) {
+      if (size > 512 && size <= 1 << 20) {
         const after = s.stats().cache
         assert.ok(after.hits > before.hits, `${size} bytes: no cache hit (${JSON.stringify(after)})`)
         assert.equal(after.capacity, 64 << 20)
@@ -148,5 +149,18 @@ test('put() captures the value before it returns: changing the Buffer afterwards
     await w
     await up.commit()
     assert.ok((await s.get('u')).equals(Buffer.alloc(1 << 20, 0x11)))
+  })
+})
+
+test('a synchronous loop of 1 MiB getSync does not hold every result until the loop ends', async () => {
+  await withStore({ capacity: 16 << 20 }, async (s) => {
+    await s.put('mib', randomBytes(1 << 20))
+    for (let i = 0; i < 20; i++) s.getSync('mib')
+    const before = process.memoryUsage().rss
+    // No await: the event loop does not turn, so only memory V8 frees by
+    // itself (not an external Buffer's finalizer) can be reused.
+    for (let i = 0; i < 400; i++) s.getSync('mib')
+    const grown = (process.memoryUsage().rss - before) / (1 << 20)
+    assert.ok(grown < 200, `RSS grew by ${grown.toFixed(0)} MiB over 400 reads of 1 MiB`)
   })
 })

@@ -7,8 +7,14 @@
 //! engine's buffer, made with the GIL held: what Python code expects), and
 //! `Store.get_blob`/`read_blob` and every asyncio read return a `Blob`,
 //! which owns the engine's buffer and lends it through the buffer protocol
-//! (read-only, no copy). Errors become the exception classes of
+//! (read-only, no copy); `Store.read_into` copies into a caller's buffer
+//! without the GIL. Errors become the exception classes of
 //! `blobcask.errors`, one per `ErrorKind`.
+//!
+//! The `Store` class here has every call that reaches the engine;
+//! `blobcask.Store` (python/blobcask/_store.py) subclasses it into a full
+//! `collections.abc.MutableMapping` with the methods that are plain Python
+//! over these.
 
 use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -16,8 +22,8 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use engine::blocking;
 use engine::{
-    Bytes, Error, ErrorKind, IndexKind, IoEngineKind, ObjectInfo as Info, Options, PutMode,
-    PutOptions, ReadOptions,
+    Bytes, Durability, Error, ErrorKind, IndexKind, IoEngineKind, ObjectInfo as Info, Options,
+    PutMode, PutOptions, ReadOptions,
 };
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
@@ -105,22 +111,33 @@ fn put_options(
 }
 
 /// A time to live: seconds as an `int` or `float`, or a
-/// `datetime.timedelta` (a `bool` is refused, not taken for 0 or 1 second).
-/// Only what no `Duration` can hold (negative, NaN, infinite, beyond
-/// 2**64 seconds) is refused here; the range a put accepts (at least 1 µs,
-/// at most `MAX_TTL`) is the core's to check. Both raise
-/// `InvalidArgumentError`.
+/// `datetime.timedelta` (see `duration_of`). Only what no `Duration` can
+/// hold is refused here; the range a put accepts (at least 1 µs, at most
+/// `MAX_TTL`) is the core's to check. Both raise `InvalidArgumentError`.
 fn ttl_of(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
+    duration_of(obj, "ttl")
+}
+
+/// A duration argument named `name`: seconds as an `int` or `float`, or a
+/// `datetime.timedelta`. A `bool` (which Python would take for 0 or 1
+/// second) or any other type is a `TypeError`; what no `Duration` can hold
+/// (negative, NaN, infinite, beyond 2**64 seconds) an
+/// `InvalidArgumentError`.
+fn duration_of(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Duration> {
     let out_of_range = || {
         error_class(
             "InvalidArgumentError",
-            format!("INVALID_ARGUMENT: ttl out of range: {obj}"),
+            format!("INVALID_ARGUMENT: {name} out of range: {obj}"),
         )
     };
+    let wrong_type = || {
+        let type_name = type_name(obj);
+        pyo3::exceptions::PyTypeError::new_err(format!(
+            "{name} must be seconds (int or float) or a datetime.timedelta, not {type_name}"
+        ))
+    };
     if obj.is_instance_of::<pyo3::types::PyBool>() {
-        return Err(pyo3::exceptions::PyTypeError::new_err(
-            "ttl must be seconds (int or float) or a datetime.timedelta, not bool",
-        ));
+        return Err(wrong_type());
     }
     if obj.is_instance_of::<pyo3::types::PyInt>() {
         return obj
@@ -143,10 +160,28 @@ fn ttl_of(obj: &Bound<'_, PyAny>) -> PyResult<Duration> {
         };
         return Ok(Duration::from_secs(days * 86_400 + secs) + Duration::from_micros(micros));
     }
-    let type_name = type_name(obj);
-    Err(pyo3::exceptions::PyTypeError::new_err(format!(
-        "ttl must be seconds (int or float) or a datetime.timedelta, not {type_name}"
-    )))
+    Err(wrong_type())
+}
+
+/// The durability mode from `durability=` and `max_delay=`: `"sync"`
+/// (the default; no `max_delay`) or `"buffered"` (`max_delay` required:
+/// how much a crash may lose is the caller's to say, never a default).
+fn durability_of(durability: &str, max_delay: Option<&Bound<'_, PyAny>>) -> PyResult<Durability> {
+    let invalid = |m: &str| error_class("InvalidArgumentError", format!("INVALID_ARGUMENT: {m}"));
+    match (durability, max_delay) {
+        ("sync", None) => Ok(Durability::Sync),
+        ("sync", Some(_)) => Err(invalid("max_delay applies to durability=\"buffered\" only")),
+        ("buffered", Some(d)) => Ok(Durability::Buffered {
+            max_delay: duration_of(d, "max_delay")?,
+        }),
+        ("buffered", None) => Err(invalid(
+            "durability=\"buffered\" needs max_delay= (seconds, or a timedelta): \
+             the longest an acknowledged change may stay unwritten, so what a crash may lose",
+        )),
+        (other, _) => Err(invalid(&format!(
+            "unknown durability {other:?}: expected \"sync\" or \"buffered\""
+        ))),
+    }
 }
 
 /// Drops large buffers away from the thread that let them go: giving back
@@ -199,6 +234,30 @@ fn value_of(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
         ))
     })?;
     Ok(view.call_method0("tobytes")?.extract::<Bytes>()?)
+}
+
+/// `obj`'s buffer, for writing into: refused with a `TypeError` (as
+/// `readinto` does) when it is not a buffer, is read-only or is not
+/// C-contiguous.
+fn writable_buffer(obj: &Bound<'_, PyAny>) -> PyResult<pyo3::buffer::PyUntypedBuffer> {
+    let type_name = type_name(obj);
+    let refuse = |m: String| pyo3::exceptions::PyTypeError::new_err(m);
+    let buf = pyo3::buffer::PyUntypedBuffer::get(obj).map_err(|_| {
+        refuse(format!(
+            "expected a writable bytes-like object (bytearray, memoryview, array, ...), not {type_name}"
+        ))
+    })?;
+    if buf.readonly() {
+        return Err(refuse(format!(
+            "expected a writable bytes-like object, but this {type_name} is read-only"
+        )));
+    }
+    if !buf.is_c_contiguous() {
+        return Err(refuse(format!(
+            "expected a C-contiguous buffer, but this {type_name} is not"
+        )));
+    }
+    Ok(buf)
 }
 
 fn bytes_out<'py>(py: Python<'py>, b: &Bytes) -> Bound<'py, PyBytes> {
@@ -609,6 +668,381 @@ impl From<engine::UploadInfo> for UploadInfo {
     }
 }
 
+/// Pairs taken from the iterable given to `Store.bulk_load` at once.
+const PULL_OBJECTS: usize = 256;
+/// Value bytes taken from the iterable at most at once (a chunk ends after
+/// the item that crosses it).
+const PULL_BYTES: usize = 8 << 20;
+/// Chunks taken and not yet loaded, at most (what a load holds of the
+/// caller's values beyond what the core itself holds).
+const LOAD_QUEUE: usize = 2;
+/// Least time between two calls of a bulk load's `progress`.
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
+
+/// The caller's side of a `Store.bulk_load`: takes the items from the
+/// Python iterable, a chunk at a time with the GIL, on the caller's thread,
+/// while the load runs on a thread of its own. The Python code that runs
+/// here (a generator, `progress`) may use any store, this one included:
+/// it runs outside the load, whose commits go on meanwhile.
+struct LoadSource<'py> {
+    iter: Bound<'py, pyo3::types::PyIterator>,
+    progress: Option<Bound<'py, PyAny>>,
+    /// Objects and value bytes taken so far.
+    taken: (u64, u64),
+    reported: std::time::Instant,
+    done: bool,
+}
+
+impl<'py> LoadSource<'py> {
+    /// The next chunk; on an error (the iterable raised, an item was
+    /// refused, `progress` raised, a signal) also the error, the chunk then
+    /// holding the items taken before it, and the source is done.
+    fn pull(&mut self) -> (Vec<(Bytes, Bytes)>, Option<PyErr>) {
+        let mut chunk = Vec::new();
+        let mut bytes = 0;
+        let failure = loop {
+            if chunk.len() >= PULL_OBJECTS || bytes >= PULL_BYTES {
+                break None;
+            }
+            let Some(item) = self.iter.next() else {
+                self.done = true;
+                break None;
+            };
+            match item.and_then(|item| load_item(&item)) {
+                Ok((key, value)) => {
+                    bytes += value.len();
+                    self.taken = (self.taken.0 + 1, self.taken.1 + value.len() as u64);
+                    chunk.push((key, value));
+                }
+                Err(e) => break Some(e),
+            }
+        };
+        // A list's iterator runs no Python code that would notice Ctrl-C.
+        let failure = failure
+            .or_else(|| self.iter.py().check_signals().err())
+            .or_else(|| self.report().err());
+        if failure.is_some() {
+            self.done = true;
+        }
+        (chunk, failure)
+    }
+
+    /// Calls `progress` if the last call is long enough ago.
+    fn report(&mut self) -> PyResult<()> {
+        if let Some(p) = &self.progress {
+            if self.reported.elapsed() >= PROGRESS_INTERVAL {
+                self.reported = std::time::Instant::now();
+                p.call1(self.taken)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One `(key, value)` pair of a bulk load: a tuple or list of two, the key
+/// a `str` or bytes-like, the value bytes-like (a `str` is refused too).
+fn load_item(item: &Bound<'_, PyAny>) -> PyResult<(Bytes, Bytes)> {
+    let pair = if let Ok(t) = item.cast::<pyo3::types::PyTuple>() {
+        (t.len() == 2).then(|| (t.get_item(0), t.get_item(1)))
+    } else if let Ok(l) = item.cast::<pyo3::types::PyList>() {
+        (l.len() == 2).then(|| (l.get_item(0), l.get_item(1)))
+    } else {
+        None
+    };
+    let Some((Ok(key), Ok(value))) = pair else {
+        let type_name = type_name(item);
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "bulk_load items must be (key, value) pairs, not {type_name}"
+        )));
+    };
+    if value.is_instance_of::<PyString>() {
+        return Err(pyo3::exceptions::PyTypeError::new_err(
+            "values must be bytes-like, not str (encode it first)",
+        ));
+    }
+    Ok((key_of(&key)?, value_of(&value)?))
+}
+
+/// What `Store.bulk_load` did.
+#[pyclass(frozen, module = "blobcask", name = "LoadReport")]
+struct LoadReport {
+    /// Objects committed.
+    #[pyo3(get)]
+    objects: u64,
+    /// Value bytes committed.
+    #[pyo3(get)]
+    bytes: u64,
+    /// Commit groups the load was made visible in (each all-or-nothing).
+    #[pyo3(get)]
+    groups: u64,
+    /// Seconds the whole load took.
+    #[pyo3(get)]
+    elapsed: f64,
+}
+
+#[pymethods]
+impl LoadReport {
+    /// Objects per second over the whole load.
+    #[getter]
+    fn objects_per_sec(&self) -> f64 {
+        self.objects as f64 / self.elapsed.max(1e-9)
+    }
+
+    /// Value bytes per second over the whole load.
+    #[getter]
+    fn bytes_per_sec(&self) -> f64 {
+        self.bytes as f64 / self.elapsed.max(1e-9)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "LoadReport(objects={}, bytes={}, groups={}, elapsed={:.6})",
+            self.objects, self.bytes, self.groups, self.elapsed
+        )
+    }
+}
+
+impl From<engine::LoadReport> for LoadReport {
+    fn from(r: engine::LoadReport) -> Self {
+        LoadReport {
+            objects: r.objects,
+            bytes: r.bytes,
+            groups: r.groups,
+            elapsed: r.elapsed.as_secs_f64(),
+        }
+    }
+}
+
+/// Space and content figures of a store (`Store.stats()`), as of the call.
+#[pyclass(frozen, module = "blobcask", name = "Stats")]
+struct Stats {
+    /// Committed objects.
+    #[pyo3(get)]
+    objects: u64,
+    /// Sum of the sizes of committed objects.
+    #[pyo3(get)]
+    logical_bytes: u64,
+    /// Heap bytes held by committed objects' pieces.
+    #[pyo3(get)]
+    allocated_bytes: u64,
+    /// Bytes of the metadata area (tuple blocks, both slots).
+    #[pyo3(get)]
+    metadata_bytes: u64,
+    /// Bytes not allocated to anything.
+    #[pyo3(get)]
+    free_bytes: u64,
+    /// Size of the largest free piece: the largest run a new object gets in
+    /// one piece.
+    #[pyo3(get)]
+    largest_free_piece: u64,
+    /// Size of the store file or device (it grows up to `max_capacity`).
+    #[pyo3(get)]
+    capacity: u64,
+    /// Largest size the store grows to by itself; None: no limit but the
+    /// file system.
+    #[pyo3(get)]
+    max_capacity: Option<u64>,
+    /// Bytes written to the device since open (data, metadata, superblock).
+    #[pyo3(get)]
+    device_bytes_written: u64,
+    /// Bytes of values committed since open.
+    #[pyo3(get)]
+    user_bytes_written: u64,
+    /// Group commits since open (each ends with one sync).
+    #[pyo3(get)]
+    commit_groups: u64,
+    /// Bytes occupied on the device per byte of committed values; None
+    /// while empty.
+    #[pyo3(get)]
+    space_amplification: Option<f64>,
+    /// Device bytes written per value byte committed since open; None
+    /// before the first commit.
+    #[pyo3(get)]
+    write_amplification: Option<f64>,
+    /// The I/O engine in use: "io_uring" or "portable".
+    #[pyo3(get)]
+    io_engine: String,
+    /// Whether reads and writes bypass the page cache.
+    #[pyo3(get)]
+    direct_io: bool,
+    /// The index backend in use: "hash", "btree" or "fst".
+    #[pyo3(get)]
+    index: String,
+    /// The read cache since open.
+    #[pyo3(get)]
+    cache: Py<CacheStats>,
+    /// What recovery found and did when the store was opened.
+    #[pyo3(get)]
+    recovery: Py<RecoveryReport>,
+}
+
+impl Stats {
+    fn new(py: Python<'_>, s: engine::Stats) -> PyResult<Self> {
+        let cache = CacheStats {
+            hits: s.cache.hits,
+            misses: s.cache.misses,
+            bytes: s.cache.bytes,
+            capacity: s.cache.capacity,
+        };
+        let r = &s.recovery;
+        let recovery = RecoveryReport {
+            clean: r.clean,
+            rolled_back_groups: r.rolled_back_groups,
+            rolled_back_objects: r.rolled_back_objects,
+            repaired: r.repaired.clone(),
+            details: r.details.clone(),
+        };
+        Ok(Stats {
+            objects: s.objects,
+            logical_bytes: s.logical_bytes,
+            allocated_bytes: s.allocated_bytes,
+            metadata_bytes: s.metadata_bytes,
+            free_bytes: s.free_bytes,
+            largest_free_piece: s.largest_free_piece,
+            capacity: s.capacity,
+            max_capacity: s.max_capacity,
+            device_bytes_written: s.device_bytes_written,
+            user_bytes_written: s.user_bytes_written,
+            commit_groups: s.commit_groups,
+            space_amplification: s.space_amplification(),
+            write_amplification: s.write_amplification(),
+            io_engine: s.io_engine.to_owned(),
+            direct_io: s.direct_io,
+            index: s.index.name().to_owned(),
+            cache: Py::new(py, cache)?,
+            recovery: Py::new(py, recovery)?,
+        })
+    }
+}
+
+#[pymethods]
+impl Stats {
+    /// Every figure as a dict, `cache` and `recovery` as nested dicts: the
+    /// form `stats()` returned before it was typed.
+    fn as_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("objects", self.objects)?;
+        d.set_item("logical_bytes", self.logical_bytes)?;
+        d.set_item("allocated_bytes", self.allocated_bytes)?;
+        d.set_item("metadata_bytes", self.metadata_bytes)?;
+        d.set_item("free_bytes", self.free_bytes)?;
+        d.set_item("largest_free_piece", self.largest_free_piece)?;
+        d.set_item("capacity", self.capacity)?;
+        d.set_item("max_capacity", self.max_capacity)?;
+        d.set_item("device_bytes_written", self.device_bytes_written)?;
+        d.set_item("user_bytes_written", self.user_bytes_written)?;
+        d.set_item("commit_groups", self.commit_groups)?;
+        d.set_item("space_amplification", self.space_amplification)?;
+        d.set_item("write_amplification", self.write_amplification)?;
+        d.set_item("io_engine", &self.io_engine)?;
+        d.set_item("direct_io", self.direct_io)?;
+        d.set_item("index", &self.index)?;
+        d.set_item("cache", self.cache.get().as_dict(py)?)?;
+        d.set_item("recovery", self.recovery.get().as_dict(py)?)?;
+        Ok(d)
+    }
+
+    /// `stats()["capacity"]`, `stats()["cache"]["hits"]`: the dict-style
+    /// access of the untyped `stats()`, kept working (`as_dict()[name]`).
+    /// KeyError for a name that is no figure.
+    fn __getitem__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+        match self.as_dict(py)?.get_item(name)? {
+            Some(v) => Ok(v),
+            None => Err(pyo3::exceptions::PyKeyError::new_err(name.to_owned())),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Stats(objects={}, logical_bytes={}, free_bytes={}, capacity={}, index='{}', io_engine='{}')",
+            self.objects, self.logical_bytes, self.free_bytes, self.capacity, self.index, self.io_engine
+        )
+    }
+}
+
+/// The read cache's figures since open (`Stats.cache`).
+#[pyclass(frozen, module = "blobcask", name = "CacheStats")]
+struct CacheStats {
+    /// Reads of heap objects served from the cache.
+    #[pyo3(get)]
+    hits: u64,
+    /// Reads of heap objects that went to the device.
+    #[pyo3(get)]
+    misses: u64,
+    /// Bytes the cache holds now.
+    #[pyo3(get)]
+    bytes: u64,
+    /// The cache's bound in bytes (0: no cache).
+    #[pyo3(get)]
+    capacity: u64,
+}
+
+#[pymethods]
+impl CacheStats {
+    /// The figures as a dict.
+    fn as_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("hits", self.hits)?;
+        d.set_item("misses", self.misses)?;
+        d.set_item("bytes", self.bytes)?;
+        d.set_item("capacity", self.capacity)?;
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "CacheStats(hits={}, misses={}, bytes={}, capacity={})",
+            self.hits, self.misses, self.bytes, self.capacity
+        )
+    }
+}
+
+/// What recovery found and did when the store was opened
+/// (`Stats.recovery`).
+#[pyclass(frozen, module = "blobcask", name = "RecoveryReport")]
+struct RecoveryReport {
+    /// The store had been closed cleanly: nothing could be torn.
+    #[pyo3(get)]
+    clean: bool,
+    /// Commit groups rolled back whole (cut by a crash before their sync).
+    #[pyo3(get)]
+    rolled_back_groups: u64,
+    /// Objects whose newest version was rolled back to the previous one
+    /// (or removed, when new).
+    #[pyo3(get)]
+    rolled_back_objects: u64,
+    /// Damage found that lost nothing, and what was done about it.
+    #[pyo3(get)]
+    repaired: Vec<String>,
+    /// What was rolled back and why (at most 100 object names; the counts
+    /// are exact).
+    #[pyo3(get)]
+    details: Vec<String>,
+}
+
+#[pymethods]
+impl RecoveryReport {
+    /// The figures as a dict.
+    fn as_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("clean", self.clean)?;
+        d.set_item("rolled_back_groups", self.rolled_back_groups)?;
+        d.set_item("rolled_back_objects", self.rolled_back_objects)?;
+        d.set_item("repaired", self.repaired.clone())?;
+        d.set_item("details", self.details.clone())?;
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "RecoveryReport(clean={}, rolled_back_groups={}, rolled_back_objects={})",
+            if self.clean { "True" } else { "False" },
+            self.rolled_back_groups,
+            self.rolled_back_objects
+        )
+    }
+}
+
 /// Seconds since the Unix epoch (negative before it).
 fn unix_seconds(t: std::time::SystemTime) -> f64 {
     match t.duration_since(UNIX_EPOCH) {
@@ -618,7 +1052,10 @@ fn unix_seconds(t: std::time::SystemTime) -> f64 {
 }
 
 /// An open blob store. Thread-safe; every I/O call releases the GIL.
-#[pyclass(frozen, module = "blobcask", name = "Store")]
+///
+/// `blobcask.Store` subclasses it, adding the `MutableMapping` methods
+/// that are plain Python over these (views, `pop`, `update`, ...).
+#[pyclass(frozen, subclass, module = "blobcask._native", name = "Store")]
 struct Store {
     inner: blocking::Store,
 }
@@ -678,7 +1115,7 @@ impl Store {
 #[pymethods]
 impl Store {
     #[new]
-    #[pyo3(signature = (path, *, capacity=None, index=None, inline_threshold=None, max_capacity=None, io_engine="auto", direct_io=true, create=true, create_new=false, read_only=false, cache_bytes=None))]
+    #[pyo3(signature = (path, *, capacity=None, index=None, inline_threshold=None, max_capacity=None, io_engine="auto", direct_io=true, create=true, create_new=false, read_only=false, cache_bytes=None, durability="sync", max_delay=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -693,6 +1130,8 @@ impl Store {
         create_new: bool,
         read_only: bool,
         cache_bytes: Option<&Bound<'_, PyAny>>,
+        durability: &str,
+        max_delay: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let mut opts = options(
             capacity,
@@ -708,6 +1147,7 @@ impl Store {
         if let Some(c) = cache_bytes {
             opts = opts.cache_bytes(byte_count(c, "cache_bytes")?);
         }
+        opts = opts.durability(durability_of(durability, max_delay)?);
         let inner = py
             .detach(|| blocking::Store::open(path, opts))
             .map_err(py_err)?;
@@ -738,13 +1178,26 @@ impl Store {
             .map_err(py_err)
     }
 
-    /// The whole object as `bytes`: a copy of the engine's buffer, made
-    /// with the GIL held. `get_blob` hands over the buffer itself.
-    fn get<'py>(&self, py: Python<'py>, key: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    /// The whole object as `bytes`, or `default` when `key` has no object
+    /// (the `Mapping.get` contract; `store[key]`, `read`, `get_blob` raise
+    /// NotFoundError instead). A copy of the engine's buffer, made with the
+    /// GIL held; `get_blob` hands over the buffer itself.
+    #[pyo3(signature = (key, default=None))]
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        default: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let key = key_of(key)?;
         let s = &self.inner;
-        let b = py.detach(|| s.get(&key)).map_err(py_err)?;
-        Ok(bytes_out(py, &b))
+        match py.detach(|| s.get(&key)) {
+            Ok(b) => Ok(bytes_out(py, &b).into_any()),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                Ok(default.unwrap_or_else(|| py.None().into_bound(py)))
+            }
+            Err(e) => Err(py_err(e)),
+        }
     }
 
     /// `length` bytes from `offset` (to the end when `length` is None),
@@ -798,6 +1251,60 @@ impl Store {
         Blob::into_py(py, b)
     }
 
+    /// Reads the object's bytes from `offset` into `buffer`, a writable,
+    /// C-contiguous buffer (bytearray, a memoryview of one, array.array,
+    /// numpy array, mmap), and returns how many bytes were written: up to
+    /// `len(buffer)` bytes (in bytes, whatever the item type), or exactly
+    /// `length` when given, fewer only at the object's end, as
+    /// `io.RawIOBase.readinto` and `socket.recv_into` do. One copy, from
+    /// the engine's buffer into `buffer`, made without the GIL: other
+    /// threads must not use `buffer` meanwhile.
+    ///
+    /// Raises `TypeError` for a read-only buffer (bytes, a Blob), one that
+    /// is not C-contiguous, or anything that is not a buffer;
+    /// `ValueError` for a `length` larger than the buffer;
+    /// `InvalidArgumentError` for an offset past the end, `NotFoundError`
+    /// for a missing key. Nothing is written into `buffer` on an error.
+    #[pyo3(signature = (key, buffer, offset=None, length=None))]
+    fn read_into(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        buffer: &Bound<'_, PyAny>,
+        offset: Option<&Bound<'_, PyAny>>,
+        length: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<usize> {
+        let key = key_of(key)?;
+        let offset = offset.map_or(Ok(0), |o| byte_count(o, "offset"))?;
+        let length = length.map(|l| byte_count(l, "length")).transpose()?;
+        let target = writable_buffer(buffer)?;
+        let room = target.len_bytes();
+        let want = match length {
+            None => room as u64,
+            Some(l) if l > room as u64 => {
+                return Err(PyValueError::new_err(format!(
+                    "buffer too small: {room} bytes for length {l}"
+                )))
+            }
+            Some(l) => l,
+        };
+        let dst = target.buf_ptr() as usize;
+        let s = &self.inner;
+        let copied = py.detach(|| {
+            let bytes = s.read(&key, offset, want)?;
+            let n = bytes.len().min(room);
+            // SAFETY: `dst` is the start of a writable, C-contiguous buffer
+            // of `room` bytes, exported to `target`, which lives until after
+            // this copy (an export keeps a bytearray from being resized and
+            // its memory alive). `n <= room`, and the engine's buffer cannot
+            // overlap memory the caller owns.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst as *mut u8, n) };
+            Ok(n)
+        });
+        drop(target);
+        copied.map_err(py_err)
+    }
+
     /// Size, version and commit time of `key`.
     fn stat(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<ObjectInfo> {
         let key = key_of(key)?;
@@ -830,12 +1337,28 @@ impl Store {
         Ok(self.inner.stats().objects as usize)
     }
 
+    /// `store[key]`: the whole object as `bytes`; NotFoundError (a
+    /// KeyError) when absent.
     fn __getitem__<'py>(
         &self,
         py: Python<'py>,
         key: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        self.get(py, key)
+        let key = key_of(key)?;
+        let s = &self.inner;
+        let b = py.detach(|| s.get(&key)).map_err(py_err)?;
+        Ok(bytes_out(py, &b))
+    }
+
+    /// Every key, as `bytes` (a key put as `str` comes back as its UTF-8
+    /// bytes: the store keeps bytes only), with any index: in byte order
+    /// with "btree" and "fst", in no particular order with "hash" (from a
+    /// snapshot of the keys taken by this call). Keys added or removed
+    /// while iterating may or may not appear; one removed before the
+    /// iteration reaches it is skipped.
+    fn __iter__(&self) -> PyResult<KeyIterator> {
+        let keys = self.inner.keys().map_err(py_err)?;
+        Ok(KeyIterator::new(keys))
     }
 
     fn __setitem__(
@@ -860,9 +1383,7 @@ impl Store {
             None => Bytes::new(),
         };
         let keys = self.inner.list(&prefix).map_err(py_err)?;
-        Ok(KeyIterator {
-            keys: Mutex::new(keys),
-        })
+        Ok(KeyIterator::new(keys))
     }
 
     /// Starts a multipart upload of exactly `size` bytes.
@@ -903,39 +1424,88 @@ impl Store {
         self.inner.abort_upload(id).map_err(py_err)
     }
 
-    /// Space and content figures as a dict.
-    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// Space and content figures, as a `Stats` (attributes; `stats()[name]`
+    /// still gives what the former dict held).
+    fn stats(&self, py: Python<'_>) -> PyResult<Stats> {
         self.check_open()?;
-        let s = self.inner.stats();
-        let d = PyDict::new(py);
-        d.set_item("objects", s.objects)?;
-        d.set_item("logical_bytes", s.logical_bytes)?;
-        d.set_item("allocated_bytes", s.allocated_bytes)?;
-        d.set_item("metadata_bytes", s.metadata_bytes)?;
-        d.set_item("free_bytes", s.free_bytes)?;
-        d.set_item("capacity", s.capacity)?;
-        d.set_item("device_bytes_written", s.device_bytes_written)?;
-        d.set_item("user_bytes_written", s.user_bytes_written)?;
-        d.set_item("commit_groups", s.commit_groups)?;
-        d.set_item("space_amplification", s.space_amplification())?;
-        d.set_item("io_engine", s.io_engine)?;
-        d.set_item("direct_io", s.direct_io)?;
-        d.set_item("index", s.index.name())?;
-        let c = PyDict::new(py);
-        c.set_item("hits", s.cache.hits)?;
-        c.set_item("misses", s.cache.misses)?;
-        c.set_item("bytes", s.cache.bytes)?;
-        c.set_item("capacity", s.cache.capacity)?;
-        d.set_item("cache", c)?;
-        // What recovery did at open (see `Stats::recovery` in the core).
-        let r = PyDict::new(py);
-        r.set_item("clean", s.recovery.clean)?;
-        r.set_item("rolled_back_groups", s.recovery.rolled_back_groups)?;
-        r.set_item("rolled_back_objects", s.recovery.rolled_back_objects)?;
-        r.set_item("repaired", s.recovery.repaired.clone())?;
-        r.set_item("details", s.recovery.details.clone())?;
-        d.set_item("recovery", r)?;
-        Ok(d)
+        Stats::new(py, self.inner.stats())
+    }
+
+    /// Loads every `(key, value)` pair of `items` (any iterable: a list, a
+    /// generator, `dict.items()`), replacing existing keys, at the device's
+    /// sequential speed: values are written in large batches and committed
+    /// in groups (one sync per group, not per object). Objects become
+    /// visible group by group; returns a `LoadReport` once all are
+    /// committed and durable.
+    ///
+    /// `items` is consumed on the calling thread, a chunk at a time with
+    /// the GIL, while the load runs on a thread of its own without it (so
+    /// the code producing the items, and `progress`, may use any store,
+    /// this one included). Keys are `str` or bytes-like, values bytes-like
+    /// (`bytes` shared without a copy); anything else is a `TypeError`,
+    /// never converted. `progress`, if given, is called as
+    /// `progress(objects, bytes)` with the items taken from `items` so far
+    /// at most every 0.25 s, and once at the end with the totals.
+    ///
+    /// On any error (from the store, from `items` itself, a refused item,
+    /// or from `progress`) the load stops: what was committed before stays
+    /// (always a prefix of `items`, in order; the items taken before a
+    /// refused one are loaded) and the error is raised, with a note saying
+    /// how many objects were loaded.
+    #[pyo3(signature = (items, *, progress=None))]
+    fn bulk_load(
+        &self,
+        py: Python<'_>,
+        items: &Bound<'_, PyAny>,
+        progress: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<LoadReport> {
+        if let Some(p) = progress.as_ref().filter(|p| !p.is_callable()) {
+            let type_name = type_name(p);
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "progress must be callable, not {type_name}"
+            )));
+        }
+        let iter = items.try_iter()?;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(Bytes, Bytes)>>(LOAD_QUEUE);
+        let store = self.inner.clone();
+        let load = std::thread::Builder::new()
+            .name("blobcask-py-load".into())
+            .spawn(move || store.bulk_load(rx.into_iter().flatten()))
+            .map_err(|e| PyRuntimeError::new_err(format!("cannot start the load: {e}")))?;
+        let mut source = LoadSource {
+            iter,
+            progress: progress.clone(),
+            taken: (0, 0),
+            reported: std::time::Instant::now(),
+            done: false,
+        };
+        let mut failure = None;
+        while !source.done {
+            let (chunk, failed) = source.pull();
+            failure = failed;
+            // A closed channel: the load stopped on an error of its own,
+            // which `join` returns.
+            if !chunk.is_empty() && py.detach(|| tx.send(chunk)).is_err() {
+                break;
+            }
+        }
+        drop(tx);
+        let loaded = py
+            .detach(|| load.join())
+            .map_err(|_| PyRuntimeError::new_err("blobcask: the bulk load panicked"))?;
+        if let Some(err) = failure {
+            let note = match &loaded {
+                Ok(r) => format!("bulk_load: {} objects before it were loaded", r.objects),
+                Err(e) => format!("bulk_load: {e}"),
+            };
+            let _ = err.value(py).call_method1("add_note", (note,));
+            return Err(err);
+        }
+        let report = loaded.map_err(py_err)?;
+        if let Some(p) = progress {
+            p.call1((report.objects, report.bytes))?;
+        }
+        Ok(LoadReport::from(report))
     }
 
     /// Grows the store file to `capacity` bytes (rounded down to 4096) now,
@@ -1154,29 +1724,67 @@ impl EventLoop {
     }
 }
 
-/// Iterator returned by `Store.list`.
-#[pyclass(module = "blobcask", name = "KeyIterator")]
+/// Iterator returned by `Store.list` and `iter(store)`: keys as `bytes`.
+#[pyclass(frozen, module = "blobcask", name = "KeyIterator")]
 struct KeyIterator {
     keys: Mutex<engine::Keys>,
 }
 
+impl KeyIterator {
+    fn new(keys: engine::Keys) -> Self {
+        KeyIterator {
+            keys: Mutex::new(keys),
+        }
+    }
+
+    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, engine::Keys>> {
+        self.keys
+            .lock()
+            .map_err(|_| PyRuntimeError::new_err("key iterator poisoned"))
+    }
+}
+
+/// Most keys `KeyIterator.next_page` returns at once.
+const MAX_PAGE: usize = 1 << 16;
+
 #[pymethods]
 impl KeyIterator {
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
 
     fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let next = self
-            .keys
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("key iterator poisoned"))?
-            .next();
+        let next = self.lock()?.next();
         match next {
             None => Ok(None),
             Some(Ok(entry)) => Ok(Some(bytes_out(py, &entry.key))),
             Some(Err(e)) => Err(py_err(e)),
         }
+    }
+
+    /// Up to `n` next keys (1 to 65536), fewer only at the end (an empty
+    /// list: the iteration is over). Runs without the GIL, so another
+    /// thread may fetch a page while the caller's goes on: how
+    /// `AsyncStore.list` iterates off the event loop.
+    fn next_page<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        if !(1..=MAX_PAGE).contains(&n) {
+            return Err(PyValueError::new_err(format!(
+                "n must be from 1 to {MAX_PAGE}, not {n}"
+            )));
+        }
+        // `Err(None)`: the lock was poisoned.
+        let page = py.detach(|| -> Result<Vec<Bytes>, Option<Error>> {
+            let mut keys = self.keys.lock().map_err(|_| None)?;
+            keys.by_ref()
+                .take(n)
+                .map(|entry| entry.map(|e| e.key).map_err(Some))
+                .collect()
+        });
+        let page = page.map_err(|e| match e {
+            Some(e) => py_err(e),
+            None => PyRuntimeError::new_err("key iterator poisoned"),
+        })?;
+        Ok(page.iter().map(|k| bytes_out(py, k)).collect())
     }
 }
 
@@ -1305,6 +1913,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CompactReport>()?;
     m.add_class::<UploadInfo>()?;
     m.add_class::<KeyIterator>()?;
+    m.add_class::<LoadReport>()?;
+    m.add_class::<Stats>()?;
+    m.add_class::<CacheStats>()?;
+    m.add_class::<RecoveryReport>()?;
     m.add("MAX_KEY_LEN", engine::MAX_KEY_LEN)?;
     m.add("PART_ALIGN", engine::PART_ALIGN)?;
     m.add("MAX_TTL", engine::MAX_TTL.as_secs_f64())?;

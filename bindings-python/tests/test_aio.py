@@ -39,8 +39,9 @@ def test_concurrent_calls_resolve_with_the_right_results(path, io_engine):
             assert part == pattern(2, 16 << 10)[5 : 5 + 4099]
             assert (await s.stat("k3")).size == 200 << 10
             await s.delete("k3")
+            assert await s.get("k3") is None  # get: a miss is None
             with pytest.raises(NotFoundError):
-                await s.get("k3")
+                await s.read("k3")
             with pytest.raises(NotFoundError):
                 await s.delete("k3")
 
@@ -236,3 +237,108 @@ def test_async_upload_commits_under_a_condition(path):
         await s.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("count", [0, 5, blobcask.aio.LIST_PAGE, 2 * blobcask.aio.LIST_PAGE + 7])
+def test_async_for_over_a_listing(path, count):
+    async def main() -> None:
+        async with await blobcask.AsyncStore.open(path, capacity=32 << 20, index="btree") as s:
+            s.sync_store.bulk_load((f"in/{i:05}", b"v") for i in range(count))
+            await s.put("out/1", b"v")
+            got = [key async for key in s.list("in/")]
+            assert got == [f"in/{i:05}".encode() for i in range(count)]
+            assert all(type(k) is bytes for k in got)
+            assert [k async for k in s.list()] == got + [b"out/1"]
+            assert [k async for k in s.list(b"out/")] == [b"out/1"]
+            assert [k async for k in s.list("none/")] == []
+            # Every key, as `iter(store)`.
+            assert [k async for k in s] == got + [b"out/1"]
+            # Plain iteration still works (on the calling thread).
+            assert list(s.list("in/")) == got
+
+    asyncio.run(main())
+
+
+def test_async_listing_pages_are_fetched_off_the_event_loop(path, monkeypatch):
+    import threading
+
+    fetched_on: list[int] = []
+    original = blobcask.aio.AsyncKeyIterator._fetch
+
+    def spy(self: blobcask.aio.AsyncKeyIterator) -> list[bytes]:
+        fetched_on.append(threading.get_ident())
+        return original(self)
+
+    monkeypatch.setattr(blobcask.aio.AsyncKeyIterator, "_fetch", spy)
+
+    async def main() -> None:
+        async with await blobcask.AsyncStore.open(path, capacity=32 << 20, index="fst") as s:
+            s.sync_store.bulk_load((f"k{i:05}", b"v") for i in range(3000))
+            ticks = 0
+
+            async def ticker() -> None:
+                nonlocal ticks
+                while True:
+                    ticks += 1
+                    await asyncio.sleep(0)
+
+            t = asyncio.create_task(ticker())
+            n = 0
+            async for _ in s.list("k"):
+                n += 1
+            t.cancel()
+            assert n == 3000 and ticks > 0
+            assert fetched_on and threading.get_ident() not in fetched_on
+
+    asyncio.run(main())
+
+
+def test_async_listing_on_the_hash_index(path):
+    async def main() -> None:
+        async with await blobcask.AsyncStore.open(path, capacity=32 << 20) as s:
+            for i in range(10):
+                await s.put(f"k{i}", b"v")
+            # Listing by prefix needs an ordered index: refused at the call.
+            with pytest.raises(blobcask.UnsupportedError):
+                s.list("k")
+            # Every key works with any index.
+            assert sorted([k async for k in s]) == sorted(f"k{i}".encode() for i in range(10))
+
+    asyncio.run(main())
+
+
+def test_async_listing_of_a_closed_store_raises_closed(path):
+    async def main() -> None:
+        s = await blobcask.AsyncStore.open(path, capacity=32 << 20, index="btree")
+        await s.put("a", b"1")
+        keys = s.list()
+        await s.close()
+        with pytest.raises(ClosedError):
+            async for _ in keys:
+                pass
+        with pytest.raises(ClosedError):
+            s.list()
+
+    asyncio.run(main())
+
+
+def test_async_get_returns_the_default_on_a_miss(path):
+    async def main() -> None:
+        async with await blobcask.AsyncStore.open(path, capacity=32 << 20) as s:
+            assert await s.get("missing") is None
+            assert await s.get("missing", b"d") == b"d"
+            with pytest.raises(NotFoundError):
+                await s.read("missing")
+            with pytest.raises(TypeError):
+                await s.get(3)  # type: ignore[arg-type]
+
+    asyncio.run(main())
+
+
+def test_key_iterator_pages_refuse_bad_sizes(store):
+    store.put("a", b"1")
+    keys = iter(store)
+    for n in (0, -1, 1 << 17):
+        with pytest.raises((ValueError, OverflowError)):
+            keys.next_page(n)
+    assert keys.next_page(10) == [b"a"] and keys.next_page(10) == []

@@ -24,9 +24,10 @@ def wait_past(t: float) -> None:
 
 def assert_gone(s: blobcask.Store, key: str) -> None:
     """`key` has no object, by every call that looks."""
-    for call in (s.get, s.get_blob, s.read, s.stat):
+    for call in (s.get_blob, s.read, s.stat):
         with pytest.raises(errors.NotFoundError):
             call(key)
+    assert s.get(key) is None and s.get(key, b"dflt") == b"dflt"
     with pytest.raises(KeyError):
         s[key]
     assert key not in s and not s.contains(key)
@@ -184,8 +185,9 @@ def test_async_put_and_upload_commit_take_a_ttl(path):
             last = max(infos[0].expires, committed.expires)
             await asyncio.sleep(max(0.0, last - time.time()) + 0.05)
             for key in ("a", "b", "up"):
+                assert await s.get(key) is None
                 with pytest.raises(errors.NotFoundError):
-                    await s.get(key)
+                    await s.read(key)
                 with pytest.raises(errors.NotFoundError):
                     await s.stat(key)
                 assert key not in s

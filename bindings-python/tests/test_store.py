@@ -63,7 +63,7 @@ def test_values_accept_any_bytes_like(store):
 
 def test_errors_map_to_classes(store, path):
     with pytest.raises(errors.NotFoundError) as e:
-        store.get("missing")
+        store["missing"]
     assert isinstance(e.value, KeyError) and isinstance(e.value, blobcask.Error)
     assert "NOT_FOUND" in str(e.value)
     store.put("k", b"x" * 10)
@@ -399,8 +399,9 @@ def test_asyncio_api(path):
             await up.commit()
             assert await s.get("up") == b"a" * 4096 + b"b" * 904
             await s.delete("a")
+            assert await s.get("a") is None
             with pytest.raises(errors.NotFoundError):
-                await s.get("a")
+                await s.read("a")
             await s.sync()
             assert s.stats()["objects"] == 65
 

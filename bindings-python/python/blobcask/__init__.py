@@ -12,12 +12,18 @@ I/O, and any byte range of any object in one device read::
 Every call that does I/O releases the GIL. ``AsyncStore`` offers the same
 calls as coroutines for asyncio.
 
+A ``Store`` is a ``collections.abc.MutableMapping`` of keys to ``bytes``:
+``store[key]``, ``store.get(key, default)``, ``in``, ``len``, iteration
+over every key (as ``bytes``), ``keys()``/``items()``/``values()``,
+``pop``, ``popitem``, ``setdefault``, ``update``, ``clear``.
+
 ``Store.get`` and ``Store.read`` return ``bytes`` (a copy of what the engine
 read); ``Store.get_blob``, ``Store.read_blob`` and the reads of
 ``AsyncStore`` return a ``Blob``: the engine's buffer itself, read-only,
 usable wherever a bytes-like object is (``memoryview(blob)``,
 ``hashlib.sha256(blob)``, ``f.write(blob)``, ``blob == b"..."``), with no
 copy whatever its size. ``bytes(blob)`` makes the copy when one is wanted.
+``Store.read_into`` fills a caller's writable buffer instead.
 """
 
 from __future__ import annotations
@@ -28,15 +34,19 @@ from ._native import (
     PART_ALIGN,
     BackupReport,
     Blob,
+    CacheStats,
     CompactReport,
     KeyIterator,
+    LoadReport,
     ObjectInfo,
-    Store,
+    RecoveryReport,
+    Stats,
     Upload,
     UploadInfo,
     crc32c,
 )
-from .aio import AsyncStore, AsyncUpload
+from ._store import Store
+from .aio import AsyncKeyIterator, AsyncStore, AsyncUpload
 from .errors import (
     AlreadyExistsError,
     ClosedError,
@@ -64,6 +74,11 @@ __all__ = [
     "BackupReport",
     "CompactReport",
     "KeyIterator",
+    "AsyncKeyIterator",
+    "LoadReport",
+    "Stats",
+    "CacheStats",
+    "RecoveryReport",
     "MAX_KEY_LEN",
     "MAX_TTL",
     "PART_ALIGN",

@@ -1,19 +1,59 @@
 """Type stubs for the native extension (``blobcask._native``)."""
 
 import asyncio
+import sys
 from datetime import timedelta
 from os import PathLike
 from types import TracebackType
-from typing import Any, Callable, Iterator, List, Optional, SupportsIndex, Union, overload
+from typing import (
+    Any,
+    Callable,
+    Iterable,
+    Iterator,
+    List,
+    Literal,
+    Optional,
+    SupportsIndex,
+    Tuple,
+    TypeVar,
+    Union,
+    final,
+    overload,
+)
 
-Key = Union[str, bytes, bytearray, memoryview, "Blob"]
-BytesLike = Union[bytes, bytearray, memoryview, "Blob", Any]
-TTL = Union[int, float, timedelta]
+from typing_extensions import Self, disjoint_base
+
+_Key = Union[str, bytes, bytearray, memoryview, "Blob"]
+_BytesLike = Union[bytes, bytearray, memoryview, "Blob", Any]
+_TTL = Union[int, float, timedelta]
+_Seconds = Union[int, float, timedelta]
+_T = TypeVar("_T")
+
+__all__ = [
+    "crc32c",
+    "Store",
+    "Blob",
+    "EventLoop",
+    "Upload",
+    "ObjectInfo",
+    "BackupReport",
+    "CompactReport",
+    "UploadInfo",
+    "KeyIterator",
+    "LoadReport",
+    "Stats",
+    "CacheStats",
+    "RecoveryReport",
+    "MAX_KEY_LEN",
+    "PART_ALIGN",
+    "MAX_TTL",
+]
 
 MAX_KEY_LEN: int
 PART_ALIGN: int
 MAX_TTL: float
 
+@final
 class ObjectInfo:
     """What a commit produced, or what ``stat`` reports."""
 
@@ -31,6 +71,7 @@ class ObjectInfo:
         """When it expires (put with a ``ttl``), seconds since the Unix
         epoch; None: never."""
 
+@final
 class BackupReport:
     """What ``Store.backup`` did."""
 
@@ -45,11 +86,12 @@ class BackupReport:
         """Their bytes (keys not counted)."""
     @property
     def elapsed(self) -> float:
-        """Seconds from the call to the copy being verified and published."""
+        """_Seconds from the call to the copy being verified and published."""
     @property
     def bytes_per_sec(self) -> float:
         """Object bytes per second over the whole backup."""
 
+@final
 class CompactReport:
     """What ``Store.compact`` did."""
 
@@ -67,8 +109,9 @@ class CompactReport:
         """Largest free piece after, in bytes."""
     @property
     def elapsed(self) -> float:
-        """Seconds the compaction took."""
+        """_Seconds the compaction took."""
 
+@final
 class UploadInfo:
     """An upload in progress, as ``Store.list_uploads`` shows it (read-only)."""
 
@@ -89,6 +132,7 @@ class UploadInfo:
     def started(self) -> float:
         """When ``begin_upload`` was called, seconds since the Unix epoch."""
 
+@final
 class Blob:
     """Bytes read from a store, handed over without a copy.
 
@@ -101,27 +145,157 @@ class Blob:
     deleted and the store closed.
     """
 
-    def __buffer__(self, flags: int, /) -> memoryview: ...
+    if sys.version_info >= (3, 12):
+        def __buffer__(self, flags: int, /) -> memoryview: ...
+
     def __len__(self) -> int: ...
     def __bytes__(self) -> bytes:
         """A copy of the bytes."""
-    def __eq__(self, other: object) -> bool: ...
+    def __eq__(self, value: object, /) -> bool: ...
     def __hash__(self) -> int: ...
     @overload
-    def __getitem__(self, index: SupportsIndex) -> int: ...
+    def __getitem__(self, key: SupportsIndex, /) -> int: ...
     @overload
-    def __getitem__(self, index: slice) -> Union["Blob", bytes]:
+    def __getitem__(self, key: slice, /) -> Union["Blob", bytes]:
         """``blob[a:b]`` is a Blob over the same buffer (no copy); a slice
         with a step is a ``bytes`` copy."""
     def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
         """The bytes decoded, as ``bytes.decode`` does."""
 
+@final
 class KeyIterator(Iterator[bytes]):
-    """Keys of a listing, in byte order."""
+    """Keys of a listing (``Store.list``: byte order) or of ``iter(store)``,
+    as ``bytes``."""
 
     def __iter__(self) -> "KeyIterator": ...
     def __next__(self) -> bytes: ...
+    def next_page(self, n: int) -> list[bytes]:
+        """Up to ``n`` next keys (1 to 65536), fewer only at the end (an
+        empty list: done). Runs without the GIL."""
 
+@final
+class LoadReport:
+    """What ``Store.bulk_load`` did."""
+
+    @property
+    def objects(self) -> int:
+        """Objects committed."""
+    @property
+    def bytes(self) -> int:
+        """Value bytes committed."""
+    @property
+    def groups(self) -> int:
+        """Commit groups the load was made visible in (each all-or-nothing)."""
+    @property
+    def elapsed(self) -> float:
+        """_Seconds the whole load took."""
+    @property
+    def objects_per_sec(self) -> float: ...
+    @property
+    def bytes_per_sec(self) -> float: ...
+
+@final
+class CacheStats:
+    """The read cache's figures since open (``Stats.cache``)."""
+
+    @property
+    def hits(self) -> int:
+        """Reads of heap objects served from the cache."""
+    @property
+    def misses(self) -> int:
+        """Reads of heap objects that went to the device."""
+    @property
+    def bytes(self) -> int:
+        """Bytes the cache holds now."""
+    @property
+    def capacity(self) -> int:
+        """The cache's bound in bytes (0: no cache)."""
+    def as_dict(self) -> dict[str, int]: ...
+
+@final
+class RecoveryReport:
+    """What recovery found and did when the store was opened (``Stats.recovery``)."""
+
+    @property
+    def clean(self) -> bool:
+        """The store had been closed cleanly: nothing could be torn."""
+    @property
+    def rolled_back_groups(self) -> int:
+        """Commit groups rolled back whole (cut by a crash before their sync)."""
+    @property
+    def rolled_back_objects(self) -> int:
+        """Objects whose newest version was rolled back (or removed, when new)."""
+    @property
+    def repaired(self) -> list[str]:
+        """Damage found that lost nothing, and what was done about it."""
+    @property
+    def details(self) -> list[str]:
+        """What was rolled back and why (at most 100 object names)."""
+    def as_dict(self) -> dict[str, Any]: ...
+
+@final
+class Stats:
+    """Space and content figures of a store, as of ``Store.stats()``."""
+
+    @property
+    def objects(self) -> int:
+        """Committed objects."""
+    @property
+    def logical_bytes(self) -> int:
+        """Sum of the sizes of committed objects."""
+    @property
+    def allocated_bytes(self) -> int:
+        """Heap bytes held by committed objects' pieces."""
+    @property
+    def metadata_bytes(self) -> int:
+        """Bytes of the metadata area."""
+    @property
+    def free_bytes(self) -> int:
+        """Bytes not allocated to anything."""
+    @property
+    def largest_free_piece(self) -> int:
+        """The largest run a new object gets in one piece."""
+    @property
+    def capacity(self) -> int:
+        """Size of the store file or device."""
+    @property
+    def max_capacity(self) -> Optional[int]:
+        """Largest size the store grows to by itself; None: no limit."""
+    @property
+    def device_bytes_written(self) -> int:
+        """Bytes written to the device since open."""
+    @property
+    def user_bytes_written(self) -> int:
+        """Bytes of values committed since open."""
+    @property
+    def commit_groups(self) -> int:
+        """Group commits since open (each ends with one sync)."""
+    @property
+    def space_amplification(self) -> Optional[float]:
+        """Bytes occupied per byte of committed values; None while empty."""
+    @property
+    def write_amplification(self) -> Optional[float]:
+        """Device bytes written per value byte committed since open."""
+    @property
+    def io_engine(self) -> str:
+        """``"io_uring"`` or ``"portable"``."""
+    @property
+    def direct_io(self) -> bool: ...
+    @property
+    def index(self) -> str:
+        """``"hash"``, ``"btree"`` or ``"fst"``."""
+    @property
+    def cache(self) -> CacheStats: ...
+    @property
+    def recovery(self) -> RecoveryReport: ...
+    def as_dict(self) -> dict[str, Any]:
+        """Every figure as a dict (``cache``, ``recovery`` nested dicts):
+        what ``stats()`` returned before it was typed."""
+    def __getitem__(self, key: str, /) -> Any:
+        """``as_dict()[name]``: ``stats()["capacity"]``,
+        ``stats()["cache"]["hits"]`` keep working."""
+
+@final
 class Upload:
     """A multipart upload; see ``Store.begin_upload``."""
 
@@ -129,7 +303,7 @@ class Upload:
     def id(self) -> int:
         """This upload's id in ``Store.list_uploads`` (for
         ``Store.abort_upload``); still readable once committed or aborted."""
-    def write_part(self, offset: int, data: BytesLike, crc32c: int | None = None) -> None:
+    def write_part(self, offset: int, data: _BytesLike, crc32c: int | None = None) -> None:
         """Writes ``data`` at ``offset`` (a multiple of PART_ALIGN); with
         ``crc32c`` the bytes are checked against it before anything is written."""
     def commit(
@@ -137,7 +311,7 @@ class Upload:
         *,
         if_absent: bool = False,
         if_version: Optional[int] = None,
-        ttl: Optional[TTL] = None,
+        ttl: Optional[_TTL] = None,
     ) -> ObjectInfo:
         """Makes the object visible atomically. ``if_absent=True`` commits
         only if the key has no object (``AlreadyExistsError``);
@@ -151,11 +325,12 @@ class Upload:
     def __enter__(self) -> "Upload": ...
     def __exit__(self, *args: object) -> bool: ...
 
+@disjoint_base
 class Store:
     """An open blob store. Thread-safe; every I/O call releases the GIL."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         path: Union[str, "PathLike[str]"],
         *,
         capacity: Optional[int] = None,
@@ -168,7 +343,9 @@ class Store:
         create_new: bool = False,
         read_only: bool = False,
         cache_bytes: Optional[int] = None,
-    ) -> None:
+        durability: Literal["sync", "buffered"] = "sync",
+        max_delay: Optional[_Seconds] = None,
+    ) -> Self:
         """Opens the store at ``path``.
 
         ``create`` makes a store only where nothing is: a missing path or an
@@ -194,15 +371,24 @@ class Store:
         a read-write open, they replace the stored ones (a read-only open
         uses them for itself only). ``max_capacity`` must be an ``int``
         (``TypeError`` otherwise); ``2**64 - 1`` means no limit.
+
+        ``durability="sync"`` (the default): a put, commit or delete returns
+        once durable. ``"buffered"`` acknowledges at once and writes the
+        changes as one group at most ``max_delay`` later (seconds, or a
+        ``timedelta``; required), or at ``sync()``/``close()``: a crash
+        loses up to the last ``max_delay`` of changes (what survives is a
+        prefix of them, in order, every object whole).
+        Anything else raises ``InvalidArgumentError`` (``TypeError`` for a
+        wrong type).
         """
     def put(
         self,
-        key: Key,
-        value: BytesLike,
+        key: _Key,
+        value: _BytesLike,
         *,
         if_absent: bool = False,
         if_version: Optional[int] = None,
-        ttl: Optional[TTL] = None,
+        ttl: Optional[_TTL] = None,
     ) -> ObjectInfo:
         """Stores ``value`` under ``key`` (create or replace); durable on return.
         ``if_absent=True`` creates only (``AlreadyExistsError`` if present);
@@ -216,29 +402,47 @@ class Store:
         negative, NaN or above ``MAX_TTL`` seconds raises
         ``InvalidArgumentError`` (a ``ValueError``); one that is not a
         number or timedelta (a ``bool`` included) ``TypeError``."""
-    def get(self, key: Key) -> bytes:
-        """The whole object, as a ``bytes`` copy (see ``get_blob``)."""
-    def read(self, key: Key, offset: int = 0, length: Optional[int] = None) -> bytes:
+    @overload
+    def get(self, key: _Key, default: None = None) -> Optional[bytes]: ...
+    @overload
+    def get(self, key: _Key, default: bytes) -> bytes: ...
+    @overload
+    def get(self, key: _Key, default: _T) -> Union[bytes, _T]:
+        """The whole object, as a ``bytes`` copy (see ``get_blob``), or
+        ``default`` when ``key`` has no object (``store[key]``, ``read`` and
+        ``get_blob`` raise ``NotFoundError``)."""
+    def read(self, key: _Key, offset: int = 0, length: Optional[int] = None) -> bytes:
         """``length`` bytes from ``offset``, clipped at the end, as a ``bytes``
         copy (see ``read_blob``)."""
-    def get_blob(self, key: Key) -> Blob:
+    def get_blob(self, key: _Key) -> Blob:
         """The whole object as a ``Blob``: the engine's buffer, no copy."""
-    def read_blob(self, key: Key, offset: int = 0, length: Optional[int] = None) -> Blob:
+    def read_blob(self, key: _Key, offset: int = 0, length: Optional[int] = None) -> Blob:
         """``read`` as a ``Blob``: the engine's buffer, no copy."""
-    def stat(self, key: Key) -> ObjectInfo:
+    def read_into(
+        self, key: _Key, buffer: Any, offset: Optional[int] = None, length: Optional[int] = None
+    ) -> int:
+        """Reads the object from ``offset`` into ``buffer`` (writable,
+        C-contiguous: bytearray, memoryview, array, numpy array, mmap):
+        ``len(buffer)`` bytes, or ``length``, fewer at the object's end;
+        returns the count. ``TypeError`` for a read-only or non-contiguous
+        buffer, ``ValueError`` for a ``length`` over the buffer's size."""
+    def stat(self, key: _Key) -> ObjectInfo:
         """Size, version and commit time."""
-    def delete(self, key: Key) -> None:
+    def delete(self, key: _Key) -> None:
         """Deletes ``key`` (NotFoundError when absent)."""
-    def contains(self, key: Key) -> bool:
+    def contains(self, key: _Key) -> bool:
         """Whether ``key`` has an object."""
-    def __contains__(self, key: object) -> bool: ...
+    def __contains__(self, key: object, /) -> bool: ...
     def __len__(self) -> int: ...
-    def __getitem__(self, key: Key) -> bytes: ...
-    def __setitem__(self, key: Key, value: BytesLike) -> None: ...
-    def __delitem__(self, key: Key) -> None: ...
-    def list(self, prefix: Optional[Key] = None) -> KeyIterator:
+    def __iter__(self) -> KeyIterator:
+        """Every key, as ``bytes``: byte order with an ordered index, a
+        snapshot's order with "hash"."""
+    def __getitem__(self, key: _Key, /) -> bytes: ...
+    def __setitem__(self, key: _Key, value: _BytesLike, /) -> None: ...
+    def __delitem__(self, key: _Key, /) -> None: ...
+    def list(self, prefix: Optional[_Key] = None) -> KeyIterator:
         """Keys starting with ``prefix`` in order (index "btree" or "fst")."""
-    def begin_upload(self, key: Key, size: int) -> Upload:
+    def begin_upload(self, key: _Key, size: int) -> Upload:
         """Starts a multipart upload of exactly ``size`` bytes."""
     def list_uploads(self) -> List[UploadInfo]:
         """The uploads in progress on this store (begun through this
@@ -253,8 +457,19 @@ class Store:
         ``NotFoundError`` when no such upload is in progress,
         ``ClosedError`` after ``close()``, ``TypeError`` for a non-int. A
         commit already under way is not stopped."""
-    def stats(self) -> dict[str, Any]:
-        """Space and content figures."""
+    def stats(self) -> Stats:
+        """Space and content figures (``stats()[name]`` also works)."""
+    def bulk_load(
+        self,
+        items: Iterable[Union[Tuple[_Key, _BytesLike], List[Any]]],
+        *,
+        progress: Optional[Callable[[int, int], object]] = None,
+    ) -> LoadReport:
+        """Loads every ``(key, value)`` pair of ``items`` at sequential
+        speed, committed in groups (visible group by group); values must be
+        bytes-like (``TypeError`` otherwise). ``progress(objects, bytes)``
+        is called at most every 0.25 s and with the totals at the end. On
+        an error what was committed before stays (a prefix of ``items``)."""
     def grow(self, capacity: int) -> None:
         """Grows the store file to ``capacity`` bytes (rounded down to 4096)
         now, with the space reserved on the file system; durable on return.
@@ -297,10 +512,11 @@ class Store:
         tb: Optional[TracebackType],
     ) -> bool: ...
 
+@final
 class EventLoop:
     """Runs a store's asyncio calls on the event loop's thread (see
     ``blobcask.aio``): watch ``fds()`` with ``loop.add_reader(fd, run)``."""
-    def __init__(self, store: Store) -> None: ...
+    def __new__(cls, store: Store) -> Self: ...
     def fds(self) -> list[int]:
         """Descriptors to watch for readability."""
     def run(self) -> None:
@@ -310,22 +526,22 @@ class EventLoop:
         """Drops a pending call (a put or delete may still land)."""
     def cancel_all(self) -> int:
         """Drops every pending call (their loop was closed)."""
-    def read(self, key: Key, offset: int, length: Optional[int], fut: "asyncio.Future[Any]") -> int:
+    def read(self, key: _Key, offset: int, length: Optional[int], fut: "asyncio.Future[Any]") -> int:
         """Starts a read resolving ``fut`` with a ``Blob``; the task id."""
     def put(
         self,
-        key: Key,
-        value: BytesLike,
+        key: _Key,
+        value: _BytesLike,
         if_absent: bool,
         if_version: Optional[int],
-        ttl: Optional[TTL],
+        ttl: Optional[_TTL],
         fut: "asyncio.Future[Any]",
     ) -> int:
         """Starts a put resolving ``fut`` with an ``ObjectInfo``; the task id."""
-    def stat(self, key: Key, fut: "asyncio.Future[Any]") -> int:
+    def stat(self, key: _Key, fut: "asyncio.Future[Any]") -> int:
         """Starts a stat resolving ``fut`` with an ``ObjectInfo``; the task id."""
-    def delete(self, key: Key, fut: "asyncio.Future[Any]") -> int:
+    def delete(self, key: _Key, fut: "asyncio.Future[Any]") -> int:
         """Starts a delete resolving ``fut`` with None; the task id."""
 
-def crc32c(data: BytesLike) -> int:
+def crc32c(data: _BytesLike) -> int:
     """CRC32C (Castagnoli) of ``data``: the checksum ``Upload.write_part`` takes."""

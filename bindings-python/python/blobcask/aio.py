@@ -6,7 +6,8 @@ loop watches the store's completion descriptors (``loop.add_reader``), and
 when one turns readable the extension reaps the completion and resolves
 the future right there (``_native.EventLoop``). An ``AsyncStore`` serves
 the first event loop that uses it. The rarer calls (open, uploads, grow,
-sync, backup, compact, close) use a thread pool.
+sync, backup, compact, bulk_load, close) and the pages of an ``async for``
+listing use a thread pool.
 
 Reads resolve to a ``Blob`` (the engine's buffer, read-only, no copy), so
 the event loop never waits for a copy, whatever the object's size. Use it
@@ -17,10 +18,23 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from os import PathLike
-from typing import Any, Callable, Iterator, List, Optional, TypeVar, Union
+from typing import (
+    Any,
+    Callable,
+    Deque,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Tuple,
+    TypeVar,
+    Union,
+    overload,
+)
 
 from ._native import (
     BackupReport,
@@ -28,18 +42,24 @@ from ._native import (
     CompactReport,
     EventLoop,
     KeyIterator,
+    LoadReport,
     ObjectInfo,
-    Store,
+    Stats,
     Upload,
     UploadInfo,
 )
-from .errors import ClosedError
+from ._native import Store as _NativeStore
+from ._store import Store
+from .errors import ClosedError, NotFoundError
 
 Key = Union[str, bytes, bytearray, memoryview, Blob]
 TTL = Union[int, float, timedelta]
 T = TypeVar("T")
 
-__all__ = ["AsyncStore", "AsyncUpload"]
+__all__ = ["AsyncStore", "AsyncUpload", "AsyncKeyIterator"]
+
+#: Keys an ``async for`` over a listing fetches per trip to the thread pool.
+LIST_PAGE = 1024
 
 
 class AsyncStore:
@@ -48,10 +68,11 @@ class AsyncStore:
     Construct with ``await AsyncStore.open(path, **options)`` (the options
     of ``Store``), use as ``async with``. ``workers`` bounds the threads that
     run the calls which block (open, uploads, grow, sync, backup, compact,
-    close); reads, puts, stats and deletes use none.
+    bulk_load, close, listing pages); reads, puts, stats and deletes use
+    none.
     """
 
-    def __init__(self, store: Store, workers: int = 16) -> None:
+    def __init__(self, store: _NativeStore, workers: int = 16) -> None:
         self._store = store
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="blobcask")
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -66,7 +87,7 @@ class AsyncStore:
         return cls(store, workers)
 
     @property
-    def sync_store(self) -> Store:
+    def sync_store(self) -> _NativeStore:
         """The blocking ``Store`` sharing this engine."""
         return self._store
 
@@ -124,20 +145,32 @@ class AsyncStore:
     ) -> ObjectInfo:
         """Stores ``value`` under ``key``; durable when awaited.
         ``if_absent``/``if_version``/``ttl`` as for ``Store.put``."""
-        return await self._start(EventLoop.put, key, value, if_absent, if_version, ttl)
+        info: ObjectInfo = await self._start(EventLoop.put, key, value, if_absent, if_version, ttl)
+        return info
 
-    async def get(self, key: Key) -> Blob:
-        """The whole object, as a ``Blob`` (no copy)."""
-        return await self._start(EventLoop.read, key, 0, None)
+    @overload
+    async def get(self, key: Key) -> Optional[Blob]: ...
+    @overload
+    async def get(self, key: Key, default: T) -> Union[Blob, T]: ...
+    async def get(self, key: Key, default: Any = None) -> Any:
+        """The whole object, as a ``Blob`` (no copy); ``default`` when
+        ``key`` has no object (as ``Store.get``; ``read`` raises
+        ``NotFoundError``)."""
+        try:
+            return await self._start(EventLoop.read, key, 0, None)
+        except NotFoundError:
+            return default
 
     async def read(self, key: Key, offset: int = 0, length: Optional[int] = None) -> Blob:
         """``length`` bytes from ``offset``, clipped at the end, as a ``Blob``
         (no copy)."""
-        return await self._start(EventLoop.read, key, offset, length)
+        blob: Blob = await self._start(EventLoop.read, key, offset, length)
+        return blob
 
     async def stat(self, key: Key) -> ObjectInfo:
         """Size, version and commit time."""
-        return await self._start(EventLoop.stat, key)
+        info: ObjectInfo = await self._start(EventLoop.stat, key)
+        return info
 
     async def delete(self, key: Key) -> None:
         """Deletes ``key``; durable when awaited."""
@@ -153,9 +186,41 @@ class AsyncStore:
     def __len__(self) -> int:
         return len(self._store)
 
-    def list(self, prefix: Optional[Key] = None) -> KeyIterator:
-        """Keys starting with ``prefix`` (memory only, no I/O)."""
-        return self._store.list(prefix)
+    def list(self, prefix: Optional[Key] = None) -> "AsyncKeyIterator":
+        """Keys starting with ``prefix``, in byte order (index "btree" or
+        "fst"; ``UnsupportedError`` at once on "hash"), as ``bytes``:
+        ``async for key in astore.list(prefix)`` fetches them a page at a
+        time on the thread pool, so the event loop never waits for the
+        index. A plain ``for`` works too (on the calling thread)."""
+        keys = self._store.list(prefix)
+        return AsyncKeyIterator(self, lambda: keys)
+
+    def __aiter__(self) -> "AsyncKeyIterator":
+        """``async for key in astore``: every key, with any index (as
+        ``iter(store)``: byte order with an ordered index, a snapshot's
+        order with "hash"), fetched on the thread pool."""
+        return AsyncKeyIterator(self, self._store.__iter__)
+
+    async def bulk_load(
+        self,
+        items: Iterable[Tuple[Key, Any]],
+        *,
+        progress: Optional[Callable[[int, int], object]] = None,
+    ) -> LoadReport:
+        """``Store.bulk_load`` on the thread pool: ``items`` is consumed on
+        a worker thread, and ``progress(objects, bytes)`` is called on the
+        event loop's thread (at most every 0.25 s, and with the totals
+        before this returns). Cancelling the await does not stop the load."""
+        report = None
+        if progress is not None:
+            if not callable(progress):
+                raise TypeError(f"progress must be callable, not {type(progress).__name__}")
+            loop = asyncio.get_running_loop()
+
+            def report(objects: int, nbytes: int) -> None:
+                loop.call_soon_threadsafe(progress, objects, nbytes)
+
+        return await self._run(functools.partial(self._store.bulk_load, items, progress=report))
 
     async def begin_upload(self, key: Key, size: int) -> "AsyncUpload":
         """Starts a multipart upload of exactly ``size`` bytes."""
@@ -173,8 +238,9 @@ class AsyncStore:
         ``write_part``/``commit`` raise ``ClosedError``."""
         self._store.abort_upload(id)
 
-    def stats(self) -> dict:
-        """Space and content figures."""
+    def stats(self) -> Stats:
+        """Space and content figures (memory only, no I/O; see
+        ``Store.stats``)."""
         return self._store.stats()
 
     async def grow(self, capacity: int) -> None:
@@ -224,6 +290,52 @@ def _forget_if_cancelled(events: EventLoop, task: int, fut: "asyncio.Future[Any]
     # A cancelled call's engine future is dropped (a put may still land).
     if fut.cancelled():
         events.cancel(task)
+
+
+class AsyncKeyIterator:
+    """Keys of a listing (``AsyncStore.list``, ``async for key in astore``)
+    as ``bytes``.
+
+    ``async for`` fetches ``LIST_PAGE`` keys per trip to the store's thread
+    pool, so the event loop never waits on the index (a hash index's
+    snapshot of every key included). Plain ``for``/``next`` also work, on
+    the calling thread. Iterate one way or the other, from one task.
+    """
+
+    def __init__(self, store: AsyncStore, start: Callable[[], KeyIterator]) -> None:
+        self._store = store
+        self._start = start
+        self._keys: Optional[KeyIterator] = None
+        self._page: Deque[bytes] = deque()
+        self._done = False
+
+    def _opened(self) -> KeyIterator:
+        if self._keys is None:
+            self._keys = self._start()
+        return self._keys
+
+    def _fetch(self) -> List[bytes]:
+        return self._opened().next_page(LIST_PAGE)
+
+    def __aiter__(self) -> "AsyncKeyIterator":
+        return self
+
+    async def __anext__(self) -> bytes:
+        if not self._page and not self._done:
+            page = await self._store._run(self._fetch)
+            self._done = len(page) < LIST_PAGE
+            self._page.extend(page)
+        if not self._page:
+            raise StopAsyncIteration
+        return self._page.popleft()
+
+    def __iter__(self) -> "AsyncKeyIterator":
+        return self
+
+    def __next__(self) -> bytes:
+        if self._page:
+            return self._page.popleft()
+        return next(self._opened())
 
 
 class AsyncUpload:

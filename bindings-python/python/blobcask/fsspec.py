@@ -63,7 +63,9 @@ import fsspec
 from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 from fsspec.spec import AbstractBufferedFile
 
-from ._native import PART_ALIGN, ObjectInfo, Store
+from ._native import PART_ALIGN, ObjectInfo
+from ._native import Store as _NativeStore
+from ._store import Store
 from .errors import InvalidArgumentError, NotFoundError
 
 __all__ = ["BlobcaskFileSystem", "BlobcaskFile"]
@@ -116,7 +118,7 @@ class BlobcaskFileSystem(fsspec.AbstractFileSystem):
 
     def __init__(
         self,
-        store: Optional[Store] = None,
+        store: Optional[_NativeStore] = None,
         *,
         path: Union[str, "os.PathLike[str]", None] = None,
         **store_options: Any,
@@ -132,7 +134,7 @@ class BlobcaskFileSystem(fsspec.AbstractFileSystem):
                 if store is None:
                     store = _opened[real] = _open_ordered(real, store_options)
             self._own_path = real
-        elif not isinstance(store, Store):
+        elif not isinstance(store, _NativeStore):
             raise TypeError(f"store must be a blobcask.Store, not {type(store).__name__!r}")
         elif store_options:
             raise ValueError("store options go with path=, not with an open store")
