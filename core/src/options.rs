@@ -68,6 +68,10 @@ pub struct Options {
     pub(crate) read_only: bool,
     pub(crate) durability: Durability,
     pub(crate) cache_bytes: u64,
+    /// Expired objects stay until a later open removes them (a backup's
+    /// copy while it is written and verified: it must hold what the
+    /// snapshot held, expired since or not).
+    pub(crate) keep_expired: bool,
 }
 
 impl Default for Options {
@@ -85,6 +89,7 @@ impl Default for Options {
             read_only: false,
             durability: Durability::Sync,
             cache_bytes: DEFAULT_CACHE_BYTES,
+            keep_expired: false,
         }
     }
 }
@@ -401,7 +406,9 @@ impl PutOptions {
     /// under 1 µs) or above [`MAX_TTL`].
     pub(crate) fn ttl_micros(&self) -> Result<Option<u64>> {
         let Some(ttl) = self.ttl else { return Ok(None) };
-        if ttl > MAX_TTL {
+        // Whole microseconds first (a fraction of one is dropped), then
+        // the range.
+        if ttl.as_micros() > MAX_TTL.as_micros() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 format!("ttl of {ttl:?} exceeds the maximum of {MAX_TTL:?}"),

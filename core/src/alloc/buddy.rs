@@ -21,6 +21,8 @@ pub struct BuddyAllocator {
     /// Free pieces per order, as heap-relative block numbers.
     free: Vec<BTreeSet<u64>>,
     free_blocks: u64,
+    /// Pieces freed since it was built: whether anything changed.
+    frees: u64,
 }
 
 impl BuddyAllocator {
@@ -32,6 +34,7 @@ impl BuddyAllocator {
             max_order,
             free: vec![BTreeSet::new(); max_order as usize + 1],
             free_blocks: 0,
+            frees: 0,
         };
         let mut pos = 0u64;
         while pos < total {
@@ -71,6 +74,12 @@ impl BuddyAllocator {
     /// Largest order handed out.
     pub fn max_order(&self) -> u8 {
         self.max_order
+    }
+
+    /// Pieces freed so far (a counter: compare two readings to learn
+    /// whether anything was freed between them).
+    pub fn frees(&self) -> u64 {
+        self.frees
     }
 
     /// Blocks currently free.
@@ -183,6 +192,7 @@ impl BuddyAllocator {
         let mut rel = piece.start - self.base;
         let mut k = piece.order;
         self.free_blocks += 1 << k;
+        self.frees += 1;
         while k < self.max_order {
             let buddy = rel ^ (1 << k);
             if !self.free_list(k).remove(&buddy) {

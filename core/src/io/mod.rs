@@ -61,7 +61,7 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
 /// entering an executor: unlike [`block_on`] it may run inside another
 /// executor's task (the engine must complete `fut` without that executor's
 /// help, as every engine here does).
-fn wait_here<F: Future>(fut: F) -> F::Output {
+pub(crate) fn wait_here<F: Future>(fut: F) -> F::Output {
     struct Unpark(std::thread::Thread);
     impl std::task::Wake for Unpark {
         fn wake(self: Arc<Self>) {

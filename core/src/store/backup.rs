@@ -51,7 +51,7 @@ use super::commit::{Expiry, PutSpec};
 use super::{data, BulkOptions, HeapRead, ObjectData, Store};
 use crate::error::{show_key, Error, ErrorKind, Result};
 use crate::meta::tuple::{self, Checksums};
-use crate::options::Durability;
+use crate::options::{Durability, Options};
 
 /// Objects larger than this are copied through an upload, `CHUNK` at a
 /// time, instead of being held whole in a batch.
@@ -270,6 +270,13 @@ impl Store {
             .create_new(true)
             .cache_bytes(0)
             .durability(Durability::Sync);
+        // Objects that expire while the copy is written stay in it (they
+        // are checked against the snapshot; the copy's own next open
+        // removes them).
+        let options = Options {
+            keep_expired: true,
+            ..options
+        };
         let copy = Store::open(temp, options).await?;
         let filled = self.fill(&copy, snapshot).await;
         let closed = copy.close().await;
@@ -482,6 +489,11 @@ async fn verify(source: &Store, temp: &Path, snapshot: &[Pinned], sums: &[Vec<u3
         .create(false)
         .create_new(false)
         .cache_bytes(0);
+    // Counted with what expired since the snapshot.
+    let options = Options {
+        keep_expired: true,
+        ..options
+    };
     let copy = Store::open(temp, options).await?;
     let checked = check_copy(&copy, snapshot, sums).await;
     let closed = copy.close().await;

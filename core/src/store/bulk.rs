@@ -18,6 +18,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -234,6 +235,7 @@ impl Store {
         self.shared().check_failed()?;
         let mut staged = Vec::with_capacity(batch.len());
         let mut segments = Vec::new();
+        let mut keep = Vec::new();
         for (key, value, expires) in batch {
             check_key(&key).map_err(|e| e.context(show_key(&key)))?;
             let size = value.len() as u64;
@@ -244,6 +246,7 @@ impl Store {
                     .map_err(|e| e.context(show_key(&key)))?;
                 let (sums, table) = data::seal(crate::meta::tuple::block_sums(&value));
                 segments.extend(data::segments(&extent, &value, table.as_ref()));
+                keep.push(extent.clone());
                 // The commit path syncs this data before the tuples, which
                 // a batch pays once per group.
                 ObjectData::Heap {
@@ -254,7 +257,7 @@ impl Store {
             };
             staged.push((key, size, data, expires));
         }
-        data::write_segments(self.shared(), segments).await?;
+        data::write_segments(self.shared(), segments, Arc::new(keep)).await?;
         Ok(staged)
     }
 

@@ -33,7 +33,7 @@
 //! maintenance, a group left behind by a cancelled caller) is done by a
 //! small maintenance thread that takes the lead only when nobody holds it.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -114,13 +114,13 @@ pub(crate) enum Request {
         spec: PutSpec,
         reply: Sender<Result<ObjectInfo>>,
     },
-    /// Compaction: `key`'s version `version` now lies in `data` (a copy of
-    /// its bytes in new pieces, synced before the tuple). Applied only if
-    /// the key still holds that version and its tuple stays in its block
-    /// (the version is kept: only the pieces change); replies whether it
-    /// was.
+    /// Compaction: the object version `version` (entry `id`) now lies in
+    /// `data` (a copy of its bytes in new pieces, synced before the
+    /// tuple). Applied only if that entry still holds that version (versions
+    /// are never reused) and its tuple stays in its block (the version is
+    /// kept: only the pieces change); replies whether it was.
     Relocate {
-        key: Box<[u8]>,
+        id: crate::index::EntryId,
         version: u64,
         data: ObjectData,
         reply: Sender<Result<bool>>,
@@ -174,9 +174,10 @@ impl Request {
 
     fn touches(&self, keys: &HashSet<Box<[u8]>>) -> bool {
         match self {
-            Request::Put { key, .. }
-            | Request::Delete { key, .. }
-            | Request::Relocate { key, .. } => keys.contains(key),
+            Request::Put { key, .. } | Request::Delete { key, .. } => keys.contains(key),
+            // In place in the version's own block: a stale copy of an
+            // older version elsewhere does not matter.
+            Request::Relocate { .. } => false,
             Request::PutMany { items, .. } => items.iter().any(|(k, _, _, _)| keys.contains(k)),
             Request::Barrier { .. } => false,
         }
@@ -229,10 +230,6 @@ pub(crate) struct Committer {
     /// Keys whose stale copy is not yet removed: their changes wait.
     stale_keys: HashSet<Box<[u8]>>,
     deferred: VecDeque<Request>,
-    /// Versions that expire, by (expiry µs, version): what the reaper
-    /// removes once their time has come. An entry leaves when its version
-    /// is replaced or removed.
-    expiring: BTreeMap<(u64, u64), Box<[u8]>>,
     /// Changes applied (and visible) whose tuple blocks are not yet written.
     /// Sync mode writes them before acknowledging; buffered mode
     /// acknowledges at once and writes them within `max_delay`.
@@ -268,29 +265,35 @@ impl Committer {
             stale: Vec::new(),
             stale_keys: HashSet::new(),
             deferred: VecDeque::new(),
-            expiring: BTreeMap::new(),
             pending: Pending::default(),
         }
     }
 
     /// Notes that `key`'s version `version` expires at `at` (open, for the
     /// versions it loads; `apply_put` for new ones).
-    pub fn track_expiry(&mut self, key: Box<[u8]>, at: u64, version: u64) {
-        self.expiring.insert((at, version), key);
+    pub fn track_expiry(&mut self, key: Box<[u8]>, at: u64, version: u64, size: u64) {
+        self.shared
+            .expiring
+            .lock()
+            .insert((at, version), (key, size));
     }
 
     /// Forgets the expiry of a version that is replaced or removed.
     fn untrack(&mut self, gone: &Entry) {
         if let Some(at) = gone.expires_micros {
-            self.expiring.remove(&(at, gone.version));
+            self.shared.expiring.lock().remove(&(at, gone.version));
         }
     }
 
     /// Whether an expired version waits for the reaper.
     fn reap_due(&self) -> bool {
-        self.expiring
-            .first_key_value()
-            .is_some_and(|(&(at, _), _)| at <= now_micros())
+        !self.shared.options.keep_expired
+            && self
+                .shared
+                .expiring
+                .lock()
+                .first_key_value()
+                .is_some_and(|(&(at, _), _)| at <= now_micros())
     }
 
     /// Removes expired versions (at most `REAP_BATCH`) in the open group,
@@ -300,25 +303,29 @@ impl Committer {
         let now = now_micros();
         let mut waiting = Vec::new();
         for _ in 0..REAP_BATCH {
-            match self.expiring.first_key_value() {
-                Some((&(at, _), _)) if at <= now => {}
-                _ => break,
-            }
-            let Some(((at, version), key)) = self.expiring.pop_first() else {
+            let due = {
+                let mut expiring = self.shared.expiring.lock();
+                match expiring.first_key_value() {
+                    Some((&(at, _), _)) if at <= now => expiring.pop_first(),
+                    _ => None,
+                }
+            };
+            let Some(((at, version), (key, size))) = due else {
                 break;
             };
             if self.stale_keys.contains(&key) {
-                waiting.push(((at, version), key));
+                waiting.push(((at, version), (key, size)));
                 continue;
             }
             self.pending.first.get_or_insert(self.next_version);
             if let Err(e) = self.apply_delete(&key, Some(version), dirty, release).await {
-                self.expiring.insert((at, version), key);
-                self.expiring.extend(waiting);
+                let mut expiring = self.shared.expiring.lock();
+                expiring.insert((at, version), (key, size));
+                expiring.extend(waiting);
                 return Err(e);
             }
         }
-        self.expiring.extend(waiting);
+        self.shared.expiring.lock().extend(waiting);
         Ok(())
     }
 
@@ -549,13 +556,13 @@ impl Committer {
                     acks.push(Ack::Many(reply, applied, bytes, stop));
                 }
                 Request::Relocate {
-                    key,
+                    id,
                     version,
                     data,
                     reply,
                 } => {
                     let moved = self
-                        .apply_relocate(key, version, data, &mut dirty, &mut release)
+                        .apply_relocate(id, version, data, &mut dirty, &mut release)
                         .await;
                     match moved {
                         Ok(true) => acks.push(Ack::Moved(reply)),
@@ -695,7 +702,7 @@ impl Committer {
             self.untrack(gone);
         }
         if let Some(at) = expires_micros {
-            self.track_expiry(tuple.key.clone(), at, tuple.version);
+            self.track_expiry(tuple.key.clone(), at, tuple.version, size);
         }
         let image = self.table.images.get_mut(&block).expect("image loaded");
         match old {
@@ -759,15 +766,15 @@ impl Committer {
         Ok(live)
     }
 
-    /// Compaction's change: `key`'s version `version` (still held, its
-    /// tuple fitting its block) now points at `data`, a synced copy of its
-    /// bytes. The version, creation time and expiry stay; the tuple is
+    /// Compaction's change: entry `id`'s version `version` (still held,
+    /// its tuple fitting its block) now points at `data`, a synced copy of
+    /// its bytes. The version, creation time and expiry stay; the tuple is
     /// rewritten in place (no stale copy elsewhere, so recovery finds
     /// either the old slot, whose pieces are freed only once this is
     /// durable, or the new one). Whether it moved.
     async fn apply_relocate(
         &mut self,
-        key: Box<[u8]>,
+        id: crate::index::EntryId,
         version: u64,
         data: ObjectData,
         dirty: &mut BTreeSet<u32>,
@@ -776,22 +783,21 @@ impl Committer {
         let value = data.tuple_value();
         let old = {
             let st = self.shared.state.read();
-            st.lookup_any(&key)
-                .filter(|e| e.version == version)
-                .map(|e| {
-                    (
-                        e.block,
-                        e.tuple_len(),
-                        e.created_micros,
-                        e.size,
-                        e.expires_micros,
-                    )
-                })
+            st.entry(id).filter(|e| e.version == version).map(|e| {
+                (
+                    e.block,
+                    e.tuple_len(),
+                    e.key_len,
+                    e.created_micros,
+                    e.size,
+                    e.expires_micros,
+                )
+            })
         };
-        let Some((block, old_len, created_micros, size, expires_micros)) = old else {
+        let Some((block, old_len, key_len, created_micros, size, expires_micros)) = old else {
             return Ok(false);
         };
-        let len = tuple::encoded_len(key.len(), &value, expires_micros.is_some());
+        let len = tuple::encoded_len(key_len as usize, &value, expires_micros.is_some());
         let fits = |s: &crate::meta::table::BlockState| s.free() + old_len >= len;
         if !self.table.block(block).is_some_and(fits) {
             return Ok(false);
@@ -800,30 +806,20 @@ impl Committer {
         let Some(image) = self.table.images.get_mut(&block) else {
             return Err(unknown_block(block));
         };
-        let Some(at) = image
-            .iter_mut()
-            .find(|t| t.key == key && t.version == version)
-        else {
-            // The in-memory entry names this block: its tuple must be there.
+        // Versions are unique in the store: this is the entry's tuple.
+        let Some(at) = image.iter_mut().find(|t| t.version == version) else {
             return Err(Error::new(
                 ErrorKind::Corrupt,
                 format!("tuple block {block} lacks the tuple its index entry names"),
             ));
         };
-        *at = Tuple {
-            key: key.clone(),
-            version,
-            created_micros,
-            size,
-            expires_micros,
-            value,
-        };
+        at.value = value;
         // The group's sequence must be new (a slot's sequence orders its
         // writes), though the object keeps its version.
         self.pending.first.get_or_insert(self.next_version);
         self.bump();
         let entry = Entry {
-            key_len: key.len() as u16,
+            key_len,
             version,
             created_micros,
             size,
@@ -831,7 +827,7 @@ impl Committer {
             data,
             block,
         };
-        let (_, replaced) = self.shared.state.write().link(&key, entry);
+        let replaced = self.shared.state.write().replace(id, entry);
         self.table.shrink_used(block, old_len);
         self.table.grow_used(block, len, false);
         release.extend(replaced);

@@ -6,9 +6,10 @@
 //! hole then needs more pieces than its tuple can list (`NoSpace`). A
 //! compaction slides objects towards the start of the heap, highest first:
 //!
-//! 1. **Plan.** Under the index's read lock, every heap object's key,
-//!    version and place (nothing is pinned: an object deleted meanwhile
-//!    frees its space at once).
+//! 1. **Plan.** One scan of the entry table under its read lock: every
+//!    live heap object's entry id, version and place (no key is copied,
+//!    nothing is pinned: an object deleted meanwhile frees its space at
+//!    once).
 //! 2. **Move**, a batch at a time. For each object, highest first: pieces
 //!    of the same orders are taken at the lowest free addresses, each
 //!    ending below the object's lowest piece, and each cut from a free
@@ -18,7 +19,9 @@
 //!    that has no such room stays. Its blocks are copied as they
 //!    are (data and trailer table: the checksums do not change, so damaged
 //!    bytes stay damage that a read reports) once its own commit group has
-//!    written them (`landing`), then synced.
+//!    written them (`landing`), then synced. A compaction dropped half way
+//!    lets a write in flight finish before its pieces are freed
+//!    (`HeldWrite`, invariant 2).
 //! 3. **Commit.** Each move is a `Relocate` change: applied only if the key
 //!    still holds that version, rewriting its tuple in place with the new
 //!    pieces — same version, creation time and expiry. The old pieces are
@@ -27,8 +30,12 @@
 //!    old pieces, or the new tuple with its synced copy (invariant 1;
 //!    `tests/crash.rs`).
 //!
-//! Puts and reads go on throughout. A put that finds no room although the
-//! heap has enough free space runs a compaction and tries once more.
+//! Puts and reads go on throughout (the compaction yields to its executor
+//! every few objects). A put or `begin_upload` that finds no room although
+//! the heap has enough free space (and the store cannot grow) runs a
+//! compaction and tries once more; not again, after one that did not
+//! help, until something is freed. With buffered durability each batch
+//! of moves is written at once, so their old space comes back.
 //! Metadata extents and inline values are not moved.
 
 use std::sync::atomic::Ordering;
@@ -36,9 +43,11 @@ use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 
+use super::data::HeldWrite;
 use super::{commit, heap, ObjectData, Store};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::BLOCK_SIZE;
+use crate::index::EntryId;
 use crate::io::AlignedBuf;
 use crate::meta::tuple::{self, Piece};
 
@@ -66,7 +75,7 @@ pub struct CompactReport {
 
 /// A heap object as planned: where it is now.
 struct Planned {
-    key: Box<[u8]>,
+    id: EntryId,
     version: u64,
     /// First block past its highest piece: the move order.
     top: u64,
@@ -74,20 +83,43 @@ struct Planned {
 
 /// A copy made and waiting for its commit.
 struct Moved {
-    key: Box<[u8]>,
+    id: EntryId,
     version: u64,
     data: ObjectData,
     bytes: u64,
+}
+
+/// Candidates looked at between two yields to the executor (a compaction
+/// that finds nothing to move must not hold its thread).
+const YIELD_EVERY: usize = 64;
+
+/// Lets other tasks of the executor run once.
+struct YieldNow(bool);
+
+impl std::future::Future for YieldNow {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
 }
 
 impl Store {
     /// Moves objects towards the start of the heap so that its free space
     /// joins into large pieces (see the module docs of `store/compact.rs`):
     /// after deletes left the free space in small holes, an object as
-    /// large as a good part of it fits again. A put that finds no room
-    /// although enough is free does this by itself. Reads and writes go on
-    /// meanwhile; moved objects keep their version, creation time and
-    /// expiry. Only one compaction runs at a time (a second one waits).
+    /// large as a good part of it fits again. A put or an upload that finds
+    /// no room although enough is free does this by itself. Reads and
+    /// writes go on meanwhile; moved objects keep their version, creation
+    /// time and expiry. Only one compaction runs at a time (a second one
+    /// waits). Dropped half way, the moves already committed stay.
     pub async fn compact(&self) -> Result<CompactReport> {
         let ctx = |e: Error| e.context("compact");
         self.check_open().map_err(ctx)?;
@@ -102,9 +134,12 @@ impl Store {
         let plan = self.plan();
         let mut batch = Vec::new();
         let mut batch_bytes = 0;
-        for p in plan {
+        for (n, p) in plan.iter().enumerate() {
             self.check_not_closing().map_err(ctx)?;
-            let Some(moved) = self.copy_lower(&p).await.map_err(ctx)? else {
+            if n % YIELD_EVERY == YIELD_EVERY - 1 {
+                YieldNow(false).await;
+            }
+            let Some(moved) = self.copy_lower(p).await.map_err(ctx)? else {
                 continue;
             };
             batch_bytes += moved.bytes;
@@ -124,15 +159,15 @@ impl Store {
 
     /// Whether a put refused with `e` may fit after a compaction: the heap
     /// had no room in pieces its tuple can list, though its free space is
-    /// enough for the object, and more is free than after the last
+    /// enough for the object, and something was freed since the last
     /// compaction that did not help (so a heap that compaction cannot fix,
     /// its metadata extents in the way, is not compacted again by every
-    /// put until something is freed).
+    /// put).
     pub(crate) fn worth_compacting(&self, e: &Error, size: u64) -> bool {
-        let free = self.free_bytes();
+        let a = self.shared().alloc.lock();
         e.kind() == ErrorKind::NoSpace
-            && free >= tuple::stored_len(size)
-            && free > self.shared().futile_compaction.load(Ordering::Relaxed)
+            && a.free_blocks() * BLOCK_SIZE as u64 >= tuple::stored_len(size)
+            && a.frees() != self.shared().futile_compaction.load(Ordering::Relaxed)
     }
 
     /// A put's compaction, then its second try: a try that still finds no
@@ -142,16 +177,12 @@ impl Store {
             .as_ref()
             .is_err_and(|e| e.kind() == ErrorKind::NoSpace)
         {
-            let free = self.free_bytes();
+            let frees = self.shared().alloc.lock().frees();
             self.shared()
                 .futile_compaction
-                .store(free, Ordering::Relaxed);
+                .store(frees, Ordering::Relaxed);
         }
         retry
-    }
-
-    fn free_bytes(&self) -> u64 {
-        self.shared().alloc.lock().free_blocks() * BLOCK_SIZE as u64
     }
 
     fn largest_free(&self) -> u64 {
@@ -162,18 +193,15 @@ impl Store {
             .map_or(0, |k| (BLOCK_SIZE as u64) << k)
     }
 
-    /// Every heap object, highest first.
+    /// Every live heap object, highest first: a scan of the entry table
+    /// (no key is copied; the index is not walked).
     fn plan(&self) -> Vec<Planned> {
         let st = self.shared().state.read();
-        let mut keys = Vec::new();
-        if st.index.all(&mut keys).is_err() {
-            return Vec::new();
-        }
-        let mut plan: Vec<Planned> = keys
-            .into_iter()
-            .filter_map(|(key, id)| {
-                // An expired version is left to the reaper.
-                let e = st.entry(id).filter(|e| e.live())?;
+        let mut plan: Vec<Planned> = st
+            .iter()
+            // An expired version is left to the reaper.
+            .filter(|(_, e)| e.live())
+            .filter_map(|(id, e)| {
                 let ObjectData::Heap { extent, .. } = &e.data else {
                     return None;
                 };
@@ -183,7 +211,7 @@ impl Store {
                     .map(|p| p.start + (1u64 << p.order))
                     .max()?;
                 Some(Planned {
-                    key,
+                    id,
                     version: e.version,
                     top,
                 })
@@ -194,13 +222,13 @@ impl Store {
         plan
     }
 
-    /// Copies `p`'s blocks to pieces below it, if the key still holds that
-    /// version and the heap has the room there; synced.
+    /// Copies `p`'s blocks to pieces below it, if its entry still holds
+    /// that version and the heap has the room there; synced.
     async fn copy_lower(&self, p: &Planned) -> Result<Option<Moved>> {
         let s = self.shared();
         let current = {
             let st = s.state.read();
-            st.lookup_any(&p.key)
+            st.entry(p.id)
                 .filter(|e| e.version == p.version)
                 .map(|e| e.data.clone())
         };
@@ -246,8 +274,12 @@ impl Store {
                     .read_at(AlignedBuf::zeroed(n as usize), from.offset() + at)
                     .await;
                 r.map_err(|e| Error::io("compaction reading an object", e))?;
-                let (r, _) = s.engine.write_at(buf, to.offset() + at).await;
-                r.map_err(|e| Error::io("compaction writing an object", e))?;
+                // Held: a compaction dropped mid-write frees the copy's
+                // pieces only once the write is done.
+                let write = s.engine.write_at(buf, to.offset() + at);
+                HeldWrite::new(write, target.clone())
+                    .await
+                    .map_err(|e| Error::io("compaction writing an object", e))?;
                 s.device_bytes_written
                     .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
                 at += n;
@@ -255,7 +287,7 @@ impl Store {
             bytes += len;
         }
         Ok(Some(Moved {
-            key: p.key.clone(),
+            id: p.id,
             version: p.version,
             data: heap(target, sums, false),
             bytes,
@@ -269,7 +301,7 @@ impl Store {
             let bytes = m.bytes;
             let moved = self
                 .submit(|reply| commit::Request::Relocate {
-                    key: m.key,
+                    id: m.id,
                     version: m.version,
                     data: m.data,
                     reply,
@@ -278,12 +310,24 @@ impl Store {
             moved.map(|yes| (yes, bytes))
         }))
         .await;
+        let mut any = false;
         for r in results {
             let (yes, bytes) = r?;
             if yes {
+                any = true;
                 report.moved += 1;
                 report.bytes_moved += bytes;
             }
+        }
+        // Buffered durability acknowledges a group before writing it, and
+        // the old pieces are freed only once it is written: write it now,
+        // or the space would come back only after `max_delay`.
+        let buffered = matches!(
+            self.shared().options.durability,
+            crate::Durability::Buffered { .. }
+        );
+        if any && buffered {
+            self.sync().await?;
         }
         Ok(())
     }

@@ -151,6 +151,9 @@ pub(crate) fn allocate(shared: &Shared, key: &[u8], size: u64) -> Result<Arc<Ext
     // needing a 2 MiB run for 1 MiB + 4 KiB (the table is read on its own
     // anyway). In object space the table still follows the data. A full
     // heap grows the store file first (`grow`).
+    // Room in more pieces than the tuple can list is no room: the heap
+    // grows (a store that can) as for a full heap, else `NoSpace` (and a
+    // put compacts the heap and tries again).
     let pieces = super::grow::with_room(shared, stored, |a| {
         let mut pieces = a.alloc_object(tuple::table_offset(size))?;
         let table = tuple::table_len(size);
@@ -165,22 +168,22 @@ pub(crate) fn allocate(shared: &Shared, key: &[u8], size: u64) -> Result<Arc<Ext
                 }
             }
         }
+        if !fits(pieces.len()) {
+            let n = pieces.len();
+            for p in pieces {
+                a.free(p);
+            }
+            return Err(Error::new(
+                ErrorKind::NoSpace,
+                format!(
+                    "object of {size} bytes would need {n} heap pieces (more than its tuple can list): \
+                     the free space is in pieces too small; compaction joins them"
+                ),
+            ));
+        }
         Ok(pieces)
     })?;
-    let extent = shared.new_extent(pieces);
-    if !fits(extent.pieces.len()) {
-        // The room is there, in holes too small for the tuple to list:
-        // a space problem (a compaction may join them).
-        return Err(Error::new(
-            ErrorKind::NoSpace,
-            format!(
-                "object of {size} bytes would need {} heap pieces (more than its tuple can list): \
-                 the free space is in pieces too small; compaction joins them",
-                extent.pieces.len()
-            ),
-        ));
-    }
-    Ok(extent)
+    Ok(shared.new_extent(pieces))
 }
 
 fn too_many_pieces(size: u64, pieces: u64) -> Error {
@@ -219,6 +222,59 @@ pub(crate) fn seal(block_sums: Vec<u32>) -> (Checksums, Option<Arc<[u32]>>) {
 /// device instead of serialising on the task that submits the writes.
 const PARALLEL_COPY: u64 = 256 << 10;
 
+/// A device write into pieces that `keep` holds. Dropped before the write
+/// completes (its caller's future cancelled: a timeout, a cancelled task),
+/// it lets the write finish on a helper thread and only then drops `keep`,
+/// so the pieces never go to another object while the device may still
+/// write into them (invariant 2): the engines finish a dropped write anyway
+/// (io_uring leaves it with the kernel, the portable engine's thread runs
+/// on).
+pub(crate) struct HeldWrite<K: Send + Unpin + 'static> {
+    write: Option<crate::io::IoFuture<BufResult<()>>>,
+    keep: Option<K>,
+}
+
+impl<K: Send + Unpin + 'static> HeldWrite<K> {
+    pub fn new(write: crate::io::IoFuture<BufResult<()>>, keep: K) -> Self {
+        HeldWrite {
+            write: Some(write),
+            keep: Some(keep),
+        }
+    }
+}
+
+impl<K: Send + Unpin + 'static> Future for HeldWrite<K> {
+    type Output = std::io::Result<()>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let Some(write) = self.write.as_mut() else {
+            return std::task::Poll::Ready(Err(std::io::Error::other(
+                "write polled after it ended",
+            )));
+        };
+        let (r, _) = std::task::ready!(write.as_mut().poll(cx));
+        self.write = None;
+        self.keep = None;
+        std::task::Poll::Ready(r)
+    }
+}
+
+impl<K: Send + Unpin + 'static> Drop for HeldWrite<K> {
+    fn drop(&mut self) {
+        if let Some(write) = self.write.take() {
+            let keep = self.keep.take();
+            blocking::unblock(move || {
+                let _ = crate::io::wait_here(write);
+                drop(keep);
+            })
+            .detach();
+        }
+    }
+}
+
 /// Writes `data` at object offset `offset` (block-aligned) into the extent
 /// and returns the CRC32C of each 4 KiB block written, in order. The tail
 /// of the last block is zero-padded. The checksums are computed from the
@@ -227,7 +283,7 @@ const PARALLEL_COPY: u64 = 256 << 10;
 /// costs no extra pass over the caller's bytes.
 pub(crate) async fn write_range(
     shared: &Shared,
-    extent: &Extent,
+    extent: &Arc<Extent>,
     offset: u64,
     data: &Bytes,
 ) -> Result<Vec<u32>> {
@@ -253,7 +309,7 @@ pub(crate) async fn write_range(
                     copy()
                 };
                 buf.set_len(padded);
-                let (r, _) = engine.write_at(buf, s.dev).await;
+                let r = HeldWrite::new(engine.write_at(buf, s.dev), extent.clone()).await;
                 r.map_err(|e| {
                     Error::io(format!("writing object data at device byte {}", s.dev), e)
                 })?;
@@ -276,7 +332,7 @@ pub(crate) async fn write_range(
 /// Writes the trailer table of a `size`-byte object.
 pub(crate) async fn write_table(
     shared: &Shared,
-    extent: &Extent,
+    extent: &Arc<Extent>,
     size: u64,
     table: &[u32],
 ) -> Result<()> {
@@ -290,7 +346,7 @@ pub(crate) async fn write_table(
 /// table when it has one; returns the checksums its tuple carries.
 pub(crate) async fn write_object(
     shared: &Shared,
-    extent: &Extent,
+    extent: &Arc<Extent>,
     value: &Bytes,
 ) -> Result<Checksums> {
     let sums = write_range(shared, extent, 0, value).await?;
@@ -306,7 +362,7 @@ pub(crate) async fn write_object(
 /// to completion.
 pub(crate) fn write_object_blocking(
     shared: &Shared,
-    extent: &Extent,
+    extent: &Arc<Extent>,
     value: &Bytes,
 ) -> Result<Checksums> {
     let Some((dev, buf, sums)) = one_request(shared, extent, value) else {
@@ -389,7 +445,12 @@ const RUN_MAX: u64 = 1 << 20;
 /// segments are sorted by device offset and adjacent ones (each padded to
 /// its block) are merged into runs of up to `RUN_MAX` bytes. A bulk load into
 /// fresh space thus becomes a sequential stream of large writes.
-pub(crate) async fn write_segments(shared: &Shared, mut segs: Vec<(u64, Bytes)>) -> Result<()> {
+/// `keep` holds the pieces written into (see [`HeldWrite`]).
+pub(crate) async fn write_segments(
+    shared: &Shared,
+    mut segs: Vec<(u64, Bytes)>,
+    keep: Arc<Vec<Arc<Extent>>>,
+) -> Result<()> {
     segs.sort_unstable_by_key(|(dev, _)| *dev);
     let block = BLOCK_SIZE as u64;
     let mut runs: Vec<(u64, Vec<(u64, Bytes)>)> = Vec::new();
@@ -415,6 +476,7 @@ pub(crate) async fn write_segments(shared: &Shared, mut segs: Vec<(u64, Bytes)>)
             shared
                 .device_bytes_written
                 .fetch_add(len as u64, Ordering::Relaxed);
+            let keep = keep.clone();
             async move {
                 let fill = move || {
                     let parts: Vec<(usize, &[u8])> = members
@@ -428,7 +490,7 @@ pub(crate) async fn write_segments(shared: &Shared, mut segs: Vec<(u64, Bytes)>)
                 } else {
                     fill()
                 };
-                let (r, _) = engine.write_at(buf, start).await;
+                let r = HeldWrite::new(engine.write_at(buf, start), keep).await;
                 r.map_err(|e| Error::io(format!("writing loaded data at device byte {start}"), e))
             }
         })

@@ -81,9 +81,9 @@ pub struct ObjectInfo {
 /// A snapshot of the store's space and content.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stats {
-    /// Committed objects.
+    /// Committed objects (not those expired, removed or not yet).
     pub objects: u64,
-    /// Sum of the sizes of committed objects.
+    /// Sum of the sizes of committed objects (expired ones left out).
     pub logical_bytes: u64,
     /// Heap bytes held by committed objects' pieces.
     pub allocated_bytes: u64,
@@ -361,6 +361,30 @@ impl State {
         }
     }
 
+    /// Puts `entry` in place of entry `id` (same key: the index does not
+    /// change); returns the entry it replaces.
+    pub fn replace(&mut self, id: EntryId, entry: Entry) -> Option<Entry> {
+        let slot = self.entries.get_mut(id as usize)?;
+        if slot.is_none() {
+            // A free id: nothing to replace (the entry is dropped).
+            return None;
+        }
+        self.logical_bytes += entry.size;
+        self.heap_bytes += entry.data.heap_bytes();
+        let old = slot.replace(entry)?;
+        self.logical_bytes -= old.size;
+        self.heap_bytes -= old.data.heap_bytes();
+        Some(old)
+    }
+
+    /// Every entry with its id.
+    pub fn iter(&self) -> impl Iterator<Item = (EntryId, &Entry)> {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter_map(|(id, e)| Some((id as EntryId, e.as_ref()?)))
+    }
+
     /// Removes `key`'s entry from the index and the table.
     pub fn unlink(&mut self, key: &[u8]) -> Option<(EntryId, Entry)> {
         let id = self.index.remove(key)?;
@@ -375,6 +399,9 @@ impl State {
         Some(e)
     }
 }
+
+/// Versions that expire: (expiry µs, version) → (key, size).
+pub(crate) type ExpiryQueue = std::collections::BTreeMap<(u64, u64), (Box<[u8]>, u64)>;
 
 /// Fixed facts about an open store.
 #[derive(Debug, Clone, Copy)]
@@ -429,8 +456,14 @@ pub(crate) struct Shared {
     pub maintenance: Arc<commit::Maintenance>,
     /// Held by the compaction in progress: one at a time.
     pub compacting: futures::lock::Mutex<()>,
-    /// Free heap bytes after the last compaction a put ran in vain (0:
-    /// none): puts do not compact again until more is free.
+    /// Versions that expire, by (expiry µs, version), with their key and
+    /// size: the reaper's queue (the commit path removes the due ones) and
+    /// what `stats` leaves out. An entry leaves when its version is
+    /// replaced or removed.
+    pub expiring: Mutex<ExpiryQueue>,
+    /// The allocator's `frees` count after the last compaction a put ran
+    /// in vain (`u64::MAX`: none): puts do not compact again until a piece
+    /// is freed.
     pub futile_compaction: AtomicU64,
 }
 
@@ -1144,7 +1177,14 @@ impl Store {
         self.check_open().map_err(|e| e.context(ctx()))?;
         check_key(key).map_err(|e| e.context(ctx()))?;
         self.shared().check_failed().map_err(|e| e.context(ctx()))?;
-        Upload::begin(self.clone(), key, size).map_err(|e| e.context(ctx()))
+        match Upload::begin(self.clone(), key, size) {
+            Err(e) if self.worth_compacting(&e, size) => {
+                self.compact().await.map_err(|e| e.context(ctx()))?;
+                self.after_compaction(Upload::begin(self.clone(), key, size))
+            }
+            r => r,
+        }
+        .map_err(|e| e.context(ctx()))
     }
 
     /// Space and content figures.
@@ -1154,6 +1194,18 @@ impl Store {
             let st = s.state.read();
             (st.index.len() as u64, st.logical_bytes, st.heap_bytes)
         };
+        // Expired objects not yet removed are not counted: they are gone
+        // for every reader.
+        let (expired, expired_bytes) = if s.options.keep_expired {
+            (0, 0)
+        } else {
+            let expiring = s.expiring.lock();
+            expiring
+                .range(..=(now_micros(), u64::MAX))
+                .fold((0u64, 0u64), |(n, b), (_, (_, size))| (n + 1, b + size))
+        };
+        let objects = objects.saturating_sub(expired);
+        let logical_bytes = logical_bytes.saturating_sub(expired_bytes);
         let (free_bytes, largest_free_piece) = {
             let a = s.alloc.lock();
             (

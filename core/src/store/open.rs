@@ -611,7 +611,8 @@ async fn recover(
         recovery: report,
         maintenance: super::commit::Maintenance::new(),
         compacting: futures::lock::Mutex::new(()),
-        futile_compaction: AtomicU64::new(0),
+        futile_compaction: AtomicU64::new(u64::MAX),
+        expiring: Default::default(),
     });
     // Blocks rewritten below hold exactly their winning tuples.
     for &b in &dirty {
@@ -664,7 +665,7 @@ async fn recover(
                 block,
             });
             if let Some(at) = t.expires_micros {
-                expiring.push((t.key.clone(), at, t.version));
+                expiring.push((t.key.clone(), at, t.version, t.size));
             }
             keys.push((t.key, id));
             // One entry per block of the table, which `block` is from.
@@ -689,8 +690,8 @@ async fn recover(
         *shared.superblock.lock() = publish_superblock(shared.engine.as_ref(), &up)?;
     }
     let mut committer = Committer::new(shared.clone(), table, max_seq + 1);
-    for (key, at, version) in expiring {
-        committer.track_expiry(key, at, version);
+    for (key, at, version, size) in expiring {
+        committer.track_expiry(key, at, version, size);
     }
     if read_only {
         // Recovery's decisions hold in memory only: nothing is written.
