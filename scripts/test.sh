@@ -6,6 +6,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*"; }
+file_size() { numfmt --to=iec-i --suffix=B "$(stat -c %s "$1")"; }
+# Fails unless the ELF file has no DWARF (.debug_*) sections and no symbol table.
+no_debug_info() {
+  local sections
+  sections=$(readelf -SW "$1")
+  if grep -qE ' \.(debug_[a-z_]+|zdebug_[a-z_]+|symtab) ' <<<"$sections"; then
+    echo "$1 carries debug info or a symbol table:"; grep -E '\.(z?debug_|symtab)' <<<"$sections"; return 1
+  fi
+  echo "$(basename "$1"): $(file_size "$1"), no .debug_* sections, no .symtab"
+}
+# PATH without any directory holding cargo or rustc: what a user of the
+# shipped wheel and npm tarball has.
+NOCARGO_PATH=$(tr ':' '\n' <<<"$PATH" | while IFS= read -r d; do
+  [ -n "$d" ] && [ ! -e "$d/cargo" ] && [ ! -e "$d/rustc" ] && printf '%s:' "$d"; done)
+NOCARGO_PATH=${NOCARGO_PATH%:}
 
 step "toolchain"
 command -v cargo >/dev/null || { echo "cargo is required (rustup stable)"; exit 1; }
@@ -51,24 +66,64 @@ step "C API: tests (shared, static, valgrind, AddressSanitizer) and the example"
 make -C bindings-c test
 make -C examples/c run
 
-step "Python package: pip install ./bindings-python into a fresh venv, then pytest"
+step "Python package: an abi3 wheel (stripped), installed in a fresh venv with no cargo on PATH, then pytest"
+# One wheel, built by maturin (the PEP 517 backend; pip fetches it into an
+# isolated build environment). `--compatibility pypi` tags it manylinux_X_Y
+# from the glibc symbols it uses (pip's default is linux_x86_64), and fails if
+# no uploadable tag fits. strip = true (pyproject) links it without debug info.
+rm -rf target/wheels target/py-build
+python3 -m venv target/py-build
+MATURIN_PEP517_ARGS="--compatibility pypi" target/py-build/bin/pip wheel -q --no-deps -w target/wheels ./bindings-python
+rm -rf target/py-build
+wheels=(target/wheels/blobcask-*-cp311-abi3-*.whl)
+[ ${#wheels[@]} -eq 1 ] && [ -f "${wheels[0]}" ] || { echo "expected one cp311-abi3 wheel, got: $(ls target/wheels)"; exit 1; }
+wheel=${wheels[0]}
+echo "wheel: $(basename "$wheel") ($(file_size "$wheel"))"
+# The fresh venv that the suite (and the later steps) use: it sees the wheel
+# and PyPI, never cargo or the source tree.
 VENV=target/py-venv
 rm -rf "$VENV"
 python3 -m venv "$VENV"
-"$VENV/bin/pip" install -q --upgrade pip
+PY_PATH="$PWD/$VENV/bin:$NOCARGO_PATH"
+env PATH="$PY_PATH" sh -c '! command -v cargo && ! command -v rustc' >/dev/null || { echo "cargo is reachable from the Python test PATH"; exit 1; }
+env PATH="$PY_PATH" "$VENV/bin/pip" install -q --upgrade pip
 # pytest, fsspec, pandas/pyarrow, s3fs, moto[server]: pinned in the file.
-"$VENV/bin/pip" install -q ./bindings-python -r bindings-python/tests/requirements.txt
-(cd bindings-python/tests && "../../$VENV/bin/python" -m pytest -q .)
-"$VENV/bin/python" examples/python/quickstart.py >/dev/null
+env PATH="$PY_PATH" "$VENV/bin/pip" install -q "$wheel" -r bindings-python/tests/requirements.txt
+native=$(cd bindings-python/tests && env PATH="$PY_PATH" "../../$VENV/bin/python" -c 'import blobcask._native as m; print(m.__file__)')
+[[ $native == "$PWD/$VENV/"* ]] || { echo "blobcask imported from $native, not from the venv"; exit 1; }
+no_debug_info "$native"
+(cd bindings-python/tests && env PATH="$PY_PATH" "../../$VENV/bin/python" -m pytest -q .)
+env PATH="$PY_PATH" "$VENV/bin/python" examples/python/quickstart.py >/dev/null
 
 step "same code on S3: one object_store routine on blobcask and on moto's S3 server (127.0.0.1); OpenDAL over blobcask"
 cargo clippy --locked -q -p blobcask-object-store --all-targets --features s3,opendal -- -D warnings
 cargo test --locked -q -p blobcask-object-store --features opendal --test opendal
 BLOBCASK_TEST_PYTHON="$PWD/$VENV/bin/python" cargo test --locked -q -p blobcask-object-store --features s3 --test same_code_s3
 
-step "Node package: npm install (builds the addon) and node --test"
-(cd bindings-node && npm install --no-audit --no-fund --loglevel=error && npm test)
+step "Node package: npm install (builds the addon), npm pack, the tarball installed outside the repository with no cargo on PATH, node --test there"
+(cd bindings-node && npm install --no-audit --no-fund --loglevel=error)
 node examples/node/quickstart.mjs >/dev/null
+NODE_PKG=$(mktemp -d "${TMPDIR:-/tmp}/blobcask-npm.XXXXXX")
+trap 'rm -rf "$NODE_PKG"' EXIT
+# prepack rebuilds the addon (a no-op here) so the tarball never ships a stale one.
+(cd bindings-node && npm pack --loglevel=error --pack-destination "$NODE_PKG" >/dev/null)
+tarballs=("$NODE_PKG"/blobcask-*.tgz)
+[ ${#tarballs[@]} -eq 1 ] && [ -f "${tarballs[0]}" ] || { echo "npm pack made no tarball"; exit 1; }
+tarball=${tarballs[0]}
+echo "tarball: $(basename "$tarball") ($(file_size "$tarball")): $(tar -tzf "$tarball" | sed 's|^package/||' | sort | tr '\n' ' ')"
+env PATH="$NOCARGO_PATH" sh -c '! command -v cargo && ! command -v rustc' >/dev/null || { echo "cargo is reachable from the Node test PATH"; exit 1; }
+# Its install script must find the prebuilt addon, not build (no cargo here).
+mkdir "$NODE_PKG/app"
+echo '{ "name": "blobcask-install-check", "private": true }' >"$NODE_PKG/app/package.json"
+(cd "$NODE_PKG/app" && env PATH="$NOCARGO_PATH" npm install --no-audit --no-fund --loglevel=error --foreground-scripts "$tarball")
+installed="$NODE_PKG/app/node_modules/blobcask"
+no_debug_info "$installed"/blobcask.*.node
+# The suite imports '../lib.mjs': a copy of test/ inside the installed package
+# runs it against the installed files.
+cp -r bindings-node/test "$installed/test"
+(cd "$installed" && env PATH="$NOCARGO_PATH" npm test)
+rm -rf "$NODE_PKG"
+trap - EXIT
 
 step "DataFusion runs SQL over Parquet in blobcask (examples/datafusion; answers checked)"
 cargo run --locked -q -p blobcask-datafusion-example
