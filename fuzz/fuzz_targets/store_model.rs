@@ -26,6 +26,15 @@ fn value(size: u16, fill: u8) -> Vec<u8> {
     (0..size as usize * 3).map(|i| fill.wrapping_add(i as u8)).collect()
 }
 
+/// How the cut leaves the writes not yet synced.
+fn crash_mode(mode: u8) -> CrashMode {
+    match mode % 3 {
+        0 => CrashMode::DropUnsynced,
+        1 => CrashMode::KeepUnsynced,
+        _ => CrashMode::Random(mode as u64),
+    }
+}
+
 fuzz_target!(|ops: Vec<Op>| {
     let mut dev = Arc::new(MemDevice::new(2 << 20));
     let mut store = Store::open_with_engine(dev.clone(), Options::new()).unwrap();
@@ -64,12 +73,7 @@ fuzz_target!(|ops: Vec<Op>| {
                     dev.crash_after_writes(cut as u64 % 16);
                     let _ = store.compact();
                     drop(store);
-                    let mode = match mode % 3 {
-                        0 => CrashMode::DropUnsynced,
-                        1 => CrashMode::KeepUnsynced,
-                        _ => CrashMode::Random(mode as u64),
-                    };
-                    dev = Arc::new(MemDevice::from_image(dev.crash_image(mode)));
+                    dev = Arc::new(MemDevice::from_image(dev.crash_image(crash_mode(mode))));
                     store = Store::open_with_engine(dev.clone(), Options::new())
                         .expect("reopen after a cut in a compaction");
                 }
@@ -88,12 +92,7 @@ fuzz_target!(|ops: Vec<Op>| {
                 let mut after = model.clone();
                 after.insert(k.clone(), v);
                 drop(store);
-                let mode = match mode % 3 {
-                    0 => CrashMode::DropUnsynced,
-                    1 => CrashMode::KeepUnsynced,
-                    _ => CrashMode::Random(mode as u64),
-                };
-                dev = Arc::new(MemDevice::from_image(dev.crash_image(mode)));
+                dev = Arc::new(MemDevice::from_image(dev.crash_image(crash_mode(mode))));
                 store = Store::open_with_engine(dev.clone(), Options::new()).expect("reopen after a cut");
                 let holds = |m: &BTreeMap<String, Vec<u8>>| {
                     store.stats().objects == m.len() as u64

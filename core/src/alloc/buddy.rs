@@ -119,15 +119,21 @@ impl BuddyAllocator {
         let from = (order..=self.max_order)
             .find(|&k| self.free.get(k as usize).is_some_and(|l| !l.is_empty()))?;
         let rel = self.free_list(from).pop_first()?;
-        // Split down, returning the upper halves to the free lists.
+        Some(self.take(rel, from, order))
+    }
+
+    /// Takes the start of the free piece at `rel` of order `from`, already
+    /// out of its list, as a piece of `order`: the upper halves split off
+    /// go back to the free lists.
+    fn take(&mut self, rel: u64, from: u8, order: u8) -> Piece {
         for k in (order..from).rev() {
             self.free_list(k).insert(rel + (1 << k));
         }
         self.free_blocks -= 1 << order;
-        Some(Piece {
+        Piece {
             start: self.base + rel,
             order,
-        })
+        }
     }
 
     /// Allocates one piece of `2^order` blocks at the lowest free address,
@@ -149,14 +155,7 @@ impl BuddyAllocator {
             return None;
         }
         self.free_list(from).remove(&rel);
-        for k in (order..from).rev() {
-            self.free_list(k).insert(rel + (1 << k));
-        }
-        self.free_blocks -= 1 << order;
-        Some(Piece {
-            start: self.base + rel,
-            order,
-        })
+        Some(self.take(rel, from, order))
     }
 
     /// The order `piece` (allocated) would reach if it were freed now,
