@@ -6,8 +6,8 @@
 //  * an awaited 16 KiB get against getSync of the same objects (both direct
 //    I/O, interleaved, so the ratio is the cost of the async path), and 64
 //    awaited 16 KiB gets in flight at once;
-//  * warm 16 KiB getSync (read-cache hits) against lmdb-js getBinary of the
-//    same values, interleaved (when lmdb-js is found: LMDB_JS_DIR names a
+//  * warm 16 KiB and 1 MiB getSync (read-cache hits) against lmdb-js
+//    getBinary of the same values, interleaved (when lmdb-js is found: LMDB_JS_DIR names a
 //    directory where `npm install lmdb` ran);
 //  * the event loop's delay (monitorEventLoopDelay, 1 ms resolution) while
 //    48 MiB gets are awaited, while 48 MiB puts are awaited (put copies the
@@ -120,15 +120,19 @@ let lmdb = null
 try {
   lmdb = createRequire(join(process.env.LMDB_JS_DIR ?? '.', 'package.json'))('lmdb')
 } catch {}
-if (lmdb) {
-  const hot = Array.from({ length: 256 }, (_, i) => `obj/${order[i]}`)
-  const env = lmdb.open({ path: join(dir, 'warm.lmdb'), encoding: 'binary' })
-  for (const k of hot) env.putSync(k, value)
+// Warm getSync of 16 KiB and 1 MiB values against lmdb-js getBinary of
+// the same values, interleaved sample by sample.
+async function warmVersusLmdb(size, samples) {
+  const v = randomBytes(size)
+  const hot = Array.from({ length: Math.min(256, (16 << 20) / size) }, (_, i) => `warm${size}/${i}`)
+  for (const k of hot) store.putSync(k, v)
+  const env = lmdb.open({ path: join(dir, `warm-${size}.lmdb`), encoding: 'binary' })
+  for (const k of hot) env.putSync(k, v)
   for (let r = 0; r < 2; r++) for (const k of hot) store.getSync(k)
   const hits0 = store.stats().cache.hits
   const ours = []
   const theirs = []
-  for (let r = 0; r < 3000; r++) {
+  for (let r = 0; r < samples; r++) {
     const k = hot[(r * 7919) % hot.length]
     let t = process.hrtime.bigint()
     const a = store.getSync(k)
@@ -136,16 +140,21 @@ if (lmdb) {
     t = process.hrtime.bigint()
     const b = env.getBinary(k)
     theirs.push(Number(process.hrtime.bigint() - t) / 1000)
-    if (a.length !== SIZE || b.length !== SIZE) throw new Error('short warm read')
+    if (a.length !== size || b.length !== size) throw new Error('short warm read')
   }
   const served = store.stats().cache.hits - hits0
   await env.close()
+  const label = size < 1 << 20 ? `${size >> 10} KiB` : `${size >> 20} MiB`
   console.log(
-    `warm 16 KiB, median of 3000: getSync (cache hit) ${median(ours).toFixed(2)} us, lmdb-js getBinary ` +
-      `${median(theirs).toFixed(2)} us (${(median(ours) / median(theirs)).toFixed(2)} x); ${served} of 3000 were cache hits`,
+    `warm ${label}, median of ${samples}: getSync (cache hit) ${median(ours).toFixed(2)} us, lmdb-js getBinary ` +
+      `${median(theirs).toFixed(2)} us (${(median(ours) / median(theirs)).toFixed(2)} x); ${served} of ${samples} were cache hits`,
   )
+}
+if (lmdb) {
+  await warmVersusLmdb(SIZE, 3000)
+  await warmVersusLmdb(1 << 20, 500)
 } else {
-  console.log('warm 16 KiB vs lmdb-js: skipped (set LMDB_JS_DIR to a directory where `npm install lmdb` ran)')
+  console.log('warm gets vs lmdb-js: skipped (set LMDB_JS_DIR to a directory where `npm install lmdb` ran)')
 }
 
 const BIG = 48 * 1024 * 1024

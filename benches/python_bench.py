@@ -12,8 +12,8 @@ between its wake-ups; the same for the blocking get run in an executor,
 which copies into bytes under the GIL, and for three `dd iflag=direct`
 processes reading as many bytes, the machine's floor); 64 concurrent
 awaited gets against py-lmdb through `asyncio.to_thread` (when `lmdb` is
-installed); warm 16 KiB gets (blobcask read-cache hits) against py-lmdb's
-copying and zero-copy gets; gets per second from 1 and 8 threads.
+installed); warm 16 KiB and 1 MiB gets (blobcask read-cache hits), with a copy and
+without, against py-lmdb's copying and zero-copy gets; gets per second from 1 and 8 threads.
 """
 
 import asyncio
@@ -176,31 +176,40 @@ else:
     print(f"64 concurrent awaited 16 KiB gets/s: AsyncStore {vs[0]:.0f}, "
           f"py-lmdb through asyncio.to_thread {vs[1]:.0f} ({vs[0] / vs[1]:.2f} x)")
 
-def warm_versus_lmdb():
-    """Warm 16 KiB gets, one call at a time, interleaved sample by sample:
-    blobcask from its read cache (the hot set read twice first, so every
-    timed get is a hit) against py-lmdb's copying get (`buffers=False`)
-    and its zero-copy get (`buffers=True`), page cache warm."""
+def warm_versus_lmdb(size):
+    """Warm gets of `size`-byte values, one call at a time, interleaved
+    sample by sample: blobcask from its read cache (the hot set read twice
+    first, so every timed get is a hit), as a copy (`get`: bytes) and
+    without one (`get_blob`: the engine's buffer), against py-lmdb's
+    copying get (`buffers=False`) and its zero-copy get (`buffers=True`),
+    page cache warm."""
     try:
         import lmdb
     except ImportError:
         return None
-    hot = keys[:256]
-    env = lmdb.open(os.path.join(DIR, "py-warm.lmdb"), map_size=1 << 30)
+    value = os.urandom(size)
+    hot = [f"warm{size}/{i:04}" for i in range(min(256, (16 << 20) // size))]
+    for k in hot:
+        store.put(k, value)
+    env = lmdb.open(os.path.join(DIR, f"py-warm-{size}.lmdb"), map_size=1 << 30)
     with env.begin(write=True) as txn:
         for k in hot:
-            txn.put(k.encode(), payload)
+            txn.put(k.encode(), value)
     for _ in range(2):
         for k in hot:
             store.get(k)
     hits = store.stats()["cache"]["hits"]
-    ours, copying, zero_copy = [], [], []
-    for _ in range(SAMPLES):
+    samples = SAMPLES if size <= 64 << 10 else SAMPLES // 6
+    ours, ours_view, copying, zero_copy = [], [], [], []
+    for _ in range(samples):
         k = random.choice(hot)
         kb = k.encode()
         t = time.perf_counter()
         store.get(k)
         ours.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        store.get_blob(k)
+        ours_view.append(time.perf_counter() - t)
         t = time.perf_counter()
         with env.begin(buffers=False) as txn:
             txn.get(kb)
@@ -212,18 +221,20 @@ def warm_versus_lmdb():
     served = store.stats()["cache"]["hits"] - hits
     env.close()
     med = lambda xs: statistics.median(xs) * 1e6
-    return med(ours), med(copying), med(zero_copy), served
+    return med(ours), med(ours_view), med(copying), med(zero_copy), served, 2 * samples
 
 
-warm = warm_versus_lmdb()
-if warm is None:
-    print("warm 16 KiB get vs py-lmdb: skipped (pip install lmdb)")
-else:
-    ours, copying, zero_copy, served = warm
-    print(f"warm 16 KiB get p50: blobcask (cache hit) {ours:.2f} us, py-lmdb get "
-          f"{copying:.2f} us ({ours / copying:.2f} x), py-lmdb buffers=True "
-          f"{zero_copy:.2f} us ({ours / zero_copy:.2f} x); {served} of {SAMPLES} "
-          f"blobcask gets were cache hits")
+for size in (16 << 10, 1 << 20):
+    warm = warm_versus_lmdb(size)
+    label = f"{size >> 10} KiB" if size < 1 << 20 else f"{size >> 20} MiB"
+    if warm is None:
+        print(f"warm {label} get vs py-lmdb: skipped (pip install lmdb)")
+        continue
+    ours, view, copying, zero_copy, served, gets = warm
+    print(f"warm {label} get p50: blobcask get (copy) {ours:.2f} us, py-lmdb get "
+          f"{copying:.2f} us ({ours / copying:.2f} x); blobcask get_blob (no copy) "
+          f"{view:.2f} us, py-lmdb buffers=True {zero_copy:.2f} us "
+          f"({view / zero_copy:.2f} x); {served} of {gets} blobcask gets were cache hits")
 
 # Threads: 8 threads doing gets; with the GIL released they overlap.
 def run_threads(n):
