@@ -51,7 +51,8 @@ fn an_expired_object_is_invisible_at_once_and_its_space_reclaimed() {
         let info = s
             .put_with("brief/heap", pattern(2, 50_000), ttl(short))
             .unwrap();
-        s.put_with("brief/inline", pattern(3, 100), ttl(short))
+        let inline = s
+            .put_with("brief/inline", pattern(3, 100), ttl(short))
             .unwrap();
         let created = info.created;
         assert_eq!(info.expires, Some(created + short), "{engine:?}");
@@ -67,8 +68,11 @@ fn an_expired_object_is_invisible_at_once_and_its_space_reclaimed() {
         };
         assert_eq!(listed(&s).len(), 3);
 
-        // Past its time (by the wall clock), before any reaping: invisible.
-        while SystemTime::now() < created + short {
+        // Past their times (by the wall clock; the inline one was put
+        // last, so it expires last), before any reaping: invisible.
+        let last = inline.expires.unwrap();
+        assert!(last >= created + short);
+        while SystemTime::now() < last {
             std::thread::sleep(Duration::from_millis(5));
         }
         for k in ["brief/heap", "brief/inline"] {
