@@ -600,6 +600,30 @@ fn blocking_store_offers_the_same_calls() {
     s.close().unwrap();
 }
 
+/// A blocking call made from inside another one (here: a bulk load's item
+/// iterator reading and writing the same store, on both engines) waits
+/// like any other instead of panicking on a nested executor.
+#[test]
+fn a_blocking_call_inside_a_bulk_load_iterator_works() {
+    for engine in [IoEngineKind::IoUring, IoEngineKind::Portable] {
+        let t = temp_path();
+        let s = blobcask::blocking::Store::open(&t.path, options(engine)).unwrap();
+        s.put("seed", pattern(7, 20_000)).unwrap();
+        let inner = s.clone();
+        let items = (0..40u64).map(move |i| {
+            let seed = inner.get("seed").unwrap();
+            inner.put(format!("side{i}"), pattern(i, 100)).unwrap();
+            (format!("k{i}"), [&seed[..], &pattern(i, 5000)[..]].concat())
+        });
+        assert_eq!(s.bulk_load(items).unwrap().objects, 40, "{engine:?}");
+        for i in 0..40u64 {
+            assert_eq!(s.get(format!("side{i}")).unwrap(), pattern(i, 100));
+            assert_eq!(s.get(format!("k{i}")).unwrap().len(), 25_000);
+        }
+        s.close().unwrap();
+    }
+}
+
 #[test]
 fn auto_engine_prefers_io_uring_here() {
     let t = temp_path();

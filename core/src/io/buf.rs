@@ -1,24 +1,108 @@
-//! Aligned, zero-initialised, owned buffers for direct I/O.
+//! Aligned, owned buffers for direct I/O, recycled when large.
 //!
 //! Invariants:
-//! * the allocation is `BLOCK_SIZE`-aligned and its capacity is a multiple of
-//!   `BLOCK_SIZE`, so any buffer can be handed to an `O_DIRECT` read or write;
-//! * every byte of the allocation is initialised (zero-filled at creation), so
-//!   safe code can never observe uninitialised memory;
+//! * the allocation is `BLOCK_SIZE`-aligned and the capacity is a multiple
+//!   of `BLOCK_SIZE`, so any buffer can be handed to an `O_DIRECT` read or
+//!   write;
+//! * every byte up to the capacity is initialised (zero-filled, or written
+//!   by the constructor), so safe code can never observe uninitialised
+//!   memory; bytes of the allocation past the capacity are never exposed;
 //! * the pointer never changes while the buffer lives, which is what io_uring
 //!   needs while the kernel owns the buffer.
+//!
+//! Large buffers (capacity from `POOL_MIN` to `POOL_MAX`) are allocated in
+//! power-of-two sizes and, when dropped, kept in a process-wide pool of at
+//! most `POOL_BYTES` for the next buffer of their size class: a fresh large
+//! allocation is fresh memory from the kernel, and every one of its pages
+//! faults (and is zeroed by the kernel) on first touch, which cost a backup
+//! about 8 % of its time. A recycled buffer's pages are resident. Its old
+//! bytes are overwritten before it is handed out (zeroed, or the data a
+//! constructor copies in), so nothing of a previous buffer is ever seen.
 #![allow(unsafe_code)]
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
 
 use crate::format::BLOCK_SIZE;
+
+/// Smallest pooled allocation (below it, the allocator's own free lists
+/// serve well), largest, and most bytes the pool keeps.
+const POOL_MIN: usize = 256 << 10;
+const POOL_MAX: usize = 8 << 20;
+const POOL_BYTES: usize = 32 << 20;
+/// Size classes: POOL_MIN, 2 × POOL_MIN, … POOL_MAX.
+const CLASSES: usize = (POOL_MAX / POOL_MIN).trailing_zeros() as usize + 1;
+
+/// Free allocations by size class (addresses; each allocated with the
+/// class's size and `BLOCK_SIZE` alignment), and the bytes they hold.
+static POOL: [Mutex<Vec<usize>>; CLASSES] = [const { Mutex::new(Vec::new()) }; CLASSES];
+static POOLED: AtomicUsize = AtomicUsize::new(0);
+
+/// The size class index of an allocation of `size` bytes, if pooled.
+fn class_of(size: usize) -> Option<usize> {
+    (size.is_power_of_two() && (POOL_MIN..=POOL_MAX).contains(&size))
+        .then(|| (size / POOL_MIN).trailing_zeros() as usize)
+}
+
+/// The allocation size for a buffer of capacity `cap`: its power-of-two
+/// class when pooled, else `cap` itself.
+fn alloc_size(cap: usize) -> usize {
+    if (POOL_MIN / 2 + 1..=POOL_MAX).contains(&cap) {
+        cap.next_power_of_two().max(POOL_MIN)
+    } else {
+        cap
+    }
+}
+
+fn layout(size: usize) -> Layout {
+    Layout::from_size_align(size, BLOCK_SIZE).expect("aligned layout")
+}
+
+/// An allocation of `size` bytes (uninitialised, or holding an earlier
+/// buffer's bytes): the caller initialises what it exposes.
+fn allocate(size: usize) -> NonNull<u8> {
+    if let Some(c) = class_of(size) {
+        if let Some(addr) = POOL.get(c).and_then(|p| p.lock().pop()) {
+            POOLED.fetch_sub(size, Ordering::Relaxed);
+            // SAFETY (of the cast back): pooled addresses come from
+            // `NonNull` allocations of this class (see `release`).
+            if let Some(ptr) = NonNull::new(addr as *mut u8) {
+                return ptr;
+            }
+        }
+    }
+    let layout = layout(size);
+    // SAFETY: layout has non-zero size (cap >= BLOCK_SIZE).
+    let raw = unsafe { alloc::alloc(layout) };
+    NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout))
+}
+
+/// Gives an allocation of `size` bytes back: to the pool while it has room
+/// for it, else to the allocator.
+fn release(ptr: NonNull<u8>, size: usize) {
+    if let Some(pool) = class_of(size).and_then(|c| POOL.get(c)) {
+        let kept = POOLED.fetch_add(size, Ordering::Relaxed);
+        if kept + size <= POOL_BYTES {
+            pool.lock().push(ptr.as_ptr() as usize);
+            return;
+        }
+        POOLED.fetch_sub(size, Ordering::Relaxed);
+    }
+    // SAFETY: allocated by `allocate` with this exact layout.
+    unsafe { alloc::dealloc(ptr.as_ptr(), layout(size)) }
+}
 
 /// An owned buffer aligned to the device block, valid length `len`.
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
+    /// Usable bytes (what I/O on the buffer covers), all initialised.
     cap: usize,
     len: usize,
+    /// Bytes allocated (at least `cap`; a size class when pooled).
+    size: usize,
 }
 
 // SAFETY: AlignedBuf owns its allocation exclusively (like Vec<u8>); no
@@ -28,54 +112,49 @@ unsafe impl Send for AlignedBuf {}
 unsafe impl Sync for AlignedBuf {}
 
 impl AlignedBuf {
+    /// An allocation for `len` valid bytes, capacity rounded up to a block;
+    /// nothing in it initialised yet (the constructors below do that).
+    fn raw(len: usize) -> AlignedBuf {
+        let cap = round_up(len.max(1), BLOCK_SIZE);
+        let size = alloc_size(cap);
+        AlignedBuf {
+            ptr: allocate(size),
+            cap,
+            len,
+            size,
+        }
+    }
+
     /// A zero-filled buffer of `len` bytes; capacity rounds up to a block.
     pub fn zeroed(len: usize) -> Self {
-        let cap = round_up(len.max(1), BLOCK_SIZE);
-        let layout = Layout::from_size_align(cap, BLOCK_SIZE).expect("aligned layout");
-        // SAFETY: layout has non-zero size.
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
-            alloc::handle_alloc_error(layout)
-        };
-        AlignedBuf { ptr, cap, len }
+        let b = Self::raw(len);
+        // SAFETY: the allocation holds size >= cap bytes; after this every
+        // byte up to cap is initialised, the invariant all methods rely on.
+        unsafe { std::ptr::write_bytes(b.ptr.as_ptr(), 0, b.cap) };
+        b
     }
 
     /// A buffer holding a copy of `data`, zero-padded to the block. One
     /// pass over the memory: the copy initialises the data bytes and only
     /// the padding is zeroed.
     pub fn copy_from(data: &[u8]) -> Self {
-        let cap = round_up(data.len().max(1), BLOCK_SIZE);
-        let layout = Layout::from_size_align(cap, BLOCK_SIZE).expect("aligned layout");
-        // SAFETY: layout has non-zero size.
-        let raw = unsafe { alloc::alloc(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
-            alloc::handle_alloc_error(layout)
-        };
+        let b = Self::raw(data.len());
         // SAFETY: the allocation holds cap >= data.len() bytes and cannot
         // overlap `data`; after these two writes all cap bytes are
         // initialised, which is the invariant every other method relies on.
         unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), ptr.as_ptr(), data.len());
-            std::ptr::write_bytes(ptr.as_ptr().add(data.len()), 0, cap - data.len());
+            std::ptr::copy_nonoverlapping(data.as_ptr(), b.ptr.as_ptr(), data.len());
+            std::ptr::write_bytes(b.ptr.as_ptr().add(data.len()), 0, b.cap - data.len());
         }
-        AlignedBuf {
-            ptr,
-            cap,
-            len: data.len(),
-        }
+        b
     }
 
     /// A buffer of `len` bytes holding each `(offset, bytes)` part at its
     /// offset and zeros everywhere else, written in one pass (no zero-fill
     /// under the parts). Parts must lie inside `len` and not overlap.
     pub fn gather(len: usize, parts: &[(usize, &[u8])]) -> Self {
-        let cap = round_up(len.max(1), BLOCK_SIZE);
-        let layout = Layout::from_size_align(cap, BLOCK_SIZE).expect("aligned layout");
-        // SAFETY: layout has non-zero size.
-        let raw = unsafe { alloc::alloc(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
-            alloc::handle_alloc_error(layout)
-        };
+        let b = Self::raw(len);
+        let ptr = b.ptr;
         let mut at = 0usize;
         for &(offset, bytes) in parts {
             assert!(
@@ -96,8 +175,8 @@ impl AlignedBuf {
         }
         // SAFETY: zeroes the rest; afterwards every byte up to cap is
         // initialised, the invariant all other methods rely on.
-        unsafe { std::ptr::write_bytes(ptr.as_ptr().add(at), 0, cap - at) };
-        AlignedBuf { ptr, cap, len }
+        unsafe { std::ptr::write_bytes(ptr.as_ptr().add(at), 0, b.cap - at) };
+        b
     }
 
     /// Valid length in bytes.
@@ -150,9 +229,7 @@ impl AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        let layout = Layout::from_size_align(self.cap, BLOCK_SIZE).expect("aligned layout");
-        // SAFETY: allocated in `zeroed` with this exact layout.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) }
+        release(self.ptr, self.size);
     }
 }
 
@@ -217,6 +294,38 @@ mod tests {
             assert_eq!(b.capacity() % BLOCK_SIZE, 0);
             assert!(b.capacity() >= len);
             assert!(b.as_slice().iter().all(|&x| x == 0));
+        }
+    }
+
+    /// A recycled large buffer shows nothing of its previous use, the
+    /// pool keeps at most POOL_BYTES, and I/O covers the capacity asked
+    /// for, not the size class.
+    #[test]
+    fn recycled_buffers_are_overwritten_and_the_pool_is_bounded() {
+        for cap in [POOL_MIN, 300 << 10, 1 << 20, POOL_MAX] {
+            let mut held = Vec::new();
+            for _ in 0..3 * POOL_BYTES / cap.next_power_of_two() {
+                let mut b = AlignedBuf::zeroed(cap);
+                b.as_mut_slice().fill(0xAB);
+                held.push(b);
+            }
+            drop(held);
+            assert!(POOLED.load(Ordering::Relaxed) <= POOL_BYTES);
+            for len in [cap, cap - 5000] {
+                let b = AlignedBuf::zeroed(len);
+                assert_eq!(b.capacity(), round_up(len, BLOCK_SIZE));
+                assert_eq!(b.size, alloc_size(b.capacity()));
+                assert!(b.as_slice().iter().all(|&x| x == 0), "{len}");
+                drop(b);
+                let part = vec![7u8; len / 2];
+                let g = AlignedBuf::gather(len, &[(len / 4, &part)]);
+                assert!(g.as_slice()[..len / 4].iter().all(|&x| x == 0));
+                assert!(g.as_slice()[len / 4 + part.len()..].iter().all(|&x| x == 0));
+                drop(g);
+                let mut c = AlignedBuf::copy_from(&part);
+                assert_eq!(c.as_slice(), &part[..]);
+                assert!(c.full_mut()[part.len()..].iter().all(|&x| x == 0));
+            }
         }
     }
 

@@ -39,7 +39,9 @@ thread_local! {
 /// Runs `fut` to completion on the calling thread, for the blocking API
 /// and the maintenance thread. I/O started inside completes on this thread (the
 /// io_uring engine waits in the kernel here), so it works even when called
-/// from inside an async runtime's worker.
+/// from inside an async runtime's worker. Nested (a blocking call made
+/// from code this runs, e.g. a bulk load's item iterator calling `get`), it
+/// waits with [`wait_here`]: an executor cannot be entered twice.
 pub fn block_on<F: Future>(fut: F) -> F::Output {
     /// Restores the flag even when `fut` panics.
     struct Restore(bool);
@@ -48,7 +50,11 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
             BLOCKING.with(|b| b.set(self.0));
         }
     }
-    let _restore = Restore(BLOCKING.with(|b| b.replace(true)));
+    let nested = BLOCKING.with(|b| b.replace(true));
+    let _restore = Restore(nested);
+    if nested {
+        return wait_here(fut);
+    }
     // On a thread hosting an event loop with tasks pending, keep that loop
     // running while waiting (invariant L4 of `event_loop`).
     match crate::event_loop::drive_hosted(fut) {

@@ -48,8 +48,10 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 
 use super::commit::{Expiry, PutSpec};
+use super::bulk::LoadItem;
 use super::{data, BulkOptions, HeapRead, ObjectData, Store};
 use crate::error::{show_key, Error, ErrorKind, Result};
+use crate::format::BLOCK_SIZE;
 use crate::meta::tuple::{self, Checksums};
 use crate::options::{Durability, Options};
 
@@ -90,6 +92,10 @@ impl BackupReport {
         self.bytes as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
 }
+
+/// An object read for the copy: its index in the snapshot, its bytes, and
+/// the block sums its source records.
+type ReadObject = (usize, Bytes, Option<Arc<[u32]>>);
 
 /// One object version pinned by the snapshot until it has been read.
 struct Pinned {
@@ -257,7 +263,7 @@ impl Store {
 
     /// Creates the copy at `temp` and fills it; returns the CRC32C of each
     /// object's 4 KiB blocks as read from the source, in snapshot order.
-    async fn copy_to(&self, temp: &Path, snapshot: &[Pinned]) -> Result<Vec<Vec<u32>>> {
+    async fn copy_to(&self, temp: &Path, snapshot: &[Pinned]) -> Result<Vec<Arc<[u32]>>> {
         let s = self.shared();
         let options = s
             .options
@@ -285,8 +291,8 @@ impl Store {
         Ok(crcs)
     }
 
-    async fn fill(&self, copy: &Store, snapshot: &[Pinned]) -> Result<Vec<Vec<u32>>> {
-        let mut crcs = vec![Vec::new(); snapshot.len()];
+    async fn fill(&self, copy: &Store, snapshot: &[Pinned]) -> Result<Vec<Arc<[u32]>>> {
+        let mut crcs: Vec<Arc<[u32]>> = vec![Arc::from(Vec::new()); snapshot.len()];
         let (large, small): (Vec<usize>, Vec<usize>) =
             (0..snapshot.len()).partition(|&i| snapshot.get(i).is_some_and(|p| p.size > LARGE));
         let mut batches = batches(snapshot, &small).into_iter();
@@ -297,16 +303,23 @@ impl Store {
         };
         while let Some(read) = current.take() {
             let next: OptionFuture<_> = batches.next().map(|b| self.read_batch(snapshot, b)).into();
-            let items: Vec<(Box<[u8]>, Bytes, Option<u64>)> = read?
+            let items: Vec<LoadItem> = read?
                 .into_iter()
-                .map(|(i, bytes)| {
+                .map(|(i, value, recorded)| {
+                    // The source's own sums, which the read checked these
+                    // bytes against, else (inline values) computed here.
+                    let sums = recorded.unwrap_or_else(|| tuple::block_sums(&value).into());
                     if let Some(slot) = crcs.get_mut(i) {
-                        *slot = tuple::block_sums(&bytes);
+                        *slot = sums.clone();
                     }
                     let p = snapshot.get(i);
                     p.inspect(|p| p.release());
-                    let key = p.map(|p| p.key.clone()).unwrap_or_default();
-                    (key, bytes, p.and_then(|p| p.expires))
+                    LoadItem {
+                        key: p.map(|p| p.key.clone()).unwrap_or_default(),
+                        value,
+                        expires: p.and_then(|p| p.expires),
+                        sums: Some(sums),
+                    }
                 })
                 .collect();
             let load = copy.load_items(items.into_iter(), BulkOptions::default());
@@ -327,13 +340,10 @@ impl Store {
 
     /// Reads the objects `batch` names (indexes into `snapshot`), many at
     /// once, runs of adjacent small objects in one device request each;
-    /// returns them with their indexes.
-    async fn read_batch(
-        &self,
-        snapshot: &[Pinned],
-        batch: Vec<usize>,
-    ) -> Result<Vec<(usize, Bytes)>> {
-        let read: Vec<Vec<(usize, Bytes)>> = stream::iter(runs(snapshot, batch))
+    /// returns them with their indexes and the block sums the source
+    /// records for them (see [`recorded_sums`](Self::recorded_sums)).
+    async fn read_batch(&self, snapshot: &[Pinned], batch: Vec<usize>) -> Result<Vec<ReadObject>> {
+        let read: Vec<Vec<ReadObject>> = stream::iter(runs(snapshot, batch))
             .map(|(span, members)| async move {
                 let mut out = Vec::with_capacity(members.len());
                 let pinned = |i: usize| {
@@ -348,13 +358,16 @@ impl Store {
                         let ahead =
                             data::ReadAhead::read(s.engine.as_ref(), start, end - start).await?;
                         for i in members {
-                            out.push((i, self.read_ahead(&ahead, pinned(i)?).await?));
+                            let p = pinned(i)?;
+                            let bytes = self.read_ahead(&ahead, p).await?;
+                            out.push((i, bytes, self.recorded_sums(p).await?));
                         }
                     }
                     _ => {
                         for i in members {
                             let p = pinned(i)?;
-                            out.push((i, self.read_pinned(p, 0, p.size).await?));
+                            let bytes = self.read_pinned(p, 0, p.size).await?;
+                            out.push((i, bytes, self.recorded_sums(p).await?));
                         }
                     }
                 }
@@ -383,15 +396,55 @@ impl Store {
             .map_err(|e| e.context(format!("read {}", show_key(&p.key))))
     }
 
+    /// The CRC32C of each 4 KiB block of `p` as its source records them
+    /// (in its tuple, or in its trailer table, read and checked). A read
+    /// of `p` checks its bytes against exactly these, so once one has
+    /// succeeded they are the copy's sums without another pass over the
+    /// bytes. `None` for inline values and objects of older formats
+    /// without block sums: their sums are computed from the bytes.
+    async fn recorded_sums(&self, p: &Pinned) -> Result<Option<Arc<[u32]>>> {
+        let sums = match p.data()? {
+            ObjectData::Heap {
+                sums: Checksums::Blocks(b),
+                ..
+            } => b,
+            ObjectData::Heap {
+                extent,
+                sums: Checksums::Table(crc),
+                ..
+            } => {
+                let s = self.shared();
+                let obj = data::ObjectRef {
+                    pieces: &extent.pieces,
+                    size: p.size,
+                    sums: &Checksums::Table(crc),
+                    version: p.version,
+                };
+                data::load_table(s.engine.as_ref(), Some(&s.tables), &obj, crc).await?
+            }
+            _ => return Ok(None),
+        };
+        Ok((sums.len() as u64 == p.size.div_ceil(BLOCK_SIZE as u64)).then_some(sums))
+    }
+
     /// Copies one large object through an upload, a chunk at a time (the
     /// next chunk read while one is written); the CRC32C of its blocks.
-    async fn copy_large(&self, copy: &Store, p: &Pinned) -> Result<Vec<u32>> {
+    async fn copy_large(&self, copy: &Store, p: &Pinned) -> Result<Arc<[u32]>> {
         let upload = copy.begin_upload(&p.key, p.size).await?;
         let parts = &upload;
+        // Its chunks are checked against these as they are read.
+        let recorded = &self.recorded_sums(p).await?;
         let sums: Vec<Vec<u32>> = stream::iter(p.chunks())
             .map(|(at, len)| async move {
                 let bytes = self.read_pinned(p, at, len).await?;
-                let sums = tuple::block_sums(&bytes);
+                let block = BLOCK_SIZE as u64;
+                let ours = recorded
+                    .as_ref()
+                    .and_then(|r| r.get((at / block) as usize..(at + len).div_ceil(block) as usize));
+                let sums = match ours {
+                    Some(s) => s.to_vec(),
+                    None => tuple::block_sums(&bytes),
+                };
                 parts.write_part(at, bytes).await?;
                 Ok::<Vec<u32>, Error>(sums)
             })
@@ -403,7 +456,7 @@ impl Store {
             ..PutSpec::default()
         };
         upload.commit_spec(spec).await?;
-        Ok(sums.concat())
+        Ok(sums.concat().into())
     }
 }
 
@@ -480,7 +533,7 @@ fn batches(snapshot: &[Pinned], small: &[usize]) -> Vec<Vec<usize>> {
 /// and bytes, each object with its size, and the checksums the copy stores
 /// for each object's blocks (inline values: their bytes) equal to those of
 /// the bytes read from the source.
-async fn verify(source: &Store, temp: &Path, snapshot: &[Pinned], sums: &[Vec<u32>]) -> Result<()> {
+async fn verify(source: &Store, temp: &Path, snapshot: &[Pinned], sums: &[Arc<[u32]>]) -> Result<()> {
     let s = source.shared();
     let options = s
         .options
@@ -501,7 +554,7 @@ async fn verify(source: &Store, temp: &Path, snapshot: &[Pinned], sums: &[Vec<u3
     closed
 }
 
-async fn check_copy(copy: &Store, snapshot: &[Pinned], sums: &[Vec<u32>]) -> Result<()> {
+async fn check_copy(copy: &Store, snapshot: &[Pinned], sums: &[Arc<[u32]>]) -> Result<()> {
     let stats = copy.stats();
     let bytes: u64 = snapshot.iter().map(|p| p.size).sum();
     if stats.objects != snapshot.len() as u64 || stats.logical_bytes != bytes {
@@ -532,7 +585,7 @@ async fn check_copy(copy: &Store, snapshot: &[Pinned], sums: &[Vec<u32>]) -> Res
 }
 
 /// Checks one object of the snapshot against the copy.
-async fn check_one(copy: &Store, p: Option<&Pinned>, want: Option<&Vec<u32>>) -> Result<()> {
+async fn check_one(copy: &Store, p: Option<&Pinned>, want: Option<&Arc<[u32]>>) -> Result<()> {
     let (Some(p), Some(want)) = (p, want) else {
         return Err(Error::new(
             ErrorKind::Io,
@@ -707,21 +760,30 @@ mod tests {
                 s.put(k, v.clone()).await.unwrap();
             }
             let snapshot = s.snapshot().unwrap();
-            let sums: Vec<Vec<u32>> = snapshot
-                .iter()
-                .map(|p| {
-                    let v = &values
-                        .iter()
-                        .find(|(k, _)| k.as_bytes() == &*p.key)
-                        .unwrap()
-                        .1;
-                    tuple::block_sums(v)
-                })
-                .collect();
+            let mut sums: Vec<Arc<[u32]>> = Vec::new();
+            let mut recorded = 0;
+            for p in &snapshot {
+                let v = &values
+                    .iter()
+                    .find(|(k, _)| k.as_bytes() == &*p.key)
+                    .unwrap()
+                    .1;
+                let computed: Arc<[u32]> = tuple::block_sums(v).into();
+                // What the source records (tuple or trailer table) is
+                // what the copy may take instead of computing them.
+                if let Some(r) = s.recorded_sums(p).await.unwrap() {
+                    assert_eq!(r, computed, "{}", p.size);
+                    recorded += 1;
+                }
+                sums.push(computed);
+            }
+            assert_eq!(recorded, 3, "the three heap objects (one with a table)");
             check_copy(&s, &snapshot, &sums).await.unwrap();
             for i in 0..snapshot.len() {
                 let mut wrong = sums.clone();
-                wrong[i][0] ^= 1;
+                let mut flipped = wrong[i].to_vec();
+                flipped[0] ^= 1;
+                wrong[i] = flipped.into();
                 let e = check_copy(&s, &snapshot, &wrong).await.unwrap_err();
                 assert_eq!(e.kind(), ErrorKind::Corrupt);
                 assert!(e.to_string().contains("block checksums differ"), "{e}");
@@ -756,12 +818,14 @@ mod tests {
                 runs.len()
             );
             let mut read = s.read_batch(&snapshot, all).await.unwrap();
-            read.sort_by_key(|(i, _)| *i);
+            read.sort_by_key(|(i, _, _)| *i);
             assert_eq!(read.len(), 40);
-            for (i, bytes) in read {
+            for (i, bytes, sums) in read {
                 let key = std::str::from_utf8(&snapshot[i].key).unwrap();
                 let n: usize = key[1..].parse().unwrap();
                 assert_eq!(&bytes[..], &value(n)[..], "{key}");
+                // With the sums they were checked against.
+                assert_eq!(&sums.unwrap()[..], &tuple::block_sums(&bytes)[..]);
             }
             s.close().await.unwrap();
         });

@@ -28,6 +28,7 @@ use futures::stream::{FuturesOrdered, StreamExt};
 use super::commit::Staged;
 use super::{check_key, data, ObjectData, Store};
 use crate::error::{show_key, Result};
+use crate::format::BLOCK_SIZE;
 
 /// Most objects per batch.
 const BATCH_OBJECTS: usize = 4096;
@@ -38,6 +39,19 @@ const WRITE_AHEAD: usize = 2;
 
 type WriteFut<'a> = Pin<Box<dyn Future<Output = (Result<Vec<Staged>>, u64)> + Send + 'a>>;
 type CommitFut<'a> = Pin<Box<dyn Future<Output = Result<(u64, u64)>> + Send + 'a>>;
+
+/// One object of a load, as the load takes it.
+pub(crate) struct LoadItem {
+    pub key: Box<[u8]>,
+    pub value: Bytes,
+    /// When it expires, µs since the epoch (a backup keeps its source's).
+    pub expires: Option<u64>,
+    /// The CRC32C of each 4 KiB block of `value`, when the caller holds
+    /// them already, checked against these very bytes (a backup, whose
+    /// read of the source checked them): the load then skips its own pass
+    /// over the bytes. Sums of the wrong count are ignored (computed).
+    pub sums: Option<Arc<[u32]>>,
+}
 
 /// What the load loop waits for next.
 enum Event {
@@ -119,9 +133,12 @@ impl Store {
         K: AsRef<[u8]>,
         V: Into<Bytes>,
     {
-        let items = items
-            .into_iter()
-            .map(|(k, v)| (Box::<[u8]>::from(k.as_ref()), v.into(), None));
+        let items = items.into_iter().map(|(k, v)| LoadItem {
+            key: Box::<[u8]>::from(k.as_ref()),
+            value: v.into(),
+            expires: None,
+            sums: None,
+        });
         self.load_items(items, opts).await
     }
 
@@ -129,7 +146,7 @@ impl Store {
     /// epoch: a backup keeps its source's).
     pub(crate) async fn load_items<I>(&self, items: I, opts: BulkOptions) -> Result<LoadReport>
     where
-        I: Iterator<Item = (Box<[u8]>, Bytes, Option<u64>)> + Send,
+        I: Iterator<Item = LoadItem> + Send,
     {
         // Refused up front (read-only store), even for an empty load.
         self.check_open()?;
@@ -144,11 +161,11 @@ impl Store {
         let mut items = items;
         let mut report = LoadReport::default();
         let mut next_batch = || {
-            let mut batch: Vec<(Box<[u8]>, Bytes, Option<u64>)> = Vec::new();
+            let mut batch: Vec<LoadItem> = Vec::new();
             let mut bytes = 0u64;
             while batch.len() < batch_objects && bytes < batch_bytes {
                 let Some(item) = items.next() else { break };
-                bytes += item.1.len() as u64;
+                bytes += item.value.len() as u64;
                 batch.push(item);
             }
             (!batch.is_empty()).then_some((batch, bytes))
@@ -229,14 +246,20 @@ impl Store {
     /// Allocates the batch's pieces and writes its data; nothing is visible.
     async fn write_batch(
         &self,
-        batch: Vec<(Box<[u8]>, Bytes, Option<u64>)>,
+        batch: Vec<LoadItem>,
     ) -> Result<Vec<Staged>> {
         self.check_open()?;
         self.shared().check_failed()?;
         let mut staged = Vec::with_capacity(batch.len());
         let mut segments = Vec::new();
         let mut keep = Vec::new();
-        for (key, value, expires) in batch {
+        for LoadItem {
+            key,
+            value,
+            expires,
+            sums,
+        } in batch
+        {
             check_key(&key).map_err(|e| e.context(show_key(&key)))?;
             let size = value.len() as u64;
             let data = if self.is_inline(size) {
@@ -244,7 +267,10 @@ impl Store {
             } else {
                 let extent = data::allocate(self.shared(), &key, size)
                     .map_err(|e| e.context(show_key(&key)))?;
-                let (sums, table) = data::seal(crate::meta::tuple::block_sums(&value));
+                let sums = sums
+                    .filter(|s| s.len() as u64 == size.div_ceil(BLOCK_SIZE as u64))
+                    .unwrap_or_else(|| crate::meta::tuple::block_sums(&value).into());
+                let (sums, table) = data::seal(sums);
                 segments.extend(data::segments(&extent, &value, table.as_ref()));
                 keep.push(extent.clone());
                 // The commit path syncs this data before the tuples, which

@@ -207,13 +207,12 @@ fn sums_shape(size: u64) -> Checksums {
 
 /// An object's block checksums in the form its tuple carries, and the
 /// trailer table to write when it has one.
-pub(crate) fn seal(block_sums: Vec<u32>) -> (Checksums, Option<Arc<[u32]>>) {
+pub(crate) fn seal(block_sums: Arc<[u32]>) -> (Checksums, Option<Arc<[u32]>>) {
     if block_sums.len() > MAX_TUPLE_SUMS {
-        let table: Arc<[u32]> = block_sums.into();
-        let crc = crc32c::crc32c(&tuple::encode_table(&table));
-        (Checksums::Table(crc), Some(table))
+        let crc = crc32c::crc32c(&tuple::encode_table(&block_sums));
+        (Checksums::Table(crc), Some(block_sums))
     } else {
-        (Checksums::Blocks(block_sums.into()), None)
+        (Checksums::Blocks(block_sums), None)
     }
 }
 
@@ -350,7 +349,7 @@ pub(crate) async fn write_object(
     value: &Bytes,
 ) -> Result<Checksums> {
     let sums = write_range(shared, extent, 0, value).await?;
-    let (sums, table) = seal(sums);
+    let (sums, table) = seal(sums.into());
     if let Some(t) = table {
         write_table(shared, extent, value.len() as u64, &t).await?;
     }
@@ -392,7 +391,7 @@ fn one_request(
     shared
         .device_bytes_written
         .fetch_add(padded as u64, Ordering::Relaxed);
-    Some((s.dev, buf, seal(sums).0))
+    Some((s.dev, buf, seal(sums.into()).0))
 }
 
 /// Prepares the write of a value of one device request (no trailer table):
@@ -519,7 +518,8 @@ pub(crate) struct ObjectRef<'a> {
 struct ReadSpan {
     span: Span,
     skip: usize,
-    buf: AlignedBuf,
+    /// The whole blocks read (a device buffer, or bytes read ahead).
+    buf: Bytes,
 }
 
 impl ReadSpan {
@@ -528,7 +528,7 @@ impl ReadSpan {
     /// engine returned shorter is an I/O error, not a panic.
     fn bytes(&self) -> Result<&[u8]> {
         let end = self.skip + self.span.len as usize;
-        self.buf.as_slice().get(self.skip..end).ok_or_else(|| {
+        self.buf.get(self.skip..end).ok_or_else(|| {
             Error::new(
                 ErrorKind::Io,
                 format!(
@@ -557,6 +557,17 @@ impl ReadSpan {
 pub(crate) trait BlockReader {
     /// Fills `buf`'s whole capacity from device byte `offset`.
     fn read_blocks(&self, buf: AlignedBuf, offset: u64) -> impl Future<Output = BufResult<()>>;
+
+    /// `len` bytes (whole blocks) from device byte `offset`, as shared
+    /// bytes: read into a new buffer, unless the reader holds them already
+    /// and can lend them without a copy (`ReadAhead`). The bytes are then
+    /// checked like any others.
+    fn read_shared(&self, len: usize, offset: u64) -> impl Future<Output = (std::io::Result<()>, Bytes)> {
+        async move {
+            let (r, buf) = self.read_blocks(AlignedBuf::zeroed(len), offset).await;
+            (r, Bytes::from_owner(buf))
+        }
+    }
 }
 
 // For every lifetime of the trait object, so that the `Send` check of a
@@ -568,12 +579,31 @@ impl<'a> BlockReader for dyn IoEngine + 'a {
 }
 
 /// Device bytes read in one request ahead of the object reads they serve
-/// (a backup reads runs of adjacent small objects at once). Its
-/// `read_blocks` copies out of them, so every object read from it takes the
-/// ordinary planning and checks of [`read_range`] (invariant 5).
+/// (a backup reads runs of adjacent small objects at once). It lends
+/// slices of them (`read_shared`, no copy), so every object read from it
+/// takes the ordinary planning and checks of [`read_range`] (invariant 5);
+/// an object read from it keeps the whole run's buffer alive.
 pub(crate) struct ReadAhead {
     start: u64,
-    bytes: AlignedBuf,
+    bytes: Bytes,
+}
+
+impl ReadAhead {
+    /// `len` bytes at device byte `offset`, if they lie in what was read.
+    fn lend(&self, len: usize, offset: u64) -> std::io::Result<Bytes> {
+        offset
+            .checked_sub(self.start)
+            .and_then(|at| {
+                let at = usize::try_from(at).ok()?;
+                let end = at.checked_add(len)?;
+                (end <= self.bytes.len()).then(|| self.bytes.slice(at..end))
+            })
+            .ok_or_else(|| {
+                std::io::Error::other(format!(
+                    "{len} bytes at device byte {offset} lie outside the bytes read ahead"
+                ))
+            })
+    }
 }
 
 impl ReadAhead {
@@ -583,39 +613,37 @@ impl ReadAhead {
         let buf = AlignedBuf::zeroed(round_up(len as usize, BLOCK_SIZE));
         let (r, bytes) = engine.read_at(buf, start).await;
         r.map_err(|e| read_failed(start, e))?;
-        Ok(ReadAhead { start, bytes })
+        Ok(ReadAhead {
+            start,
+            bytes: Bytes::from_owner(bytes),
+        })
     }
 }
 
 impl BlockReader for ReadAhead {
     fn read_blocks(&self, mut buf: AlignedBuf, offset: u64) -> impl Future<Output = BufResult<()>> {
         let cap = buf.capacity();
-        let src = offset.checked_sub(self.start).and_then(|at| {
-            self.bytes
-                .as_slice()
-                .get(at as usize..(at as usize).checked_add(cap)?)
+        let r = self.lend(cap, offset).map(|src| {
+            buf.full_mut().copy_from_slice(&src);
+            buf.set_len(cap);
         });
-        let r = match src {
-            Some(src) => {
-                buf.full_mut().copy_from_slice(src);
-                buf.set_len(cap);
-                Ok(())
-            }
-            None => Err(std::io::Error::other(format!(
-                "{cap} bytes at device byte {offset} lie outside the bytes read ahead"
-            ))),
-        };
         std::future::ready((r, buf))
+    }
+
+    fn read_shared(&self, len: usize, offset: u64) -> impl Future<Output = (std::io::Result<()>, Bytes)> {
+        std::future::ready(match self.lend(len, offset) {
+            Ok(b) => (Ok(()), b),
+            Err(e) => (Err(e), Bytes::new()),
+        })
     }
 }
 
-/// Where a span's read starts on the device and the buffer it needs: the
+/// Where a span's read starts on the device and how much it reads: the
 /// span widened to whole blocks, `skip` bytes before its first byte.
-fn span_buffer(s: Span) -> (u64, usize, AlignedBuf) {
+fn span_blocks(s: Span) -> (u64, usize, usize) {
     let dev_start = s.dev & !(BLOCK_SIZE as u64 - 1);
     let skip = (s.dev - dev_start) as usize;
-    let buf = AlignedBuf::zeroed(round_up(skip + s.len as usize, BLOCK_SIZE));
-    (dev_start, skip, buf)
+    (dev_start, skip, round_up(skip + s.len as usize, BLOCK_SIZE))
 }
 
 fn read_failed(dev_start: u64, e: std::io::Error) -> Error {
@@ -623,17 +651,21 @@ fn read_failed(dev_start: u64, e: std::io::Error) -> Error {
 }
 
 async fn read_span<R: BlockReader + ?Sized>(dev: &R, s: Span) -> Result<ReadSpan> {
-    let (dev_start, skip, buf) = span_buffer(s);
-    let (r, buf) = dev.read_blocks(buf, dev_start).await;
+    let (dev_start, skip, len) = span_blocks(s);
+    let (r, buf) = dev.read_shared(len, dev_start).await;
     r.map_err(|e| read_failed(dev_start, e))?;
     Ok(ReadSpan { span: s, skip, buf })
 }
 
 fn read_span_blocking(engine: &dyn IoEngine, s: Span) -> Result<ReadSpan> {
-    let (dev_start, skip, buf) = span_buffer(s);
-    let (r, buf) = engine.read_at_blocking(buf, dev_start);
+    let (dev_start, skip, len) = span_blocks(s);
+    let (r, buf) = engine.read_at_blocking(AlignedBuf::zeroed(len), dev_start);
     r.map_err(|e| read_failed(dev_start, e))?;
-    Ok(ReadSpan { span: s, skip, buf })
+    Ok(ReadSpan {
+        span: s,
+        skip,
+        buf: Bytes::from_owner(buf),
+    })
 }
 
 async fn read_spans<R: BlockReader + ?Sized>(dev: &R, parts: Vec<Span>) -> Result<Vec<ReadSpan>> {
@@ -659,7 +691,7 @@ fn verify_span(table: &[u32], size: u64, r: &ReadSpan) -> std::result::Result<()
     let base = r.span.obj_pos - r.skip as u64;
     let first = base / bs;
     let last = (r.span.obj_pos + r.span.len - 1) / bs;
-    let bytes = r.buf.as_slice();
+    let bytes = &r.buf[..];
     for j in first..=last {
         let start = j * bs;
         let end = (start + bs).min(size);
@@ -762,7 +794,7 @@ fn assemble(mut reads: Vec<ReadSpan>, offset: u64, len: u64) -> Result<Bytes> {
             // Checked first: `Bytes::slice` panics out of range.
             r.bytes()?;
             let (skip, n) = (r.skip, r.span.len as usize);
-            return Ok(Bytes::from_owner(r.buf).slice(skip..skip + n));
+            return Ok(r.buf.slice(skip..skip + n));
         }
     }
     let mut out = BytesMut::zeroed(len as usize);

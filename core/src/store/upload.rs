@@ -360,7 +360,7 @@ impl Upload {
             None => return Err(aborted().context(ctx)),
             Some(Target::Inline(buf)) => ObjectData::Inline(Bytes::from(buf)),
             Some(Target::Heap(extent, table)) => {
-                let (sums, trailer) = data::seal(table);
+                let (sums, trailer) = data::seal(table.into());
                 if let Some(t) = &trailer {
                     data::write_table(self.store.shared(), &extent, size, t)
                         .await
