@@ -47,8 +47,8 @@ use parking_lot::Mutex;
 
 use std::sync::Arc;
 
-use super::commit::{Expiry, PutSpec};
 use super::bulk::LoadItem;
+use super::commit::{Expiry, PutSpec};
 use super::{data, BulkOptions, HeapRead, ObjectData, Store};
 use crate::error::{show_key, Error, ErrorKind, Result};
 use crate::format::BLOCK_SIZE;
@@ -438,9 +438,9 @@ impl Store {
             .map(|(at, len)| async move {
                 let bytes = self.read_pinned(p, at, len).await?;
                 let block = BLOCK_SIZE as u64;
-                let ours = recorded
-                    .as_ref()
-                    .and_then(|r| r.get((at / block) as usize..(at + len).div_ceil(block) as usize));
+                let ours = recorded.as_ref().and_then(|r| {
+                    r.get((at / block) as usize..(at + len).div_ceil(block) as usize)
+                });
                 let sums = match ours {
                     Some(s) => s.to_vec(),
                     None => tuple::block_sums(&bytes),
@@ -533,7 +533,12 @@ fn batches(snapshot: &[Pinned], small: &[usize]) -> Vec<Vec<usize>> {
 /// and bytes, each object with its size, and the checksums the copy stores
 /// for each object's blocks (inline values: their bytes) equal to those of
 /// the bytes read from the source.
-async fn verify(source: &Store, temp: &Path, snapshot: &[Pinned], sums: &[Arc<[u32]>]) -> Result<()> {
+async fn verify(
+    source: &Store,
+    temp: &Path,
+    snapshot: &[Pinned],
+    sums: &[Arc<[u32]>],
+) -> Result<()> {
     let s = source.shared();
     let options = s
         .options

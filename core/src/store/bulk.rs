@@ -244,10 +244,7 @@ impl Store {
     }
 
     /// Allocates the batch's pieces and writes its data; nothing is visible.
-    async fn write_batch(
-        &self,
-        batch: Vec<LoadItem>,
-    ) -> Result<Vec<Staged>> {
+    async fn write_batch(&self, batch: Vec<LoadItem>) -> Result<Vec<Staged>> {
         self.check_open()?;
         self.shared().check_failed()?;
         let mut staged = Vec::with_capacity(batch.len());

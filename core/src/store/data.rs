@@ -562,7 +562,11 @@ pub(crate) trait BlockReader {
     /// bytes: read into a new buffer, unless the reader holds them already
     /// and can lend them without a copy (`ReadAhead`). The bytes are then
     /// checked like any others.
-    fn read_shared(&self, len: usize, offset: u64) -> impl Future<Output = (std::io::Result<()>, Bytes)> {
+    fn read_shared(
+        &self,
+        len: usize,
+        offset: u64,
+    ) -> impl Future<Output = (std::io::Result<()>, Bytes)> {
         async move {
             let (r, buf) = self.read_blocks(AlignedBuf::zeroed(len), offset).await;
             (r, Bytes::from_owner(buf))
@@ -630,7 +634,11 @@ impl BlockReader for ReadAhead {
         std::future::ready((r, buf))
     }
 
-    fn read_shared(&self, len: usize, offset: u64) -> impl Future<Output = (std::io::Result<()>, Bytes)> {
+    fn read_shared(
+        &self,
+        len: usize,
+        offset: u64,
+    ) -> impl Future<Output = (std::io::Result<()>, Bytes)> {
         std::future::ready(match self.lend(len, offset) {
             Ok(b) => (Ok(()), b),
             Err(e) => (Err(e), Bytes::new()),
