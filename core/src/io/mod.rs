@@ -40,8 +40,9 @@ thread_local! {
 /// and the maintenance thread. I/O started inside completes on this thread (the
 /// io_uring engine waits in the kernel here), so it works even when called
 /// from inside an async runtime's worker. Nested (a blocking call made
-/// from code this runs, e.g. a bulk load's item iterator calling `get`), it
-/// waits with [`wait_here`]: an executor cannot be entered twice.
+/// from code this runs, e.g. a bulk load's item iterator calling `get`)
+/// and with no event loop to keep running, it waits with [`wait_here`]: an
+/// executor cannot be entered twice.
 pub fn block_on<F: Future>(fut: F) -> F::Output {
     /// Restores the flag even when `fut` panics.
     struct Restore(bool);
@@ -52,13 +53,11 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
     }
     let nested = BLOCKING.with(|b| b.replace(true));
     let _restore = Restore(nested);
-    if nested {
-        return wait_here(fut);
-    }
     // On a thread hosting an event loop with tasks pending, keep that loop
     // running while waiting (invariant L4 of `event_loop`).
     match crate::event_loop::drive_hosted(fut) {
         Ok(out) => out,
+        Err(fut) if nested => wait_here(fut),
         Err(fut) => futures::executor::block_on(fut),
     }
 }
