@@ -190,8 +190,12 @@ export declare class Upload {
    * its Buffer at once.
    */
   writePart(offset: number, data: Uint8Array, crc32C?: number | undefined | null): Promise<void>
-  /** Makes the object visible atomically. */
-  commit(): Promise<ObjectInfo>
+  /**
+   * Makes the object visible atomically; `{ ifAbsent, ifVersion, ttl }`
+   * as for `put`. A bad option rejects and leaves the upload as it was;
+   * a refused condition ends it.
+   */
+  commit(conditions?: PutConditions | undefined | null): Promise<ObjectInfo>
   /** Abandons the upload and frees its space. */
   abort(): Promise<void>
 }
@@ -358,10 +362,10 @@ export interface PutConditions {
   ifVersion?: number | bigint
   /**
    * Time to live in milliseconds (fractions down to 0.001, 1 µs): the
-   * object expires that long after its commit. Omitted, it never
-   * expires (replacing one that would have).
+   * object expires that long after its commit. Omitted or `null`, it
+   * never expires (replacing one that would have).
    */
-  ttl?: number
+  ttl?: number | null
 }
 
 /**

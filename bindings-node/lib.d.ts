@@ -87,9 +87,10 @@ export interface PutConditions {
    * `has` and listings no longer see it, and its space is freed in the
    * background. Omitted, the object never expires (replacing one that
    * would have). Zero, negative, NaN, infinite, under 1 µs or above about
-   * 100 years is INVALID_ARGUMENT, and so is a value that is not a number.
+   * 100 years is INVALID_ARGUMENT, and so is a value that is not a number
+   * (`null` is the same as omitted: no ttl).
    */
-  ttl?: number
+  ttl?: number | null
 }
 
 /** What a commit produced, or what `stat` reports. */
@@ -247,8 +248,12 @@ export declare class Upload {
   readonly id: number
   /** Writes `data` at `offset` (a multiple of 4096). `data` is copied before this returns. */
   writePart(offset: number, data: Uint8Array, crc32c?: number): Promise<void>
-  /** Makes the object visible atomically. */
-  commit(): Promise<ObjectInfo>
+  /**
+   * Makes the object visible atomically. `conditions` as for `Store.put`: a
+   * bad one rejects with INVALID_ARGUMENT and leaves the upload as it was; a
+   * refused condition (ALREADY_EXISTS, VERSION_MISMATCH) ends it.
+   */
+  commit(conditions?: PutConditions): Promise<ObjectInfo>
   /** Abandons the upload and frees its space. */
   abort(): Promise<void>
 }

@@ -169,9 +169,14 @@ class Upload {
   writePart(offset, data, crc32c) {
     return call(() => this.#n.writePart(offset, data, crc32c))
   }
-  /** Makes the object visible atomically; resolves to its ObjectInfo. */
-  commit() {
-    return call(() => this.#n.commit())
+  /**
+   * Makes the object visible atomically; resolves to its ObjectInfo.
+   * `conditions` (`{ ifAbsent, ifVersion, ttl }`) as for `Store.put`: a bad
+   * one rejects with INVALID_ARGUMENT and leaves the upload as it was; a
+   * refused condition (ALREADY_EXISTS, VERSION_MISMATCH) ends it.
+   */
+  commit(conditions) {
+    return call(() => this.#n.commit(conditions))
   }
   /** Abandons the upload and frees its space. */
   abort() {

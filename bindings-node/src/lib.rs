@@ -478,9 +478,10 @@ pub struct PutConditions {
     #[napi(ts_type = "number | bigint")]
     pub if_version: Option<Either<f64, BigInt>>,
     /// Time to live in milliseconds (fractions down to 0.001, 1 µs): the
-    /// object expires that long after its commit. Omitted, it never
-    /// expires (replacing one that would have).
-    pub ttl: Option<f64>,
+    /// object expires that long after its commit. Omitted or `null`, it
+    /// never expires (replacing one that would have).
+    #[napi(ts_type = "number | null")]
+    pub ttl: Option<Either<f64, Null>>,
 }
 
 fn put_options(c: Option<PutConditions>) -> Result<PutOptions> {
@@ -494,8 +495,8 @@ fn put_options(c: Option<PutConditions>) -> Result<PutOptions> {
     };
     let options = PutOptions::from(mode);
     match c.ttl {
-        None => Ok(options),
-        Some(ms) => Ok(options.ttl(ttl_of(ms)?)),
+        None | Some(Either::B(Null)) => Ok(options),
+        Some(Either::A(ms)) => Ok(options.ttl(ttl_of(ms)?)),
     }
 }
 
@@ -1184,13 +1185,17 @@ impl Upload {
         .build(env)
     }
 
-    /// Makes the object visible atomically.
+    /// Makes the object visible atomically; `{ ifAbsent, ifVersion, ttl }`
+    /// as for `put`. A bad option rejects and leaves the upload as it was;
+    /// a refused condition ends it.
     #[napi]
-    pub async fn commit(&self) -> Result<ObjectInfo> {
+    pub async fn commit(&self, conditions: Option<PutConditions>) -> Result<ObjectInfo> {
+        let options = put_options(conditions)?;
+        options.check().map_err(js_err)?;
         let up = self
             .take()?
             .ok_or_else(|| invalid("the upload was already committed or aborted"))?;
-        up.commit().await.map(Into::into).map_err(js_err)
+        up.commit_with(options).await.map(Into::into).map_err(js_err)
     }
 
     /// Abandons the upload and frees its space.

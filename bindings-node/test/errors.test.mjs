@@ -102,7 +102,8 @@ test('an argument of the wrong type keeps napi status in napiStatus', async () =
   await withStore({}, async (s) => {
     await assert.rejects(s.put('k', Buffer.from('x'), { ttl: '5' }), {
       code: 'INVALID_ARGUMENT',
-      napiStatus: 'NumberExpected',
+      napiStatus: 'InvalidArg',
+      message: /ttl/,
     })
     assert.throws(() => s.getSync(5), (e) => isOurs(e, 'INVALID_ARGUMENT') && typeof e.napiStatus === 'string')
     // Errors of blobcask's own have none.

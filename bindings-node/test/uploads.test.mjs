@@ -163,3 +163,36 @@ test('uploads are gone at reopen, with their space', async () => {
     t.cleanup()
   }
 })
+
+test('an upload commits with conditions and a ttl, as put does', async () => {
+  await withStore({}, async (s) => {
+    const value = Buffer.alloc(ALIGN + 5, 3)
+    const write = async (up) => {
+      await up.writePart(0, value.subarray(0, ALIGN))
+      await up.writePart(ALIGN, value.subarray(ALIGN))
+    }
+    // A ttl: the object expires that long after its commit.
+    let up = await s.beginUpload('u', value.length)
+    await write(up)
+    // A bad option rejects and leaves the upload as it was.
+    for (const bad of [{ ttl: -1 }, { ttl: 'x' }, { ifAbsent: true, ifVersion: 1 }]) {
+      await assert.rejects(up.commit(bad), { code: 'INVALID_ARGUMENT' }, JSON.stringify(bad))
+    }
+    assert.equal(s.listUploads().length, 1, 'a refused option ended the upload')
+    const info = await up.commit({ ttl: 60_000 })
+    assert.ok(Math.abs(info.expires - (info.created + 60_000)) < 2, `${info.expires} ${info.created}`)
+    assert.deepEqual(await s.get('u'), value)
+    // ifAbsent over an existing key: ALREADY_EXISTS, nothing changes, the upload ends.
+    up = await s.beginUpload('u', value.length)
+    await write(up)
+    await assert.rejects(up.commit({ ifAbsent: true }), { code: 'ALREADY_EXISTS' })
+    assert.deepEqual(s.listUploads(), [])
+    assert.equal((await s.stat('u')).version, info.version)
+    // ifVersion of the current version replaces it (ttl null: none).
+    up = await s.beginUpload('u', value.length)
+    await write(up)
+    const next = await up.commit({ ifVersion: info.version, ttl: null })
+    assert.ok(next.version > info.version)
+    assert.equal(next.expires, null)
+  })
+})

@@ -133,7 +133,7 @@ fn duration_of(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Duration> {
     let wrong_type = || {
         let type_name = type_name(obj);
         pyo3::exceptions::PyTypeError::new_err(format!(
-            "{name} must be seconds (int or float) or a datetime.timedelta, not {type_name}"
+            "{name} must be seconds (a real number: int, float, numpy's) or a datetime.timedelta, not {type_name}"
         ))
     };
     if obj.is_instance_of::<pyo3::types::PyBool>() {
@@ -147,6 +147,22 @@ fn duration_of(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Duration> {
     }
     if obj.is_instance_of::<pyo3::types::PyFloat>() {
         let secs: f64 = obj.extract()?;
+        return Duration::try_from_secs_f64(secs).map_err(|_| out_of_range());
+    }
+    // Other real numbers (numpy's, `fractions.Fraction`): integers by
+    // their exact value, the rest as a float. numpy's bool is no number
+    // here, as `bool` is not.
+    let py = obj.py();
+    let numbers = py.import("numbers")?;
+    if obj.is_instance(&numbers.getattr("Integral")?)? {
+        let exact = obj.call_method0("__index__")?;
+        return exact
+            .extract::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|_| out_of_range());
+    }
+    if obj.is_instance(&numbers.getattr("Real")?)? {
+        let secs: f64 = obj.call_method0("__float__")?.extract()?;
         return Duration::try_from_secs_f64(secs).map_err(|_| out_of_range());
     }
     if let Ok(delta) = obj.cast::<PyDelta>() {
@@ -221,7 +237,7 @@ fn value_of(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
         return Ok(blob.get().bytes.clone());
     }
     if obj.is_instance_of::<PyString>() {
-        return Err(PyValueError::new_err(
+        return Err(pyo3::exceptions::PyTypeError::new_err(
             "values must be bytes-like, not str (encode it first)",
         ));
     }
@@ -755,11 +771,6 @@ fn load_item(item: &Bound<'_, PyAny>) -> PyResult<(Bytes, Bytes)> {
             "bulk_load items must be (key, value) pairs, not {type_name}"
         )));
     };
-    if value.is_instance_of::<PyString>() {
-        return Err(pyo3::exceptions::PyTypeError::new_err(
-            "values must be bytes-like, not str (encode it first)",
-        ));
-    }
     Ok((key_of(&key)?, value_of(&value)?))
 }
 

@@ -86,6 +86,30 @@ def test_ttl_takes_int_float_and_timedelta_and_a_put_without_one_clears_it(store
     assert store.stat("plain").expires is None
 
 
+def test_ttl_takes_other_real_numbers_but_no_bool(store):
+    from decimal import Decimal
+    from fractions import Fraction
+
+    half = store.put("frac", b"v", ttl=Fraction(1, 2))
+    assert half.expires == pytest.approx(half.created + 0.5, abs=1e-3)
+    # Decimal is no `numbers.Real`: refused, as by `math` functions' peers.
+    with pytest.raises(TypeError, match="ttl"):
+        store.put("dec", b"v", ttl=Decimal("1.5"))  # type: ignore[arg-type]
+    np = pytest.importorskip("numpy")
+    i = store.put("np-int", b"v", ttl=np.int64(60))
+    assert i.expires == pytest.approx(i.created + 60, abs=1e-3)
+    f = store.put("np-float", b"v", ttl=np.float32(1.5))
+    assert f.expires == pytest.approx(f.created + 1.5, abs=1e-3)
+    for bad in (np.True_, np.False_):
+        with pytest.raises(TypeError, match="ttl"):
+            store.put("np-bool", b"v", ttl=bad)  # type: ignore[arg-type]
+    for bad in (np.int64(-1), np.int64(0), np.float64("nan"), np.uint64(2**64 - 1)):
+        with pytest.raises(errors.InvalidArgumentError):
+            store.put("np-bad", b"v", ttl=bad)
+    assert not store.contains("np-bool") and not store.contains("np-bad")
+    assert not store.contains("dec")
+
+
 BAD_TYPES: list[object] = [True, False, "5", b"5", [1], None.__class__, 1j]
 BAD_VALUES: list[object] = [
     -1,

@@ -1,6 +1,7 @@
 """Type stubs for the native extension (``blobcask._native``)."""
 
 import asyncio
+import numbers
 import sys
 from datetime import timedelta
 from os import PathLike
@@ -25,7 +26,7 @@ from typing_extensions import Self, disjoint_base
 
 _Key = Union[str, bytes, bytearray, memoryview, "Blob"]
 _BytesLike = Union[bytes, bytearray, memoryview, "Blob", Any]
-_TTL = Union[int, float, timedelta]
+_TTL = Union[int, float, timedelta, numbers.Real]
 _Seconds = Union[int, float, timedelta]
 _T = TypeVar("_T")
 
@@ -394,7 +395,7 @@ class Store:
         ``if_absent=True`` creates only (``AlreadyExistsError`` if present);
         ``if_version=v`` replaces only version ``v`` (``VersionMismatchError``).
 
-        ``ttl`` (seconds as an ``int`` or ``float``, or a ``timedelta``)
+        ``ttl`` (seconds as a real number, ``int``, ``float`` or numpy's, or a ``timedelta``)
         makes the object expire that long after its commit: from then on
         reads, ``stat``, ``in`` and listings no longer see it, and its space
         is freed in the background. Without ``ttl`` the object never expires

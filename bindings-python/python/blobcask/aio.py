@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import numbers
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -53,7 +54,7 @@ from ._store import Store
 from .errors import ClosedError, NotFoundError
 
 Key = Union[str, bytes, bytearray, memoryview, Blob]
-TTL = Union[int, float, timedelta]
+TTL = Union[int, float, timedelta, numbers.Real]
 T = TypeVar("T")
 
 __all__ = ["AsyncStore", "AsyncUpload", "AsyncKeyIterator"]
