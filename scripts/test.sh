@@ -95,6 +95,12 @@ no_debug_info "$native"
 (cd bindings-python/tests && env PATH="$PY_PATH" "../../$VENV/bin/python" -m pytest -q .)
 env PATH="$PY_PATH" "$VENV/bin/python" examples/python/quickstart.py >/dev/null
 
+step "Python types: mypy --strict on the package, stubtest of the stubs against the installed wheel"
+env PATH="$PY_PATH" "$VENV/bin/pip" install -q mypy==2.4.1
+(cd bindings-python/python && env PATH="$PY_PATH" "../../$VENV/bin/mypy" -p blobcask)
+(cd bindings-python && env PATH="$PY_PATH" "../$VENV/bin/python" -m mypy.stubtest blobcask \
+  --mypy-config-file pyproject.toml --allowlist stubtest-allowlist.txt)
+
 step "same code on S3: one object_store routine on blobcask and on moto's S3 server (127.0.0.1); OpenDAL over blobcask"
 cargo clippy --locked -q -p blobcask-object-store --all-targets --features s3,opendal -- -D warnings
 cargo test --locked -q -p blobcask-object-store --features opendal --test opendal
