@@ -41,7 +41,7 @@ thread_local! {
 /// io_uring engine waits in the kernel here), so it works even when called
 /// from inside an async runtime's worker. Nested (a blocking call made
 /// from code this runs, e.g. a bulk load's item iterator calling `get`)
-/// and with no event loop to keep running, it waits with [`wait_here`]: an
+/// and with no event loop to keep running, it waits with `wait_here`: an
 /// executor cannot be entered twice.
 pub fn block_on<F: Future>(fut: F) -> F::Output {
     /// Restores the flag even when `fut` panics.
