@@ -1195,7 +1195,10 @@ impl Upload {
         let up = self
             .take()?
             .ok_or_else(|| invalid("the upload was already committed or aborted"))?;
-        up.commit_with(options).await.map(Into::into).map_err(js_err)
+        up.commit_with(options)
+            .await
+            .map(Into::into)
+            .map_err(js_err)
     }
 
     /// Abandons the upload and frees its space.
