@@ -601,8 +601,10 @@ fn blocking_store_offers_the_same_calls() {
 }
 
 /// A blocking call made from inside another one (here: a bulk load's item
-/// iterator reading and writing the same store, on both engines) waits
-/// like any other instead of panicking on a nested executor.
+/// iterator reading and writing the same store, on both engines, while the
+/// load's own commit groups are in flight: one group per object) waits like
+/// any other, neither panicking on a nested executor nor deadlocking on the
+/// commit group the load leads.
 #[test]
 fn a_blocking_call_inside_a_bulk_load_iterator_works() {
     for engine in [IoEngineKind::IoUring, IoEngineKind::Portable] {
@@ -610,14 +612,29 @@ fn a_blocking_call_inside_a_bulk_load_iterator_works() {
         let s = blobcask::blocking::Store::open(&t.path, options(engine)).unwrap();
         s.put("seed", pattern(7, 20_000)).unwrap();
         let inner = s.clone();
-        let items = (0..40u64).map(move |i| {
+        let items = (0..300u64).map(move |i| {
             let seed = inner.get("seed").unwrap();
-            inner.put(format!("side{i}"), pattern(i, 100)).unwrap();
+            if i % 3 == 0 {
+                inner.put(format!("side{i}"), pattern(i, 100)).unwrap();
+            }
             (format!("k{i}"), [&seed[..], &pattern(i, 5000)[..]].concat())
         });
-        assert_eq!(s.bulk_load(items).unwrap().objects, 40, "{engine:?}");
-        for i in 0..40u64 {
-            assert_eq!(s.get(format!("side{i}")).unwrap(), pattern(i, 100));
+        let one_per_group = blobcask::BulkOptions {
+            commit_objects: 1,
+            ..blobcask::BulkOptions::default()
+        };
+        let loader = s.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(loader.bulk_load_with(items, one_per_group)));
+        let report = rx
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .unwrap_or_else(|_| panic!("{engine:?}: the load deadlocked"))
+            .unwrap();
+        assert_eq!(report.objects, 300, "{engine:?}");
+        for i in 0..300u64 {
+            if i % 3 == 0 {
+                assert_eq!(s.get(format!("side{i}")).unwrap(), pattern(i, 100));
+            }
             assert_eq!(s.get(format!("k{i}")).unwrap().len(), 25_000);
         }
         s.close().unwrap();

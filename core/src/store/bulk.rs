@@ -183,7 +183,17 @@ impl Store {
         let mut exhausted = false;
         let mut failure: Option<crate::Error> = None;
         loop {
-            while failure.is_none() && !exhausted && writes.len() < WRITE_AHEAD {
+            // Items are taken only while no group of this load commits:
+            // committing, this task leads the store's commit group, and an
+            // iterator that itself writes to the store (a put from inside
+            // it) would wait for that group while holding up the task that
+            // must finish it. The batches in flight keep the device busy
+            // meanwhile.
+            while failure.is_none()
+                && !exhausted
+                && committing.is_none()
+                && writes.len() < WRITE_AHEAD
+            {
                 match next_batch() {
                     Some((batch, bytes)) => {
                         writes.push_back(Box::pin(
