@@ -65,7 +65,11 @@ fn layout(size: usize) -> Layout {
 /// buffer's bytes): the caller initialises what it exposes.
 fn allocate(size: usize) -> NonNull<u8> {
     if let Some(c) = class_of(size) {
-        if let Some(addr) = POOL.get(c).and_then(|p| p.lock().pop()) {
+        // `try_lock` here and in `release`: a contended pool is skipped,
+        // never waited for, so a child forked while another thread held a
+        // class's lock (which stays locked in the child forever) allocates
+        // from the allocator instead of hanging.
+        if let Some(addr) = POOL.get(c).and_then(|p| p.try_lock()?.pop()) {
             POOLED.fetch_sub(size, Ordering::Relaxed);
             // SAFETY (of the cast back): pooled addresses come from
             // `NonNull` allocations of this class (see `release`).
@@ -86,8 +90,10 @@ fn release(ptr: NonNull<u8>, size: usize) {
     if let Some(pool) = class_of(size).and_then(|c| POOL.get(c)) {
         let kept = POOLED.fetch_add(size, Ordering::Relaxed);
         if kept + size <= POOL_BYTES {
-            pool.lock().push(ptr.as_ptr() as usize);
-            return;
+            if let Some(mut free) = pool.try_lock() {
+                free.push(ptr.as_ptr() as usize);
+                return;
+            }
         }
         POOLED.fetch_sub(size, Ordering::Relaxed);
     }
@@ -327,6 +333,50 @@ mod tests {
                 assert!(c.full_mut()[part.len()..].iter().all(|&x| x == 0));
             }
         }
+    }
+
+    /// A child forked while another thread holds a pool lock (here: this
+    /// thread, across the fork) still gets its buffers: it does not wait
+    /// for a lock nobody in it will release.
+    #[test]
+    fn a_forked_child_allocates_while_the_pool_is_locked() {
+        let class = class_of(1 << 20).unwrap();
+        let held = POOL[class].lock();
+        // SAFETY: the child only allocates, drops and exits with `_exit`.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            let ok = std::panic::catch_unwind(|| {
+                for _ in 0..4 {
+                    let b = AlignedBuf::zeroed(1 << 20);
+                    assert!(b.as_slice().iter().all(|&x| x == 0));
+                }
+            })
+            .is_ok();
+            // SAFETY: ends the child without running the parent's
+            // destructors or test harness.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        drop(held);
+        let mut status = 0;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            // SAFETY: waits for our own child.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if r == pid {
+                break;
+            }
+            if std::time::Instant::now() > deadline {
+                // SAFETY: our own child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                panic!("the forked child hung on the buffer pool");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{status}"
+        );
     }
 
     #[test]
