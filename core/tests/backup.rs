@@ -170,6 +170,29 @@ async fn a_damaged_source_object_fails_the_backup_and_publishes_nothing() {
     assert!(!dest.exists());
     assert!(others(t.dir.path(), &["store.blobcask"]).is_empty());
     s.close().await.unwrap();
+
+    // A large object (copied through an upload) whose checksum table is
+    // damaged: Corrupt too, naming the object.
+    let t = temp_path();
+    let s = Store::open(&t.path, o()).await.unwrap();
+    let size = (17 << 20) + 5;
+    s.put("big", pattern(3, size)).await.unwrap();
+    s.close().await.unwrap();
+    let mut image = std::fs::read(&t.path).unwrap();
+    let tuple = common::tuple_of(&image, "big");
+    let table_at = (size as u64).div_ceil(4096) * 4096;
+    let at = common::device_offset(&tuple, table_at + 8);
+    image[at] ^= 0x01;
+    std::fs::write(&t.path, &image).unwrap();
+    drop(image);
+    let s = Store::open(&t.path, o()).await.unwrap();
+    let dest = t.dir.path().join("copy");
+    let e = s.backup(&dest).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+    assert!(e.to_string().contains("\"big\""), "{e}");
+    assert!(!dest.exists());
+    assert!(others(t.dir.path(), &["store.blobcask"]).is_empty());
+    s.close().await.unwrap();
 }
 
 /// Acknowledged puts: key and value.

@@ -420,7 +420,9 @@ impl Store {
                     sums: &Checksums::Table(crc),
                     version: p.version,
                 };
-                data::load_table(s.engine.as_ref(), Some(&s.tables), &obj, crc).await?
+                data::load_table(s.engine.as_ref(), Some(&s.tables), &obj, crc)
+                    .await
+                    .map_err(|e| e.context(format!("read {}", show_key(&p.key))))?
             }
             _ => return Ok(None),
         };
