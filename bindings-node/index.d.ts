@@ -193,7 +193,8 @@ export declare class Upload {
   /**
    * Makes the object visible atomically; `{ ifAbsent, ifVersion, ttl }`
    * as for `put`. A bad option rejects and leaves the upload as it was;
-   * a refused condition ends it.
+   * a commit the store refuses (a condition not met, bytes never
+   * written) ends it.
    */
   commit(conditions?: PutConditions | undefined | null): Promise<ObjectInfo>
   /** Abandons the upload and frees its space. */

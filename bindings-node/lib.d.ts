@@ -71,16 +71,20 @@ export interface OpenOptions {
   durability?: 'sync' | { maxDelayMs: number }
 }
 
-/** Conditions of a put (at most one), and its expiry. */
+/**
+ * Conditions of a put (at most one), and its expiry. A field that is `null`
+ * counts as absent; an unknown field, or conditions that are not an object,
+ * are INVALID_ARGUMENT.
+ */
 export interface PutConditions {
   /** Create only: ALREADY_EXISTS if the key has an object. */
-  ifAbsent?: boolean
+  ifAbsent?: boolean | null
   /**
    * Replace only this version (`ObjectInfo.version`): VERSION_MISMATCH
    * otherwise. A number (a non-negative safe integer) or a bigint (below
    * 2^64); anything else is INVALID_ARGUMENT.
    */
-  ifVersion?: number | bigint
+  ifVersion?: number | bigint | null
   /**
    * Time to live in milliseconds (fractions down to 0.001, 1 µs): the
    * object expires that long after its commit. From then on reads, `stat`,
@@ -250,10 +254,12 @@ export declare class Upload {
   writePart(offset: number, data: Uint8Array, crc32c?: number): Promise<void>
   /**
    * Makes the object visible atomically. `conditions` as for `Store.put`: a
-   * bad one rejects with INVALID_ARGUMENT and leaves the upload as it was; a
-   * refused condition (ALREADY_EXISTS, VERSION_MISMATCH) ends it.
+   * bad one rejects with INVALID_ARGUMENT and leaves the upload as it was. A
+   * commit the store refuses ends the upload and frees its space: a
+   * condition not met (ALREADY_EXISTS, VERSION_MISMATCH), or bytes never
+   * written (INVALID_ARGUMENT).
    */
-  commit(conditions?: PutConditions): Promise<ObjectInfo>
+  commit(conditions?: PutConditions | null): Promise<ObjectInfo>
   /** Abandons the upload and frees its space. */
   abort(): Promise<void>
 }
@@ -273,7 +279,7 @@ export declare class Store {
    * version (VERSION_MISMATCH otherwise), decided in commit order. `ttl`
    * (milliseconds) makes the object expire that long after its commit.
    */
-  put(key: Key, value: Uint8Array, conditions?: PutConditions): Promise<ObjectInfo>
+  put(key: Key, value: Uint8Array, conditions?: PutConditions | null): Promise<ObjectInfo>
   /**
    * The whole object, as a Buffer that is the caller's own: writing into
    * it changes nothing else, and it stays valid after the key is
@@ -378,7 +384,7 @@ export declare class Store {
    */
   close(): Promise<void>
   /** Synchronous `put` (blocks the event loop; for scripts). */
-  putSync(key: Key, value: Uint8Array, conditions?: PutConditions): ObjectInfo
+  putSync(key: Key, value: Uint8Array, conditions?: PutConditions | null): ObjectInfo
   /** Synchronous `get`: throws NOT_FOUND when `key` has no object. */
   getSync(key: Key): Buffer
   /** Synchronous `read`: throws NOT_FOUND when `key` has no object. */

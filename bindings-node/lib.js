@@ -140,6 +140,30 @@ function callSync(fn) {
   }
 }
 
+const CONDITIONS = new Set(['ifAbsent', 'ifVersion', 'ttl'])
+
+/**
+ * Put conditions as the native layer takes them. `undefined` or `null`: none.
+ * Otherwise an object of `ifAbsent`, `ifVersion` and `ttl`, a `null` field
+ * counting as absent. Anything else is INVALID_ARGUMENT, never ignored: a
+ * number given as the ttl (`put(k, v, 60000)`) or a misspelt field
+ * (`{ tll: 60000 }`) would otherwise store an object that never expires.
+ */
+function conditionsOf(c) {
+  if (c === undefined || c === null) return undefined
+  if (typeof c !== 'object' || Array.isArray(c)) {
+    throw failure('INVALID_ARGUMENT', `conditions must be an object { ifAbsent, ifVersion, ttl }, not ${describe(c)}`, conditionsOf)
+  }
+  const out = {}
+  for (const k of Object.keys(c)) {
+    if (!CONDITIONS.has(k)) {
+      throw failure('INVALID_ARGUMENT', `unknown condition ${JSON.stringify(k)}: expected ifAbsent, ifVersion or ttl`, conditionsOf)
+    }
+    if (c[k] !== undefined && c[k] !== null) out[k] = c[k]
+  }
+  return out
+}
+
 /** A short description of a value for error messages. */
 function describe(v) {
   if (v === null) return 'null'
@@ -172,11 +196,13 @@ class Upload {
   /**
    * Makes the object visible atomically; resolves to its ObjectInfo.
    * `conditions` (`{ ifAbsent, ifVersion, ttl }`) as for `Store.put`: a bad
-   * one rejects with INVALID_ARGUMENT and leaves the upload as it was; a
-   * refused condition (ALREADY_EXISTS, VERSION_MISMATCH) ends it.
+   * one rejects with INVALID_ARGUMENT and leaves the upload as it was. A
+   * commit the store refuses ends the upload and frees its space: a
+   * condition not met (ALREADY_EXISTS, VERSION_MISMATCH), or bytes never
+   * written (INVALID_ARGUMENT).
    */
   commit(conditions) {
-    return call(() => this.#n.commit(conditions))
+    return call(() => this.#n.commit(conditionsOf(conditions)))
   }
   /** Abandons the upload and frees its space. */
   abort() {
@@ -212,7 +238,7 @@ class Store {
    * (the object expires that long after its commit).
    */
   put(key, value, conditions) {
-    return call(() => this.#n.put(key, value, conditions))
+    return call(() => this.#n.put(key, value, conditionsOf(conditions)))
   }
   /**
    * The whole object as a Buffer, the caller's own (writing into it changes
@@ -380,7 +406,7 @@ class Store {
     return call(() => this.#n.close())
   }
   putSync(key, value, conditions) {
-    return callSync(() => this.#n.putSync(key, value, conditions))
+    return callSync(() => this.#n.putSync(key, value, conditionsOf(conditions)))
   }
   getSync(key) {
     return callSync(() => this.#n.getSync(key))

@@ -1187,7 +1187,8 @@ impl Upload {
 
     /// Makes the object visible atomically; `{ ifAbsent, ifVersion, ttl }`
     /// as for `put`. A bad option rejects and leaves the upload as it was;
-    /// a refused condition ends it.
+    /// a commit the store refuses (a condition not met, bytes never
+    /// written) ends it.
     #[napi]
     pub async fn commit(&self, conditions: Option<PutConditions>) -> Result<ObjectInfo> {
         let options = put_options(conditions)?;

@@ -80,6 +80,16 @@ test('ttl takes fractions of a millisecond; a put without one clears it', async 
     assert.equal((await s.put('hour', Buffer.from('x'))).expires, null)
     assert.equal((await s.stat('hour')).expires, null)
     assert.equal(s.putSync('hour', Buffer.from('y'), { ttl: undefined }).expires, null)
+    // Conditions that are not an object, or a misspelt field, are refused
+    // (a number given as the ttl would otherwise store an object that never
+    // expires); nothing is stored.
+    for (const bad of [60_000, 'ttl', true, [60_000], { tll: 60_000 }, { TTL: 5 }]) {
+      await assert.rejects(s.put('refused', Buffer.from('x'), bad), { code: 'INVALID_ARGUMENT' }, String(bad))
+      assert.throws(() => s.putSync('refused', Buffer.from('x'), bad), { code: 'INVALID_ARGUMENT' }, String(bad))
+    }
+    assert.equal(await s.has('refused'), false)
+    // A null field is an absent one, for every field.
+    assert.equal((await s.put('nulls', Buffer.from('x'), { ifAbsent: null, ifVersion: null, ttl: null })).expires, null)
     // null is no ttl too (as from JSON), for both calls, over one that had one.
     await s.put('nul', Buffer.from('x'), { ttl: 60_000 })
     assert.equal((await s.put('nul', Buffer.from('y'), { ttl: null })).expires, null)

@@ -175,7 +175,7 @@ test('an upload commits with conditions and a ttl, as put does', async () => {
     let up = await s.beginUpload('u', value.length)
     await write(up)
     // A bad option rejects and leaves the upload as it was.
-    for (const bad of [{ ttl: -1 }, { ttl: 'x' }, { ifAbsent: true, ifVersion: 1 }]) {
+    for (const bad of [{ ttl: -1 }, { ttl: 'x' }, { ifAbsent: true, ifVersion: 1 }, 60_000, 'x', true, [], { tll: 5 }]) {
       await assert.rejects(up.commit(bad), { code: 'INVALID_ARGUMENT' }, JSON.stringify(bad))
     }
     assert.equal(s.listUploads().length, 1, 'a refused option ended the upload')

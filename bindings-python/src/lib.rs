@@ -155,14 +155,30 @@ fn duration_of(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Duration> {
     let py = obj.py();
     let numbers = py.import("numbers")?;
     if obj.is_instance(&numbers.getattr("Integral")?)? {
-        let exact = obj.call_method0("__index__")?;
+        // `operator.index` refuses "integers" without an exact value
+        // (numpy's timedelta64 registers as one) with a TypeError.
+        let exact = py
+            .import("operator")?
+            .getattr("index")?
+            .call1((obj,))
+            .map_err(|_| wrong_type())?;
+        if exact.is_instance_of::<pyo3::types::PyBool>() {
+            return Err(wrong_type());
+        }
         return exact
             .extract::<u64>()
             .map(Duration::from_secs)
             .map_err(|_| out_of_range());
     }
     if obj.is_instance(&numbers.getattr("Real")?)? {
-        let secs: f64 = obj.call_method0("__float__")?.extract()?;
+        let secs: f64 = match obj.call_method0("__float__") {
+            Ok(f) => f.extract().map_err(|_| wrong_type())?,
+            // A Fraction too large for a float: out of range, like 2**64.
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => {
+                return Err(out_of_range())
+            }
+            Err(_) => return Err(wrong_type()),
+        };
         return Duration::try_from_secs_f64(secs).map_err(|_| out_of_range());
     }
     if let Ok(delta) = obj.cast::<PyDelta>() {

@@ -92,6 +92,9 @@ def test_ttl_takes_other_real_numbers_but_no_bool(store):
 
     half = store.put("frac", b"v", ttl=Fraction(1, 2))
     assert half.expires == pytest.approx(half.created + 0.5, abs=1e-3)
+    # Too large for a float: out of range, as 2**64 is.
+    with pytest.raises(errors.InvalidArgumentError):
+        store.put("huge", b"v", ttl=Fraction(10**400, 3))
     # Decimal is no `numbers.Real`: refused, as by `math` functions' peers.
     with pytest.raises(TypeError, match="ttl"):
         store.put("dec", b"v", ttl=Decimal("1.5"))  # type: ignore[arg-type]
@@ -100,13 +103,16 @@ def test_ttl_takes_other_real_numbers_but_no_bool(store):
     assert i.expires == pytest.approx(i.created + 60, abs=1e-3)
     f = store.put("np-float", b"v", ttl=np.float32(1.5))
     assert f.expires == pytest.approx(f.created + 1.5, abs=1e-3)
-    for bad in (np.True_, np.False_):
+    # numpy's bools are no numbers here; its timedelta64 registers as an
+    # integer but has no exact value.
+    for bad in (np.True_, np.False_, np.timedelta64(5, "s")):
         with pytest.raises(TypeError, match="ttl"):
             store.put("np-bool", b"v", ttl=bad)  # type: ignore[arg-type]
     for bad in (np.int64(-1), np.int64(0), np.float64("nan"), np.uint64(2**64 - 1)):
         with pytest.raises(errors.InvalidArgumentError):
             store.put("np-bad", b"v", ttl=bad)
     assert not store.contains("np-bool") and not store.contains("np-bad")
+    assert not store.contains("huge")
     assert not store.contains("dec")
 
 
