@@ -145,20 +145,21 @@ async fn a_backup_never_replaces_a_file_and_refuses_paths_it_cannot_name() {
     assert_eq!(e.kind(), ErrorKind::Closed, "{e}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_damaged_source_object_fails_the_backup_and_publishes_nothing() {
-    // Invariant 5: corruption is reported, never copied.
+/// Stores `objects` (key, size) in a new store, flips one byte of `key`'s
+/// heap bytes at object offset `pos` (data, or the checksum table after it),
+/// then backs the store up: the backup must fail with `Corrupt` naming
+/// `key`, and leave nothing beside the store.
+async fn backup_of_damaged(objects: &[(&str, usize)], key: &str, pos: u64) {
     let t = temp_path();
     let o = || opts(IoEngineKind::IoUring, IndexKind::Hash);
     let s = Store::open(&t.path, o()).await.unwrap();
-    for i in 0..20u64 {
-        s.put(format!("x/{i}"), pattern(i, 30_000)).await.unwrap();
+    for (i, &(k, size)) in objects.iter().enumerate() {
+        s.put(k, pattern(i as u64, size)).await.unwrap();
     }
     s.close().await.unwrap();
     let mut image = std::fs::read(&t.path).unwrap();
-    let tuple = common::tuple_of(&image, "x/7");
-    let at = common::device_offset(&tuple, 12_345);
-    image[at] ^= 0x01;
+    let tuple = common::tuple_of(&image, key);
+    image[common::device_offset(&tuple, pos)] ^= 0x01;
     std::fs::write(&t.path, &image).unwrap();
     drop(image);
 
@@ -166,33 +167,23 @@ async fn a_damaged_source_object_fails_the_backup_and_publishes_nothing() {
     let dest = t.dir.path().join("copy");
     let e = s.backup(&dest).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
-    assert!(e.to_string().contains("x/7"), "{e}");
+    assert!(e.to_string().contains(&format!("{key:?}")), "{e}");
     assert!(!dest.exists());
     assert!(others(t.dir.path(), &["store.blobcask"]).is_empty());
     s.close().await.unwrap();
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_source_object_fails_the_backup_and_publishes_nothing() {
+    // Invariant 5: corruption is reported, never copied.
+    let small: Vec<(String, usize)> = (0..20).map(|i| (format!("x/{i}"), 30_000)).collect();
+    let small: Vec<(&str, usize)> = small.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+    backup_of_damaged(&small, "x/7", 12_345).await;
     // A large object (copied through an upload) whose checksum table is
-    // damaged: Corrupt too, naming the object.
-    let t = temp_path();
-    let s = Store::open(&t.path, o()).await.unwrap();
+    // damaged.
     let size = (17 << 20) + 5;
-    s.put("big", pattern(3, size)).await.unwrap();
-    s.close().await.unwrap();
-    let mut image = std::fs::read(&t.path).unwrap();
-    let tuple = common::tuple_of(&image, "big");
     let table_at = (size as u64).div_ceil(4096) * 4096;
-    let at = common::device_offset(&tuple, table_at + 8);
-    image[at] ^= 0x01;
-    std::fs::write(&t.path, &image).unwrap();
-    drop(image);
-    let s = Store::open(&t.path, o()).await.unwrap();
-    let dest = t.dir.path().join("copy");
-    let e = s.backup(&dest).await.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
-    assert!(e.to_string().contains("\"big\""), "{e}");
-    assert!(!dest.exists());
-    assert!(others(t.dir.path(), &["store.blobcask"]).is_empty());
-    s.close().await.unwrap();
+    backup_of_damaged(&[("big", size)], "big", table_at + 8).await;
 }
 
 /// Acknowledged puts: key and value.
