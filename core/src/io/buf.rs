@@ -61,15 +61,22 @@ fn layout(size: usize) -> Layout {
     Layout::from_size_align(size, BLOCK_SIZE).expect("aligned layout")
 }
 
+/// How long a pool lock is waited for (it is held for a push or a pop).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_micros(200);
+
+/// A class's free list, waited for at most `LOCK_WAIT`: past that the pool
+/// is skipped. So a child forked while another thread held the lock (which
+/// stays locked in the child forever) uses the allocator instead of
+/// hanging, while ordinary contention still finds the pool.
+fn lock(pool: &Mutex<Vec<usize>>) -> Option<parking_lot::MutexGuard<'_, Vec<usize>>> {
+    pool.try_lock_for(LOCK_WAIT)
+}
+
 /// An allocation of `size` bytes (uninitialised, or holding an earlier
 /// buffer's bytes): the caller initialises what it exposes.
 fn allocate(size: usize) -> NonNull<u8> {
     if let Some(c) = class_of(size) {
-        // `try_lock` here and in `release`: a contended pool is skipped,
-        // never waited for, so a child forked while another thread held a
-        // class's lock (which stays locked in the child forever) allocates
-        // from the allocator instead of hanging.
-        if let Some(addr) = POOL.get(c).and_then(|p| p.try_lock()?.pop()) {
+        if let Some(addr) = POOL.get(c).and_then(|p| lock(p)?.pop()) {
             POOLED.fetch_sub(size, Ordering::Relaxed);
             // SAFETY (of the cast back): pooled addresses come from
             // `NonNull` allocations of this class (see `release`).
@@ -90,7 +97,7 @@ fn release(ptr: NonNull<u8>, size: usize) {
     if let Some(pool) = class_of(size).and_then(|c| POOL.get(c)) {
         let kept = POOLED.fetch_add(size, Ordering::Relaxed);
         if kept + size <= POOL_BYTES {
-            if let Some(mut free) = pool.try_lock() {
+            if let Some(mut free) = lock(pool) {
                 free.push(ptr.as_ptr() as usize);
                 return;
             }
