@@ -92,6 +92,8 @@ fn lookups(ix: &dyn blobcask::index::KeyIndex, probe: &[Vec<u8>]) -> (Duration, 
 fn main() {
     let mut n = 1_000_000usize;
     let mut open_n = 1_000_000usize;
+    let mut value_size = 100usize;
+    let mut store_only = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -102,12 +104,89 @@ fn main() {
                     .and_then(|v| v.parse().ok())
                     .expect("--open-keys N")
             }
+            "--value-size" => {
+                value_size = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--value-size N")
+            }
+            "--store-only" => store_only = true,
             _ => {
-                eprintln!("usage: index-bench [--keys N] [--open-keys N]");
+                eprintln!(
+                    "usage: index-bench [--keys N] [--open-keys N] [--value-size N] [--store-only]"
+                );
                 std::process::exit(2);
             }
         }
     }
+    if !store_only {
+        index_part(n);
+    }
+
+    // Whole-store RAM per object and open time, on one store file opened
+    // with each backend.
+    let dir = std::path::Path::new("target/bench");
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("index-bench.blobcask");
+    let _ = std::fs::remove_file(&path);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let okeys = keys(open_n, 7);
+    let key_avg = okeys.iter().map(Vec::len).sum::<usize>() as f64 / open_n as f64;
+    let created = rt.block_on(async {
+        let store = Store::open(&path, Options::new().capacity(2 << 30))
+            .await
+            .unwrap();
+        let t = Instant::now();
+        let per = open_n.div_ceil(64);
+        let mut tasks = vec![];
+        for chunk in okeys.chunks(per) {
+            let (store, chunk) = (store.clone(), chunk.to_vec());
+            tasks.push(tokio::spawn(async move {
+                for k in chunk {
+                    store.put(k, vec![7u8; value_size]).await.unwrap();
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        store.close().await.unwrap();
+        t.elapsed()
+    });
+    println!(
+        "\nstore with {open_n} objects ({value_size}-byte values, keys of {key_avg:.1} bytes on average), created by 64 concurrent writers in {created:.2?}\n"
+    );
+    println!("| backend | open (rebuild) | RAM per object, whole store (FST: after its build) | minus key bytes |");
+    println!("|---|---|---|---|");
+    for kind in IndexKind::ALL {
+        let before = live();
+        let t = Instant::now();
+        let store = blobcask::blocking::Store::open(&path, Options::new().index(kind)).unwrap();
+        let open = t.elapsed();
+        assert_eq!(store.stats().objects, open_n as u64);
+        if kind == IndexKind::Fst {
+            // Let the background FST build finish and be swapped in.
+            std::thread::sleep(Duration::from_secs(8));
+        }
+        let ram = (live() - before) as f64 / open_n as f64;
+        store.close().unwrap();
+        drop(store);
+        println!(
+            "| {} | {:.2?} | {:.1} B | {:.1} B |",
+            kind.name(),
+            open,
+            ram,
+            ram - key_avg
+        );
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+/// Each index backend alone: inserts, bulk load, RAM per key, lookups.
+fn index_part(n: usize) {
     let ks = keys(n, 1);
     let avg = ks.iter().map(Vec::len).sum::<usize>() as f64 / n as f64;
     let mut rng = rand::rngs::StdRng::seed_from_u64(2);
@@ -178,58 +257,4 @@ fn main() {
         );
     }
     drop(ks);
-
-    // Whole-store RAM per object and open time, on one store file opened
-    // with each backend.
-    let dir = std::path::Path::new("target/bench");
-    std::fs::create_dir_all(dir).unwrap();
-    let path = dir.join("index-bench.blobcask");
-    let _ = std::fs::remove_file(&path);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .build()
-        .unwrap();
-    let okeys = keys(open_n, 7);
-    let created = rt.block_on(async {
-        let store = Store::open(&path, Options::new().capacity(2 << 30))
-            .await
-            .unwrap();
-        let t = Instant::now();
-        let per = open_n.div_ceil(64);
-        let mut tasks = vec![];
-        for chunk in okeys.chunks(per) {
-            let (store, chunk) = (store.clone(), chunk.to_vec());
-            tasks.push(tokio::spawn(async move {
-                for k in chunk {
-                    store.put(k, vec![7u8; 16]).await.unwrap();
-                }
-            }));
-        }
-        for t in tasks {
-            t.await.unwrap();
-        }
-        store.close().await.unwrap();
-        t.elapsed()
-    });
-    println!(
-        "\nstore with {open_n} objects (16-byte inline values), created by 64 concurrent writers in {created:.2?}\n"
-    );
-    println!("| backend | open (rebuild) | RAM per object, whole store (FST: after its build) |");
-    println!("|---|---|---|");
-    for kind in IndexKind::ALL {
-        let before = live();
-        let t = Instant::now();
-        let store = blobcask::blocking::Store::open(&path, Options::new().index(kind)).unwrap();
-        let open = t.elapsed();
-        assert_eq!(store.stats().objects, open_n as u64);
-        if kind == IndexKind::Fst {
-            // Let the background FST build finish and be swapped in.
-            std::thread::sleep(Duration::from_secs(8));
-        }
-        let ram = (live() - before) as f64 / open_n as f64;
-        store.close().unwrap();
-        drop(store);
-        println!("| {} | {:.2?} | {:.1} B |", kind.name(), open, ram);
-    }
-    let _ = std::fs::remove_file(&path);
 }

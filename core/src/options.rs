@@ -100,11 +100,12 @@ impl Options {
         Self::default()
     }
 
-    /// Bound of the read cache, in bytes: heap objects of up to 1 MiB read
+    /// Bound of the read cache, in bytes: objects of up to 1 MiB read
     /// whole twice are kept in RAM (checked, by version, so a read never
     /// returns a superseded version) and later reads of them, whole or in
-    /// part, skip the device. A scan does not flush what is read often. 0 turns
-    /// the cache off; inline values are in RAM anyway.
+    /// part, skip the device. Inline values too: they are not kept in RAM
+    /// otherwise, but read from their tuple blocks. A scan does not flush
+    /// what is read often. 0 turns the cache off.
     /// [`Stats::cache`](crate::Stats) reports hits, misses and bytes held.
     /// Defaults to [`DEFAULT_CACHE_BYTES`].
     pub fn cache_bytes(mut self, bytes: u64) -> Self {

@@ -69,8 +69,7 @@ fn the_second_whole_read_admits_and_ranges_are_slices_of_it() {
 
 /// Invariant 9 (`core/INVARIANTS.md`). A hit is the cache's own memory (no
 /// copy), so `ReadOptions::owned` is how a binding that lends writable
-/// buffers (Node) gets bytes nothing else holds: its hits and inline values
-/// are copies, and what its misses admit is a copy too. Were it not, a
+/// buffers (Node) gets bytes nothing else holds: its hits are copies, and what its misses admit is a copy too. Were it not, a
 /// Buffer written by JavaScript would change what every later read returns.
 #[test]
 fn owned_reads_never_share_memory_with_the_cache_or_the_index() {
@@ -108,7 +107,11 @@ fn owned_reads_never_share_memory_with_the_cache_or_the_index() {
         let part = s.read_with("hot", 100, 20_000, owned).unwrap();
         assert_eq!(&part[..], &v[100..20_100]);
         assert_ne!(addr(&part), addr(&hit) + 100, "{engine:?}");
-        // Inline values are the index's memory unless owned.
+        // Inline values are read from their tuple blocks and cached like
+        // heap objects (admitted at the second whole read): hits are the
+        // cache's memory unless owned.
+        s.get("small").unwrap();
+        s.get("small").unwrap();
         let inline = s.get("small").unwrap();
         assert_eq!(addr(&s.get("small").unwrap()), addr(&inline));
         let mine = s.read_with("small", 0, u64::MAX, owned).unwrap();

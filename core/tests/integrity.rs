@@ -173,6 +173,50 @@ fn a_flipped_inline_value_byte_is_refused_at_open() {
     assert!(err.to_string().contains("tuple block"), "{err}");
 }
 
+/// Invariant 5 for inline values, which are not kept in RAM: a read takes
+/// the value from its tuple block's slot and checks the slot, so damage
+/// after open is found by the read that would return it — `Corrupt`, never
+/// the damaged bytes — for every value of that block.
+#[test]
+fn an_inline_value_damaged_after_open_is_refused_at_read() {
+    let dev = Arc::new(MemDevice::new(4 << 20));
+    // The read cache off: every read goes to the device.
+    let s = Store::open_with_engine(dev.clone(), Options::new().cache_bytes(0)).unwrap();
+    let v = pattern(9, 300);
+    let w = pattern(3, 200);
+    s.put("small", v.clone()).unwrap();
+    s.put("other", w.clone()).unwrap();
+    assert_eq!(&s.get("small").unwrap()[..], &v[..]);
+    // Both slots of the block hold the value (each write alternates): damage
+    // every copy, so the current slot surely is.
+    let image = dev.volatile_image();
+    let copies: Vec<usize> = image
+        .windows(32)
+        .enumerate()
+        .filter(|(_, win)| *win == &v[100..132])
+        .map(|(at, _)| at)
+        .collect();
+    assert_eq!(copies.len(), 2, "two slots hold the value");
+    for at in copies {
+        dev.flip(at + 5);
+    }
+    let refused = |r: blobcask::Result<bytes::Bytes>, key: &str| {
+        let e = r.expect_err("damaged bytes were served");
+        assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+        let m = e.to_string();
+        assert!(m.contains(key) && m.contains("tuple block"), "{m}");
+    };
+    refused(s.get("small"), "small");
+    refused(s.read("small", 100, 10), "small");
+    refused(
+        futures::executor::block_on(s.as_async().get("small")),
+        "small",
+    );
+    // The slot's checksum covers the whole block: its other values too.
+    refused(s.get("other"), "other");
+    assert_eq!(s.stat("small").unwrap().size, 300, "metadata is in RAM");
+}
+
 #[test]
 fn write_part_checked_refuses_bytes_that_do_not_match() {
     let dev = Arc::new(MemDevice::new(8 << 20));

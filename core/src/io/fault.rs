@@ -102,6 +102,17 @@ impl MemDevice {
         self.state.lock().syncs
     }
 
+    /// Flips the low bit of the byte at `offset` in what the disk holds and
+    /// what a reader sees: media damage while a store runs on the device.
+    pub fn flip(&self, offset: usize) {
+        let s = &mut *self.state.lock();
+        for image in [&mut s.volatile, &mut s.durable] {
+            if let Some(b) = image.get_mut(offset) {
+                *b ^= 1;
+            }
+        }
+    }
+
     /// The volatile image (what a reader sees now).
     pub fn volatile_image(&self) -> Vec<u8> {
         self.state.lock().volatile.clone()

@@ -177,21 +177,32 @@ pub struct Tuple {
 
 /// Encoded length of a tuple with these parts (used to check fit up front).
 pub fn encoded_len(key_len: usize, value: &TupleValue, expires: bool) -> usize {
-    TUPLE_HEADER_LEN
-        + if expires { EXPIRY_LEN } else { 0 }
-        + key_len
-        + match value {
-            TupleValue::Inline(b) => b.len(),
-            TupleValue::Heap { pieces, sums, .. } => {
-                2 + 8 * pieces.len()
-                    + match sums {
-                        Checksums::None => 0,
-                        Checksums::Whole(_) => 4,
-                        Checksums::Table(_) => 1 + 4,
-                        Checksums::Blocks(b) => 1 + 4 * b.len(),
-                    }
-            }
+    match value {
+        TupleValue::Inline(b) => inline_len(key_len, b.len() as u64, expires),
+        TupleValue::Heap { pieces, sums, .. } => heap_len(key_len, pieces.len(), sums, expires),
+    }
+}
+
+/// Encoded length of an inline tuple of a `size`-byte value.
+pub fn inline_len(key_len: usize, size: u64, expires: bool) -> usize {
+    fixed_len(key_len, expires) + size as usize
+}
+
+/// Encoded length of a heap tuple listing `pieces` pieces.
+pub fn heap_len(key_len: usize, pieces: usize, sums: &Checksums, expires: bool) -> usize {
+    fixed_len(key_len, expires)
+        + 2
+        + 8 * pieces
+        + match sums {
+            Checksums::None => 0,
+            Checksums::Whole(_) => 4,
+            Checksums::Table(_) => 1 + 4,
+            Checksums::Blocks(b) => 1 + 4 * b.len(),
         }
+}
+
+fn fixed_len(key_len: usize, expires: bool) -> usize {
+    TUPLE_HEADER_LEN + if expires { EXPIRY_LEN } else { 0 } + key_len
 }
 
 impl Tuple {

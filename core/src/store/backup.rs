@@ -1,10 +1,15 @@
 //! Online backup: a consistent, compacted, verified copy of a live store.
 //!
 //! 1. **Snapshot.** Under one read lock of the index, every live object
-//!    version is pinned: its key, size, version and value (inline bytes, or
-//!    the `Arc` of its heap extent, which keeps its pieces from being
-//!    reused while the backup reads them: invariant 2). Then one sync, so
-//!    the copy never holds an object the source could still lose.
+//!    version is pinned: its key, size, version and value (the `Arc` of
+//!    its heap extent, which keeps its pieces from being reused while the
+//!    backup reads them: invariant 2; or an inline value's bytes). Inline
+//!    values live in their tuple blocks, not in RAM: right after the lock
+//!    they are read from the blocks, one read per block, and one removed
+//!    from its block meanwhile (its key changed) is taken from the values
+//!    the commit path keeps aside while a snapshot is being filled
+//!    (`Retired`). Then one sync, so the copy never holds an object the
+//!    source could still lose.
 //! 2. **Copy.** A new store is created beside the destination, under a
 //!    temporary name (`.NAME.partial-PID-NANOS`), with the source's
 //!    capacity, index kind, inline threshold and engine. Objects are read
@@ -105,8 +110,52 @@ struct Pinned {
     /// When it expires (µs since the epoch): the copy's expires then too.
     expires: Option<u64>,
     /// Its value; taken (`release`) once its bytes are read, so the source
-    /// can reuse the space of an object deleted meanwhile.
+    /// can reuse the space of an object deleted meanwhile. `None` until
+    /// filled for an inline value in its tuple block (`fill_inline`).
     data: Mutex<Option<ObjectData>>,
+    /// The tuple block of an inline value to read at the snapshot.
+    block: Option<u32>,
+}
+
+/// Inline values removed from their tuple blocks (replaced or deleted)
+/// while a snapshot is being filled, by version: what the snapshot reads
+/// there may no longer hold them. Kept only while someone holds it
+/// (`hold`); the commit path adds to it (`keep`).
+#[derive(Default)]
+pub(crate) struct Retired(Mutex<(usize, std::collections::HashMap<u64, Bytes>)>);
+
+impl Retired {
+    /// Keeps `gone`'s value, if inline and a snapshot is being filled.
+    pub fn keep(&self, gone: crate::meta::tuple::Tuple) {
+        if let crate::meta::tuple::TupleValue::Inline(b) = gone.value {
+            let mut g = self.0.lock();
+            if g.0 > 0 {
+                g.1.insert(gone.version, b);
+            }
+        }
+    }
+
+    fn get(&self, version: u64) -> Option<Bytes> {
+        self.0.lock().1.get(&version).cloned()
+    }
+
+    /// Keeps removed values until the guard drops.
+    fn hold(&self) -> RetiredHold<'_> {
+        self.0.lock().0 += 1;
+        RetiredHold(self)
+    }
+}
+
+struct RetiredHold<'a>(&'a Retired);
+
+impl Drop for RetiredHold<'_> {
+    fn drop(&mut self) {
+        let mut g = self.0 .0.lock();
+        g.0 -= 1;
+        if g.0 == 0 {
+            g.1 = Default::default();
+        }
+    }
 }
 
 impl Pinned {
@@ -194,7 +243,7 @@ impl Store {
         // Counted with the puts in progress: `close` waits for the backup,
         // which stops at its next read once `close` has begun.
         let _running = self.staging();
-        let snapshot = self.snapshot().map_err(|e| e.context(ctx()))?;
+        let snapshot = self.snapshot().await.map_err(|e| e.context(ctx()))?;
         self.sync().await.map_err(|e| e.context(ctx()))?;
         let outcome = match self.copy_to(&temp, &snapshot).await {
             Ok(sums) => verify(self, &temp, &snapshot, &sums).await,
@@ -215,8 +264,18 @@ impl Store {
         })
     }
 
-    /// Every live object version, pinned, in source heap order.
-    fn snapshot(&self) -> Result<Vec<Pinned>> {
+    /// Every live object version, pinned, in source heap order, with the
+    /// bytes of its inline values.
+    async fn snapshot(&self) -> Result<Vec<Pinned>> {
+        let _hold = self.shared().retired.hold();
+        let snapshot = self.pin_live()?;
+        self.fill_inline(&snapshot).await?;
+        Ok(snapshot)
+    }
+
+    /// Every live object version, pinned, in source heap order; inline
+    /// values in their tuple blocks still to read (`fill_inline`).
+    fn pin_live(&self) -> Result<Vec<Pinned>> {
         let st = self.shared().state.read();
         let mut keys = Vec::new();
         st.index.all(&mut keys)?;
@@ -224,18 +283,99 @@ impl Store {
             .into_iter()
             .filter_map(|(key, id)| {
                 let e = st.entry(id).filter(|e| e.live())?;
+                let data = e.data.at_hand();
                 Some(Pinned {
                     key,
                     size: e.size,
                     version: e.version,
-                    expires: e.expires_micros,
-                    data: Mutex::new(Some(e.data.clone())),
+                    expires: e.expires_micros(),
+                    block: data.is_none().then_some(e.block),
+                    data: Mutex::new(data),
                 })
             })
             .collect();
         drop(st);
         out.sort_by_key(Pinned::heap_offset);
         Ok(out)
+    }
+
+    /// Reads the inline values of the snapshot from their tuple blocks, one
+    /// read per block, many at once. A value its block no longer holds was
+    /// removed after the snapshot, so `Retired` has it; a block rewritten
+    /// during its read is read again. Otherwise a missing value is
+    /// `Corrupt` (as a read of it would be).
+    async fn fill_inline(&self, snapshot: &[Pinned]) -> Result<()> {
+        let mut by_block: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+        for (i, p) in snapshot.iter().enumerate() {
+            if let Some(b) = p.block {
+                by_block.entry(b).or_default().push(i);
+            }
+        }
+        stream::iter(by_block)
+            .map(|(block, pins)| self.fill_block(snapshot, block, pins))
+            .buffer_unordered(READS_IN_FLIGHT)
+            .try_collect::<()>()
+            .await
+    }
+
+    async fn fill_block(&self, snapshot: &[Pinned], block: u32, pins: Vec<usize>) -> Result<()> {
+        let mut pins: Vec<&Pinned> = pins.iter().filter_map(|&i| snapshot.get(i)).collect();
+        let s = self.shared();
+        let id = crate::meta::block::SlotIdentity {
+            store_id: s.geometry.store_id,
+            block_no: block,
+        };
+        loop {
+            self.check_not_closing()?;
+            let (at, flips) = {
+                let st = s.state.read();
+                (st.slot_of(block), st.flips)
+            };
+            let tuples = match at {
+                Some(at) => {
+                    let (r, buf) = s
+                        .engine
+                        .read_at(crate::io::AlignedBuf::zeroed(BLOCK_SIZE), at)
+                        .await;
+                    r.map_err(|e| Error::io("reading a tuple block", e))?;
+                    match crate::meta::block::decode_slot(id, buf.as_slice()) {
+                        crate::meta::block::SlotContent::Valid { tuples, .. } => tuples,
+                        _ => Vec::new(),
+                    }
+                }
+                None => Vec::new(),
+            };
+            pins.retain(|p| {
+                let found = tuples
+                    .iter()
+                    .find(|t| t.version == p.version && t.key == p.key)
+                    .and_then(|t| match &t.value {
+                        tuple::TupleValue::Inline(b) => Some(b.clone()),
+                        tuple::TupleValue::Heap { .. } => None,
+                    })
+                    .or_else(|| s.retired.get(p.version));
+                match found {
+                    Some(b) if b.len() as u64 == p.size => {
+                        *p.data.lock() = Some(ObjectData::Inline(b));
+                        false
+                    }
+                    _ => true,
+                }
+            });
+            let Some(p) = pins.first() else {
+                return Ok(());
+            };
+            if s.state.read().flips == flips {
+                return Err(Error::new(
+                    ErrorKind::Corrupt,
+                    format!(
+                        "tuple block {block} does not hold the value of {} (version {})",
+                        show_key(&p.key),
+                        p.version
+                    ),
+                ));
+            }
+        }
     }
 
     /// `len` bytes at `offset` of a pinned version, checked.
@@ -639,11 +779,18 @@ async fn check_one(copy: &Store, p: Option<&Pinned>, want: Option<&Arc<[u32]>>) 
 async fn stored_sums(copy: &Store, key: &[u8]) -> Result<Option<(u64, Arc<[u32]>, Option<u64>)>> {
     let found = {
         let st = copy.shared().state.read();
-        st.lookup_any(key)
-            .map(|e| (e.size, e.version, e.expires_micros, e.data.clone()))
+        st.lookup_any(key).map(|e| {
+            let at_hand = e.data.at_hand();
+            (e.size, e.version, e.expires_micros(), at_hand, e.block)
+        })
     };
-    let Some((size, version, expires, data)) = found else {
+    let Some((size, version, expires, data, block)) = found else {
         return Ok(None);
+    };
+    let data = match data {
+        Some(d) => d,
+        // Inline, in its tuple block: read it (checked with the block).
+        None => ObjectData::Inline(copy.inline_value(key, version, block, size).await?),
     };
     let sums: Arc<[u32]> = match data {
         ObjectData::Inline(b) => tuple::block_sums(&b).into(),
@@ -766,7 +913,7 @@ mod tests {
             for (k, v) in &values {
                 s.put(k, v.clone()).await.unwrap();
             }
-            let snapshot = s.snapshot().unwrap();
+            let snapshot = s.snapshot().await.unwrap();
             let mut sums: Vec<Arc<[u32]>> = Vec::new();
             let mut recorded = 0;
             for p in &snapshot {
@@ -803,6 +950,51 @@ mod tests {
         });
     }
 
+    /// An inline value removed from its tuple block between the snapshot's
+    /// lock and the read of its block comes from the values the commit
+    /// path kept aside (`Retired`); without them it could not be filled.
+    #[test]
+    fn inline_values_changed_after_the_snapshot_come_from_the_retired_values() {
+        futures::executor::block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let s = Store::open(dir.path().join("s"), Options::new().capacity(16 << 20))
+                .await
+                .unwrap();
+            s.put("a", b"a, first".to_vec()).await.unwrap();
+            s.put("b", b"b, first".to_vec()).await.unwrap();
+            // Nothing kept aside: the replaced value is gone from its block.
+            let pins = s.pin_live().unwrap();
+            s.put("a", b"a, second".to_vec()).await.unwrap();
+            let e = s.fill_inline(&pins).await.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+            assert!(e.to_string().contains("does not hold the value"), "{e}");
+
+            let hold = s.shared().retired.hold();
+            let pins = s.pin_live().unwrap();
+            s.put("a", b"a, third".to_vec()).await.unwrap();
+            s.delete("b").await.unwrap();
+            s.fill_inline(&pins).await.unwrap();
+            drop(hold);
+            assert!(s.shared().retired.0.lock().1.is_empty(), "let go");
+            let mut got: Vec<(Vec<u8>, Bytes)> = pins
+                .iter()
+                .map(|p| match p.data().unwrap() {
+                    ObjectData::Inline(b) => (p.key.to_vec(), b),
+                    ObjectData::Heap { .. } => panic!("inline"),
+                })
+                .collect();
+            got.sort();
+            assert_eq!(
+                got,
+                [
+                    (b"a".to_vec(), Bytes::from_static(b"a, second")),
+                    (b"b".to_vec(), Bytes::from_static(b"b, first"))
+                ]
+            );
+            s.close().await.unwrap();
+        });
+    }
+
     /// Adjacent small objects are read in runs, and each comes out whole
     /// and checked.
     #[test]
@@ -816,7 +1008,7 @@ mod tests {
             s.bulk_load((0..40).map(|i| (format!("k{i:02}"), value(i))))
                 .await
                 .unwrap();
-            let snapshot = s.snapshot().unwrap();
+            let snapshot = s.snapshot().await.unwrap();
             let all: Vec<usize> = (0..snapshot.len()).collect();
             let runs = runs(&snapshot, all.clone());
             assert!(

@@ -1,4 +1,4 @@
-//! The read cache: whole heap objects kept in RAM after a device read, so a
+//! The read cache: whole objects kept in RAM after a device read, so a
 //! hot object is read from the device once rather than at every get.
 //!
 //! * **Keyed by version.** Versions are never reused (each change gets a
@@ -28,7 +28,8 @@
 //! * **Eviction** is `quick_cache`'s (CLOCK-PRO with ghost entries): what
 //!   is admitted but not read again leaves first, so a scan of objects read
 //!   twice does not flush the hot set either.
-//! * Inline values are not cached: they are in RAM already.
+//! * Inline values are cached like heap objects: the index does not keep
+//!   them, a read takes them from their tuple block (`Store::read_slot`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -43,7 +43,7 @@ use std::pin::Pin;
 use futures::channel::oneshot::{self, Sender};
 use parking_lot::{Condvar, Mutex};
 
-use super::{now_micros, Entry, ObjectData, ObjectInfo, Shared};
+use super::{now_micros, Entry, ObjectData, ObjectInfo, Shared, Stored};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{MetaExtent, BLOCK_SIZE, MAX_META_EXTENTS};
 use crate::io::AlignedBuf;
@@ -234,6 +234,9 @@ pub(crate) struct Committer {
     /// Sync mode writes them before acknowledging; buffered mode
     /// acknowledges at once and writes them within `max_delay`.
     pending: Pending,
+    /// Entries holding their inline value in RAM until their tuple block
+    /// is written (`Stored::Pending`): (entry id, version).
+    inline_pending: Vec<(crate::index::EntryId, u64)>,
 }
 
 /// An open group: everything applied since the last tuple-block write.
@@ -266,7 +269,14 @@ impl Committer {
             stale_keys: HashSet::new(),
             deferred: VecDeque::new(),
             pending: Pending::default(),
+            inline_pending: Vec::new(),
         }
+    }
+
+    /// Notes that entry `id` holds the inline value of `version` in RAM
+    /// until its tuple block is written (open: a block recovery changed).
+    pub fn hold_inline(&mut self, id: crate::index::EntryId, version: u64) {
+        self.inline_pending.push((id, version));
     }
 
     /// Notes that `key`'s version `version` expires at `at` (open, for the
@@ -280,7 +290,7 @@ impl Committer {
 
     /// Forgets the expiry of a version that is replaced or removed.
     fn untrack(&mut self, gone: &Entry) {
-        if let Some(at) = gone.expires_micros {
+        if let Some(at) = gone.expires_micros() {
             self.shared.expiring.lock().remove(&(at, gone.version));
         }
     }
@@ -687,17 +697,21 @@ impl Committer {
             expires_micros,
             value,
         };
-        let entry = Entry {
-            key_len: tuple.key.len() as u16,
-            version: tuple.version,
+        let inline = matches!(data, ObjectData::Inline(_));
+        let entry = Entry::new(
+            tuple.key.len(),
+            tuple.version,
             created_micros,
             size,
             expires_micros,
-            data,
+            Stored::of(data),
             block,
-        };
+        );
         let info = entry.info();
-        let (_, replaced) = self.shared.state.write().link(&tuple.key, entry);
+        let (id, replaced) = self.shared.state.write().link(&tuple.key, entry);
+        if inline {
+            self.hold_inline(id, tuple.version);
+        }
         if let Some(gone) = &replaced {
             self.untrack(gone);
         }
@@ -711,7 +725,7 @@ impl Committer {
                     .iter_mut()
                     .find(|t| t.key == tuple.key && t.version == old_version);
                 match at {
-                    Some(t) => *t = tuple,
+                    Some(t) => self.shared.retired.keep(std::mem::replace(t, tuple)),
                     None => image.push(tuple),
                 }
                 self.table.shrink_used(block, old_len);
@@ -759,7 +773,12 @@ impl Committer {
         self.untrack(&entry);
         self.bump();
         let image = self.table.images.get_mut(&block).expect("image loaded");
-        image.retain(|t| !(&*t.key == key && t.version == entry.version));
+        if let Some(i) = image
+            .iter()
+            .position(|t| &*t.key == key && t.version == entry.version)
+        {
+            self.shared.retired.keep(image.swap_remove(i));
+        }
         self.table.shrink_used(block, entry.tuple_len());
         dirty.insert(block);
         release.push(entry);
@@ -790,7 +809,7 @@ impl Committer {
                     e.key_len,
                     e.created_micros,
                     e.size,
-                    e.expires_micros,
+                    e.expires_micros(),
                 )
             })
         };
@@ -818,15 +837,15 @@ impl Committer {
         // writes), though the object keeps its version.
         self.pending.first.get_or_insert(self.next_version);
         self.bump();
-        let entry = Entry {
-            key_len,
+        let entry = Entry::new(
+            key_len as usize,
             version,
             created_micros,
             size,
             expires_micros,
-            data,
+            Stored::of(data),
             block,
-        };
+        );
         let replaced = self.shared.state.write().replace(id, entry);
         self.table.shrink_used(block, old_len);
         self.table.grow_used(block, len, false);
@@ -889,6 +908,7 @@ impl Committer {
             {
                 let gone = image.swap_remove(i);
                 self.table.shrink_used(block, gone.encoded_len());
+                self.shared.retired.keep(gone);
                 blocks.insert(block);
             }
         }
@@ -939,14 +959,33 @@ impl Committer {
 
     /// After the writes and the sync: the slots just written hold the
     /// blocks' state, so the next writes go to the other ones.
+    /// Readers now find the blocks' state in those slots: inline values
+    /// of the blocks held in RAM until now are let go.
     fn blocks_written(&mut self, blocks: &BTreeSet<u32>) {
+        let mut st = self.shared.state.write();
         // `encode_blocks` found every one of them.
         for &b in blocks {
             if let Some(state) = self.table.block_mut(b) {
+                st.set_slot(b, state.slot_offset(state.next_slot));
                 state.next_slot ^= 1;
                 state.has_state = true;
             }
         }
+        st.flips += 1;
+        // Written with its block: the value is read from the slot now.
+        // Gone (replaced, deleted) or in a block still unwritten: as is.
+        self.inline_pending.retain(|&(id, version)| {
+            let Some(e) = st.entry_mut(id, version) else {
+                return false;
+            };
+            if blocks.contains(&e.block) {
+                e.data = Stored::Inline;
+                false
+            } else {
+                true
+            }
+        });
+        drop(st);
         self.table.trim_images(blocks);
         self.shared
             .device_bytes_written

@@ -202,10 +202,10 @@ impl Store {
             // An expired version is left to the reaper.
             .filter(|(_, e)| e.live())
             .filter_map(|(id, e)| {
-                let ObjectData::Heap { extent, .. } = &e.data else {
-                    return None;
-                };
-                let top = extent
+                let top = e
+                    .data
+                    .heap()?
+                    .extent
                     .pieces
                     .iter()
                     .map(|p| p.start + (1u64 << p.order))
@@ -230,9 +230,9 @@ impl Store {
             let st = s.state.read();
             st.entry(p.id)
                 .filter(|e| e.version == p.version)
-                .map(|e| e.data.clone())
+                .and_then(|e| e.data.heap().cloned())
         };
-        let Some(ObjectData::Heap { extent, sums, .. }) = current else {
+        let Some(super::HeapValue { extent, sums, .. }) = current else {
             return Ok(None);
         };
         let Some(low) = extent.pieces.iter().map(|p| p.start).min() else {

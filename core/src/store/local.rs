@@ -163,26 +163,38 @@ impl LocalStore {
         let key = key.as_ref();
         let ctx = || format!("read {} at {offset}", show_key(key));
         self.check_runtime().map_err(|e| e.context(ctx()))?;
-        match self
-            .store
-            .locate(key, offset, len, ReadOptions::default())?
-            .1
-        {
-            Located::Ready(b) => Ok(b),
-            Located::Heap(h) => {
-                let s = self.store.shared();
-                s.landing.wait(h.version).await;
-                let bytes = data::read_range(
-                    &self.inner.file,
-                    Some(&s.tables),
-                    &h.object(),
-                    h.offset,
-                    h.len,
-                )
-                .await
-                .map_err(|e| e.context(ctx()))?;
-                self.store.admit(key, &h, &bytes, ReadOptions::default());
-                Ok(bytes)
+        loop {
+            match self
+                .store
+                .locate(key, offset, len, ReadOptions::default())?
+                .1
+            {
+                Located::Ready(b) => return Ok(b),
+                Located::Heap(h) => {
+                    let s = self.store.shared();
+                    s.landing.wait(h.version).await;
+                    let bytes = data::read_range(
+                        &self.inner.file,
+                        Some(&s.tables),
+                        &h.object(),
+                        h.offset,
+                        h.len,
+                    )
+                    .await
+                    .map_err(|e| e.context(ctx()))?;
+                    self.store.admit(key, &h, &bytes, ReadOptions::default());
+                    return Ok(bytes);
+                }
+                Located::Slot(r) => {
+                    let found = self
+                        .store
+                        .read_slot(&self.inner.file, key, &r, ReadOptions::default())
+                        .await
+                        .map_err(|e| e.context(ctx()))?;
+                    if let Some(b) = found {
+                        return Ok(b);
+                    }
+                }
             }
         }
     }

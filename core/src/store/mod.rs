@@ -7,7 +7,10 @@
 //!   versions in order, writes tuple blocks and syncs once per group, and
 //!   only then acknowledges;
 //! * readers look a key up under a short read lock, clone the entry's
-//!   [`Extent`] handle and read without any lock;
+//!   [`Extent`] handle and read without any lock; an inline value is read
+//!   from the slot holding its tuple block's state (`State::slots`), and
+//!   read again if a commit rewrote that slot meanwhile (`State::flips`):
+//!   a slot is rewritten only after a publish made it the spare;
 //! * heap pieces return to the allocator when the last handle of their
 //!   extent drops. The index drops its handle only after the change that
 //!   unlinked the extent is durable, and every in-flight read holds one, so
@@ -45,7 +48,8 @@ use crate::alloc::BuddyAllocator;
 use crate::error::{show_key, Error, ErrorKind, Result};
 use crate::format::BLOCK_SIZE;
 use crate::index::{EntryId, IndexKind, KeyIndex};
-use crate::io::IoEngine;
+use crate::io::{AlignedBuf, IoEngine};
+use crate::meta::block::{decode_slot, SlotContent, SlotIdentity};
 use crate::meta::recovery::RecoveryReport;
 use crate::meta::tuple::{self, Checksums, Piece, TupleValue, MAX_KEY_LEN};
 use crate::options::{Options, PutMode, PutOptions, ReadOptions};
@@ -186,13 +190,6 @@ impl ObjectData {
             },
         }
     }
-
-    fn heap_bytes(&self) -> u64 {
-        match self {
-            ObjectData::Inline(_) => 0,
-            ObjectData::Heap { extent, .. } => extent.bytes(),
-        }
-    }
 }
 
 /// Heap objects up to this size are not synced before their tuple: the
@@ -224,10 +221,25 @@ fn heap(extent: Arc<Extent>, sums: Checksums, unsynced: bool) -> ObjectData {
 
 /// A read resolved against the index.
 enum Located {
-    /// The bytes are at hand (inline values).
+    /// The bytes are at hand (inline values not yet written, cached ones).
     Ready(Bytes),
     /// Read `len` bytes at `offset` of this object version.
     Heap(HeapRead),
+    /// An inline value: read it from the slot holding its tuple block.
+    Slot(SlotRead),
+}
+
+/// An inline value to read from its tuple block's written slot.
+struct SlotRead {
+    block: u32,
+    /// Device offset of the slot.
+    at: u64,
+    /// `State::flips` when it was located.
+    flips: u64,
+    version: u64,
+    size: u64,
+    offset: u64,
+    len: u64,
 }
 
 /// A heap object pinned for a read (the `Arc` keeps its pieces allocated).
@@ -253,36 +265,133 @@ impl HeapRead {
 
 /// One committed object version, as the index sees it. The key itself is
 /// not here: it lives in the index (and on disk in the tuple), so a backend
-/// that compresses keys (FST) really saves their memory.
+/// that compresses keys (FST) really saves their memory. Neither is an
+/// inline value once its tuple block is written (`Stored::Inline`): reads
+/// take it from the block, through the read cache. Kept small (56 bytes):
+/// there is one per object.
 pub(crate) struct Entry {
-    pub key_len: u16,
     pub version: u64,
     pub created_micros: u64,
     pub size: u64,
-    /// When it expires, µs since the epoch (`None`: never).
-    pub expires_micros: Option<u64>,
-    pub data: ObjectData,
+    /// When it expires, µs since the epoch; 0: never.
+    expires: u64,
     /// Tuple block holding this entry's tuple.
     pub block: u32,
+    pub key_len: u16,
+    pub data: Stored,
+}
+
+/// Where a committed version's value is (the entry's view of
+/// [`ObjectData`]).
+pub(crate) enum Stored {
+    /// Inline in its tuple, whose block is written: read from the block's
+    /// current slot (`State::slots`).
+    Inline,
+    /// Inline, and its tuple block not written yet: the bytes, until the
+    /// commit path has written the block (`Committer::blocks_written`).
+    Pending(Box<Bytes>),
+    /// On the heap.
+    Heap(Box<HeapValue>),
+}
+
+/// A heap object's pieces and the checksums of their bytes (see
+/// [`ObjectData::Heap`]).
+#[derive(Clone)]
+pub(crate) struct HeapValue {
+    pub extent: Arc<Extent>,
+    pub sums: Checksums,
+    pub unsynced: bool,
+}
+
+impl Stored {
+    /// The entry's form of a staged value: inline bytes are kept until
+    /// their block is written.
+    fn of(data: ObjectData) -> Stored {
+        match data {
+            ObjectData::Inline(b) => Stored::Pending(Box::new(b)),
+            ObjectData::Heap {
+                extent,
+                sums,
+                unsynced,
+            } => Stored::Heap(Box::new(HeapValue {
+                extent,
+                sums,
+                unsynced,
+            })),
+        }
+    }
+
+    /// The value as staged data, when it is at hand (heap, or inline
+    /// bytes not yet written); `None` for an inline value on the device.
+    pub fn at_hand(&self) -> Option<ObjectData> {
+        match self {
+            Stored::Inline => None,
+            Stored::Pending(b) => Some(ObjectData::Inline(Bytes::clone(b))),
+            Stored::Heap(h) => Some(heap(h.extent.clone(), h.sums.clone(), h.unsynced)),
+        }
+    }
+
+    pub fn heap(&self) -> Option<&HeapValue> {
+        match self {
+            Stored::Heap(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    fn heap_bytes(&self) -> u64 {
+        self.heap().map_or(0, |h| h.extent.bytes())
+    }
 }
 
 impl Entry {
-    pub fn tuple_value(&self) -> TupleValue {
-        self.data.tuple_value()
+    pub fn new(
+        key_len: usize,
+        version: u64,
+        created_micros: u64,
+        size: u64,
+        expires_micros: Option<u64>,
+        data: Stored,
+        block: u32,
+    ) -> Entry {
+        Entry {
+            version,
+            created_micros,
+            size,
+            // 0 means "never": an expiry read as 0 (a hand-made tuple;
+            // the store writes creation + at least 1 µs) is kept as 1, as
+            // long past.
+            expires: expires_micros.map_or(0, |at| at.max(1)),
+            block,
+            key_len: key_len as u16,
+            data,
+        }
     }
 
+    /// When it expires, µs since the epoch (`None`: never).
+    pub fn expires_micros(&self) -> Option<u64> {
+        (self.expires != 0).then_some(self.expires)
+    }
+
+    /// Length of its encoded tuple.
     pub fn tuple_len(&self) -> usize {
-        tuple::encoded_len(
-            self.key_len as usize,
-            &self.tuple_value(),
-            self.expires_micros.is_some(),
-        )
+        let expires = self.expires != 0;
+        match &self.data {
+            Stored::Inline | Stored::Pending(_) => {
+                tuple::inline_len(self.key_len as usize, self.size, expires)
+            }
+            Stored::Heap(h) => tuple::heap_len(
+                self.key_len as usize,
+                h.extent.pieces.len(),
+                &h.sums,
+                expires,
+            ),
+        }
     }
 
     /// Whether this version is visible now: not expired by the wall clock
     /// (the clock is read only for an entry that can expire).
     pub fn live(&self) -> bool {
-        self.expires_micros.is_none_or(|at| now_micros() < at)
+        self.expires == 0 || now_micros() < self.expires
     }
 
     pub fn info(&self) -> ObjectInfo {
@@ -290,9 +399,9 @@ impl Entry {
             size: self.size,
             version: self.version,
             created: UNIX_EPOCH + Duration::from_micros(self.created_micros),
-            inline: matches!(self.data, ObjectData::Inline(_)),
+            inline: !matches!(self.data, Stored::Heap(_)),
             expires: self
-                .expires_micros
+                .expires_micros()
                 .map(|at| UNIX_EPOCH + Duration::from_micros(at)),
         }
     }
@@ -305,7 +414,18 @@ pub(crate) struct State {
     free_ids: Vec<EntryId>,
     pub logical_bytes: u64,
     pub heap_bytes: u64,
+    /// Per tuple block, the device offset of the slot holding its written
+    /// state (`NO_SLOT`: none yet): where inline values are read from.
+    /// Changed only together with the entries it serves (one write lock).
+    slots: Vec<u64>,
+    /// Tuple-block writes published so far: a slot is rewritten only after
+    /// a publish made it the spare, so a read of a slot during which this
+    /// did not change saw no write of it.
+    pub flips: u64,
 }
+
+/// `State::slots` of a block without written state.
+const NO_SLOT: u64 = u64::MAX;
 
 impl State {
     fn new(index: Box<dyn KeyIndex>) -> Self {
@@ -315,7 +435,38 @@ impl State {
             free_ids: Vec::new(),
             logical_bytes: 0,
             heap_bytes: 0,
+            slots: Vec::new(),
+            flips: 0,
         }
+    }
+
+    /// Device offset of the slot holding `block`'s written state.
+    pub fn slot_of(&self, block: u32) -> Option<u64> {
+        self.slots
+            .get(block as usize)
+            .copied()
+            .filter(|&at| at != NO_SLOT)
+    }
+
+    /// Records that `block`'s state is now the slot at `at` (written and
+    /// synced).
+    pub fn set_slot(&mut self, block: u32, at: u64) {
+        let i = block as usize;
+        if self.slots.len() <= i {
+            self.slots.resize(i + 1, NO_SLOT);
+        }
+        if let Some(s) = self.slots.get_mut(i) {
+            *s = at;
+        }
+    }
+
+    /// The entry `id` if it still holds `version`, mutably (the commit
+    /// path, once the tuple block of a pending inline value is written).
+    pub fn entry_mut(&mut self, id: EntryId, version: u64) -> Option<&mut Entry> {
+        self.entries
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+            .filter(|e| e.version == version)
     }
 
     /// `key`'s visible entry: none when it has none or it expired.
@@ -461,6 +612,9 @@ pub(crate) struct Shared {
     /// what `stats` leaves out. An entry leaves when its version is
     /// replaced or removed.
     pub expiring: Mutex<ExpiryQueue>,
+    /// Inline values removed from their blocks while a backup fills its
+    /// snapshot.
+    pub retired: backup::Retired,
     /// The allocator's `frees` count after the last compaction a put ran
     /// in vain (`u64::MAX`: none): puts do not compact again until a piece
     /// is freed.
@@ -984,26 +1138,40 @@ impl Store {
         len: u64,
         options: ReadOptions,
     ) -> Result<(ObjectInfo, Bytes)> {
-        let (info, located) = self.locate(key, offset, len, options)?;
-        let bytes = match located {
-            Located::Ready(b) => b,
-            Located::Heap(h) => {
-                let s = self.shared();
-                s.landing.wait(h.version).await;
-                let bytes = data::read_range(
-                    s.engine.as_ref(),
-                    Some(&s.tables),
-                    &h.object(),
-                    h.offset,
-                    h.len,
-                )
-                .await
-                .map_err(|e| e.context(format!("read {} at {offset}", show_key(key))))?;
-                self.admit(key, &h, &bytes, options);
-                bytes
-            }
-        };
-        Ok((info, bytes))
+        let ctx = |e: Error| e.context(format!("read {} at {offset}", show_key(key)));
+        let s = self.shared();
+        loop {
+            let (info, located) = self.locate(key, offset, len, options)?;
+            let bytes = match located {
+                Located::Ready(b) => b,
+                Located::Heap(h) => {
+                    s.landing.wait(h.version).await;
+                    let bytes = data::read_range(
+                        s.engine.as_ref(),
+                        Some(&s.tables),
+                        &h.object(),
+                        h.offset,
+                        h.len,
+                    )
+                    .await
+                    .map_err(ctx)?;
+                    self.admit(key, &h, &bytes, options);
+                    bytes
+                }
+                Located::Slot(r) => {
+                    match self
+                        .read_slot(s.engine.as_ref(), key, &r, options)
+                        .await
+                        .map_err(ctx)?
+                    {
+                        Some(b) => b,
+                        // The block was rewritten during the read.
+                        None => continue,
+                    }
+                }
+            };
+            return Ok((info, bytes));
+        }
     }
 
     /// [`read`](Self::read) for blocking callers: a range inside one device
@@ -1016,23 +1184,154 @@ impl Store {
         len: u64,
         options: ReadOptions,
     ) -> Result<Bytes> {
-        match self.locate(key, offset, len, options)?.1 {
-            Located::Ready(b) => Ok(b),
-            Located::Heap(h) => {
-                let s = self.shared();
-                crate::io::block_on(s.landing.wait(h.version));
-                let bytes = data::read_range_blocking(
-                    s.engine.as_ref(),
-                    Some(&s.tables),
-                    &h.object(),
-                    h.offset,
-                    h.len,
-                )
-                .map_err(|e| e.context(format!("read {} at {offset}", show_key(key))))?;
-                self.admit(key, &h, &bytes, options);
-                Ok(bytes)
+        let ctx = |e: Error| e.context(format!("read {} at {offset}", show_key(key)));
+        let s = self.shared();
+        loop {
+            match self.locate(key, offset, len, options)?.1 {
+                Located::Ready(b) => return Ok(b),
+                Located::Heap(h) => {
+                    crate::io::block_on(s.landing.wait(h.version));
+                    let bytes = data::read_range_blocking(
+                        s.engine.as_ref(),
+                        Some(&s.tables),
+                        &h.object(),
+                        h.offset,
+                        h.len,
+                    )
+                    .map_err(ctx)?;
+                    self.admit(key, &h, &bytes, options);
+                    return Ok(bytes);
+                }
+                Located::Slot(r) => {
+                    let (io, buf) = s
+                        .engine
+                        .read_at_blocking(AlignedBuf::zeroed(BLOCK_SIZE), r.at);
+                    if let Some(b) = self
+                        .inline_from_slot(key, &r, io, buf.as_slice(), options)
+                        .map_err(ctx)?
+                    {
+                        return Ok(b);
+                    }
+                }
             }
         }
+    }
+
+    /// `key`'s inline value of `version`, held in tuple block `block`,
+    /// expired or not (backup's checks of its copy).
+    pub(crate) async fn inline_value(
+        &self,
+        key: &[u8],
+        version: u64,
+        block: u32,
+        size: u64,
+    ) -> Result<Bytes> {
+        let s = self.shared();
+        loop {
+            let (at, flips) = {
+                let st = s.state.read();
+                (st.slot_of(block), st.flips)
+            };
+            let at = at.ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Corrupt,
+                    format!("tuple block {block} of an inline value was never written"),
+                )
+            })?;
+            let r = SlotRead {
+                block,
+                at,
+                flips,
+                version,
+                size,
+                offset: 0,
+                len: size,
+            };
+            let found = self
+                .read_slot(s.engine.as_ref(), key, &r, ReadOptions::default())
+                .await?;
+            if let Some(b) = found {
+                return Ok(b);
+            }
+        }
+    }
+
+    /// Reads the slot `r` names through `reader` and takes `key`'s inline
+    /// value from it (see [`inline_from_slot`](Self::inline_from_slot)).
+    async fn read_slot<R: data::BlockReader + ?Sized>(
+        &self,
+        reader: &R,
+        key: &[u8],
+        r: &SlotRead,
+        options: ReadOptions,
+    ) -> Result<Option<Bytes>> {
+        let (io, buf) = reader
+            .read_blocks(AlignedBuf::zeroed(BLOCK_SIZE), r.at)
+            .await;
+        self.inline_from_slot(key, r, io, buf.as_slice(), options)
+    }
+
+    /// `key`'s inline value (the range `r` asks for) from `slot`, the bytes
+    /// read from its tuple block's slot: checked with the slot (magic,
+    /// checksum, identity: invariant 5), and kept in the read cache like a
+    /// heap object's. `Ok(None)` when the slot did not hold it because a
+    /// commit rewrote the block during the read (`State::flips` moved):
+    /// locate again. Otherwise a slot that does not hold the version the
+    /// index names is `Corrupt`, never a guess.
+    fn inline_from_slot(
+        &self,
+        key: &[u8],
+        r: &SlotRead,
+        io: std::io::Result<()>,
+        slot: &[u8],
+        options: ReadOptions,
+    ) -> Result<Option<Bytes>> {
+        let s = self.shared();
+        let id = SlotIdentity {
+            store_id: s.geometry.store_id,
+            block_no: r.block,
+        };
+        let found = match io.as_ref().map(|()| decode_slot(id, slot)) {
+            Ok(SlotContent::Valid { tuples, .. }) => tuples
+                .into_iter()
+                .find(|t| t.version == r.version && *t.key == *key)
+                .map(|t| t.value)
+                .ok_or_else(|| format!("does not hold version {}", r.version)),
+            Ok(SlotContent::Invalid { why, .. }) => Err(why),
+            Ok(SlotContent::Empty) => Err("is empty".to_owned()),
+            Err(_) => Err(String::new()),
+        };
+        let value = match found {
+            Ok(TupleValue::Inline(v)) if v.len() as u64 == r.size => v,
+            other => {
+                if s.state.read().flips != r.flips {
+                    return Ok(None);
+                }
+                if let Err(e) = io {
+                    return Err(Error::io("reading a tuple block", e));
+                }
+                let why = match other {
+                    Err(why) => why,
+                    Ok(_) => format!("holds version {} with another value", r.version),
+                };
+                return Err(Error::new(
+                    ErrorKind::Corrupt,
+                    format!("tuple block {} (slot at byte {}) {why}", r.block, r.at),
+                ));
+            }
+        };
+        let range = value.slice(r.offset as usize..(r.offset + r.len) as usize);
+        if s.cache.wants(r.version, r.size, 0, r.size) {
+            s.cache.admit(r.version, &value, false, || {
+                s.state
+                    .read()
+                    .lookup(key)
+                    .is_some_and(|e| e.version == r.version)
+            });
+            // The cache may share `value`: a copy for a caller who owns it.
+            return Ok(Some(owned(range, options)));
+        }
+        Ok(Some(range))
     }
 
     /// Keeps the checked bytes of a whole-object read in the read cache
@@ -1050,9 +1349,10 @@ impl Store {
         }
     }
 
-    /// Checks the call and resolves `key` to its bytes (inline, or cached;
-    /// copied when the caller is to own them) or to its extent, pinned (the
-    /// `Arc`) so its pieces outlive the read.
+    /// Checks the call and resolves `key` to its bytes (inline and not yet
+    /// written, or cached; copied when the caller is to own them), to its
+    /// tuple block's slot (inline), or to its extent, pinned (the `Arc`) so
+    /// its pieces outlive the read.
     fn locate(
         &self,
         key: &[u8],
@@ -1063,12 +1363,18 @@ impl Store {
         let ctx = || format!("read {} at {offset}", show_key(key));
         self.check_open().map_err(|e| e.context(ctx()))?;
         check_key(key).map_err(|e| e.context(ctx()))?;
-        let (info, data) = {
+        let (info, data, block, slot, flips) = {
             let st = self.shared().state.read();
             let e = st
                 .lookup(key)
                 .ok_or_else(|| Error::new(ErrorKind::NotFound, "no such key").context(ctx()))?;
-            (e.info(), e.data.clone())
+            (
+                e.info(),
+                e.data.at_hand(),
+                e.block,
+                st.slot_of(e.block),
+                st.flips,
+            )
         };
         let (size, version) = (info.size, info.version);
         if offset > size {
@@ -1079,21 +1385,36 @@ impl Store {
             .context(ctx()));
         }
         let len = len.min(size - offset);
-        if matches!(data, ObjectData::Heap { .. }) {
+        if !matches!(data, Some(ObjectData::Inline(_))) {
             if let Some(b) = self.shared().cache.get(version, offset, len) {
                 return Ok((info, Located::Ready(owned(b, options))));
             }
         }
         let located = match data {
-            ObjectData::Inline(b) => Located::Ready(owned(
+            Some(ObjectData::Inline(b)) => Located::Ready(owned(
                 b.slice(offset as usize..(offset + len) as usize),
                 options,
             )),
-            ObjectData::Heap { extent, sums, .. } => Located::Heap(HeapRead {
+            Some(ObjectData::Heap { extent, sums, .. }) => Located::Heap(HeapRead {
                 extent,
                 sums,
                 size,
                 version,
+                offset,
+                len,
+            }),
+            None => Located::Slot(SlotRead {
+                block,
+                at: slot.ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Corrupt,
+                        format!("tuple block {block} of an inline value was never written"),
+                    )
+                    .context(ctx())
+                })?,
+                flips,
+                version,
+                size,
                 offset,
                 len,
             }),

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use super::commit::Committer;
-use super::{data, now_micros, Entry, Geometry, ObjectData, Shared, State, Store};
+use super::{data, now_micros, Entry, Geometry, Shared, State, Store, Stored};
 use crate::alloc::BuddyAllocator;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{
@@ -613,6 +613,7 @@ async fn recover(
         compacting: futures::lock::Mutex::new(()),
         futile_compaction: AtomicU64::new(u64::MAX),
         expiring: Default::default(),
+        retired: Default::default(),
     });
     // Blocks rewritten below hold exactly their winning tuples.
     for &b in &dirty {
@@ -620,8 +621,16 @@ async fn recover(
     }
     // Versions that expire: the reaper's queue (`Committer::track_expiry`).
     let mut expiring = Vec::new();
+    // Entries whose inline values wait for their block to be written.
+    let mut held = Vec::new();
     {
         let mut st = shared.state.write();
+        // Where readers find each written block's state.
+        for (no, b) in table.blocks.iter().enumerate() {
+            if b.has_state {
+                st.set_slot(no as u32, b.current_offset());
+            }
+        }
         let mut keys = Vec::with_capacity(winners.len());
         let mut used = vec![0usize; table.blocks.len()];
         for (block, t) in winners {
@@ -630,7 +639,12 @@ async fn recover(
                 image.push(t.clone());
             }
             let data = match t.value {
-                TupleValue::Inline(b) => ObjectData::Inline(b),
+                // The block as recovery left it is on the device only if
+                // recovery did not change it; a changed block holds its
+                // values until it is written (`Committer::blocks_written`;
+                // a read-only open never writes it).
+                TupleValue::Inline(b) if dirty.contains(&block) => Stored::Pending(Box::new(b)),
+                TupleValue::Inline(_) => Stored::Inline,
                 TupleValue::Heap {
                     pieces,
                     sums,
@@ -648,22 +662,26 @@ async fn recover(
                         }
                     }
                     drop(a);
-                    ObjectData::Heap {
+                    Stored::Heap(Box::new(super::HeapValue {
                         extent: shared.new_extent(pieces),
                         sums,
                         unsynced,
-                    }
+                    }))
                 }
             };
-            let id = st.add(Entry {
-                key_len: t.key.len() as u16,
-                version: t.version,
-                created_micros: t.created_micros,
-                size: t.size,
-                expires_micros: t.expires_micros,
+            let pending = matches!(data, Stored::Pending(_));
+            let id = st.add(Entry::new(
+                t.key.len(),
+                t.version,
+                t.created_micros,
+                t.size,
+                t.expires_micros,
                 data,
                 block,
-            });
+            ));
+            if pending {
+                held.push((id, t.version));
+            }
             if let Some(at) = t.expires_micros {
                 expiring.push((t.key.clone(), at, t.version, t.size));
             }
@@ -692,6 +710,9 @@ async fn recover(
     let mut committer = Committer::new(shared.clone(), table, max_seq + 1);
     for (key, at, version, size) in expiring {
         committer.track_expiry(key, at, version, size);
+    }
+    for (id, version) in held {
+        committer.hold_inline(id, version);
     }
     if read_only {
         // Recovery's decisions hold in memory only: nothing is written.

@@ -6,7 +6,7 @@
 //! pins its pieces for the duration (invariant 2), so a scrub may run next
 //! to writers without mistaking reused space for damage.
 
-use super::{data, ObjectData, Store};
+use super::{data, Store};
 use crate::error::{show_key, Error, ErrorKind, Result};
 use crate::format::{BLOCK_SIZE, SUPER_BLOCKS};
 use crate::io::AlignedBuf;
@@ -64,14 +64,16 @@ impl Store {
             let st = self.shared().state.read();
             st.lookup(&t.key)
                 .filter(|e| e.version == t.version)
-                .map(|e| (e.size, e.data.clone()))
+                .map(|e| (e.size, e.data.heap().cloned()))
         };
         let Some((size, data)) = live else {
             return Ok(());
         };
         report.objects += 1;
         report.bytes += size;
-        let ObjectData::Heap { extent, sums, .. } = data else {
+        // Inline values are checked with their slot, at open and at
+        // every read.
+        let Some(super::HeapValue { extent, sums, .. }) = data else {
             return Ok(());
         };
         if sums == Checksums::None {
