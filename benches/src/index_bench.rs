@@ -94,6 +94,7 @@ fn main() {
     let mut open_n = 1_000_000usize;
     let mut value_size = 100usize;
     let mut store_only = false;
+    let mut inline_threshold = blobcask::DEFAULT_INLINE_THRESHOLD;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -111,9 +112,15 @@ fn main() {
                     .expect("--value-size N")
             }
             "--store-only" => store_only = true,
+            "--inline-threshold" => {
+                inline_threshold = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--inline-threshold N")
+            }
             _ => {
                 eprintln!(
-                    "usage: index-bench [--keys N] [--open-keys N] [--value-size N] [--store-only]"
+                    "usage: index-bench [--keys N] [--open-keys N] [--value-size N] [--inline-threshold N] [--store-only]"
                 );
                 std::process::exit(2);
             }
@@ -136,9 +143,14 @@ fn main() {
     let okeys = keys(open_n, 7);
     let key_avg = okeys.iter().map(Vec::len).sum::<usize>() as f64 / open_n as f64;
     let created = rt.block_on(async {
-        let store = Store::open(&path, Options::new().capacity(2 << 30))
-            .await
-            .unwrap();
+        let store = Store::open(
+            &path,
+            Options::new()
+                .capacity(4 << 30)
+                .inline_threshold(inline_threshold),
+        )
+        .await
+        .unwrap();
         let t = Instant::now();
         let per = open_n.div_ceil(64);
         let mut tasks = vec![];
@@ -157,7 +169,7 @@ fn main() {
         t.elapsed()
     });
     println!(
-        "\nstore with {open_n} objects ({value_size}-byte values, keys of {key_avg:.1} bytes on average), created by 64 concurrent writers in {created:.2?}\n"
+        "\nstore with {open_n} objects ({value_size}-byte values, inline threshold {inline_threshold}, keys of {key_avg:.1} bytes on average), created by 64 concurrent writers in {created:.2?}\n"
     );
     println!("| backend | open (rebuild) | RAM per object, whole store (FST: after its build) | minus key bytes |");
     println!("|---|---|---|---|");

@@ -1,50 +1,135 @@
-//! Hash backend: `hashbrown` map with its default (foldhash) hasher.
+//! Hash backend: a `hashbrown` table of entry ids, found by the hash of
+//! their key (foldhash, hashbrown's default); the keys themselves sit in a
+//! vector indexed by entry id.
+//!
+//! A key-to-id map would keep a 24-byte (key pointer, id) pair in every
+//! bucket, and a table is up to half empty after it doubles: ~52 bytes per
+//! key at 1M keys. Here a bucket is one 8-byte id and each key's pointer
+//! lives once, densely, in `keys` (the engine's entry ids are dense: it
+//! reuses freed ones): ~35 bytes per key (benches/RESULTS.md, "RAM per
+//! object").
 
+use std::borrow::Cow;
+use std::hash::BuildHasher;
 use std::ops::Bound;
 
-use hashbrown::HashMap;
+use hashbrown::{DefaultHashBuilder, HashTable};
 
 use super::{EntryId, KeyIndex};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Unordered, fastest point lookups.
+///
+/// An id names one key at a time, and memory grows with the largest id
+/// (as the engine hands them out: dense, freed ones reused).
 #[derive(Default)]
 pub struct HashIndex {
-    map: HashMap<Box<[u8]>, EntryId>,
+    /// Entry ids, placed by the hash of their key.
+    table: HashTable<EntryId>,
+    /// Each id's key, at index id.
+    keys: Vec<Option<Box<[u8]>>>,
+    hasher: DefaultHashBuilder,
+}
+
+/// `id`'s key in `keys` (`None` for an id without one).
+fn key_of(keys: &[Option<Box<[u8]>>], id: EntryId) -> Option<&[u8]> {
+    usize::try_from(id)
+        .ok()
+        .and_then(|i| keys.get(i))
+        .and_then(Option::as_deref)
+}
+
+impl HashIndex {
+    fn slot(&mut self, id: EntryId) -> &mut Option<Box<[u8]>> {
+        let i = usize::try_from(id).unwrap_or(usize::MAX);
+        if self.keys.len() <= i {
+            self.keys.resize(i + 1, None);
+        }
+        // Just made long enough (an id beyond memory failed the resize).
+        #[expect(clippy::indexing_slicing, reason = "resized to hold `i` above")]
+        &mut self.keys[i]
+    }
+    /// [`KeyIndex::insert`]: a borrowed key is copied when new, an owned
+    /// one kept as it is.
+    fn put(&mut self, key: Cow<'_, [u8]>, id: EntryId) -> Option<EntryId> {
+        let hash = self.hasher.hash_one(&*key);
+        let keys = &self.keys;
+        if let Some(slot) = self
+            .table
+            .find_mut(hash, |&i| key_of(keys, i) == Some(&*key))
+        {
+            let old = std::mem::replace(slot, id);
+            let moved = self.slot(old).take();
+            *self.slot(id) = moved;
+            return Some(old);
+        }
+        // A `Vec` from a boxed slice has no spare capacity: no copy back.
+        *self.slot(id) = Some(key.into_owned().into_boxed_slice());
+        let Self {
+            table,
+            keys,
+            hasher,
+        } = self;
+        table.insert_unique(hash, id, |&i| {
+            hasher.hash_one(key_of(keys, i).unwrap_or_default())
+        });
+        None
+    }
 }
 
 impl KeyIndex for HashIndex {
-    fn get(&self, key: &[u8]) -> Option<EntryId> {
-        self.map.get(key).copied()
+    fn insert(&mut self, key: &[u8], id: EntryId) -> Option<EntryId> {
+        self.put(Cow::Borrowed(key), id)
     }
 
-    fn insert(&mut self, key: &[u8], id: EntryId) -> Option<EntryId> {
-        match self.map.get_mut(key) {
-            Some(slot) => Some(std::mem::replace(slot, id)),
-            None => {
-                self.map.insert(key.into(), id);
-                None
-            }
-        }
+    fn get(&self, key: &[u8]) -> Option<EntryId> {
+        let hash = self.hasher.hash_one(key);
+        self.table
+            .find(hash, |&id| key_of(&self.keys, id) == Some(key))
+            .copied()
     }
 
     fn remove(&mut self, key: &[u8]) -> Option<EntryId> {
-        self.map.remove(key)
+        let hash = self.hasher.hash_one(key);
+        let keys = &self.keys;
+        let found = self
+            .table
+            .find_entry(hash, |&i| key_of(keys, i) == Some(key))
+            .ok()?;
+        let (id, _) = found.remove();
+        self.slot(id).take();
+        Some(id)
     }
 
     fn len(&self) -> usize {
-        self.map.len()
+        self.table.len()
     }
 
     fn load(&mut self, entries: Vec<(Box<[u8]>, EntryId)>) {
-        self.map.reserve(entries.len());
+        let Self {
+            table,
+            keys,
+            hasher,
+        } = self;
+        table.reserve(entries.len(), |&i| {
+            hasher.hash_one(key_of(keys, i).unwrap_or_default())
+        });
+        let top = entries.iter().map(|&(_, id)| id).max();
+        if let Some(top) = top.and_then(|t| usize::try_from(t).ok()) {
+            keys.reserve((top + 1).saturating_sub(keys.len()));
+        }
         for (k, id) in entries {
-            self.map.insert(k, id);
+            self.put(Cow::Owned(k.into_vec()), id);
         }
     }
 
     fn all(&self, out: &mut Vec<(Box<[u8]>, EntryId)>) -> Result<()> {
-        out.extend(self.map.iter().map(|(k, id)| (k.clone(), *id)));
+        out.reserve(self.table.len());
+        out.extend(
+            self.table
+                .iter()
+                .filter_map(|&id| Some((key_of(&self.keys, id)?.into(), id))),
+        );
         Ok(())
     }
 
@@ -60,5 +145,55 @@ impl KeyIndex for HashIndex {
             "the hash index cannot list keys in order; open the store with \
              Options::index(IndexKind::BTree) or IndexKind::Fst",
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use std::collections::HashMap;
+
+    /// Random inserts, replacements and removals as the engine makes them
+    /// (each insert with a fresh or freed id; a replaced or removed key's
+    /// id freed), against a `HashMap`, across several table growths.
+    #[test]
+    fn matches_a_hashmap_under_the_engines_id_protocol() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let mut ix = HashIndex::default();
+        let mut model = HashMap::<Vec<u8>, EntryId>::new();
+        let mut free: Vec<EntryId> = Vec::new();
+        let mut next: EntryId = 0;
+        for step in 0..80_000u32 {
+            let key = format!("key/{}", rng.random_range(0..30_000)).into_bytes();
+            if rng.random_bool(0.7) {
+                let id = free.pop().unwrap_or_else(|| {
+                    next += 1;
+                    next - 1
+                });
+                let old = ix.insert(&key, id);
+                assert_eq!(old, model.insert(key, id), "insert at {step}");
+                free.extend(old);
+            } else {
+                let gone = ix.remove(&key);
+                assert_eq!(gone, model.remove(&key), "remove at {step}");
+                free.extend(gone);
+            }
+        }
+        assert_eq!(ix.len(), model.len());
+        for (k, id) in &model {
+            assert_eq!(ix.get(k), Some(*id));
+        }
+        assert_eq!(ix.get(b"key/none"), None);
+        let mut all = Vec::new();
+        ix.all(&mut all).unwrap();
+        let mut all: Vec<(Vec<u8>, EntryId)> =
+            all.into_iter().map(|(k, id)| (k.into_vec(), id)).collect();
+        all.sort();
+        let mut want: Vec<(Vec<u8>, EntryId)> = model.into_iter().collect();
+        want.sort();
+        assert_eq!(all, want);
+        // Ids are reused, so the key vector stays near the most keys held.
+        assert!(ix.keys.len() <= 30_000, "{}", ix.keys.len());
     }
 }

@@ -29,6 +29,8 @@
 //! whose copies disagree is a torn write (new head, old tail or the other
 //! way round) or has a damaged copy (see `recovery`).
 
+use bytes::Bytes;
+
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{get_u64, RecordReader, RecordWriter, BLOCK_SIZE};
 use crate::meta::tuple::Tuple;
@@ -240,23 +242,25 @@ pub fn decode_slot(id: SlotIdentity, b: &[u8]) -> SlotContent {
     }
     let count = h.count as usize;
     let mut tuples = Vec::with_capacity(count);
-    let mut rest = payload;
+    // Inline values are slices of one copy of the payload.
+    let payload = Bytes::copy_from_slice(payload);
+    let mut at = 0;
     for _ in 0..count {
-        match Tuple::decode(rest) {
+        match Tuple::decode_shared(&payload, at) {
             Ok((t, n)) => {
                 if t.version > seq {
                     return invalid("tuple version above block sequence", Some(seq), None);
                 }
                 tuples.push(t);
-                let Some(after) = rest.get(n..) else {
+                at += n;
+                if at > payload.len() {
                     return invalid("tuple runs past the payload", Some(seq), None);
-                };
-                rest = after;
+                }
             }
             Err(e) => return invalid(e.message(), Some(seq), None),
         }
     }
-    if !rest.is_empty() {
+    if at != payload.len() {
         return invalid("payload length disagrees with tuples", Some(seq), None);
     }
     SlotContent::Valid {

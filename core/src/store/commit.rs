@@ -235,7 +235,7 @@ pub(crate) struct Committer {
     /// acknowledges at once and writes them within `max_delay`.
     pending: Pending,
     /// Entries holding their inline value in RAM until their tuple block
-    /// is written (`Stored::Pending`): (entry id, version).
+    /// is written (`Stored::is_pending`): (entry id, version).
     inline_pending: Vec<(crate::index::EntryId, u64)>,
 }
 
@@ -806,7 +806,7 @@ impl Committer {
                 (
                     e.block,
                     e.tuple_len(),
-                    e.key_len,
+                    e.key_len(),
                     e.created_micros,
                     e.size,
                     e.expires_micros(),
@@ -816,7 +816,7 @@ impl Committer {
         let Some((block, old_len, key_len, created_micros, size, expires_micros)) = old else {
             return Ok(false);
         };
-        let len = tuple::encoded_len(key_len as usize, &value, expires_micros.is_some());
+        let len = tuple::encoded_len(key_len, &value, expires_micros.is_some());
         let fits = |s: &crate::meta::table::BlockState| s.free() + old_len >= len;
         if !self.table.block(block).is_some_and(fits) {
             return Ok(false);
@@ -838,7 +838,7 @@ impl Committer {
         self.pending.first.get_or_insert(self.next_version);
         self.bump();
         let entry = Entry::new(
-            key_len as usize,
+            key_len,
             version,
             created_micros,
             size,
@@ -979,7 +979,7 @@ impl Committer {
                 return false;
             };
             if blocks.contains(&e.block) {
-                e.data = Stored::Inline;
+                e.data = Stored::INLINE;
                 false
             } else {
                 true

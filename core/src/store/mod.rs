@@ -266,9 +266,9 @@ impl HeapRead {
 /// One committed object version, as the index sees it. The key itself is
 /// not here: it lives in the index (and on disk in the tuple), so a backend
 /// that compresses keys (FST) really saves their memory. Neither is an
-/// inline value once its tuple block is written (`Stored::Inline`): reads
-/// take it from the block, through the read cache. Kept small (56 bytes):
-/// there is one per object.
+/// inline value once its tuple block is written: reads take it from the
+/// block, through the read cache. Kept small (48 bytes, `Option<Entry>`
+/// too): there is one per object.
 pub(crate) struct Entry {
     pub version: u64,
     pub created_micros: u64,
@@ -277,21 +277,25 @@ pub(crate) struct Entry {
     expires: u64,
     /// Tuple block holding this entry's tuple.
     pub block: u32,
-    pub key_len: u16,
+    /// Keys are 1..=`MAX_KEY_LEN` bytes (and the zero left free makes
+    /// `Option<Entry>` no larger than an entry).
+    key_len: std::num::NonZeroU16,
     pub data: Stored,
 }
 
 /// Where a committed version's value is (the entry's view of
-/// [`ObjectData`]).
-pub(crate) enum Stored {
-    /// Inline in its tuple, whose block is written: read from the block's
-    /// current slot (`State::slots`).
-    Inline,
-    /// Inline, and its tuple block not written yet: the bytes, until the
-    /// commit path has written the block (`Committer::blocks_written`).
-    Pending(Box<Bytes>),
-    /// On the heap.
-    Heap(Box<HeapValue>),
+/// [`ObjectData`]): one pointer, null for an inline value on the device,
+/// which is read from the block's current slot (`State::slots`).
+pub(crate) struct Stored(Option<Box<Held>>);
+
+/// What an entry holds besides its fixed fields.
+enum Held {
+    /// An inline value whose tuple block is not written yet: the bytes,
+    /// until the commit path has written the block
+    /// (`Committer::blocks_written`).
+    Pending(Bytes),
+    /// A heap object.
+    Heap(HeapValue),
 }
 
 /// A heap object's pieces and the checksums of their bytes (see
@@ -304,38 +308,56 @@ pub(crate) struct HeapValue {
 }
 
 impl Stored {
+    /// An inline value in its written tuple block.
+    pub const INLINE: Stored = Stored(None);
+
     /// The entry's form of a staged value: inline bytes are kept until
     /// their block is written.
     fn of(data: ObjectData) -> Stored {
-        match data {
-            ObjectData::Inline(b) => Stored::Pending(Box::new(b)),
+        Stored(Some(Box::new(match data {
+            ObjectData::Inline(b) => Held::Pending(b),
             ObjectData::Heap {
                 extent,
                 sums,
                 unsynced,
-            } => Stored::Heap(Box::new(HeapValue {
+            } => Held::Heap(HeapValue {
                 extent,
                 sums,
                 unsynced,
-            })),
-        }
+            }),
+        })))
+    }
+
+    /// An inline value whose block is not written yet (open: a block
+    /// recovery changed).
+    pub fn pending(b: Bytes) -> Stored {
+        Stored(Some(Box::new(Held::Pending(b))))
+    }
+
+    /// A heap object.
+    pub fn heap_object(h: HeapValue) -> Stored {
+        Stored(Some(Box::new(Held::Heap(h))))
     }
 
     /// The value as staged data, when it is at hand (heap, or inline
     /// bytes not yet written); `None` for an inline value on the device.
     pub fn at_hand(&self) -> Option<ObjectData> {
-        match self {
-            Stored::Inline => None,
-            Stored::Pending(b) => Some(ObjectData::Inline(Bytes::clone(b))),
-            Stored::Heap(h) => Some(heap(h.extent.clone(), h.sums.clone(), h.unsynced)),
+        match self.0.as_deref()? {
+            Held::Pending(b) => Some(ObjectData::Inline(b.clone())),
+            Held::Heap(h) => Some(heap(h.extent.clone(), h.sums.clone(), h.unsynced)),
         }
     }
 
     pub fn heap(&self) -> Option<&HeapValue> {
-        match self {
-            Stored::Heap(h) => Some(h),
+        match self.0.as_deref() {
+            Some(Held::Heap(h)) => Some(h),
             _ => None,
         }
+    }
+
+    /// Whether the value is inline and its block not written yet.
+    pub fn is_pending(&self) -> bool {
+        matches!(self.0.as_deref(), Some(Held::Pending(_)))
     }
 
     fn heap_bytes(&self) -> u64 {
@@ -362,9 +384,14 @@ impl Entry {
             // long past.
             expires: expires_micros.map_or(0, |at| at.max(1)),
             block,
-            key_len: key_len as u16,
+            // `check_key` and tuple decoding hold keys to 1..=1024 bytes.
+            key_len: std::num::NonZeroU16::new(key_len as u16).unwrap_or(std::num::NonZeroU16::MIN),
             data,
         }
+    }
+
+    pub fn key_len(&self) -> usize {
+        self.key_len.get() as usize
     }
 
     /// When it expires, µs since the epoch (`None`: never).
@@ -375,16 +402,9 @@ impl Entry {
     /// Length of its encoded tuple.
     pub fn tuple_len(&self) -> usize {
         let expires = self.expires != 0;
-        match &self.data {
-            Stored::Inline | Stored::Pending(_) => {
-                tuple::inline_len(self.key_len as usize, self.size, expires)
-            }
-            Stored::Heap(h) => tuple::heap_len(
-                self.key_len as usize,
-                h.extent.pieces.len(),
-                &h.sums,
-                expires,
-            ),
+        match self.data.heap() {
+            None => tuple::inline_len(self.key_len(), self.size, expires),
+            Some(h) => tuple::heap_len(self.key_len(), h.extent.pieces.len(), &h.sums, expires),
         }
     }
 
@@ -399,7 +419,7 @@ impl Entry {
             size: self.size,
             version: self.version,
             created: UNIX_EPOCH + Duration::from_micros(self.created_micros),
-            inline: !matches!(self.data, Stored::Heap(_)),
+            inline: self.data.heap().is_none(),
             expires: self
                 .expires_micros()
                 .map(|at| UNIX_EPOCH + Duration::from_micros(at)),
@@ -1302,7 +1322,8 @@ impl Store {
             Err(_) => Err(String::new()),
         };
         let value = match found {
-            Ok(TupleValue::Inline(v)) if v.len() as u64 == r.size => v,
+            // A copy: the slice would keep the whole decoded block alive.
+            Ok(TupleValue::Inline(v)) if v.len() as u64 == r.size => Bytes::copy_from_slice(&v),
             other => {
                 if s.state.read().flips != r.flips {
                     return Ok(None);
@@ -1662,5 +1683,15 @@ mod tests {
         };
         let _ = |s: Store| assert_send(&f(s));
         let _ = |p: &'static str| assert_send(&Store::open(p, Options::new()));
+    }
+
+    /// RAM per object (issue 16): the entry table holds one `Option<Entry>`
+    /// per object, so its size is the floor of every backend's cost. The
+    /// inline bytes of a written block are not in it, and a heap object's
+    /// pieces and sums sit behind one pointer.
+    #[test]
+    fn an_entry_takes_48_bytes() {
+        assert_eq!(std::mem::size_of::<Option<Entry>>(), 48);
+        assert_eq!(std::mem::size_of::<Stored>(), 8);
     }
 }

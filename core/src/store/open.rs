@@ -643,8 +643,8 @@ async fn recover(
                 // recovery did not change it; a changed block holds its
                 // values until it is written (`Committer::blocks_written`;
                 // a read-only open never writes it).
-                TupleValue::Inline(b) if dirty.contains(&block) => Stored::Pending(Box::new(b)),
-                TupleValue::Inline(_) => Stored::Inline,
+                TupleValue::Inline(b) if dirty.contains(&block) => Stored::pending(b),
+                TupleValue::Inline(_) => Stored::INLINE,
                 TupleValue::Heap {
                     pieces,
                     sums,
@@ -662,14 +662,14 @@ async fn recover(
                         }
                     }
                     drop(a);
-                    Stored::Heap(Box::new(super::HeapValue {
+                    Stored::heap_object(super::HeapValue {
                         extent: shared.new_extent(pieces),
                         sums,
                         unsynced,
-                    }))
+                    })
                 }
             };
-            let pending = matches!(data, Stored::Pending(_));
+            let pending = data.is_pending();
             let id = st.add(Entry::new(
                 t.key.len(),
                 t.version,
