@@ -107,16 +107,28 @@ fn owned_reads_never_share_memory_with_the_cache_or_the_index() {
         let part = s.read_with("hot", 100, 20_000, owned).unwrap();
         assert_eq!(&part[..], &v[100..20_100]);
         assert_ne!(addr(&part), addr(&hit) + 100, "{engine:?}");
-        // Inline values are read from their tuple blocks and cached like
-        // heap objects (admitted at the second whole read): hits are the
-        // cache's memory unless owned.
+        // Inline values are read from their tuple blocks, kept decoded
+        // (admitted at the block's second read): every read, hit or not,
+        // owned or not, is a copy of its own.
+        let reads: Vec<blobcask::Bytes> = (0..4)
+            .map(|i| {
+                let o = ReadOptions::default().owned(i % 2 == 0);
+                s.read_with("small", 0, u64::MAX, o).unwrap()
+            })
+            .collect();
+        let hits = s.stats().cache.hits;
         s.get("small").unwrap();
-        s.get("small").unwrap();
-        let inline = s.get("small").unwrap();
-        assert_eq!(addr(&s.get("small").unwrap()), addr(&inline));
-        let mine = s.read_with("small", 0, u64::MAX, owned).unwrap();
-        assert_eq!(mine, inline);
-        assert_ne!(addr(&mine), addr(&inline), "{engine:?}");
+        assert_eq!(
+            s.stats().cache.hits,
+            hits + 1,
+            "{engine:?}: the block is kept"
+        );
+        for (i, a) in reads.iter().enumerate() {
+            assert_eq!(a, &reads[0]);
+            for b in &reads[i + 1..] {
+                assert_ne!(addr(a), addr(b), "{engine:?}: two reads share memory");
+            }
+        }
     }
 }
 

@@ -28,15 +28,25 @@
 //! * **Eviction** is `quick_cache`'s (CLOCK-PRO with ghost entries): what
 //!   is admitted but not read again leaves first, so a scan of objects read
 //!   twice does not flush the hot set either.
-//! * Inline values are cached like heap objects: the index does not keep
-//!   them, a read takes them from their tuple block (`Store::read_slot`).
+//! * **Inline values by tuple block.** The index does not keep inline
+//!   values; a read takes them from their tuple block (`Store::read_slot`).
+//!   A block read twice (any of its values) is kept decoded, so its other
+//!   values are served from it too. A kept block serves a read only when it
+//!   holds the exact (key, version) the index names: a tuple's value never
+//!   changes and versions are never reused, so a copy read before a later
+//!   rewrite of the block can miss (and is replaced by the next read that
+//!   admits it) but never returns another version. Keyed apart from
+//!   versions (`BLOCK_KEY`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 use crate::format::BLOCK_SIZE;
 use crate::io::round_up;
+use crate::meta::tuple::Tuple;
 
 /// Largest object the cache holds.
 pub(crate) const MAX_OBJECT: u64 = 1 << 20;
@@ -52,13 +62,25 @@ fn prev_power_of_two(n: usize) -> usize {
     1 << (usize::BITS - 1 - n.max(1).leading_zeros())
 }
 
-/// A kept object version: its bytes, and what keeping them costs.
+/// A kept object version's bytes or tuple block's tuples, and what keeping
+/// them costs.
 #[derive(Clone)]
 struct Entry {
-    bytes: Bytes,
-    /// The memory `bytes` keep alive plus `ENTRY_OVERHEAD`.
+    kept: Kept,
+    /// The memory kept alive plus `ENTRY_OVERHEAD`.
     weight: u64,
 }
+
+#[derive(Clone)]
+enum Kept {
+    Object(Bytes),
+    /// A tuple block's tuples, as a valid slot of it held them.
+    Block(Arc<[Tuple]>),
+}
+
+/// Set in the cache key of a tuple block (above any version: versions
+/// count commits from 1 and never reach it).
+const BLOCK_KEY: u64 = 1 << 63;
 
 /// Weighs an entry by the memory it keeps alive.
 #[derive(Clone)]
@@ -79,9 +101,10 @@ fn weight(size: u64) -> u64 {
 /// What the cache did since open, for [`Stats`](crate::Stats).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheStats {
-    /// Reads of heap objects served from the cache.
+    /// Reads served from the cache (objects, and inline values from kept
+    /// tuple blocks).
     pub hits: u64,
-    /// Reads of heap objects that went to the device.
+    /// Reads that went to the device.
     pub misses: u64,
     /// Bytes the cache holds now (buffers and bookkeeping).
     pub bytes: u64,
@@ -192,7 +215,10 @@ impl ReadCache {
     /// bytes), if cached; counts a hit or a miss.
     pub fn get(&self, version: u64, offset: u64, len: u64) -> Option<Bytes> {
         let cache = self.cache.as_ref()?;
-        let found = cache.get(&version).and_then(|Entry { bytes: whole, .. }| {
+        let found = cache.get(&version).and_then(|e| {
+            let Kept::Object(whole) = e.kept else {
+                return None;
+            };
             let (from, to) = (
                 usize::try_from(offset).ok()?,
                 usize::try_from(offset + len).ok()?,
@@ -233,12 +259,12 @@ impl ReadCache {
         let as_read = weight(size);
         let entry = if owned || as_read - ENTRY_OVERHEAD - size > size / 8 {
             Entry {
-                bytes: Bytes::copy_from_slice(whole),
+                kept: Kept::Object(Bytes::copy_from_slice(whole)),
                 weight: size + ENTRY_OVERHEAD,
             }
         } else {
             Entry {
-                bytes: whole.clone(),
+                kept: Kept::Object(whole.clone()),
                 weight: as_read,
             }
         };
@@ -246,6 +272,46 @@ impl ReadCache {
         if !current() {
             cache.remove(&version);
         }
+    }
+
+    /// Tuple block `block`'s tuples, if kept (the caller looks for its
+    /// exact version in them); counts a hit or a miss.
+    pub fn block(&self, block: u32) -> Option<Arc<[Tuple]>> {
+        let cache = self.cache.as_ref()?;
+        let found = cache
+            .get(&(BLOCK_KEY | u64::from(block)))
+            .and_then(|e| match e.kept {
+                Kept::Block(tuples) => Some(tuples),
+                Kept::Object(_) => None,
+            });
+        let counter = if found.is_some() {
+            &self.hits
+        } else {
+            &self.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    /// Whether a read of tuple block `block` is to be kept
+    /// (`admit_block`): its second since the doorkeeper's last clear.
+    pub fn wants_block(&self, block: u32) -> bool {
+        self.cache.is_some() && self.door.seen(BLOCK_KEY | u64::from(block))
+    }
+
+    /// Keeps tuple block `block`'s tuples, decoded from a valid slot of it
+    /// (replacing any copy read before).
+    pub fn admit_block(&self, block: u32, tuples: Arc<[Tuple]>) {
+        let Some(cache) = &self.cache else { return };
+        // The payload the values are slices of, and each tuple's own part.
+        let per_tuple = std::mem::size_of::<Tuple>() as u64 + 16;
+        let keys: u64 = tuples.iter().map(|t| t.key.len() as u64).sum();
+        let weight = BLOCK_SIZE as u64 + tuples.len() as u64 * per_tuple + keys + ENTRY_OVERHEAD;
+        let entry = Entry {
+            kept: Kept::Block(tuples),
+            weight,
+        };
+        cache.insert(BLOCK_KEY | u64::from(block), entry);
     }
 
     /// Drops a version that is no longer reachable (overwritten, deleted).
@@ -288,6 +354,25 @@ mod tests {
         let s = c.stats();
         assert_eq!((s.hits, s.misses), (1, 1));
         assert_eq!(s.bytes, 10_000 + ENTRY_OVERHEAD, "kept as a copy");
+    }
+
+    /// A tuple block is kept from its second read, apart from versions.
+    #[test]
+    fn a_tuple_block_is_kept_from_its_second_read() {
+        let c = ReadCache::new(1 << 20);
+        let tuples: Arc<[Tuple]> = Vec::new().into();
+        assert!(!c.wants_block(7), "the first read does not admit");
+        assert!(c.wants_block(7), "the second does");
+        c.admit_block(7, tuples);
+        assert!(c.block(7).is_some());
+        assert!(c.block(8).is_none(), "another block");
+        assert!(c.get(BLOCK_KEY | 7, 0, 0).is_none(), "not an object");
+        let s = c.stats();
+        assert_eq!((s.hits, s.misses), (1, 2));
+        assert!(
+            s.bytes >= BLOCK_SIZE as u64,
+            "weighed as its payload at least"
+        );
     }
 
     #[test]

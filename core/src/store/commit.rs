@@ -963,6 +963,7 @@ impl Committer {
     /// of the blocks held in RAM until now are let go.
     fn blocks_written(&mut self, blocks: &BTreeSet<u32>) {
         let mut st = self.shared.state.write();
+        st.flips += 1;
         // `encode_blocks` found every one of them.
         for &b in blocks {
             if let Some(state) = self.table.block_mut(b) {
@@ -971,7 +972,6 @@ impl Committer {
                 state.has_state = true;
             }
         }
-        st.flips += 1;
         // Written with its block: the value is read from the slot now.
         // Gone (replaced, deleted) or in a block still unwritten: as is.
         self.inline_pending.retain(|&(id, version)| {

@@ -188,7 +188,7 @@ impl LocalStore {
                 Located::Slot(r) => {
                     let found = self
                         .store
-                        .read_slot(&self.inner.file, key, &r, ReadOptions::default())
+                        .read_slot(&self.inner.file, key, &r)
                         .await
                         .map_err(|e| e.context(ctx()))?;
                     if let Some(b) = found {

@@ -465,7 +465,7 @@ impl State {
         self.slots
             .get(block as usize)
             .copied()
-            .filter(|&at| at != NO_SLOT)
+            .filter(|&s| s != NO_SLOT)
     }
 
     /// Records that `block`'s state is now the slot at `at` (written and
@@ -765,6 +765,19 @@ impl std::fmt::Debug for Store {
 
 /// `bytes` as the caller asked for them: as they are (shared with the store,
 /// read-only), or copied into memory nothing else holds.
+/// `key`'s inline value of `version` among a tuple block's `tuples`, as a
+/// copy of its own (a slice would keep the whole decoded block alive, and
+/// the caller may own it: invariant 9).
+fn inline_in(tuples: &[tuple::Tuple], key: &[u8], version: u64) -> Option<Bytes> {
+    tuples
+        .iter()
+        .find(|t| t.version == version && *t.key == *key)
+        .and_then(|t| match &t.value {
+            TupleValue::Inline(v) => Some(Bytes::copy_from_slice(v)),
+            TupleValue::Heap { .. } => None,
+        })
+}
+
 fn owned(bytes: Bytes, options: ReadOptions) -> Bytes {
     if options.owned {
         Bytes::copy_from_slice(&bytes)
@@ -1180,7 +1193,7 @@ impl Store {
                 }
                 Located::Slot(r) => {
                     match self
-                        .read_slot(s.engine.as_ref(), key, &r, options)
+                        .read_slot(s.engine.as_ref(), key, &r)
                         .await
                         .map_err(ctx)?
                     {
@@ -1227,7 +1240,7 @@ impl Store {
                         .engine
                         .read_at_blocking(AlignedBuf::zeroed(BLOCK_SIZE), r.at);
                     if let Some(b) = self
-                        .inline_from_slot(key, &r, io, buf.as_slice(), options)
+                        .inline_from_slot(key, &r, io, buf.as_slice())
                         .map_err(ctx)?
                     {
                         return Ok(b);
@@ -1248,11 +1261,11 @@ impl Store {
     ) -> Result<Bytes> {
         let s = self.shared();
         loop {
-            let (at, flips) = {
+            let (slot, flips) = {
                 let st = s.state.read();
                 (st.slot_of(block), st.flips)
             };
-            let at = at.ok_or_else(|| {
+            let at = slot.ok_or_else(|| {
                 Error::new(
                     ErrorKind::Corrupt,
                     format!("tuple block {block} of an inline value was never written"),
@@ -1267,9 +1280,7 @@ impl Store {
                 offset: 0,
                 len: size,
             };
-            let found = self
-                .read_slot(s.engine.as_ref(), key, &r, ReadOptions::default())
-                .await?;
+            let found = self.read_slot(s.engine.as_ref(), key, &r).await?;
             if let Some(b) = found {
                 return Ok(b);
             }
@@ -1283,12 +1294,11 @@ impl Store {
         reader: &R,
         key: &[u8],
         r: &SlotRead,
-        options: ReadOptions,
     ) -> Result<Option<Bytes>> {
         let (io, buf) = reader
             .read_blocks(AlignedBuf::zeroed(BLOCK_SIZE), r.at)
             .await;
-        self.inline_from_slot(key, r, io, buf.as_slice(), options)
+        self.inline_from_slot(key, r, io, buf.as_slice())
     }
 
     /// `key`'s inline value (the range `r` asks for) from `slot`, the bytes
@@ -1304,7 +1314,6 @@ impl Store {
         r: &SlotRead,
         io: std::io::Result<()>,
         slot: &[u8],
-        options: ReadOptions,
     ) -> Result<Option<Bytes>> {
         let s = self.shared();
         let id = SlotIdentity {
@@ -1312,18 +1321,20 @@ impl Store {
             block_no: r.block,
         };
         let found = match io.as_ref().map(|()| decode_slot(id, slot)) {
-            Ok(SlotContent::Valid { tuples, .. }) => tuples
-                .into_iter()
-                .find(|t| t.version == r.version && *t.key == *key)
-                .map(|t| t.value)
-                .ok_or_else(|| format!("does not hold version {}", r.version)),
+            Ok(SlotContent::Valid { tuples, .. }) => {
+                let tuples: Arc<[tuple::Tuple]> = tuples.into();
+                let found = inline_in(&tuples, key, r.version);
+                if s.cache.wants_block(r.block) {
+                    s.cache.admit_block(r.block, tuples);
+                }
+                found.ok_or_else(|| format!("does not hold version {}", r.version))
+            }
             Ok(SlotContent::Invalid { why, .. }) => Err(why),
             Ok(SlotContent::Empty) => Err("is empty".to_owned()),
             Err(_) => Err(String::new()),
         };
         let value = match found {
-            // A copy: the slice would keep the whole decoded block alive.
-            Ok(TupleValue::Inline(v)) if v.len() as u64 == r.size => Bytes::copy_from_slice(&v),
+            Ok(v) if v.len() as u64 == r.size => v,
             other => {
                 if s.state.read().flips != r.flips {
                     return Ok(None);
@@ -1333,7 +1344,7 @@ impl Store {
                 }
                 let why = match other {
                     Err(why) => why,
-                    Ok(_) => format!("holds version {} with another value", r.version),
+                    Ok(_) => format!("holds version {} with another size", r.version),
                 };
                 return Err(Error::new(
                     ErrorKind::Corrupt,
@@ -1341,18 +1352,9 @@ impl Store {
                 ));
             }
         };
-        let range = value.slice(r.offset as usize..(r.offset + r.len) as usize);
-        if s.cache.wants(r.version, r.size, 0, r.size) {
-            s.cache.admit(r.version, &value, false, || {
-                s.state
-                    .read()
-                    .lookup(key)
-                    .is_some_and(|e| e.version == r.version)
-            });
-            // The cache may share `value`: a copy for a caller who owns it.
-            return Ok(Some(owned(range, options)));
-        }
-        Ok(Some(range))
+        Ok(Some(
+            value.slice(r.offset as usize..(r.offset + r.len) as usize),
+        ))
     }
 
     /// Keeps the checked bytes of a whole-object read in the read cache
@@ -1406,8 +1408,9 @@ impl Store {
             .context(ctx()));
         }
         let len = len.min(size - offset);
-        if !matches!(data, Some(ObjectData::Inline(_))) {
-            if let Some(b) = self.shared().cache.get(version, offset, len) {
+        let cache = &self.shared().cache;
+        if matches!(data, Some(ObjectData::Heap { .. })) {
+            if let Some(b) = cache.get(version, offset, len) {
                 return Ok((info, Located::Ready(owned(b, options))));
             }
         }
@@ -1424,21 +1427,34 @@ impl Store {
                 offset,
                 len,
             }),
-            None => Located::Slot(SlotRead {
-                block,
-                at: slot.ok_or_else(|| {
+            None => {
+                let at = slot.ok_or_else(|| {
                     Error::new(
                         ErrorKind::Corrupt,
                         format!("tuple block {block} of an inline value was never written"),
                     )
                     .context(ctx())
-                })?,
-                flips,
-                version,
-                size,
-                offset,
-                len,
-            }),
+                })?;
+                // A kept copy of the block holds the value if it holds this
+                // version (a tuple's value never changes; versions are
+                // never reused), whenever the copy was read.
+                let kept = cache
+                    .block(block)
+                    .and_then(|tuples| inline_in(&tuples, key, version))
+                    .filter(|v| v.len() as u64 == size);
+                match kept {
+                    Some(v) => Located::Ready(v.slice(offset as usize..(offset + len) as usize)),
+                    None => Located::Slot(SlotRead {
+                        block,
+                        at,
+                        flips,
+                        version,
+                        size,
+                        offset,
+                        len,
+                    }),
+                }
+            }
         };
         Ok((info, located))
     }
