@@ -176,7 +176,7 @@ fn a_flipped_inline_value_byte_is_refused_at_open() {
 /// Invariant 5 for inline values, which are not kept in RAM: a read takes
 /// the value from its tuple block's slot and checks the slot, so damage
 /// after open is found by the read that would return it — `Corrupt`, never
-/// the damaged bytes — for every value of that block.
+/// the damaged bytes — for every value of that block, and by a scrub.
 #[test]
 fn an_inline_value_damaged_after_open_is_refused_at_read() {
     let dev = Arc::new(MemDevice::new(4 << 20));
@@ -214,6 +214,12 @@ fn an_inline_value_damaged_after_open_is_refused_at_read() {
     );
     // The slot's checksum covers the whole block: its other values too.
     refused(s.get("other"), "other");
+    // A scrub finds it too (it checks the slots reads use).
+    let report = s.scrub().unwrap();
+    assert!(
+        report.damaged.iter().any(|d| d.contains("tuple block")),
+        "{report:?}"
+    );
     assert_eq!(s.stat("small").unwrap().size, 300, "metadata is in RAM");
 }
 

@@ -64,7 +64,9 @@ impl HashIndex {
             return Some(old);
         }
         // A `Vec` from a boxed slice has no spare capacity: no copy back.
-        *self.slot(id) = Some(key.into_owned().into_boxed_slice());
+        let slot = self.slot(id);
+        debug_assert!(slot.is_none(), "entry id {id} already names a key");
+        *slot = Some(key.into_owned().into_boxed_slice());
         let Self {
             table,
             keys,

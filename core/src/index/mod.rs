@@ -72,6 +72,11 @@ impl std::str::FromStr for IndexKind {
 }
 
 /// What every index backend provides.
+///
+/// Ids are the engine's entry ids: each names one key at a time (an id is
+/// inserted again only after its key was removed or moved to another id),
+/// and they are dense (the engine reuses freed ones), which the hash
+/// backend relies on (its memory grows with the largest id).
 pub trait KeyIndex: Send + Sync {
     /// The entry of `key`, if present.
     fn get(&self, key: &[u8]) -> Option<EntryId>;

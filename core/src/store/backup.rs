@@ -327,12 +327,9 @@ impl Store {
         };
         loop {
             self.check_not_closing()?;
-            let (at, flips) = {
-                let st = s.state.read();
-                (st.slot_of(block), st.flips)
-            };
-            let tuples = match at {
-                Some(at) => {
+            let slot = s.state.read().slot_of(block);
+            let tuples = match slot {
+                Some((at, _)) => {
                     let (r, buf) = s
                         .engine
                         .read_at(crate::io::AlignedBuf::zeroed(BLOCK_SIZE), at)
@@ -350,7 +347,8 @@ impl Store {
                     .iter()
                     .find(|t| t.version == p.version && t.key == p.key)
                     .and_then(|t| match &t.value {
-                        tuple::TupleValue::Inline(b) => Some(b.clone()),
+                        // A copy: a slice would keep the decoded block.
+                        tuple::TupleValue::Inline(b) => Some(Bytes::copy_from_slice(b)),
                         tuple::TupleValue::Heap { .. } => None,
                     })
                     .or_else(|| s.retired.get(p.version));
@@ -365,7 +363,7 @@ impl Store {
             let Some(p) = pins.first() else {
                 return Ok(());
             };
-            if s.state.read().flips == flips {
+            if s.state.read().slot_of(block) == slot {
                 return Err(Error::new(
                     ErrorKind::Corrupt,
                     format!(

@@ -963,7 +963,6 @@ impl Committer {
     /// of the blocks held in RAM until now are let go.
     fn blocks_written(&mut self, blocks: &BTreeSet<u32>) {
         let mut st = self.shared.state.write();
-        st.flips += 1;
         // `encode_blocks` found every one of them.
         for &b in blocks {
             if let Some(state) = self.table.block_mut(b) {

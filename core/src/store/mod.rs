@@ -9,7 +9,8 @@
 //! * readers look a key up under a short read lock, clone the entry's
 //!   [`Extent`] handle and read without any lock; an inline value is read
 //!   from the slot holding its tuple block's state (`State::slots`), and
-//!   read again if a commit rewrote that slot meanwhile (`State::flips`):
+//!   read again if a commit rewrote that block meanwhile (its write count
+//!   in `State::slots` moved):
 //!   a slot is rewritten only after a publish made it the spare;
 //! * heap pieces return to the allocator when the last handle of their
 //!   extent drops. The index drops its handle only after the change that
@@ -234,8 +235,8 @@ struct SlotRead {
     block: u32,
     /// Device offset of the slot.
     at: u64,
-    /// `State::flips` when it was located.
-    flips: u64,
+    /// The block's write count when it was located (`State::slots`).
+    writes: u64,
     version: u64,
     size: u64,
     offset: u64,
@@ -435,17 +436,17 @@ pub(crate) struct State {
     pub logical_bytes: u64,
     pub heap_bytes: u64,
     /// Per tuple block, the device offset of the slot holding its written
-    /// state (`NO_SLOT`: none yet): where inline values are read from.
-    /// Changed only together with the entries it serves (one write lock).
-    slots: Vec<u64>,
-    /// Tuple-block writes published so far: a slot is rewritten only after
-    /// a publish made it the spare, so a read of a slot during which this
-    /// did not change saw no write of it.
-    pub flips: u64,
+    /// state (`NO_SLOT`: none yet), where inline values are read from, and
+    /// how many writes of the block were published since open: a slot is
+    /// rewritten only after a publish made it the spare, so a read of a
+    /// block's slot during which its count did not change saw no write of
+    /// it. Changed only together with the entries it serves (one write
+    /// lock).
+    slots: Vec<(u64, u64)>,
 }
 
 /// `State::slots` of a block without written state.
-const NO_SLOT: u64 = u64::MAX;
+const NO_SLOT: (u64, u64) = (u64::MAX, 0);
 
 impl State {
     fn new(index: Box<dyn KeyIndex>) -> Self {
@@ -456,16 +457,16 @@ impl State {
             logical_bytes: 0,
             heap_bytes: 0,
             slots: Vec::new(),
-            flips: 0,
         }
     }
 
-    /// Device offset of the slot holding `block`'s written state.
-    pub fn slot_of(&self, block: u32) -> Option<u64> {
+    /// Device offset of the slot holding `block`'s written state, and the
+    /// block's write count.
+    pub fn slot_of(&self, block: u32) -> Option<(u64, u64)> {
         self.slots
             .get(block as usize)
             .copied()
-            .filter(|&s| s != NO_SLOT)
+            .filter(|&(at, _)| at != NO_SLOT.0)
     }
 
     /// Records that `block`'s state is now the slot at `at` (written and
@@ -476,7 +477,7 @@ impl State {
             self.slots.resize(i + 1, NO_SLOT);
         }
         if let Some(s) = self.slots.get_mut(i) {
-            *s = at;
+            *s = (at, s.1 + 1);
         }
     }
 
@@ -1261,11 +1262,8 @@ impl Store {
     ) -> Result<Bytes> {
         let s = self.shared();
         loop {
-            let (slot, flips) = {
-                let st = s.state.read();
-                (st.slot_of(block), st.flips)
-            };
-            let at = slot.ok_or_else(|| {
+            let slot = s.state.read().slot_of(block);
+            let (at, writes) = slot.ok_or_else(|| {
                 Error::new(
                     ErrorKind::Corrupt,
                     format!("tuple block {block} of an inline value was never written"),
@@ -1274,7 +1272,7 @@ impl Store {
             let r = SlotRead {
                 block,
                 at,
-                flips,
+                writes,
                 version,
                 size,
                 offset: 0,
@@ -1305,7 +1303,7 @@ impl Store {
     /// read from its tuple block's slot: checked with the slot (magic,
     /// checksum, identity: invariant 5), and kept in the read cache like a
     /// heap object's. `Ok(None)` when the slot did not hold it because a
-    /// commit rewrote the block during the read (`State::flips` moved):
+    /// commit rewrote the block during the read (its write count moved):
     /// locate again. Otherwise a slot that does not hold the version the
     /// index names is `Corrupt`, never a guess.
     fn inline_from_slot(
@@ -1336,7 +1334,7 @@ impl Store {
         let value = match found {
             Ok(v) if v.len() as u64 == r.size => v,
             other => {
-                if s.state.read().flips != r.flips {
+                if s.state.read().slot_of(r.block).map(|(_, w)| w) != Some(r.writes) {
                     return Ok(None);
                 }
                 if let Err(e) = io {
@@ -1386,18 +1384,12 @@ impl Store {
         let ctx = || format!("read {} at {offset}", show_key(key));
         self.check_open().map_err(|e| e.context(ctx()))?;
         check_key(key).map_err(|e| e.context(ctx()))?;
-        let (info, data, block, slot, flips) = {
+        let (info, data, block, slot) = {
             let st = self.shared().state.read();
             let e = st
                 .lookup(key)
                 .ok_or_else(|| Error::new(ErrorKind::NotFound, "no such key").context(ctx()))?;
-            (
-                e.info(),
-                e.data.at_hand(),
-                e.block,
-                st.slot_of(e.block),
-                st.flips,
-            )
+            (e.info(), e.data.at_hand(), e.block, st.slot_of(e.block))
         };
         let (size, version) = (info.size, info.version);
         if offset > size {
@@ -1428,7 +1420,11 @@ impl Store {
                 len,
             }),
             None => {
-                let at = slot.ok_or_else(|| {
+                if len == 0 {
+                    // No bytes to read or check.
+                    return Ok((info, Located::Ready(Bytes::new())));
+                }
+                let (at, writes) = slot.ok_or_else(|| {
                     Error::new(
                         ErrorKind::Corrupt,
                         format!("tuple block {block} of an inline value was never written"),
@@ -1447,7 +1443,7 @@ impl Store {
                     None => Located::Slot(SlotRead {
                         block,
                         at,
-                        flips,
+                        writes,
                         version,
                         size,
                         offset,

@@ -44,18 +44,74 @@ impl Store {
             .sb;
         let blocks = recovery::scan(engine, sb.store_id, &sb.meta_extents).await?;
         let mut report = ScrubReport::default();
-        for b in blocks {
-            let Ok(Some(w)) = choose_slot(&b.slots) else {
+        for (no, b) in blocks.into_iter().enumerate() {
+            let no = no as u32;
+            // The slot readers use (inline values are read from it), as
+            // scanned; read again if it did not decode (it may have been
+            // written during the scan).
+            let current = shared.state.read().slot_of(no);
+            let Some((at, _)) = current else {
+                // Never written since open: empty, or not this store's.
+                if let Ok(Some(w)) = choose_slot(&b.slots) {
+                    if let Some(SlotContent::Valid { tuples, .. }) = b.slots.get(w) {
+                        for t in tuples {
+                            self.scrub_one(t, &mut report).await?;
+                        }
+                    }
+                }
                 continue;
             };
-            let Some(SlotContent::Valid { tuples, .. }) = b.slots.get(w) else {
-                continue;
+            let w = (at.saturating_sub(b.offset) / BLOCK_SIZE as u64) as usize;
+            let tuples = match b.slots.into_iter().nth(w) {
+                Some(SlotContent::Valid { tuples, .. }) => tuples,
+                _ => match self.reread_slot(no, sb.store_id).await? {
+                    Ok(tuples) => tuples,
+                    Err(why) => {
+                        report.damaged.push(format!(
+                            "tuple block {no} (slot at byte {at}): {why}; the objects it \
+                             lists cannot be read"
+                        ));
+                        continue;
+                    }
+                },
             };
-            for t in tuples {
+            for t in &tuples {
                 self.scrub_one(t, &mut report).await?;
             }
         }
         Ok(report)
+    }
+
+    /// The tuples of block `no`'s current slot, read now; `Err(why)` when
+    /// it does not decode and was not rewritten during the read.
+    async fn reread_slot(
+        &self,
+        no: u32,
+        store_id: u64,
+    ) -> Result<std::result::Result<Vec<Tuple>, String>> {
+        let shared = self.shared();
+        let id = crate::meta::block::SlotIdentity {
+            store_id,
+            block_no: no,
+        };
+        loop {
+            let Some((at, writes)) = shared.state.read().slot_of(no) else {
+                return Ok(Ok(Vec::new()));
+            };
+            let (r, buf) = shared
+                .engine
+                .read_at(AlignedBuf::zeroed(BLOCK_SIZE), at)
+                .await;
+            r.map_err(|e| Error::io("reading a tuple block", e))?;
+            let why = match crate::meta::block::decode_slot(id, buf.as_slice()) {
+                SlotContent::Valid { tuples, .. } => return Ok(Ok(tuples)),
+                SlotContent::Invalid { why, .. } => why,
+                SlotContent::Empty => "it is empty".to_owned(),
+            };
+            if shared.state.read().slot_of(no) == Some((at, writes)) {
+                return Ok(Err(why));
+            }
+        }
     }
 
     async fn scrub_one(&self, t: &Tuple, report: &mut ScrubReport) -> Result<()> {
