@@ -225,6 +225,11 @@ impl ReadCache {
             );
             (to <= whole.len()).then(|| whole.slice(from..to))
         });
+        self.count(found)
+    }
+
+    /// Counts a lookup's outcome as a hit or a miss.
+    fn count<T>(&self, found: Option<T>) -> Option<T> {
         let counter = if found.is_some() {
             &self.hits
         } else {
@@ -284,13 +289,7 @@ impl ReadCache {
                 Kept::Block(tuples) => Some(tuples),
                 Kept::Object(_) => None,
             });
-        let counter = if found.is_some() {
-            &self.hits
-        } else {
-            &self.misses
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        found
+        self.count(found)
     }
 
     /// Whether a read of tuple block `block` is to be kept
