@@ -47,7 +47,9 @@ fn check(key: &str, v: &[u8], floor: u64) -> u64 {
 }
 
 /// Readers (blocking and async) race two writers that overwrite keys packed
-/// into a few tuple blocks, so nearly every commit rewrites a block some
+/// into a few tuple blocks (and a third that deletes and puts again keys of
+/// its own, read by a fourth reader that accepts only their absence or
+/// their own whole values), so nearly every commit rewrites a block some
 /// reader is reading, and (cache on) reads are served from tuple blocks the
 /// cache kept before later rewrites. No read may fail, return a torn or
 /// foreign value, or go back before a generation acknowledged before it
@@ -88,6 +90,45 @@ fn reads_of_inline_values_race_rewrites_of_their_blocks() {
                         let generation = n * 2 + w;
                         s.put(key(i), value_of(&key(i), generation)).unwrap();
                         acked[i as usize].store(generation, Ordering::Release);
+                        n += 1;
+                    }
+                }));
+            }
+            // A third writer deletes and puts again keys of their own
+            // (tuples leave blocks and come back, moving their neighbours).
+            const CHURN: u64 = 16;
+            let churn_key = |i: u64| format!("c{i:02}");
+            {
+                let (s, stop) = (s.clone(), stop.clone());
+                threads.push(std::thread::spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let k = churn_key(n % CHURN);
+                        if n.is_multiple_of(3) {
+                            match s.delete(&k) {
+                                Ok(()) => {}
+                                Err(e) => assert_eq!(e.kind(), blobcask::ErrorKind::NotFound),
+                            }
+                        } else {
+                            s.put(&k, value_of(&k, n)).unwrap();
+                        }
+                        n += 1;
+                    }
+                }));
+            }
+            {
+                let (s, stop, reads) = (s.clone(), stop.clone(), reads.clone());
+                threads.push(std::thread::spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let k = churn_key(n * 7 % CHURN);
+                        match s.get(&k) {
+                            Ok(v) => {
+                                check(&k, &v, 0);
+                            }
+                            Err(e) => assert_eq!(e.kind(), blobcask::ErrorKind::NotFound, "{e}"),
+                        }
+                        reads.fetch_add(1, Ordering::Relaxed);
                         n += 1;
                     }
                 }));
