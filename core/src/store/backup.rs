@@ -319,51 +319,21 @@ impl Store {
     }
 
     async fn fill_block(&self, snapshot: &[Pinned], block: u32, pins: Vec<usize>) -> Result<()> {
-        let mut pins: Vec<&Pinned> = pins.iter().filter_map(|&i| snapshot.get(i)).collect();
-        let s = self.shared();
-        let id = crate::meta::block::SlotIdentity {
-            store_id: s.geometry.store_id,
-            block_no: block,
+        self.check_not_closing()?;
+        let damaged = |why: String| {
+            Error::new(
+                ErrorKind::Corrupt,
+                format!("tuple block {block} cannot be read: {why}"),
+            )
         };
-        loop {
-            self.check_not_closing()?;
-            let slot = s.state.read().slot_of(block);
-            let tuples = match slot {
-                Some((at, _)) => {
-                    let (r, buf) = s
-                        .engine
-                        .read_at(crate::io::AlignedBuf::zeroed(BLOCK_SIZE), at)
-                        .await;
-                    r.map_err(|e| Error::io("reading a tuple block", e))?;
-                    match crate::meta::block::decode_slot(id, buf.as_slice()) {
-                        crate::meta::block::SlotContent::Valid { tuples, .. } => tuples,
-                        _ => Vec::new(),
-                    }
-                }
-                None => Vec::new(),
-            };
-            pins.retain(|p| {
-                let found = tuples
-                    .iter()
-                    .find(|t| t.version == p.version && t.key == p.key)
-                    .and_then(|t| match &t.value {
-                        // A copy: a slice would keep the decoded block.
-                        tuple::TupleValue::Inline(b) => Some(Bytes::copy_from_slice(b)),
-                        tuple::TupleValue::Heap { .. } => None,
-                    })
-                    .or_else(|| s.retired.get(p.version));
-                match found {
-                    Some(b) if b.len() as u64 == p.size => {
-                        *p.data.lock() = Some(ObjectData::Inline(b));
-                        false
-                    }
-                    _ => true,
-                }
-            });
-            let Some(p) = pins.first() else {
-                return Ok(());
-            };
-            if s.state.read().slot_of(block) == slot {
+        let tuples = self.current_block(block).await?.map_err(damaged)?;
+        for p in pins.iter().filter_map(|&i| snapshot.get(i)) {
+            // Not in the block as read: removed before that write, so kept
+            // aside (`Retired`).
+            let found = super::inline_in(&tuples, &p.key, p.version)
+                .or_else(|| self.shared().retired.get(p.version))
+                .filter(|b| b.len() as u64 == p.size);
+            let Some(b) = found else {
                 return Err(Error::new(
                     ErrorKind::Corrupt,
                     format!(
@@ -372,8 +342,10 @@ impl Store {
                         p.version
                     ),
                 ));
-            }
+            };
+            *p.data.lock() = Some(ObjectData::Inline(b));
         }
+        Ok(())
     }
 
     /// `len` bytes at `offset` of a pinned version, checked.

@@ -769,7 +769,7 @@ impl std::fmt::Debug for Store {
 /// `key`'s inline value of `version` among a tuple block's `tuples`, as a
 /// copy of its own (a slice would keep the whole decoded block alive, and
 /// the caller may own it: invariant 9).
-fn inline_in(tuples: &[tuple::Tuple], key: &[u8], version: u64) -> Option<Bytes> {
+pub(crate) fn inline_in(tuples: &[tuple::Tuple], key: &[u8], version: u64) -> Option<Bytes> {
     tuples
         .iter()
         .find(|t| t.version == version && *t.key == *key)
@@ -1281,6 +1281,36 @@ impl Store {
             let found = self.read_slot(s.engine.as_ref(), key, &r).await?;
             if let Some(b) = found {
                 return Ok(b);
+            }
+        }
+    }
+
+    /// The tuples of `block` as its current slot holds them, read now (none
+    /// for a block never written), read again while commits rewrite it;
+    /// `Err(why)` when the slot does not decode and was not rewritten
+    /// during its read (damage). For scans (scrub, a backup's snapshot).
+    pub(crate) async fn current_block(
+        &self,
+        block: u32,
+    ) -> Result<std::result::Result<Vec<tuple::Tuple>, String>> {
+        let s = self.shared();
+        let id = SlotIdentity {
+            store_id: s.geometry.store_id,
+            block_no: block,
+        };
+        loop {
+            let Some((at, writes)) = s.state.read().slot_of(block) else {
+                return Ok(Ok(Vec::new()));
+            };
+            let (r, buf) = s.engine.read_at(AlignedBuf::zeroed(BLOCK_SIZE), at).await;
+            r.map_err(|e| Error::io("reading a tuple block", e))?;
+            let why = match decode_slot(id, buf.as_slice()) {
+                SlotContent::Valid { tuples, .. } => return Ok(Ok(tuples)),
+                SlotContent::Invalid { why, .. } => why,
+                SlotContent::Empty => "it is empty".to_owned(),
+            };
+            if s.state.read().slot_of(block) == Some((at, writes)) {
+                return Ok(Err(why));
             }
         }
     }

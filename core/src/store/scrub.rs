@@ -64,7 +64,7 @@ impl Store {
             let w = (at.saturating_sub(b.offset) / BLOCK_SIZE as u64) as usize;
             let tuples = match b.slots.into_iter().nth(w) {
                 Some(SlotContent::Valid { tuples, .. }) => tuples,
-                _ => match self.reread_slot(no, sb.store_id).await? {
+                _ => match self.current_block(no).await? {
                     Ok(tuples) => tuples,
                     Err(why) => {
                         report.damaged.push(format!(
@@ -80,38 +80,6 @@ impl Store {
             }
         }
         Ok(report)
-    }
-
-    /// The tuples of block `no`'s current slot, read now; `Err(why)` when
-    /// it does not decode and was not rewritten during the read.
-    async fn reread_slot(
-        &self,
-        no: u32,
-        store_id: u64,
-    ) -> Result<std::result::Result<Vec<Tuple>, String>> {
-        let shared = self.shared();
-        let id = crate::meta::block::SlotIdentity {
-            store_id,
-            block_no: no,
-        };
-        loop {
-            let Some((at, writes)) = shared.state.read().slot_of(no) else {
-                return Ok(Ok(Vec::new()));
-            };
-            let (r, buf) = shared
-                .engine
-                .read_at(AlignedBuf::zeroed(BLOCK_SIZE), at)
-                .await;
-            r.map_err(|e| Error::io("reading a tuple block", e))?;
-            let why = match crate::meta::block::decode_slot(id, buf.as_slice()) {
-                SlotContent::Valid { tuples, .. } => return Ok(Ok(tuples)),
-                SlotContent::Invalid { why, .. } => why,
-                SlotContent::Empty => "it is empty".to_owned(),
-            };
-            if shared.state.read().slot_of(no) == Some((at, writes)) {
-                return Ok(Err(why));
-            }
-        }
     }
 
     async fn scrub_one(&self, t: &Tuple, report: &mut ScrubReport) -> Result<()> {
