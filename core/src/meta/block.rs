@@ -14,7 +14,8 @@
 //! 28 crc32c u32 over bytes [0,28) ++ [32,48+payload_len) ++ [4088,4096)
 //! 32 group_first u64: first version assigned by the group that wrote it
 //! 40 group_blocks u32: how many blocks that group wrote
-//! 44 group_flags u32: bit 0 ATOMIC (a bulk-load group: all or nothing)
+//! 44 group_flags u32: bit 0 ATOMIC (all or nothing: a bulk load, or a
+//!    group of a store in buffered durability mode)
 //! 48 payload: `count` tuples back to back (at most 4040 bytes)
 //! 4088 seq u64 again
 //! ```
@@ -52,7 +53,9 @@ const SEQ_COPY: usize = BLOCK_SIZE - 8;
 pub const BLOCK_PAYLOAD: usize = SEQ_COPY - BLOCK_HEADER_LEN;
 /// Room for tuples in one format-1 slot.
 pub const BLOCK_PAYLOAD_V1: usize = BLOCK_SIZE - BLOCK_HEADER_LEN;
-/// Group flag: the group is all-or-nothing (bulk load).
+/// Group flag: the group is all-or-nothing (a bulk load, or buffered
+/// durability, whose changes were acknowledged before the group was
+/// written: a crash keeps a prefix of them).
 pub const GROUP_ATOMIC: u32 = 1;
 
 /// Identity a slot must carry to belong to this place of this store.

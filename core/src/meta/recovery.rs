@@ -385,7 +385,7 @@ where
         let why = if !complete {
             "interrupted by a crash before its sync (tuple blocks missing or torn)"
         } else {
-            "a bulk-load group with an object whose bytes did not reach the disk"
+            "all-or-nothing (a bulk load, or buffered durability) and one of its objects' bytes did not reach the disk"
         };
         for &(no, _) in &members {
             let (Some(b), Some(chosen_no), Some(rejected_no)) =

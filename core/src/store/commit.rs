@@ -444,7 +444,17 @@ impl Committer {
                 .map_err(|e| Error::io("syncing object data", e))?;
         }
         let seq = self.next_version - 1;
-        let flags = if pending.atomic { GROUP_ATOMIC } else { 0 };
+        // All or nothing: a bulk load; and any group in buffered mode,
+        // whose changes were acknowledged one by one before it was written,
+        // so that rolling back one object whose bytes did not land (and
+        // keeping later ones) would leave no prefix of what was
+        // acknowledged.
+        let buffered = matches!(self.shared.options.durability, Durability::Buffered { .. });
+        let flags = if pending.atomic || buffered {
+            GROUP_ATOMIC
+        } else {
+            0
+        };
         if !pending.data_writes.is_empty() {
             self.write_blocks_beside(pending.data_writes, &pending.dirty, seq, first, flags)
                 .await?;
