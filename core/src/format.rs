@@ -21,16 +21,23 @@ pub const BLOCK_SIZE: usize = 4096;
 pub const BLOCK_SHIFT: u32 = 12;
 /// Superblock magic (8 bytes).
 pub const SUPER_MAGIC: &[u8; 8] = b"BLOBCASK";
-/// The format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 3;
+/// The newest format version this build writes and reads: new stores get
+/// it (one slot per tuple block and a metadata journal).
+pub const FORMAT_VERSION: u32 = 4;
+/// The version this build keeps writing for stores with two slots per
+/// tuple block (created by versions 1 to 3): they are not converted.
+pub const PAIRED_FORMAT_VERSION: u32 = 3;
 /// Oldest format version this build opens (and upgrades on first write).
 pub const MIN_FORMAT_VERSION: u32 = 1;
 /// Blocks reserved at the start of the file for the two superblock slots.
 pub const SUPER_BLOCKS: u64 = 2;
+/// Largest order of the metadata journal a new store gets (256 slots);
+/// a group that needs more grows it.
+pub const JOURNAL_ORDER: u8 = 8;
 /// Most metadata extents the superblock can list.
 pub const MAX_META_EXTENTS: usize = 200;
 
-/// A metadata extent: a buddy piece holding tuple blocks (two slots each).
+/// A metadata extent: a buddy piece holding tuple blocks, or the journal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MetaExtent {
     /// First block of the extent (absolute, in blocks from file start).
@@ -40,9 +47,40 @@ pub struct MetaExtent {
 }
 
 impl MetaExtent {
-    /// Number of logical tuple blocks (two physical slots each).
-    pub fn tuple_blocks(&self) -> u64 {
-        (1u64 << self.order) / 2
+    /// Number of logical tuple blocks the extent holds in `layout`.
+    pub fn tuple_blocks(&self, layout: Layout) -> u64 {
+        (1u64 << self.order) / layout.slots_per_block()
+    }
+
+    /// Byte offset of the extent's first block.
+    pub fn offset(&self) -> u64 {
+        self.start * BLOCK_SIZE as u64
+    }
+
+    /// Length in bytes.
+    pub fn len_bytes(&self) -> u64 {
+        (BLOCK_SIZE as u64) << self.order
+    }
+}
+
+/// How tuple blocks are kept safe from torn writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Formats 1 to 3: two adjacent slots per tuple block, written in turn.
+    Paired,
+    /// Format 4: one slot per tuple block (its home), and a journal extent
+    /// that holds a group's new images of blocks with state until their
+    /// homes are rewritten and synced.
+    Journaled(MetaExtent),
+}
+
+impl Layout {
+    /// Physical slots per logical tuple block in the metadata extents.
+    pub fn slots_per_block(self) -> u64 {
+        match self {
+            Layout::Paired => 2,
+            Layout::Journaled(_) => 1,
+        }
     }
 }
 
@@ -75,6 +113,9 @@ pub struct Superblock {
     /// written before settings were stored: the caller's options (or the
     /// defaults) apply, and a read-write open stores them.
     pub settings: Option<StoredSettings>,
+    /// The metadata journal (format 4); `None` in stores with two slots
+    /// per tuple block (formats 1 to 3).
+    pub journal: Option<MetaExtent>,
 }
 
 /// Settings chosen at creation (or changed explicitly at a later open) that
@@ -124,6 +165,8 @@ const SB_SETTINGS_INDEX: usize = SB_SETTINGS + 1;
 const SB_SETTINGS_INLINE: usize = SB_SETTINGS + 2;
 const SB_SETTINGS_MAX_CAPACITY: usize = SB_SETTINGS + 8;
 const SB_SETTINGS_ASKED_CAPACITY: usize = SB_SETTINGS + 16;
+/// The journal extent (format 4): start block u64, order u8.
+const SB_JOURNAL: usize = SB_SETTINGS + 24;
 /// Settings-record flag: the record is present.
 const SETTINGS_PRESENT: u8 = 1;
 const SB_CRC: usize = BLOCK_SIZE - 4;
@@ -155,6 +198,9 @@ impl Superblock {
             w.at(SB_SETTINGS_INLINE).u16(st.inline_threshold);
             w.at(SB_SETTINGS_MAX_CAPACITY).u64(st.max_capacity);
             w.at(SB_SETTINGS_ASKED_CAPACITY).u64(st.asked_capacity);
+        }
+        if let Some(j) = &self.journal {
+            w.at(SB_JOURNAL).u64(j.start).u8(j.order);
         }
         w.at(SB_CRC);
         let crc = crc32c::crc32c(&b);
@@ -252,6 +298,18 @@ impl Superblock {
             }),
             _ => return Err(corrupt("settings flags unknown")),
         };
+        let journal = MetaExtent {
+            start: u64_at(SB_JOURNAL)?,
+            order: u8_at(SB_JOURNAL + 8)?,
+        };
+        let journal = match (format_version >= 4, journal.start) {
+            (false, 0) => None,
+            (false, _) => return Err(corrupt("of a version before 4 names a journal")),
+            (true, s) if s < SUPER_BLOCKS || journal.order == 0 || journal.order > max_order => {
+                return Err(corrupt("journal extent out of range"))
+            }
+            (true, _) => Some(journal),
+        };
         Ok(Some(Superblock {
             format_version,
             block_size,
@@ -263,7 +321,22 @@ impl Superblock {
             clean_seq: u64_at(SB_CLEAN_SEQ)?,
             meta_extents,
             settings,
+            journal,
         }))
+    }
+
+    /// How the store's tuple blocks are laid out.
+    pub fn layout(&self) -> Layout {
+        self.journal.map_or(Layout::Paired, Layout::Journaled)
+    }
+
+    /// The format version this build writes for this store: 4 with a
+    /// journal, else 3 (two-slot stores are not converted).
+    pub fn current_version(&self) -> u32 {
+        match self.layout() {
+            Layout::Paired => PAIRED_FORMAT_VERSION,
+            Layout::Journaled(_) => FORMAT_VERSION,
+        }
     }
 
     /// Total blocks covered by the store.
@@ -415,6 +488,10 @@ mod tests {
                 inline_threshold: 700,
                 max_capacity: 5 << 30,
                 asked_capacity: 1 << 30,
+            }),
+            journal: Some(MetaExtent {
+                start: 2,
+                order: 8,
             }),
         }
     }

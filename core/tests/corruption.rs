@@ -40,7 +40,7 @@ fn flipped_metadata_bytes_give_corrupt_or_only_true_versions() {
     let sb = superblock(&image);
     // Metadata: the two superblock slots and every metadata extent.
     let mut regions = vec![(0usize, 2 * BLOCK_SIZE)];
-    for e in &sb.meta_extents {
+    for e in sb.meta_extents.iter().chain(&sb.journal) {
         regions.push((e.start as usize * BLOCK_SIZE, BLOCK_SIZE << e.order));
     }
     let mut rng = StdRng::seed_from_u64(9);
@@ -136,7 +136,7 @@ fn damaged_newer_slot_never_serves_reused_pieces() {
     let image = dev.volatile_image();
     let sb = superblock(&image);
     let (mut refused, mut served) = (0, 0);
-    for e in &sb.meta_extents {
+    for e in sb.meta_extents.iter().chain(&sb.journal) {
         let start = e.start as usize * BLOCK_SIZE;
         for blk in 0..(1usize << e.order) {
             let at = start + blk * BLOCK_SIZE;

@@ -91,7 +91,7 @@ fn build(name: &'static str, clean: bool, seed: u64) -> Image {
     let live: Vec<usize> = (0..bytes.len()).filter(|&i| bytes[i] != 0).collect();
     let sb = superblock(&bytes);
     let mut regions = vec![(0, 2 * BLOCK_SIZE)];
-    for e in &sb.meta_extents {
+    for e in sb.meta_extents.iter().chain(&sb.journal) {
         regions.push((e.start as usize * BLOCK_SIZE, BLOCK_SIZE << e.order));
     }
     let meta = live

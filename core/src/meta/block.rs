@@ -24,6 +24,18 @@
 //! up to 4048 bytes; they are still read, and written back in format 1 only
 //! when their payload does not fit format 2.
 //!
+//! Format 4 slots (magic "BCT4", stores with one slot per tuple block and a
+//! metadata journal) keep the block number three times, so a journal slot
+//! (which may hold any block) says whose image it is even when one of them
+//! is damaged or a write tore it:
+//!
+//! ```text
+//! 0 .. 48  as format 2, magic "BCT4"
+//! 48       payload (at most 4032 bytes)
+//! 4080 block_no u32 again    4084 block_no u32 again    4088 seq u64 again
+//! crc32c over bytes [0,28) ++ [32,48+payload_len) ++ [4080,4096)
+//! ```
+//!
 //! The second copy of the sequence lets recovery tell what a damaged slot
 //! was: one flipped byte cannot change both copies, so a slot whose copies
 //! agree says which group wrote it even when its checksum fails, and a slot
@@ -33,13 +45,15 @@
 use bytes::Bytes;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{get_u64, RecordReader, RecordWriter, BLOCK_SIZE};
+use crate::format::{get_u32, get_u64, RecordReader, RecordWriter, BLOCK_SIZE};
 use crate::meta::tuple::Tuple;
 
 /// Slot magic, format 2.
 pub const BLOCK_MAGIC: u32 = u32::from_le_bytes(*b"BCT2");
 /// Slot magic, format 1.
 pub const BLOCK_MAGIC_V1: u32 = u32::from_le_bytes(*b"BCTB");
+/// Slot magic, format 4 (journaled stores).
+pub const BLOCK_MAGIC_V4: u32 = u32::from_le_bytes(*b"BCT4");
 /// Header bytes before the tuples.
 pub const BLOCK_HEADER_LEN: usize = 48;
 /// Where the slot checksum lives; it covers every byte before it.
@@ -47,10 +61,15 @@ const SLOT_CRC: usize = 28;
 /// Where the group stamp starts; the checksummed body runs from here to
 /// the end of the payload.
 const SLOT_GROUP: usize = 32;
-/// Where the second copy of the sequence lives (format 2).
+/// Where the second copy of the sequence lives (formats 2 and 4).
 const SEQ_COPY: usize = BLOCK_SIZE - 8;
+/// Where the two more copies of the block number live (format 4).
+const BLOCK_COPIES: usize = BLOCK_SIZE - 16;
 /// Room for tuples in one format-2 slot.
-pub const BLOCK_PAYLOAD: usize = SEQ_COPY - BLOCK_HEADER_LEN;
+const BLOCK_PAYLOAD_V2: usize = SEQ_COPY - BLOCK_HEADER_LEN;
+/// Room for tuples in one tuple block, whatever its format: the format-4
+/// room, which every newer slot format has too.
+pub const BLOCK_PAYLOAD: usize = BLOCK_COPIES - BLOCK_HEADER_LEN;
 /// Room for tuples in one format-1 slot.
 pub const BLOCK_PAYLOAD_V1: usize = BLOCK_SIZE - BLOCK_HEADER_LEN;
 /// Group flag: the group is all-or-nothing (a bulk load, or buffered
@@ -80,8 +99,9 @@ pub struct GroupStamp {
     pub flags: u32,
 }
 
-/// Encodes a slot image from already encoded tuples: format 2 when the
-/// payload fits, else format 1 (a block carried over from a format-1 store).
+/// Encodes a slot image of a two-slot store from already encoded tuples:
+/// format 2 when the payload fits, else format 1 (a block carried over
+/// from a format-1 store).
 pub fn encode_slot(
     id: SlotIdentity,
     stamp: GroupStamp,
@@ -90,10 +110,38 @@ pub fn encode_slot(
     out: &mut [u8],
 ) {
     assert!(payload.len() <= BLOCK_PAYLOAD_V1 && out.len() == BLOCK_SIZE);
-    let v2 = payload.len() <= BLOCK_PAYLOAD;
+    let magic = if payload.len() <= BLOCK_PAYLOAD_V2 {
+        BLOCK_MAGIC
+    } else {
+        BLOCK_MAGIC_V1
+    };
+    encode(magic, id, stamp, count, payload, out);
+}
+
+/// Encodes a format-4 slot image (a journaled store's home slot or journal
+/// slot) from already encoded tuples of at most [`BLOCK_PAYLOAD`] bytes.
+pub fn encode_journaled_slot(
+    id: SlotIdentity,
+    stamp: GroupStamp,
+    count: usize,
+    payload: &[u8],
+    out: &mut [u8],
+) {
+    assert!(payload.len() <= BLOCK_PAYLOAD && out.len() == BLOCK_SIZE);
+    encode(BLOCK_MAGIC_V4, id, stamp, count, payload, out);
+}
+
+fn encode(
+    magic: u32,
+    id: SlotIdentity,
+    stamp: GroupStamp,
+    count: usize,
+    payload: &[u8],
+    out: &mut [u8],
+) {
     let mut head = Vec::with_capacity(SLOT_CRC);
     RecordWriter::new(&mut head)
-        .u32(if v2 { BLOCK_MAGIC } else { BLOCK_MAGIC_V1 })
+        .u32(magic)
         .u32(id.block_no)
         .u64(id.store_id)
         .u64(stamp.seq)
@@ -105,8 +153,14 @@ pub fn encode_slot(
         .u32(stamp.blocks)
         .u32(stamp.flags)
         .bytes(payload);
-    let seq_copy = stamp.seq.to_le_bytes();
-    let tail: &[u8] = if v2 { &seq_copy } else { &[] };
+    let mut tail = Vec::with_capacity(BLOCK_SIZE - BLOCK_COPIES);
+    if magic == BLOCK_MAGIC_V4 {
+        RecordWriter::new(&mut tail).u32(id.block_no).u32(id.block_no);
+    }
+    if magic != BLOCK_MAGIC_V1 {
+        RecordWriter::new(&mut tail).u64(stamp.seq);
+    }
+    let tail = &tail[..];
     let crc = slot_crc(&head, &body, tail);
     let mut image = Vec::with_capacity(BLOCK_SIZE);
     let mut w = RecordWriter::new(&mut image);
@@ -120,8 +174,9 @@ pub fn encode_slot(
 }
 
 /// CRC32C over what a slot's checksum covers: the header before the
-/// checksum field, the group stamp and payload, and (format 2) the second
-/// sequence copy at the end of the block.
+/// checksum field, the group stamp and payload, and the copies at the end
+/// of the block (format 2: the sequence; format 4: block number twice and
+/// the sequence).
 fn slot_crc(head: &[u8], body: &[u8], seq_copy: &[u8]) -> u32 {
     let crc = crc32c::crc32c(head);
     let crc = crc32c::crc32c_append(crc, body);
@@ -161,7 +216,7 @@ impl SlotHeader {
 }
 
 /// What one physical slot holds.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum SlotContent {
     /// Never written (all zero): an empty block.
     Empty,
@@ -205,7 +260,8 @@ pub fn decode_slot(id: SlotIdentity, b: &[u8]) -> SlotContent {
     let (Some(h), Some(seq_copy)) = (SlotHeader::read(b), get_u64(b, SEQ_COPY)) else {
         return invalid("slot truncated", None, None);
     };
-    let v2 = h.magic == BLOCK_MAGIC;
+    let v4 = h.magic == BLOCK_MAGIC_V4;
+    let v2 = h.magic == BLOCK_MAGIC || v4;
     let ours = h.store_id == id.store_id && h.block_no == id.block_no;
     let seq = h.seq;
     // What a damaged slot still tells: its sequence, when both copies
@@ -222,7 +278,13 @@ pub fn decode_slot(id: SlotIdentity, b: &[u8]) -> SlotContent {
     if !v2 && h.magic != BLOCK_MAGIC_V1 {
         return invalid("bad magic", claim, split);
     }
-    let room = if v2 { BLOCK_PAYLOAD } else { BLOCK_PAYLOAD_V1 };
+    let (room, tail_at) = if v4 {
+        (BLOCK_PAYLOAD, BLOCK_COPIES)
+    } else if v2 {
+        (BLOCK_PAYLOAD_V2, SEQ_COPY)
+    } else {
+        (BLOCK_PAYLOAD_V1, BLOCK_SIZE)
+    };
     let payload_len = h.payload_len as usize;
     if payload_len > room {
         return invalid("payload length out of range", claim, split);
@@ -232,7 +294,7 @@ pub fn decode_slot(id: SlotIdentity, b: &[u8]) -> SlotContent {
         b.get(..SLOT_CRC),
         b.get(SLOT_GROUP..BLOCK_HEADER_LEN + payload_len),
         b.get(BLOCK_HEADER_LEN..BLOCK_HEADER_LEN + payload_len),
-        if v2 { b.get(SEQ_COPY..) } else { Some(&[][..]) },
+        b.get(tail_at..),
     );
     let (Some(head), Some(body), Some(payload), Some(tail)) = covered else {
         return invalid("payload length out of range", claim, split);
@@ -272,6 +334,24 @@ pub fn decode_slot(id: SlotIdentity, b: &[u8]) -> SlotContent {
         group_blocks: h.group_blocks,
         group_flags: h.group_flags,
         tuples,
+    }
+}
+
+/// The tuple block a format-4 slot holds, by the majority of its three
+/// block numbers (one damaged copy or a torn write cannot change it);
+/// `None` when no two copies agree.
+pub fn journal_block(b: &[u8]) -> Option<u32> {
+    let (x, y, z) = (
+        get_u32(b, 4)?,
+        get_u32(b, BLOCK_COPIES)?,
+        get_u32(b, BLOCK_COPIES + 4)?,
+    );
+    if x == y || x == z {
+        Some(x)
+    } else if y == z {
+        Some(y)
+    } else {
+        None
     }
 }
 

@@ -1,8 +1,9 @@
 //! Metadata, one layer: tuples, tuple-block slots, the two superblock
-//! copies, recovery (used by open and `check` alike) and the committer's
-//! in-memory block table.
+//! copies, the metadata journal (format 4), recovery (used by open and
+//! `check` alike) and the committer's in-memory block table.
 
 pub mod block;
+pub(crate) mod journal;
 pub mod recovery;
 pub(crate) mod superblock;
 pub(crate) mod table;

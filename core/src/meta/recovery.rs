@@ -29,20 +29,102 @@
 use std::collections::BTreeSet;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{MetaExtent, BLOCK_SIZE};
+use crate::format::{Layout, MetaExtent, BLOCK_SIZE};
 use crate::io::{AlignedBuf, IoEngine};
-use crate::meta::block::{choose_slot, decode_slot, SlotContent, SlotIdentity, GROUP_ATOMIC};
+use crate::meta::block::{decode_slot, journal_block, SlotContent, SlotIdentity, GROUP_ATOMIC};
 
 /// Most bytes read by one I/O while scanning.
 const SCAN_CHUNK: usize = 1 << 20;
 /// Most object names listed in a report (the counts are exact).
 const REPORT_NAMES: usize = 100;
 
-/// Both decoded slots of one logical tuple block.
+/// Every copy of one logical tuple block found on the device.
 pub(crate) struct ScannedBlock {
-    /// Byte offset of slot 0.
+    /// Byte offset of slot 0 (two-slot stores) or of the home slot.
     pub offset: u64,
-    pub slots: [SlotContent; 2],
+    /// Each copy with its byte offset. Two-slot stores: both slots, in
+    /// order. Journaled stores: the home slot, then every journal slot
+    /// holding an image of this block.
+    pub slots: Vec<(u64, SlotContent)>,
+}
+
+impl ScannedBlock {
+    /// The copy at index `w`.
+    pub fn slot(&self, w: usize) -> Option<&SlotContent> {
+        self.slots.get(w).map(|(_, s)| s)
+    }
+
+    /// The valid copy with the largest sequence: two valid slots of a
+    /// two-slot block never share one (`Corrupt`); a journaled block's home
+    /// and journal image do once its home is rewritten (the home is taken).
+    fn newest(&self, layout: Layout) -> Result<Option<usize>> {
+        let mut best: Option<(usize, u64)> = None;
+        for (i, (_, s)) in self.slots.iter().enumerate() {
+            let Some(seq) = s.seq() else { continue };
+            match best {
+                Some((_, b)) if b == seq && layout == Layout::Paired => {
+                    return Err(Error::new(
+                        ErrorKind::Corrupt,
+                        "both slots of a tuple block carry the same sequence",
+                    ))
+                }
+                Some((_, b)) if b >= seq => {}
+                _ => best = Some((i, seq)),
+            }
+        }
+        Ok(best.map(|(i, _)| i))
+    }
+
+    /// The copy a block falls back to when its state at index `w` (written
+    /// by the group of sequence `seq`) is rolled back: the valid copy with
+    /// the largest sequence below `seq` (its state before that group);
+    /// `None` when the block had no state before.
+    fn fallback(&self, w: usize, seq: u64, layout: Layout) -> Result<Option<usize>> {
+        let older = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, s))| s.seq().filter(|&x| x < seq).map(|x| (i, x)))
+            .max_by_key(|&(_, x)| x)
+            .map(|(i, _)| i);
+        let damaged = self.slots.iter().enumerate().find_map(|(i, (_, s))| match s {
+            SlotContent::Invalid { why, .. } if i != w => Some(why.clone()),
+            _ => None,
+        });
+        match layout {
+            Layout::Paired => match (older, damaged) {
+                (Some(i), _) => Ok(Some(i)),
+                (None, None) => Ok(None),
+                (None, Some(why)) => Err(corrupt(format!(
+                    "its newest slot is from an interrupted group and the other is damaged ({why})"
+                ))),
+            },
+            // A home slot written by the group itself was written there
+            // directly (a block's first write: nothing before it), unless
+            // the group's journal image of it is there too: then the home
+            // was rewritten after the group's sync, which a rolled-back
+            // group never reached, and what came before is not known.
+            Layout::Journaled(_) if w == 0 => {
+                let journaled = self
+                    .slots
+                    .iter()
+                    .skip(1)
+                    .any(|(_, s)| s.seq() == Some(seq));
+                if journaled {
+                    Err(corrupt(
+                        "its home slot holds a group that must be rolled back but was synced"
+                            .into(),
+                    ))
+                } else {
+                    Ok(None)
+                }
+            }
+            // A journal image rolled back: the state before it is its home
+            // slot or the journal image of the group before (the journal
+            // keeps a group's images until its home writes are synced).
+            Layout::Journaled(_) => Ok(older),
+        }
+    }
 }
 
 /// What recovery found when the store was opened: what it rolled back and
@@ -78,64 +160,86 @@ impl RecoveryReport {
     }
 }
 
-/// Reads and decodes every tuple block of `extents`.
+/// Reads and decodes every tuple block of `extents`, and (journaled
+/// stores) every image in the journal.
 pub(crate) async fn scan(
     engine: &dyn IoEngine,
     store_id: u64,
     extents: &[MetaExtent],
+    layout: Layout,
 ) -> Result<Vec<ScannedBlock>> {
-    let mut out = Vec::new();
+    let mut out: Vec<ScannedBlock> = Vec::new();
+    let step = layout.slots_per_block() as usize;
     for extent in extents {
-        let start = extent.start * BLOCK_SIZE as u64;
-        let total = (1usize << extent.order) * BLOCK_SIZE;
-        let mut done = 0usize;
-        while done < total {
-            let len = SCAN_CHUNK.min(total - done);
-            let (r, buf) = engine
-                .read_at(AlignedBuf::zeroed(len), start + done as u64)
-                .await;
-            r.map_err(|e| Error::io("reading tuple blocks", e))?;
-            // A short buffer would shift every later block's number.
-            let bytes = buf
-                .as_slice()
-                .get(..len)
-                .ok_or_else(|| Error::new(ErrorKind::Io, "reading tuple blocks: short read"))?;
-            let (blocks, _) = bytes.as_chunks::<BLOCK_SIZE>();
-            for (i, [a, b]) in blocks.as_chunks::<2>().0.iter().enumerate() {
-                let offset = start + (done + i * 2 * BLOCK_SIZE) as u64;
+        read_extent(engine, extent, |offset, slots| {
+            for (i, group) in slots.chunks_exact(step).enumerate() {
                 let id = SlotIdentity {
                     store_id,
                     block_no: out.len() as u32,
                 };
-                let slots = [decode_slot(id, a), decode_slot(id, b)];
-                out.push(ScannedBlock { offset, slots });
+                let at = offset + (i * step * BLOCK_SIZE) as u64;
+                let slots = group
+                    .iter()
+                    .enumerate()
+                    .map(|(k, b)| (at + (k * BLOCK_SIZE) as u64, decode_slot(id, b)))
+                    .collect();
+                out.push(ScannedBlock { offset: at, slots });
             }
-            done += len;
-        }
+        })
+        .await?;
+    }
+    if let Layout::Journaled(journal) = layout {
+        read_extent(engine, &journal, |offset, slots| {
+            for (i, b) in slots.iter().enumerate() {
+                if b.iter().all(|&x| x == 0) {
+                    continue;
+                }
+                // Whose image it is (a torn or damaged one too); an image
+                // of no block of the store is a stale one of no consequence.
+                let Some(block) = journal_block(b) else {
+                    continue;
+                };
+                let Some(home) = out.get_mut(block as usize) else {
+                    continue;
+                };
+                let id = SlotIdentity {
+                    store_id,
+                    block_no: block,
+                };
+                let at = offset + (i * BLOCK_SIZE) as u64;
+                home.slots.push((at, decode_slot(id, b)));
+            }
+        })
+        .await?;
     }
     Ok(out)
 }
 
-impl ScannedBlock {
-    /// Slot `w` (0 or 1) and its sibling.
-    fn pair(&self, w: usize) -> (&SlotContent, &SlotContent) {
-        let [a, b] = &self.slots;
-        if w == 0 {
-            (a, b)
-        } else {
-            (b, a)
-        }
+/// Reads `extent` in large chunks, handing each chunk's blocks (and the
+/// byte offset of the first) to `f`.
+async fn read_extent(
+    engine: &dyn IoEngine,
+    extent: &MetaExtent,
+    mut f: impl FnMut(u64, &[[u8; BLOCK_SIZE]]),
+) -> Result<()> {
+    let start = extent.offset();
+    let total = extent.len_bytes() as usize;
+    let mut done = 0usize;
+    while done < total {
+        let len = SCAN_CHUNK.min(total - done);
+        let (r, buf) = engine
+            .read_at(AlignedBuf::zeroed(len), start + done as u64)
+            .await;
+        r.map_err(|e| Error::io("reading tuple blocks", e))?;
+        // A short buffer would shift every later block's number.
+        let bytes = buf
+            .as_slice()
+            .get(..len)
+            .ok_or_else(|| Error::new(ErrorKind::Io, "reading tuple blocks: short read"))?;
+        f(start + done as u64, bytes.as_chunks::<BLOCK_SIZE>().0);
+        done += len;
     }
-
-    /// Slot `w` (0 or 1) and its sibling, mutably.
-    fn pair_mut(&mut self, w: usize) -> (&mut SlotContent, &mut SlotContent) {
-        let [a, b] = &mut self.slots;
-        if w == 0 {
-            (a, b)
-        } else {
-            (b, a)
-        }
-    }
+    Ok(())
 }
 
 /// What recovery decided, for open to apply (or `check` to report).
@@ -152,7 +256,7 @@ pub(crate) struct Plan {
     pub report: RecoveryReport,
 }
 
-/// How a damaged slot relates to its sibling's state.
+/// How a damaged slot relates to the block's state.
 #[derive(Debug, PartialEq, Eq)]
 enum Damage {
     /// It held an older state: nothing lost.
@@ -164,20 +268,23 @@ enum Damage {
     Lost,
 }
 
-/// Classifies a damaged slot whose sibling holds sequence `y` (0 when
-/// empty). A torn write claims a sequence of at least `tear_floor`.
-fn classify(slot: &SlotContent, y: u64, tear_floor: u64) -> Damage {
+/// Classifies a damaged copy of a block whose state has sequence `y` (0
+/// when it has none). A torn write claims a sequence of at least
+/// `tear_floor`. In a two-slot block the sibling never shares the state's
+/// sequence; a journaled block's home and journal image may (`same_ok`).
+fn classify(slot: &SlotContent, y: u64, tear_floor: u64, same_ok: bool) -> Damage {
     let SlotContent::Invalid { seq, split, .. } = slot else {
         return Damage::Superseded;
     };
+    let older = |c: u64| c < y || (same_ok && c == y);
     match (seq, split) {
         // Both copies agree: one flipped byte cannot forge that.
-        (Some(c), _) if *c < y => Damage::Superseded,
+        (Some(c), _) if older(*c) => Damage::Superseded,
         (Some(c), _) if *c > y && *c >= tear_floor => Damage::Torn(*c),
         (Some(_), _) => Damage::Lost,
         (None, Some((a, b))) => {
             let (lo, hi) = ((*a).min(*b), (*a).max(*b));
-            if hi < y {
+            if older(hi) {
                 Damage::Superseded
             } else if lo <= y {
                 // New head and old tail (or the reverse) of a torn write, or
@@ -188,7 +295,7 @@ fn classify(slot: &SlotContent, y: u64, tear_floor: u64) -> Damage {
                     Damage::Lost
                 }
             } else if lo >= tear_floor {
-                // Both copies are newer than the sibling; either may be the
+                // Both copies are newer than the state; either may be the
                 // true one, and both say "newest group".
                 Damage::Torn(hi)
             } else {
@@ -212,15 +319,17 @@ fn corrupt(msg: String) -> Error {
 pub(crate) async fn plan<V, F>(
     scanned: &mut [ScannedBlock],
     clean_seq: u64,
+    layout: Layout,
     mut verify: V,
 ) -> Result<Plan>
 where
     V: FnMut(crate::meta::tuple::Tuple) -> F,
     F: std::future::Future<Output = Result<Option<String>>>,
 {
+    let journaled = matches!(layout, Layout::Journaled(_));
     let max_seq = scanned
         .iter()
-        .flat_map(|b| b.slots.iter().filter_map(SlotContent::seq))
+        .flat_map(|b| b.slots.iter().filter_map(|(_, s)| s.seq()))
         .max()
         .unwrap_or(0);
     let clean = clean_seq != 0 && clean_seq == max_seq;
@@ -239,24 +348,36 @@ where
     let mut torn_groups = BTreeSet::new();
     for (no, b) in scanned.iter().enumerate() {
         let at = |e: Error| e.context(format!("tuple block {no} at byte {}", b.offset));
-        let w = choose_slot(&b.slots).map_err(at)?;
-        let (y, damaged) = match w {
-            Some(w) => {
-                let (state, other) = b.pair(w);
-                (state.seq().unwrap_or(0), other)
-            }
-            None => match &b.slots {
-                [d @ SlotContent::Invalid { .. }, _] | [_, d @ SlotContent::Invalid { .. }] => {
-                    (0, d)
-                }
-                _ => {
-                    chosen.push(None);
-                    continue;
-                }
-            },
-        };
-        if let SlotContent::Invalid { why, .. } = damaged {
-            match classify(damaged, y, tear_floor) {
+        let w = b.newest(layout).map_err(at)?;
+        let y = w.and_then(|w| b.slot(w)).and_then(SlotContent::seq).unwrap_or(0);
+        let damaged: Vec<(usize, &SlotContent)> = b
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, s))| matches!(s, SlotContent::Invalid { .. }))
+            .map(|(i, (_, s))| (i, s))
+            .collect();
+        if layout == Layout::Paired && w.is_none() && damaged.len() > 1 {
+            let whys: Vec<String> = damaged
+                .iter()
+                .filter_map(|(_, s)| match s {
+                    SlotContent::Invalid { why, .. } => Some(why.clone()),
+                    _ => None,
+                })
+                .collect();
+            return Err(at(corrupt(format!(
+                "both slots of a tuple block are damaged ({})",
+                whys.join("; ")
+            ))));
+        }
+        for (i, d) in damaged {
+            let SlotContent::Invalid { why, .. } = d else {
+                continue;
+            };
+            match classify(d, y, tear_floor, journaled) {
+                // A stale journal image needs nothing: the journal is
+                // written over in turn.
+                Damage::Superseded if journaled && i > 0 => {}
                 Damage::Superseded => {
                     if clean {
                         report.repaired.push(format!(
@@ -278,9 +399,14 @@ where
                 }
             }
         }
+        // A journaled block whose state is a journal image: its home is
+        // rewritten from it before the store is served.
+        if journaled && w.is_some_and(|w| w > 0) {
+            dirty.insert(no as u32);
+        }
         chosen.push(w);
     }
-    let winner = |b: &ScannedBlock, w: Option<usize>| match w.map(|w| b.pair(w).0) {
+    let winner = |b: &ScannedBlock, w: Option<usize>| match w.and_then(|w| b.slot(w)) {
         Some(SlotContent::Valid {
             seq,
             group_blocks,
@@ -332,7 +458,7 @@ where
                 let (Some(b), Some(&Some(w))) = (scanned.get(no), chosen.get(no)) else {
                     continue;
                 };
-                let SlotContent::Valid { tuples, .. } = b.pair(w).0 else {
+                let Some(SlotContent::Valid { tuples, .. }) = b.slot(w) else {
                     continue;
                 };
                 for t in tuples.iter().filter(|t| t.version >= group_first) {
@@ -352,21 +478,25 @@ where
             }
             if !atomic {
                 // Roll back only the objects whose bytes did not land: each
-                // gets its previous version back (from the block's other
-                // slot, or its not yet removed copy in another block).
+                // gets its previous version back (from the block's state
+                // before the group, or its not yet removed copy in another
+                // block).
                 for (no, key, why) in failed {
                     let (Some(b), Some(&Some(w))) = (scanned.get_mut(no), chosen.get(no)) else {
                         continue;
                     };
-                    let (state, other) = b.pair_mut(w);
-                    let previous = match other {
-                        SlotContent::Valid { tuples, .. } => tuples
+                    let at = b.offset;
+                    let before = b.fallback(w, last_seq, layout).map_err(|e| {
+                        e.context(format!("tuple block {no} at byte {at}"))
+                    })?;
+                    let previous = match before.and_then(|p| b.slot(p)) {
+                        Some(SlotContent::Valid { tuples, .. }) => tuples
                             .iter()
                             .find(|t| t.key == key && t.version < group_first)
                             .cloned(),
                         _ => None,
                     };
-                    if let SlotContent::Valid { tuples, .. } = state {
+                    if let Some((_, SlotContent::Valid { tuples, .. })) = b.slots.get_mut(w) {
                         tuples.retain(|t| !(t.key == key && t.version >= group_first));
                         tuples.extend(previous);
                     }
@@ -380,7 +510,7 @@ where
             }
         }
         // Roll the group back as a whole: each of its blocks falls back to
-        // its other slot, the state before the group, which was synced.
+        // its state before the group, which was synced.
         report.rolled_back_groups += 1;
         let why = if !complete {
             "interrupted by a crash before its sync (tuple blocks missing or torn)"
@@ -393,14 +523,13 @@ where
             else {
                 continue;
             };
+            let at = |e: Error| e.context(format!("tuple block {no} at byte {}", b.offset));
             let (Some(w), None) = (*chosen_no, *rejected_no) else {
-                return Err(corrupt(format!(
-                    "tuple block {no} at byte {}: both slots belong to interrupted groups",
-                    b.offset
+                return Err(at(corrupt(
+                    "both slots belong to interrupted groups".into(),
                 )));
             };
-            let (state, other) = b.pair(w);
-            if let SlotContent::Valid { tuples, .. } = state {
+            if let Some(SlotContent::Valid { tuples, .. }) = b.slot(w) {
                 for t in tuples.iter().filter(|t| t.version >= group_first) {
                     report.object(format!(
                         "{}: its newest version was rolled back: the commit group was {why}",
@@ -408,28 +537,22 @@ where
                     ));
                 }
             }
-            *chosen_no = match other {
-                SlotContent::Valid { .. } => Some(1 - w),
-                SlotContent::Empty => None,
-                SlotContent::Invalid { why, .. } => {
-                    return Err(corrupt(format!(
-                        "tuple block {no} at byte {}: its newest slot is from an interrupted group and the other is damaged ({why})",
-                        b.offset
-                    )))
-                }
-            };
+            *chosen_no = b.fallback(w, last_seq, layout).map_err(at)?;
             *rejected_no = Some(w);
             dirty.insert(no as u32);
         }
     }
-    let next_slots: Vec<u8> = rejected
-        .iter()
-        .zip(&chosen)
-        .map(|(rejected, chosen)| match rejected {
-            Some(w) => *w as u8,
-            None => chosen.map_or(0, |w| 1 - w as u8),
-        })
-        .collect();
+    let next_slots: Vec<u8> = match layout {
+        Layout::Paired => rejected
+            .iter()
+            .zip(&chosen)
+            .map(|(rejected, chosen)| match rejected {
+                Some(w) => *w as u8,
+                None => chosen.map_or(0, |w| 1 - w as u8),
+            })
+            .collect(),
+        Layout::Journaled(_) => vec![0; chosen.len()],
+    };
     Ok(Plan {
         chosen,
         next_slots,
@@ -498,14 +621,18 @@ mod tests {
             store_id: STORE,
             block_no: no,
         };
+        let offset = no as u64 * 2 * BLOCK_SIZE as u64;
         ScannedBlock {
-            offset: no as u64 * 2 * BLOCK_SIZE as u64,
-            slots: [decode_slot(id, a), decode_slot(id, b)],
+            offset,
+            slots: vec![
+                (offset, decode_slot(id, a)),
+                (offset + BLOCK_SIZE as u64, decode_slot(id, b)),
+            ],
         }
     }
 
     fn run(blocks: &mut [ScannedBlock], clean_seq: u64, bad: &'static str) -> Result<Plan> {
-        crate::io::block_on(plan(blocks, clean_seq, |t: Tuple| async move {
+        crate::io::block_on(plan(blocks, clean_seq, Layout::Paired, |t: Tuple| async move {
             Ok((&*t.key == bad.as_bytes()).then(|| "test mismatch".to_string()))
         }))
     }
@@ -555,7 +682,7 @@ mod tests {
         let p = run(&mut blocks, 0, "b").unwrap();
         assert_eq!(p.report.rolled_back_objects, 1);
         assert_eq!(p.report.rolled_back_groups, 0);
-        let SlotContent::Valid { tuples, .. } = &blocks[1].slots[0] else {
+        let SlotContent::Valid { tuples, .. } = &blocks[1].slots[0].1 else {
             panic!("block 1 lost its state")
         };
         assert_eq!(tuples[0].version, 2, "b is back at its previous version");
@@ -603,39 +730,39 @@ mod tests {
     fn damaged_copies_are_classified_by_what_they_claim() {
         // Sibling at 10, newest group 20, unclean.
         let f = 20;
-        assert_eq!(classify(&invalid(Some(5), None), 10, f), Damage::Superseded);
-        assert_eq!(classify(&invalid(Some(20), None), 10, f), Damage::Torn(20));
-        assert_eq!(classify(&invalid(Some(25), None), 10, f), Damage::Torn(25));
+        assert_eq!(classify(&invalid(Some(5), None), 10, f, false), Damage::Superseded);
+        assert_eq!(classify(&invalid(Some(20), None), 10, f, false), Damage::Torn(20));
+        assert_eq!(classify(&invalid(Some(25), None), 10, f, false), Damage::Torn(25));
         // A newer copy from an older group: its state is lost.
-        assert_eq!(classify(&invalid(Some(15), None), 10, f), Damage::Lost);
-        assert_eq!(classify(&invalid(Some(10), None), 10, f), Damage::Lost);
+        assert_eq!(classify(&invalid(Some(15), None), 10, f, false), Damage::Lost);
+        assert_eq!(classify(&invalid(Some(10), None), 10, f, false), Damage::Lost);
         // Torn: new head, old tail.
         assert_eq!(
-            classify(&invalid(None, Some((21, 4))), 10, f),
+            classify(&invalid(None, Some((21, 4))), 10, f, false),
             Damage::Torn(21)
         );
         // A newer copy (15) with one copy flipped either way: never torn.
-        assert_eq!(classify(&invalid(None, Some((15, 3))), 10, f), Damage::Lost);
+        assert_eq!(classify(&invalid(None, Some((15, 3))), 10, f, false), Damage::Lost);
         assert_eq!(
-            classify(&invalid(None, Some((15, 1 << 40))), 10, f),
+            classify(&invalid(None, Some((15, 1 << 40))), 10, f, false),
             Damage::Lost
         );
         // An older copy with a copy flipped high: falling back is right.
         assert_eq!(
-            classify(&invalid(None, Some((4, 1 << 40))), 10, f),
+            classify(&invalid(None, Some((4, 1 << 40))), 10, f, false),
             Damage::Torn(1 << 40)
         );
         assert_eq!(
-            classify(&invalid(None, Some((4, 6))), 10, f),
+            classify(&invalid(None, Some((4, 6))), 10, f, false),
             Damage::Superseded
         );
         // After a clean close at 20 the floor is 21: group 20 cannot be torn.
-        assert_eq!(classify(&invalid(Some(20), None), 10, 21), Damage::Lost);
+        assert_eq!(classify(&invalid(Some(20), None), 10, 21, false), Damage::Lost);
         // A block's first write, torn (old content zero).
         assert_eq!(
-            classify(&invalid(None, Some((21, 0))), 0, f),
+            classify(&invalid(None, Some((21, 0))), 0, f, false),
             Damage::Torn(21)
         );
-        assert_eq!(classify(&invalid(Some(7), None), 0, f), Damage::Lost);
+        assert_eq!(classify(&invalid(Some(7), None), 0, f, false), Damage::Lost);
     }
 }

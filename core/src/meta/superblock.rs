@@ -5,7 +5,7 @@
 //! decisions over them `meta::recovery`.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{Superblock, BLOCK_SIZE, FORMAT_VERSION, SUPER_MAGIC};
+use crate::format::{Superblock, BLOCK_SIZE, SUPER_MAGIC};
 use crate::io::{AlignedBuf, IoEngine};
 
 /// The superblock chosen at open, and whether its two copies must be
@@ -79,7 +79,7 @@ pub(crate) fn choose_superblock(head: &[u8]) -> Result<Option<Head>> {
         .map(|d| format!("{d}; the other copy is current, nothing lost; rewritten from it"))
         .collect();
     Ok(Some(Head {
-        republish: republish || sb.format_version < FORMAT_VERSION,
+        republish: republish || sb.format_version < sb.current_version(),
         sb,
         repaired,
     }))
@@ -109,7 +109,7 @@ pub(crate) fn publish_superblock(engine: &dyn IoEngine, sb: &Superblock) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::MetaExtent;
+    use crate::format::{MetaExtent, FORMAT_VERSION};
 
     fn sb(seq: u64, extents: usize) -> Superblock {
         Superblock {
@@ -122,6 +122,10 @@ mod tests {
             created_micros: 1,
             clean_seq: 0,
             settings: None,
+            journal: Some(MetaExtent {
+                start: 2,
+                order: 4,
+            }),
             meta_extents: (0..extents)
                 .map(|i| MetaExtent {
                     start: 64 << i,

@@ -1,5 +1,6 @@
-//! The committer's view of the tuple blocks: how full each is, which of its
-//! two slots the next write goes to, and a bounded cache of block contents.
+//! The committer's view of the tuple blocks: how full each is, where the
+//! next write of each goes (which of its two slots, or through the journal
+//! to its one home slot), and a bounded cache of block contents.
 //!
 //! Keys live in RAM only in the index; a block's tuples are kept here only
 //! while the block is being changed or was changed recently. A block whose
@@ -10,7 +11,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::format::{MetaExtent, BLOCK_SIZE};
+use crate::format::{Layout, MetaExtent, BLOCK_SIZE};
 use crate::meta::block::BLOCK_PAYLOAD;
 use crate::meta::tuple::Tuple;
 
@@ -20,13 +21,19 @@ pub(crate) const IMAGE_CACHE: usize = 256;
 /// One logical tuple block.
 #[derive(Debug)]
 pub(crate) struct BlockState {
-    /// Byte offset of slot 0; slot 1 follows it.
+    /// Byte offset of slot 0; slot 1 follows it (two-slot stores). In a
+    /// journaled store, the block's one home slot.
     pub offset: u64,
-    /// Slot the next write goes to: never the one holding the last synced
-    /// state, so a torn write cannot destroy it.
+    /// Two-slot stores: the slot the next write goes to, never the one
+    /// holding the last synced state, so a torn write cannot destroy it.
+    /// Always 0 in a journaled store.
     pub next_slot: u8,
-    /// Whether the other slot holds the block's state (false: empty block).
+    /// Whether the block has state on the device: the other slot holds it
+    /// (two-slot stores), or its home slot was written (journaled stores,
+    /// whose next writes of it then go through the journal first).
     pub has_state: bool,
+    /// A journaled store's block (one home slot).
+    pub journaled: bool,
     /// Payload bytes used by the block's tuples.
     pub used: usize,
     /// The free space under which the block is filed in `by_free`.
@@ -42,15 +49,30 @@ impl BlockState {
         self.offset + slot as u64 * BLOCK_SIZE as u64
     }
 
-    /// Offset of the slot holding the current state.
+    /// Offset of the slot holding the current state (once it is written).
     pub fn current_offset(&self) -> u64 {
-        self.slot_offset(self.next_slot ^ 1)
+        if self.journaled {
+            self.offset
+        } else {
+            self.slot_offset(self.next_slot ^ 1)
+        }
+    }
+
+    /// Offset of the slot the next write goes to: the spare slot, or a
+    /// journaled store's home slot.
+    pub fn write_offset(&self) -> u64 {
+        if self.journaled {
+            self.offset
+        } else {
+            self.slot_offset(self.next_slot)
+        }
     }
 }
 
 /// All tuple blocks of the store, in extent order.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct TupleBlockTable {
+    pub layout: Layout,
     pub blocks: Vec<BlockState>,
     /// Every block by (free bytes, number): placement is a best-fit lookup.
     by_free: BTreeSet<(usize, u32)>,
@@ -62,10 +84,21 @@ pub(crate) struct TupleBlockTable {
 }
 
 impl TupleBlockTable {
+    pub fn new(layout: Layout) -> Self {
+        TupleBlockTable {
+            layout,
+            blocks: Vec::new(),
+            by_free: BTreeSet::new(),
+            last_placed: None,
+            images: HashMap::new(),
+        }
+    }
+
     /// Adds the blocks of a new (zeroed) extent.
     pub fn add_extent(&mut self, extent: MetaExtent) {
-        for i in 0..extent.tuple_blocks() {
-            let offset = (extent.start + 2 * i) * BLOCK_SIZE as u64;
+        let step = self.layout.slots_per_block();
+        for i in 0..extent.tuple_blocks(self.layout) {
+            let offset = (extent.start + step * i) * BLOCK_SIZE as u64;
             let no = self.push_block(offset, 0, false);
             self.images.insert(no, Vec::new());
         }
@@ -79,6 +112,7 @@ impl TupleBlockTable {
             offset,
             next_slot,
             has_state,
+            journaled: matches!(self.layout, Layout::Journaled(_)),
             used: 0,
             filed_free: BLOCK_PAYLOAD,
         });
@@ -171,7 +205,7 @@ mod tests {
 
     #[test]
     fn placement_prefers_last_block_and_tracks_room() {
-        let mut t = TupleBlockTable::default();
+        let mut t = TupleBlockTable::new(Layout::Paired);
         t.add_extent(MetaExtent {
             start: 10,
             order: 2,
@@ -190,7 +224,7 @@ mod tests {
 
     #[test]
     fn image_cache_is_bounded_and_keeps_dirty_blocks() {
-        let mut t = TupleBlockTable::default();
+        let mut t = TupleBlockTable::new(Layout::Paired);
         t.add_extent(MetaExtent {
             start: 0,
             order: 10,

@@ -48,8 +48,10 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::format::{MetaExtent, BLOCK_SIZE, MAX_META_EXTENTS};
 use crate::io::AlignedBuf;
 use crate::meta::block::{
-    decode_slot, encode_slot, GroupStamp, SlotContent, SlotIdentity, GROUP_ATOMIC,
+    decode_slot, encode_journaled_slot, encode_slot, GroupStamp, SlotContent, SlotIdentity,
+    GROUP_ATOMIC,
 };
+use crate::meta::journal::Journal;
 use crate::meta::superblock::publish_superblock;
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{self, Tuple};
@@ -237,6 +239,12 @@ pub(crate) struct Committer {
     /// Entries holding their inline value in RAM until their tuple block
     /// is written (`Stored::is_pending`): (entry id, version).
     inline_pending: Vec<(crate::index::EntryId, u64)>,
+    /// A journaled store's metadata journal.
+    journal: Option<Journal>,
+    /// Recovery's first group goes to a new journal: the current one may
+    /// hold the only copy of blocks whose home slots recovery has not yet
+    /// rewritten, which no write may cover before those homes are synced.
+    recovered: bool,
 }
 
 /// An open group: everything applied since the last tuple-block write.
@@ -263,14 +271,25 @@ impl Committer {
     pub fn new(shared: Arc<Shared>, table: TupleBlockTable, next_version: u64) -> Self {
         Committer {
             shared,
-            table,
             next_version,
             stale: Vec::new(),
             stale_keys: HashSet::new(),
             deferred: VecDeque::new(),
             pending: Pending::default(),
             inline_pending: Vec::new(),
+            journal: match table.layout {
+                crate::format::Layout::Journaled(e) => Some(Journal::new(e)),
+                crate::format::Layout::Paired => None,
+            },
+            recovered: false,
+            table,
         }
+    }
+
+    /// Recovery changed blocks of a journaled store: its first group goes to
+    /// a new journal (see `recovered`).
+    pub fn after_recovery(&mut self) {
+        self.recovered = self.journal.is_some();
     }
 
     /// Notes that entry `id` holds the inline value of `version` in RAM
@@ -930,15 +949,15 @@ impl Committer {
         Ok(())
     }
 
-    /// Encodes each block's cached content for its spare slot. `seq` is the
-    /// group's last version, `group_first` its first.
+    /// Encodes each block's cached content: (block, slot image). `seq` is
+    /// the group's last version, `group_first` its first.
     fn encode_blocks(
         &self,
         blocks: &BTreeSet<u32>,
         seq: u64,
         group_first: u64,
         flags: u32,
-    ) -> Result<Vec<(u64, AlignedBuf)>> {
+    ) -> Result<Vec<(u32, AlignedBuf)>> {
         let store_id = self.shared.geometry.store_id;
         let mut payload = Vec::with_capacity(BLOCK_SIZE);
         let mut out = Vec::with_capacity(blocks.len());
@@ -961,23 +980,29 @@ impl Committer {
                 blocks: blocks.len() as u32,
                 flags,
             };
-            encode_slot(id, stamp, tuples.len(), &payload, buf.as_mut_slice());
-            out.push((state.slot_offset(state.next_slot), buf));
+            if state.journaled {
+                encode_journaled_slot(id, stamp, tuples.len(), &payload, buf.as_mut_slice());
+            } else {
+                encode_slot(id, stamp, tuples.len(), &payload, buf.as_mut_slice());
+            }
+            out.push((b, buf));
         }
         Ok(out)
     }
 
     /// After the writes and the sync: the slots just written hold the
-    /// blocks' state, so the next writes go to the other ones.
-    /// Readers now find the blocks' state in those slots: inline values
-    /// of the blocks held in RAM until now are let go.
+    /// blocks' state (a two-slot block's next write goes to its other
+    /// slot). Readers now find the blocks' state in those slots: inline
+    /// values of the blocks held in RAM until now are let go.
     fn blocks_written(&mut self, blocks: &BTreeSet<u32>) {
         let mut st = self.shared.state.write();
         // `encode_blocks` found every one of them.
         for &b in blocks {
             if let Some(state) = self.table.block_mut(b) {
-                st.set_slot(b, state.slot_offset(state.next_slot));
-                state.next_slot ^= 1;
+                st.set_slot(b, state.write_offset());
+                if !state.journaled {
+                    state.next_slot ^= 1;
+                }
                 state.has_state = true;
             }
         }
@@ -996,12 +1021,10 @@ impl Committer {
         });
         drop(st);
         self.table.trim_images(blocks);
-        self.shared
-            .device_bytes_written
-            .fetch_add((blocks.len() * BLOCK_SIZE) as u64, Ordering::Relaxed);
     }
 
-    /// Writes each block to its spare slot (all at once) and syncs once.
+    /// Writes each block (all at once) and syncs once: see
+    /// [`write_blocks_beside`](Self::write_blocks_beside).
     pub async fn write_blocks(
         &mut self,
         blocks: &BTreeSet<u32>,
@@ -1009,27 +1032,21 @@ impl Committer {
         group_first: u64,
         flags: u32,
     ) -> Result<()> {
-        let writes = self
-            .encode_blocks(blocks, seq, group_first, flags)?
-            .into_iter()
-            .map(|(at, buf)| (buf, at))
-            .collect();
-        self.shared
-            .engine
-            .clone()
-            .write_and_sync(writes)
+        self.write_blocks_beside(Vec::new(), blocks, seq, group_first, flags)
             .await
-            .map_err(|e| Error::io("writing tuple blocks", e))?;
-        self.blocks_written(blocks);
-        Ok(())
     }
 
-    /// [`write_blocks`](Self::write_blocks) for a group that writes values
-    /// too: values and tuple blocks go to the device together (one
-    /// submission on io_uring), and the one sync follows once all of them
-    /// are done. A failed write fails the group before its sync (the store
-    /// is then poisoned, so this group stays the newest, and recovery rolls
-    /// back a tuple whose UNSYNCED data did not land: invariant 1).
+    /// Writes a group's tuple blocks, and the values it writes itself:
+    /// values and block images go to the device together (one submission
+    /// on io_uring), and the one sync follows once all of them are done. A
+    /// failed write fails the group before its sync (the store is then
+    /// poisoned, so this group stays the newest, and recovery rolls back a
+    /// tuple whose UNSYNCED data did not land: invariant 1).
+    ///
+    /// Where an image goes: a two-slot block's spare slot; a journaled
+    /// block never written, its home slot; any other journaled block, a
+    /// free journal slot, and after the sync its home slot, which readers
+    /// leave for the journal image while it is rewritten (`meta::journal`).
     async fn write_blocks_beside(
         &mut self,
         data_writes: Vec<DataWrite>,
@@ -1038,7 +1055,7 @@ impl Committer {
         group_first: u64,
         flags: u32,
     ) -> Result<()> {
-        let tuples = self.encode_blocks(blocks, seq, group_first, flags)?;
+        let images = self.encode_blocks(blocks, seq, group_first, flags)?;
         let mut extents = Vec::with_capacity(data_writes.len());
         let mut writes: Vec<(AlignedBuf, u64)> = data_writes
             .into_iter()
@@ -1047,12 +1064,184 @@ impl Committer {
                 (d.buf, d.at)
             })
             .collect();
-        writes.extend(tuples.into_iter().map(|(at, buf)| (buf, at)));
+        // (block, home slot, image) of the blocks that go through the journal.
+        let mut homes = Vec::new();
+        for (b, buf) in images {
+            let state = self.table.block(b).ok_or_else(|| unknown_block(b))?;
+            if state.journaled && state.has_state {
+                homes.push((b, state.offset, buf));
+            } else {
+                writes.push((buf, state.write_offset()));
+            }
+        }
+        let (slots, moved) = self.journal_slots(homes.len()).await?;
+        let journal_at: Vec<u64> = match (&moved, &self.journal) {
+            (Some(j), _) | (None, Some(j)) => slots.iter().map(|&s| j.offset(s)).collect(),
+            (None, None) => Vec::new(),
+        };
+        for ((_, _, buf), &at) in homes.iter().zip(&journal_at) {
+            writes.push((AlignedBuf::copy_from(buf.as_slice()), at));
+        }
         let r = self.shared.engine.clone().write_and_sync(writes).await;
         // Every write is done: the extents may go (with the group's failure).
         drop(extents);
         r.map_err(|e| Error::io("writing object data and tuple blocks", e))?;
+        if let Some(new) = moved {
+            self.move_journal(new)?;
+        }
+        if !homes.is_empty() {
+            // The group is durable in the journal. Readers read the journal
+            // images while the home slots are rewritten.
+            {
+                let mut st = self.shared.state.write();
+                for ((b, _, _), &at) in homes.iter().zip(&journal_at) {
+                    st.set_slot(*b, at);
+                }
+            }
+            let engine = &self.shared.engine;
+            let futs: Vec<_> = homes
+                .into_iter()
+                .map(|(_, at, buf)| engine.write_at(buf, at))
+                .collect();
+            for (r, _) in futures::future::join_all(futs).await {
+                r.map_err(|e| Error::io("writing tuple blocks to their home slots", e))?;
+            }
+        }
+        if let Some(j) = self.journal.as_mut() {
+            // This group's sync made the last group's home writes durable;
+            // this group's images are held until the next sync.
+            j.synced();
+            j.hold(&slots);
+        }
+        self.shared.device_bytes_written.fetch_add(
+            ((blocks.len() + slots.len()) * BLOCK_SIZE) as u64,
+            Ordering::Relaxed,
+        );
         self.blocks_written(blocks);
+        Ok(())
+    }
+
+    /// `n` free journal slots for a group, and the journal they are in when
+    /// it is a new one (`move_journal` once the group is synced): a sync
+    /// first when the last group holds too many, a larger journal when the
+    /// journal has fewer, and a new one always after recovery.
+    async fn journal_slots(&mut self, n: usize) -> Result<(Vec<u32>, Option<Journal>)> {
+        if n == 0 {
+            return Ok((Vec::new(), None));
+        }
+        let journal = self.journal.as_mut().ok_or_else(no_journal)?;
+        if !self.recovered {
+            if let Some(slots) = journal.pick(n) {
+                return Ok((slots, None));
+            }
+            if n <= journal.slots() as usize {
+                self.shared
+                    .engine
+                    .sync()
+                    .await
+                    .map_err(|e| Error::io("syncing tuple blocks", e))?;
+                journal.synced();
+                if let Some(slots) = journal.pick(n) {
+                    return Ok((slots, None));
+                }
+            }
+        }
+        let mut new = self.new_journal(n).await?;
+        let slots = new.pick(n).ok_or_else(no_journal)?;
+        Ok((slots, Some(new)))
+    }
+
+    /// A zeroed, synced journal extent of at least `2n` slots and at least
+    /// the current size (a journal of `n` when `2n` exceeds the largest
+    /// piece), not yet in the superblock.
+    async fn new_journal(&mut self, n: usize) -> Result<Journal> {
+        let (current, max) = {
+            let sb = self.shared.superblock.lock();
+            (sb.journal.map_or(1, |j| j.order), sb.max_order)
+        };
+        let need = |k: usize| (usize::BITS - (k.max(2) - 1).leading_zeros()) as u8;
+        let order = current.max(need(2 * n)).min(max);
+        if (1usize << order) < n {
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                format!("a commit group of {n} tuple blocks exceeds the largest metadata journal"),
+            ));
+        }
+        let full = || Error::new(ErrorKind::NoSpace, "no room for the metadata journal");
+        let piece = super::grow::with_room(&self.shared, (BLOCK_SIZE as u64) << order, |a| {
+            a.alloc(order).ok_or_else(full)
+        })?;
+        let extent = MetaExtent {
+            start: piece.start,
+            order: piece.order,
+        };
+        let zeroed = async {
+            self.zero(extent).await?;
+            self.shared
+                .engine
+                .sync()
+                .await
+                .map_err(|e| Error::io("syncing a new metadata journal", e))
+        };
+        if let Err(e) = zeroed.await {
+            self.shared.alloc.lock().free(piece);
+            return Err(e);
+        }
+        Ok(Journal::new(extent))
+    }
+
+    /// Makes `new` (whose group's images are synced) the store's journal:
+    /// published in the superblock, then the old extent is freed. Before
+    /// the publish the old journal and the home slots hold every state, so
+    /// a cut on either side leaves a whole store.
+    fn move_journal(&mut self, new: Journal) -> Result<()> {
+        let mut sb = self.shared.superblock.lock();
+        let mut next = sb.clone();
+        let old = next.journal.replace(new.extent);
+        let published = publish_superblock(self.shared.engine.as_ref(), &next);
+        match published {
+            Ok(p) => *sb = p,
+            Err(e) => {
+                drop(sb);
+                self.poison(&e);
+                return Err(e);
+            }
+        }
+        drop(sb);
+        let grown = new.extent.len_bytes();
+        if let Some(old) = old {
+            self.shared.alloc.lock().free(crate::meta::tuple::Piece {
+                start: old.start,
+                order: old.order,
+            });
+            self.shared
+                .metadata_bytes
+                .fetch_sub(old.len_bytes(), Ordering::Relaxed);
+        }
+        self.shared
+            .metadata_bytes
+            .fetch_add(grown, Ordering::Relaxed);
+        self.journal = Some(new);
+        self.recovered = false;
+        Ok(())
+    }
+
+    /// Writes zeros over `extent`.
+    async fn zero(&self, extent: MetaExtent) -> Result<()> {
+        let engine = &self.shared.engine;
+        let total = extent.len_bytes() as usize;
+        let mut done = 0;
+        while done < total {
+            let len = ZERO_CHUNK.min(total - done);
+            let (r, _) = engine
+                .write_at(AlignedBuf::zeroed(len), extent.offset() + done as u64)
+                .await;
+            r.map_err(|e| Error::io("zeroing a new metadata extent", e))?;
+            done += len;
+        }
+        self.shared
+            .device_bytes_written
+            .fetch_add(total as u64, Ordering::Relaxed);
         Ok(())
     }
 
@@ -1148,6 +1337,13 @@ impl Lead {
 /// A tuple block number the committer's block table does not hold: block
 /// numbers come from that table, so this is in-memory state gone wrong,
 /// reported rather than written.
+fn no_journal() -> Error {
+    Error::new(
+        ErrorKind::Corrupt,
+        "a journaled tuple block in a store without a metadata journal",
+    )
+}
+
 fn unknown_block(block: u32) -> Error {
     Error::new(
         ErrorKind::Corrupt,

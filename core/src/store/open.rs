@@ -18,7 +18,8 @@ use super::{data, now_micros, Entry, Geometry, Shared, State, Store, Stored};
 use crate::alloc::BuddyAllocator;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{
-    MetaExtent, Superblock, BLOCK_SHIFT, BLOCK_SIZE, FORMAT_VERSION, SUPER_BLOCKS,
+    Layout, MetaExtent, Superblock, BLOCK_SHIFT, BLOCK_SIZE, FORMAT_VERSION, JOURNAL_ORDER,
+    SUPER_BLOCKS,
 };
 use crate::io::{self, AlignedBuf, IoEngine, IoEngineKind, PortableEngine};
 use crate::meta::block::SlotContent;
@@ -396,6 +397,13 @@ async fn create(engine: &dyn IoEngine, size: u64, options: &Options) -> Result<S
     let piece = alloc
         .alloc(init)
         .ok_or_else(|| Error::new(ErrorKind::NoSpace, "no room for the metadata area"))?;
+    // The metadata journal: about 1/64 of the store, between two slots and
+    // 256 (1 MiB); it grows when a group needs more (`Committer`).
+    let journal_order = (63 - (total / 64).max(2).leading_zeros() as u8)
+        .clamp(1, JOURNAL_ORDER.min(max_order.max(1)));
+    let journal = alloc
+        .alloc(journal_order)
+        .ok_or_else(|| Error::new(ErrorKind::NoSpace, "no room for the metadata journal"))?;
     let mut id = [0u8; 8];
     getrandom::fill(&mut id)
         .map_err(|e| Error::new(ErrorKind::Io, format!("random store id: {e}")))?;
@@ -413,14 +421,17 @@ async fn create(engine: &dyn IoEngine, size: u64, options: &Options) -> Result<S
             order: piece.order,
         }],
         settings: Some(options.settings(None).stored()),
+        journal: Some(MetaExtent {
+            start: journal.start,
+            order: journal.order,
+        }),
     };
-    let (r, _) = engine
-        .write_at(
-            AlignedBuf::zeroed(piece.len_bytes() as usize),
-            piece.offset(),
-        )
-        .await;
-    r.map_err(|e| Error::io("zeroing the metadata area", e))?;
+    for p in [piece, journal] {
+        let (r, _) = engine
+            .write_at(AlignedBuf::zeroed(p.len_bytes() as usize), p.offset())
+            .await;
+        r.map_err(|e| Error::io("zeroing the metadata area", e))?;
+    }
     engine
         .sync()
         .await
@@ -505,7 +516,7 @@ async fn recover(
         sb.max_order,
     )));
     let mut metadata_bytes = 0;
-    for e in &sb.meta_extents {
+    for e in sb.meta_extents.iter().chain(&sb.journal) {
         if e.order == 0 {
             return Err(corrupt(
                 "metadata extent smaller than one tuple block".into(),
@@ -518,9 +529,11 @@ async fn recover(
         alloc.lock().mark_allocated(piece)?;
         metadata_bytes += piece.len_bytes();
     }
-    let mut scanned = recovery::scan(engine.as_ref(), sb.store_id, &sb.meta_extents).await?;
+    let layout = sb.layout();
+    let mut scanned =
+        recovery::scan(engine.as_ref(), sb.store_id, &sb.meta_extents, layout).await?;
     let verify_engine = engine.clone();
-    let mut plan = recovery::plan(&mut scanned, sb.clean_seq, |t: Tuple| {
+    let mut plan = recovery::plan(&mut scanned, sb.clean_seq, layout, |t: Tuple| {
         let engine = verify_engine.clone();
         async move {
             if let TupleValue::Heap { pieces, .. } = &t.value {
@@ -548,14 +561,21 @@ async fn recover(
     // tuples by key puts duplicates side by side without a second copy of
     // every key, and hands the index its keys in order (entry ids follow
     // key order too, which the FST stores more compactly).
-    let mut table = TupleBlockTable::default();
+    let mut table = TupleBlockTable::new(layout);
     let mut all: Vec<(u32, Tuple)> = Vec::new();
+    // Where readers find each block's state, until it is rewritten.
+    let mut state_at: Vec<Option<u64>> = Vec::with_capacity(scanned.len());
     // The plan holds one entry per scanned block, in order.
     for (no, ((block, next_slot), chosen)) in
         scanned.iter_mut().zip(next_slots).zip(chosen).enumerate()
     {
+        // A journaled block with state is written through the journal next;
+        // one without (never written, or its first write rolled back) goes
+        // straight to its home slot, which holds nothing to lose.
         table.push_block(block.offset, next_slot, chosen.is_some());
-        if let Some(slot) = chosen.and_then(|w| block.slots.get_mut(w)) {
+        let slot = chosen.and_then(|w| block.slots.get_mut(w));
+        state_at.push(slot.as_ref().map(|(at, _)| *at));
+        if let Some((_, slot)) = slot {
             if let SlotContent::Valid { tuples, .. } = std::mem::replace(slot, SlotContent::Empty) {
                 all.extend(tuples.into_iter().map(|t| (no as u32, t)));
             }
@@ -626,9 +646,9 @@ async fn recover(
     {
         let mut st = shared.state.write();
         // Where readers find each written block's state.
-        for (no, b) in table.blocks.iter().enumerate() {
-            if b.has_state {
-                st.set_slot(no as u32, b.current_offset());
+        for (no, at) in state_at.iter().enumerate() {
+            if let Some(at) = at {
+                st.set_slot(no as u32, *at);
             }
         }
         let mut keys = Vec::with_capacity(winners.len());
@@ -703,7 +723,7 @@ async fn recover(
         // Both copies current, in this build's format and with the settings
         // in effect, before anything of this format is written.
         let mut up = sb.clone();
-        up.format_version = FORMAT_VERSION;
+        up.format_version = up.current_version();
         up.settings = stored;
         *shared.superblock.lock() = publish_superblock(shared.engine.as_ref(), &up)?;
     }
@@ -729,6 +749,7 @@ async fn recover(
         // Drop losing duplicates and rejected slots from disk before
         // anything can reuse the pieces they point at (this syncs too).
         let seq = committer.bump();
+        committer.after_recovery();
         committer.write_blocks(&dirty, seq, seq, 0).await?;
     }
     let store = Store::start(shared, committer, lock);

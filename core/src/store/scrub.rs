@@ -10,7 +10,7 @@ use super::{data, Store};
 use crate::error::{show_key, Error, ErrorKind, Result};
 use crate::format::{BLOCK_SIZE, SUPER_BLOCKS};
 use crate::io::AlignedBuf;
-use crate::meta::block::{choose_slot, SlotContent};
+use crate::meta::block::SlotContent;
 use crate::meta::recovery;
 use crate::meta::tuple::{Checksums, Tuple, TupleValue};
 
@@ -42,7 +42,7 @@ impl Store {
         let sb = crate::meta::superblock::choose_superblock(head.as_slice())?
             .ok_or_else(|| Error::new(ErrorKind::Corrupt, "superblock vanished"))?
             .sb;
-        let blocks = recovery::scan(engine, sb.store_id, &sb.meta_extents).await?;
+        let blocks = recovery::scan(engine, sb.store_id, &sb.meta_extents, sb.layout()).await?;
         let mut report = ScrubReport::default();
         for (no, b) in blocks.into_iter().enumerate() {
             let no = no as u32;
@@ -52,18 +52,20 @@ impl Store {
             let current = shared.state.read().slot_of(no);
             let Some((at, _)) = current else {
                 // Never written since open: empty, or not this store's.
-                if let Ok(Some(w)) = choose_slot(&b.slots) {
-                    if let Some(SlotContent::Valid { tuples, .. }) = b.slots.get(w) {
-                        for t in tuples {
-                            self.scrub_one(t, &mut report).await?;
-                        }
+                let newest = b
+                    .slots
+                    .iter()
+                    .filter_map(|(_, s)| s.seq().map(|q| (q, s)))
+                    .max_by_key(|(q, _)| *q);
+                if let Some((_, SlotContent::Valid { tuples, .. })) = newest {
+                    for t in tuples {
+                        self.scrub_one(t, &mut report).await?;
                     }
                 }
                 continue;
             };
-            let w = (at.saturating_sub(b.offset) / BLOCK_SIZE as u64) as usize;
-            let tuples = match b.slots.into_iter().nth(w) {
-                Some(SlotContent::Valid { tuples, .. }) => tuples,
+            let tuples = match b.slots.into_iter().find(|(o, _)| *o == at) {
+                Some((_, SlotContent::Valid { tuples, .. })) => tuples,
                 _ => match self.current_block(no).await? {
                     Ok(tuples) => tuples,
                     Err(why) => {

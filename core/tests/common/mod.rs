@@ -102,19 +102,27 @@ pub fn tuple_of(image: &[u8], key: &str) -> Tuple {
     let sb = superblock(image);
     let mut best: Option<Tuple> = None;
     let mut no = 0u32;
+    // A two-slot store's block is two slots; a journaled store's is its one
+    // home slot (current after a clean close).
+    let step = sb.layout().slots_per_block() as usize;
     for e in &sb.meta_extents {
         let start = e.start as usize * BLOCK_SIZE;
-        for pair in image[start..start + (BLOCK_SIZE << e.order)].chunks_exact(2 * BLOCK_SIZE) {
+        for pair in image[start..start + (BLOCK_SIZE << e.order)].chunks_exact(step * BLOCK_SIZE) {
             let id = SlotIdentity {
                 store_id: sb.store_id,
                 block_no: no,
             };
             no += 1;
-            let slots = [
-                decode_slot(id, &pair[..BLOCK_SIZE]),
-                decode_slot(id, &pair[BLOCK_SIZE..]),
-            ];
-            if let Ok(Some(w)) = choose_slot(&slots) {
+            let slots: Vec<SlotContent> = pair
+                .chunks_exact(BLOCK_SIZE)
+                .map(|b| decode_slot(id, b))
+                .collect();
+            let chosen = match slots.as_slice() {
+                [a, b] => choose_slot(&[a.clone(), b.clone()]).ok().flatten(),
+                [SlotContent::Valid { .. }] => Some(0),
+                _ => None,
+            };
+            if let Some(w) = chosen {
                 if let SlotContent::Valid { tuples, .. } = &slots[w] {
                     for t in tuples.iter().filter(|t| &*t.key == key.as_bytes()) {
                         if best.as_ref().is_none_or(|b| b.version < t.version) {
