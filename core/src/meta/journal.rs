@@ -27,6 +27,9 @@ pub(crate) struct Journal {
     /// Slots of the last group: their blocks' home writes are not yet
     /// durable.
     held: BTreeSet<u32>,
+    /// Slots recovery still needs (images its in-memory edits came from):
+    /// free again once a group's sync has made the edited blocks durable.
+    pinned: BTreeSet<u32>,
     /// Where the next search for free slots starts (slots are used in turn).
     cursor: u32,
 }
@@ -38,6 +41,7 @@ impl Journal {
         Journal {
             extent,
             held: BTreeSet::new(),
+            pinned: BTreeSet::new(),
             cursor: 0,
         }
     }
@@ -49,7 +53,17 @@ impl Journal {
 
     /// Free slots now.
     pub fn free(&self) -> usize {
-        self.slots() as usize - self.held.len()
+        self.slots() as usize - self.held.union(&self.pinned).count()
+    }
+
+    /// Keeps the slot at byte `offset` (if it is one of this journal's)
+    /// until the next group is synced.
+    pub fn pin(&mut self, offset: u64) {
+        let first = self.extent.offset();
+        if offset >= first && offset < first + self.extent.len_bytes() {
+            self.pinned
+                .insert(((offset - first) / BLOCK_SIZE as u64) as u32);
+        }
     }
 
     /// Byte offset of slot `slot`.
@@ -67,7 +81,7 @@ impl Journal {
         let mut out = Vec::with_capacity(n);
         let mut at = self.cursor % total;
         while out.len() < n {
-            if !self.held.contains(&at) {
+            if !self.held.contains(&at) && !self.pinned.contains(&at) {
                 out.push(at);
             }
             at = (at + 1) % total;
@@ -83,7 +97,9 @@ impl Journal {
     }
 
     /// The slots a group just wrote (and synced): held until the next sync.
+    /// Recovery's pinned slots are free from now on.
     pub fn hold(&mut self, slots: &[u32]) {
+        self.pinned.clear();
         self.held.extend(slots.iter().copied());
     }
 }

@@ -251,6 +251,9 @@ pub(crate) struct Plan {
     /// Blocks to rewrite before the store is served: rolled back, edited
     /// (per-object rollback) or holding a damaged superseded copy.
     pub dirty: BTreeSet<u32>,
+    /// Blocks whose state recovery changed in memory (per-object rollback):
+    /// no copy on the device holds it.
+    pub edited: BTreeSet<u32>,
     /// Largest sequence seen in any valid slot.
     pub max_seq: u64,
     pub report: RecoveryReport,
@@ -343,6 +346,7 @@ where
         ..RecoveryReport::default()
     };
     let mut dirty = BTreeSet::new();
+    let mut edited = BTreeSet::new();
     let mut chosen = Vec::with_capacity(scanned.len());
     // Groups seen only through torn slots.
     let mut torn_groups = BTreeSet::new();
@@ -398,11 +402,6 @@ where
                     ))));
                 }
             }
-        }
-        // A journaled block whose state is a journal image: its home is
-        // rewritten from it before the store is served.
-        if journaled && w.is_some_and(|w| w > 0) {
-            dirty.insert(no as u32);
         }
         chosen.push(w);
     }
@@ -501,6 +500,7 @@ where
                         tuples.extend(previous);
                     }
                     dirty.insert(no as u32);
+                    edited.insert(no as u32);
                     report.object(format!(
                         "{}: rolled back to its previous version; its new bytes did not reach the disk ({why})",
                         crate::error::show_key(&key)
@@ -557,6 +557,7 @@ where
         chosen,
         next_slots,
         dirty,
+        edited,
         max_seq,
         report,
     })

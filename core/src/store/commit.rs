@@ -241,10 +241,6 @@ pub(crate) struct Committer {
     inline_pending: Vec<(crate::index::EntryId, u64)>,
     /// A journaled store's metadata journal.
     journal: Option<Journal>,
-    /// Recovery's first group goes to a new journal: the current one may
-    /// hold the only copy of blocks whose home slots recovery has not yet
-    /// rewritten, which no write may cover before those homes are synced.
-    recovered: bool,
 }
 
 /// An open group: everything applied since the last tuple-block write.
@@ -281,15 +277,16 @@ impl Committer {
                 crate::format::Layout::Journaled(e) => Some(Journal::new(e)),
                 crate::format::Layout::Paired => None,
             },
-            recovered: false,
             table,
         }
     }
 
-    /// Recovery changed blocks of a journaled store: its first group goes to
-    /// a new journal (see `recovered`).
-    pub fn after_recovery(&mut self) {
-        self.recovered = self.journal.is_some();
+    /// Keeps the journal slots at these byte offsets (images recovery's
+    /// in-memory edits came from) until the next group is synced.
+    pub fn pin_journal(&mut self, offsets: &[u64]) {
+        if let Some(j) = self.journal.as_mut() {
+            offsets.iter().for_each(|&at| j.pin(at));
+        }
     }
 
     /// Notes that entry `id` holds the inline value of `version` in RAM
@@ -1124,26 +1121,24 @@ impl Committer {
     /// `n` free journal slots for a group, and the journal they are in when
     /// it is a new one (`move_journal` once the group is synced): a sync
     /// first when the last group holds too many, a larger journal when the
-    /// journal has fewer, and a new one always after recovery.
+    /// journal has fewer.
     async fn journal_slots(&mut self, n: usize) -> Result<(Vec<u32>, Option<Journal>)> {
         if n == 0 {
             return Ok((Vec::new(), None));
         }
         let journal = self.journal.as_mut().ok_or_else(no_journal)?;
-        if !self.recovered {
+        if let Some(slots) = journal.pick(n) {
+            return Ok((slots, None));
+        }
+        if n <= journal.slots() as usize {
+            self.shared
+                .engine
+                .sync()
+                .await
+                .map_err(|e| Error::io("syncing tuple blocks", e))?;
+            journal.synced();
             if let Some(slots) = journal.pick(n) {
                 return Ok((slots, None));
-            }
-            if n <= journal.slots() as usize {
-                self.shared
-                    .engine
-                    .sync()
-                    .await
-                    .map_err(|e| Error::io("syncing tuple blocks", e))?;
-                journal.synced();
-                if let Some(slots) = journal.pick(n) {
-                    return Ok((slots, None));
-                }
             }
         }
         let mut new = self.new_journal(n).await?;
@@ -1222,7 +1217,6 @@ impl Committer {
             .metadata_bytes
             .fetch_add(grown, Ordering::Relaxed);
         self.journal = Some(new);
-        self.recovered = false;
         Ok(())
     }
 

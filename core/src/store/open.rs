@@ -553,6 +553,7 @@ async fn recover(
         chosen,
         next_slots,
         mut dirty,
+        edited,
         max_seq,
         report,
     } = plan;
@@ -565,6 +566,10 @@ async fn recover(
     let mut all: Vec<(u32, Tuple)> = Vec::new();
     // Where readers find each block's state, until it is rewritten.
     let mut state_at: Vec<Option<u64>> = Vec::with_capacity(scanned.len());
+    // Journaled blocks whose state is a journal image (home, image offset),
+    // and the journal slots that recovery's edits still need.
+    let mut replay: Vec<(u32, u64, u64)> = Vec::new();
+    let mut pinned: Vec<u64> = Vec::new();
     // The plan holds one entry per scanned block, in order.
     for (no, ((block, next_slot), chosen)) in
         scanned.iter_mut().zip(next_slots).zip(chosen).enumerate()
@@ -573,6 +578,15 @@ async fn recover(
         // one without (never written, or its first write rolled back) goes
         // straight to its home slot, which holds nothing to lose.
         table.push_block(block.offset, next_slot, chosen.is_some());
+        if let Layout::Journaled(_) = layout {
+            if edited.contains(&(no as u32)) {
+                pinned.extend(block.slots.iter().skip(1).map(|(at, _)| *at));
+            } else if let Some(w) = chosen.filter(|&w| w > 0) {
+                if let Some((at, _)) = block.slots.get(w) {
+                    replay.push((no as u32, block.offset, *at));
+                }
+            }
+        }
         let slot = chosen.and_then(|w| block.slots.get_mut(w));
         state_at.push(slot.as_ref().map(|(at, _)| *at));
         if let Some((_, slot)) = slot {
@@ -734,6 +748,32 @@ async fn recover(
     for (id, version) in held {
         committer.hold_inline(id, version);
     }
+    if !read_only && !replay.is_empty() {
+        // A journaled block whose state is a journal image gets it back in
+        // its home slot: the image is copied as it is (the journal keeps it
+        // until a later sync, so a cut here just copies it again), then
+        // synced; from then on the journal holds nothing needed but the
+        // images recovery's edits came from (`pinned`).
+        for &(_, home, at) in &replay {
+            let (r, buf) = shared
+                .engine
+                .read_at(AlignedBuf::zeroed(BLOCK_SIZE), at)
+                .await;
+            r.map_err(|e| Error::io("reading a tuple block's journal image", e))?;
+            let (r, _) = shared.engine.write_at(buf, home).await;
+            r.map_err(|e| Error::io("restoring a tuple block from the journal", e))?;
+        }
+        shared
+            .engine
+            .sync()
+            .await
+            .map_err(|e| Error::io("syncing restored tuple blocks", e))?;
+        let mut st = shared.state.write();
+        for &(block, home, _) in &replay {
+            st.set_slot(block, home);
+        }
+    }
+    committer.pin_journal(&pinned);
     if read_only {
         // Recovery's decisions hold in memory only: nothing is written.
     } else if dirty.is_empty() {
@@ -749,7 +789,6 @@ async fn recover(
         // Drop losing duplicates and rejected slots from disk before
         // anything can reuse the pieces they point at (this syncs too).
         let seq = committer.bump();
-        committer.after_recovery();
         committer.write_blocks(&dirty, seq, seq, 0).await?;
     }
     let store = Store::start(shared, committer, lock);

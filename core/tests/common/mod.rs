@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use blobcask::format::BLOCK_SIZE;
-use blobcask::meta::block::{choose_slot, decode_slot, SlotContent, SlotIdentity};
+use blobcask::meta::block::{choose_slot, decode_slot, journal_block, SlotContent, SlotIdentity};
 use blobcask::meta::tuple::{Tuple, TupleValue};
 use blobcask::{IndexKind, IoEngineKind, Options, Store};
 
@@ -97,13 +97,23 @@ pub fn superblock(image: &[u8]) -> blobcask::format::Superblock {
         .expect("no valid superblock copy")
 }
 
-/// The live tuple of `key` in a cleanly closed image.
+/// The live tuple of `key` in an image: the largest version in any tuple
+/// block's state (and, in a journaled store, any journal image).
 pub fn tuple_of(image: &[u8], key: &str) -> Tuple {
     let sb = superblock(image);
     let mut best: Option<Tuple> = None;
+    let mut consider = |slot: &SlotContent| {
+        if let SlotContent::Valid { tuples, .. } = slot {
+            for t in tuples.iter().filter(|t| &*t.key == key.as_bytes()) {
+                if best.as_ref().is_none_or(|b| b.version < t.version) {
+                    best = Some(t.clone());
+                }
+            }
+        }
+    };
     let mut no = 0u32;
     // A two-slot store's block is two slots; a journaled store's is its one
-    // home slot (current after a clean close).
+    // home slot, and the journal's images.
     let step = sb.layout().slots_per_block() as usize;
     for e in &sb.meta_extents {
         let start = e.start as usize * BLOCK_SIZE;
@@ -117,19 +127,26 @@ pub fn tuple_of(image: &[u8], key: &str) -> Tuple {
                 .chunks_exact(BLOCK_SIZE)
                 .map(|b| decode_slot(id, b))
                 .collect();
-            let chosen = match slots.as_slice() {
-                [a, b] => choose_slot(&[a.clone(), b.clone()]).ok().flatten(),
-                [SlotContent::Valid { .. }] => Some(0),
-                _ => None,
-            };
-            if let Some(w) = chosen {
-                if let SlotContent::Valid { tuples, .. } = &slots[w] {
-                    for t in tuples.iter().filter(|t| &*t.key == key.as_bytes()) {
-                        if best.as_ref().is_none_or(|b| b.version < t.version) {
-                            best = Some(t.clone());
-                        }
+            match slots.as_slice() {
+                [a, b] => {
+                    if let Ok(Some(w)) = choose_slot(&[a.clone(), b.clone()]) {
+                        consider(&slots[w]);
                     }
                 }
+                [a] => consider(a),
+                _ => {}
+            }
+        }
+    }
+    if let Some(j) = &sb.journal {
+        let start = j.start as usize * BLOCK_SIZE;
+        for b in image[start..start + (BLOCK_SIZE << j.order)].chunks_exact(BLOCK_SIZE) {
+            if let Some(block_no) = journal_block(b) {
+                let id = SlotIdentity {
+                    store_id: sb.store_id,
+                    block_no,
+                };
+                consider(&decode_slot(id, b));
             }
         }
     }
