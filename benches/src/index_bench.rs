@@ -165,11 +165,28 @@ fn main() {
         for t in tasks {
             t.await.unwrap();
         }
+        let elapsed = t.elapsed();
+        let st = store.stats();
         store.close().await.unwrap();
-        t.elapsed()
+        (elapsed, st)
     });
+    let (created, st) = created;
     println!(
         "\nstore with {open_n} objects ({value_size}-byte values, inline threshold {inline_threshold}, keys of {key_avg:.1} bytes on average), created by 64 concurrent writers in {created:.2?}\n"
+    );
+    // Space: everything not free (heap pieces, metadata extents and journal,
+    // superblocks) per byte of values and keys.
+    let used = st.capacity - st.free_bytes;
+    let key_bytes = key_avg * open_n as f64;
+    let mib = |b: f64| b / (1 << 20) as f64;
+    println!(
+        "space: {:.1} MiB used ({:.1} MiB metadata) for {:.1} MiB of values and {:.1} MiB of keys: {:.3} x values and keys ({:.3} x values alone)\n",
+        mib(used as f64),
+        mib(st.metadata_bytes as f64),
+        mib(st.logical_bytes as f64),
+        mib(key_bytes),
+        used as f64 / (st.logical_bytes as f64 + key_bytes),
+        used as f64 / st.logical_bytes as f64,
     );
     println!("| backend | open (rebuild) | RAM per object, whole store (FST: after its build) | minus key bytes |");
     println!("|---|---|---|---|");

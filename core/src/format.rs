@@ -489,10 +489,7 @@ mod tests {
                 max_capacity: 5 << 30,
                 asked_capacity: 1 << 30,
             }),
-            journal: Some(MetaExtent {
-                start: 2,
-                order: 8,
-            }),
+            journal: Some(MetaExtent { start: 2, order: 8 }),
         }
     }
 

@@ -479,8 +479,14 @@ fn buffered_mode_keeps_a_prefix_including_everything_synced() {
                 eprintln!("DEBUG objects {objs} report {:?}", s.stats().recovery);
                 for k in 0..=work.len() {
                     let m = &models[k];
-                    let bad: Vec<_> = m.iter().filter(|(kk, v)| !s.get(kk).map(|b| b == v[..]).unwrap_or(false)).map(|(kk, _)| kk.clone()).collect();
-                    if bad.len() < 3 { eprintln!("DEBUG model {k} len {} bad {:?}", m.len(), bad); }
+                    let bad: Vec<_> = m
+                        .iter()
+                        .filter(|(kk, v)| !s.get(kk).map(|b| b == v[..]).unwrap_or(false))
+                        .map(|(kk, _)| kk.clone())
+                        .collect();
+                    if bad.len() < 3 {
+                        eprintln!("DEBUG model {k} len {} bad {:?}", m.len(), bad);
+                    }
                 }
             }
             assert!(

@@ -155,7 +155,9 @@ fn encode(
         .bytes(payload);
     let mut tail = Vec::with_capacity(BLOCK_SIZE - BLOCK_COPIES);
     if magic == BLOCK_MAGIC_V4 {
-        RecordWriter::new(&mut tail).u32(id.block_no).u32(id.block_no);
+        RecordWriter::new(&mut tail)
+            .u32(id.block_no)
+            .u32(id.block_no);
     }
     if magic != BLOCK_MAGIC_V1 {
         RecordWriter::new(&mut tail).u64(stamp.seq);

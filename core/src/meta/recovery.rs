@@ -87,10 +87,14 @@ impl ScannedBlock {
             .filter_map(|(i, (_, s))| s.seq().filter(|&x| x < seq).map(|x| (i, x)))
             .max_by_key(|&(_, x)| x)
             .map(|(i, _)| i);
-        let damaged = self.slots.iter().enumerate().find_map(|(i, (_, s))| match s {
-            SlotContent::Invalid { why, .. } if i != w => Some(why.clone()),
-            _ => None,
-        });
+        let damaged = self
+            .slots
+            .iter()
+            .enumerate()
+            .find_map(|(i, (_, s))| match s {
+                SlotContent::Invalid { why, .. } if i != w => Some(why.clone()),
+                _ => None,
+            });
         match layout {
             Layout::Paired => match (older, damaged) {
                 (Some(i), _) => Ok(Some(i)),
@@ -105,11 +109,7 @@ impl ScannedBlock {
             // was rewritten after the group's sync, which a rolled-back
             // group never reached, and what came before is not known.
             Layout::Journaled(_) if w == 0 => {
-                let journaled = self
-                    .slots
-                    .iter()
-                    .skip(1)
-                    .any(|(_, s)| s.seq() == Some(seq));
+                let journaled = self.slots.iter().skip(1).any(|(_, s)| s.seq() == Some(seq));
                 if journaled {
                     Err(corrupt(
                         "its home slot holds a group that must be rolled back but was synced"
@@ -353,7 +353,10 @@ where
     for (no, b) in scanned.iter().enumerate() {
         let at = |e: Error| e.context(format!("tuple block {no} at byte {}", b.offset));
         let w = b.newest(layout).map_err(at)?;
-        let y = w.and_then(|w| b.slot(w)).and_then(SlotContent::seq).unwrap_or(0);
+        let y = w
+            .and_then(|w| b.slot(w))
+            .and_then(SlotContent::seq)
+            .unwrap_or(0);
         let damaged: Vec<(usize, &SlotContent)> = b
             .slots
             .iter()
@@ -389,7 +392,11 @@ where
                             b.offset
                         ));
                     }
-                    dirty.insert(no as u32);
+                    // A journaled home is restored from the journal image
+                    // that is its state (open copies it back).
+                    if !journaled {
+                        dirty.insert(no as u32);
+                    }
                 }
                 Damage::Torn(seq) => {
                     torn_groups.insert(seq);
@@ -484,10 +491,22 @@ where
                     let (Some(b), Some(&Some(w))) = (scanned.get_mut(no), chosen.get(no)) else {
                         continue;
                     };
-                    let at = b.offset;
-                    let before = b.fallback(w, last_seq, layout).map_err(|e| {
-                        e.context(format!("tuple block {no} at byte {at}"))
-                    })?;
+                    let before = match b.fallback(w, last_seq, layout) {
+                        Ok(before) => before,
+                        // A journaled home rewritten by the group itself:
+                        // the group had been synced (homes are rewritten
+                        // only after it), so this version was acknowledged
+                        // and its bytes were damaged since. It stays, and
+                        // reads of it report Corrupt.
+                        Err(_) => {
+                            report.details.push(format!(
+                                "{}: its bytes do not match its checksums ({why}); its commit group had been \
+                                 synced, so it stays and reads of it report Corrupt",
+                                crate::error::show_key(&key)
+                            ));
+                            continue;
+                        }
+                    };
                     let previous = match before.and_then(|p| b.slot(p)) {
                         Some(SlotContent::Valid { tuples, .. }) => tuples
                             .iter()
@@ -539,7 +558,12 @@ where
             }
             *chosen_no = b.fallback(w, last_seq, layout).map_err(at)?;
             *rejected_no = Some(w);
-            dirty.insert(no as u32);
+            // A journaled block falling back to a state on the device keeps
+            // it (open restores a journal image to the home slot and erases
+            // the journal); one left empty has its home rewritten empty.
+            if !journaled || chosen_no.is_none() {
+                dirty.insert(no as u32);
+            }
         }
     }
     let next_slots: Vec<u8> = match layout {
@@ -633,9 +657,14 @@ mod tests {
     }
 
     fn run(blocks: &mut [ScannedBlock], clean_seq: u64, bad: &'static str) -> Result<Plan> {
-        crate::io::block_on(plan(blocks, clean_seq, Layout::Paired, |t: Tuple| async move {
-            Ok((&*t.key == bad.as_bytes()).then(|| "test mismatch".to_string()))
-        }))
+        crate::io::block_on(plan(
+            blocks,
+            clean_seq,
+            Layout::Paired,
+            |t: Tuple| async move {
+                Ok((&*t.key == bad.as_bytes()).then(|| "test mismatch".to_string()))
+            },
+        ))
     }
 
     /// Block 0 written by groups 1 and 3, block 1 by group 2 and then by
@@ -731,19 +760,37 @@ mod tests {
     fn damaged_copies_are_classified_by_what_they_claim() {
         // Sibling at 10, newest group 20, unclean.
         let f = 20;
-        assert_eq!(classify(&invalid(Some(5), None), 10, f, false), Damage::Superseded);
-        assert_eq!(classify(&invalid(Some(20), None), 10, f, false), Damage::Torn(20));
-        assert_eq!(classify(&invalid(Some(25), None), 10, f, false), Damage::Torn(25));
+        assert_eq!(
+            classify(&invalid(Some(5), None), 10, f, false),
+            Damage::Superseded
+        );
+        assert_eq!(
+            classify(&invalid(Some(20), None), 10, f, false),
+            Damage::Torn(20)
+        );
+        assert_eq!(
+            classify(&invalid(Some(25), None), 10, f, false),
+            Damage::Torn(25)
+        );
         // A newer copy from an older group: its state is lost.
-        assert_eq!(classify(&invalid(Some(15), None), 10, f, false), Damage::Lost);
-        assert_eq!(classify(&invalid(Some(10), None), 10, f, false), Damage::Lost);
+        assert_eq!(
+            classify(&invalid(Some(15), None), 10, f, false),
+            Damage::Lost
+        );
+        assert_eq!(
+            classify(&invalid(Some(10), None), 10, f, false),
+            Damage::Lost
+        );
         // Torn: new head, old tail.
         assert_eq!(
             classify(&invalid(None, Some((21, 4))), 10, f, false),
             Damage::Torn(21)
         );
         // A newer copy (15) with one copy flipped either way: never torn.
-        assert_eq!(classify(&invalid(None, Some((15, 3))), 10, f, false), Damage::Lost);
+        assert_eq!(
+            classify(&invalid(None, Some((15, 3))), 10, f, false),
+            Damage::Lost
+        );
         assert_eq!(
             classify(&invalid(None, Some((15, 1 << 40))), 10, f, false),
             Damage::Lost
@@ -758,12 +805,176 @@ mod tests {
             Damage::Superseded
         );
         // After a clean close at 20 the floor is 21: group 20 cannot be torn.
-        assert_eq!(classify(&invalid(Some(20), None), 10, 21, false), Damage::Lost);
+        assert_eq!(
+            classify(&invalid(Some(20), None), 10, 21, false),
+            Damage::Lost
+        );
         // A block's first write, torn (old content zero).
         assert_eq!(
             classify(&invalid(None, Some((21, 0))), 0, f, false),
             Damage::Torn(21)
         );
         assert_eq!(classify(&invalid(Some(7), None), 0, f, false), Damage::Lost);
+    }
+
+    // Journaled stores (format 4): one home slot per block, images in the
+    // journal.
+
+    const JOURNAL: MetaExtent = MetaExtent {
+        start: 1000,
+        order: 3,
+    };
+
+    fn journaled_image(no: u32, seq: u64, blocks: u32, tuples: &[Tuple]) -> Vec<u8> {
+        let mut payload = Vec::new();
+        for t in tuples {
+            t.encode_into(&mut payload);
+        }
+        let mut out = vec![0u8; BLOCK_SIZE];
+        let id = SlotIdentity {
+            store_id: STORE,
+            block_no: no,
+        };
+        let stamp = GroupStamp {
+            seq,
+            first: seq,
+            blocks,
+            flags: 0,
+        };
+        crate::meta::block::encode_journaled_slot(id, stamp, tuples.len(), &payload, &mut out);
+        out
+    }
+
+    /// Block `no` with its home slot and the journal slots given (slot
+    /// index, bytes); a journal slot is attributed as `scan` does.
+    fn journaled(no: u32, home: &[u8], journal: &[(u32, Vec<u8>)]) -> ScannedBlock {
+        let id = SlotIdentity {
+            store_id: STORE,
+            block_no: no,
+        };
+        let offset = no as u64 * BLOCK_SIZE as u64;
+        let mut slots = vec![(offset, decode_slot(id, home))];
+        for (j, b) in journal {
+            assert_eq!(
+                journal_block(b),
+                Some(no),
+                "journal slot {j} is not block {no}'s"
+            );
+            let at = JOURNAL.offset() + *j as u64 * BLOCK_SIZE as u64;
+            slots.push((at, decode_slot(id, b)));
+        }
+        ScannedBlock { offset, slots }
+    }
+
+    fn run_journaled(blocks: &mut [ScannedBlock], bad: &'static str) -> Result<Plan> {
+        crate::io::block_on(plan(
+            blocks,
+            0,
+            Layout::Journaled(JOURNAL),
+            |t: Tuple| async move {
+                Ok((&*t.key == bad.as_bytes()).then(|| "test mismatch".to_string()))
+            },
+        ))
+    }
+
+    #[test]
+    fn a_journal_image_newer_than_its_home_is_the_state_and_its_home_the_fallback() {
+        let home = journaled_image(0, 2, 1, &[tuple("a", 2, 10)]);
+        let newer = journaled_image(0, 4, 1, &[tuple("a", 4, 11)]);
+        let mut blocks = vec![journaled(0, &home, &[(3, newer.clone())])];
+        let p = run_journaled(&mut blocks, "").unwrap();
+        assert_eq!(p.chosen, vec![Some(1)]);
+        // The group declared two blocks and only this one landed: rolled
+        // back to the home slot.
+        let newer = journaled_image(0, 4, 2, &[tuple("a", 4, 11)]);
+        let mut blocks = vec![journaled(0, &home, &[(3, newer)])];
+        let p = run_journaled(&mut blocks, "").unwrap();
+        assert_eq!(p.chosen, vec![Some(0)]);
+        assert_eq!(p.report.rolled_back_groups, 1);
+    }
+
+    #[test]
+    fn a_home_rewritten_from_its_journal_image_is_the_state_and_a_torn_one_is_superseded() {
+        let image = journaled_image(0, 4, 1, &[tuple("a", 4, 11)]);
+        // Home rewritten: the same sequence in both places, the home wins.
+        let mut blocks = vec![journaled(0, &image, &[(5, image.clone())])];
+        let p = run_journaled(&mut blocks, "").unwrap();
+        assert_eq!(p.chosen, vec![Some(0)]);
+        assert!(p.dirty.is_empty());
+        // Home torn while being rewritten (new head, old tail): the
+        // journal image is the state, the home is rewritten.
+        let old = journaled_image(0, 2, 1, &[tuple("a", 2, 10)]);
+        let mut torn = old.clone();
+        torn[..1000].copy_from_slice(&image[..1000]);
+        let mut blocks = vec![journaled(0, &torn, &[(5, image)])];
+        let p = run_journaled(&mut blocks, "").unwrap();
+        // Open copies the image back to the home slot; no new write.
+        assert_eq!(p.chosen, vec![Some(1)]);
+        assert!(p.dirty.is_empty());
+    }
+
+    #[test]
+    fn a_damaged_home_without_a_journal_copy_is_corrupt() {
+        let mut home = journaled_image(0, 3, 1, &[tuple("a", 3, 10)]);
+        home[60] ^= 1;
+        // Group 4 elsewhere is the newest: group 3 cannot have been torn.
+        let other = journaled_image(1, 4, 1, &[tuple("b", 4, 11)]);
+        let mut blocks = vec![journaled(0, &home, &[]), journaled(1, &other, &[])];
+        let err = run_journaled(&mut blocks, "").err().expect("must refuse");
+        assert_eq!(err.kind(), ErrorKind::Corrupt);
+        assert!(err.to_string().contains("tuple block 0"), "{err}");
+        // With its journal image still there, nothing is lost.
+        let copy = journaled_image(0, 3, 1, &[tuple("a", 3, 10)]);
+        let mut blocks = vec![journaled(0, &home, &[(2, copy)]), journaled(1, &other, &[])];
+        let p = run_journaled(&mut blocks, "").unwrap();
+        assert_eq!(p.chosen, vec![Some(1), Some(0)]);
+        assert!(p.dirty.is_empty());
+    }
+
+    #[test]
+    fn a_damaged_journal_image_whose_home_was_not_yet_rewritten_is_corrupt() {
+        // Block 0's group-3 image is only in the journal (its home write
+        // was lost with the crash), and damaged; group 4 is the newest.
+        let home = journaled_image(0, 1, 1, &[tuple("a", 1, 10)]);
+        let mut image = journaled_image(0, 3, 1, &[tuple("a", 3, 11)]);
+        image[70] ^= 4;
+        let other = journaled_image(1, 4, 1, &[tuple("b", 4, 12)]);
+        let mut blocks = vec![
+            journaled(0, &home, &[(6, image)]),
+            journaled(1, &other, &[]),
+        ];
+        let err = run_journaled(&mut blocks, "").err().expect("must refuse");
+        assert_eq!(err.kind(), ErrorKind::Corrupt);
+    }
+
+    #[test]
+    fn a_torn_first_write_of_a_block_leaves_it_empty() {
+        // Never written before: the home write tore (new head, zero tail).
+        let image = journaled_image(0, 4, 1, &[tuple("a", 4, 11)]);
+        let mut torn = vec![0u8; BLOCK_SIZE];
+        torn[..2000].copy_from_slice(&image[..2000]);
+        let mut blocks = vec![journaled(0, &torn, &[])];
+        let p = run_journaled(&mut blocks, "").unwrap();
+        assert_eq!(p.chosen, vec![None]);
+    }
+
+    #[test]
+    fn a_torn_journal_slot_belongs_to_the_block_its_majority_names() {
+        // Block 1's new image written over block 0's old one in a journal
+        // slot, torn: the head says block 1, both tail copies block 0.
+        let old = journaled_image(0, 2, 1, &[tuple("a", 2, 10)]);
+        let new = journaled_image(1, 5, 1, &[tuple("b", 5, 11)]);
+        let mut torn = old.clone();
+        torn[..3000].copy_from_slice(&new[..3000]);
+        assert_eq!(journal_block(&torn), Some(0));
+        let home0 = journaled_image(0, 2, 1, &[tuple("a", 2, 10)]);
+        let home1 = journaled_image(1, 3, 1, &[tuple("b", 3, 12)]);
+        let mut blocks = vec![
+            journaled(0, &home0, &[(1, torn)]),
+            journaled(1, &home1, &[]),
+        ];
+        // The torn slot claims sequences 5 and 2: the newest group's tear.
+        let p = run_journaled(&mut blocks, "").unwrap();
+        assert_eq!(p.chosen, vec![Some(0), Some(0)]);
     }
 }

@@ -122,10 +122,7 @@ mod tests {
             created_micros: 1,
             clean_seq: 0,
             settings: None,
-            journal: Some(MetaExtent {
-                start: 2,
-                order: 4,
-            }),
+            journal: Some(MetaExtent { start: 2, order: 4 }),
             meta_extents: (0..extents)
                 .map(|i| MetaExtent {
                     start: 64 << i,

@@ -444,6 +444,63 @@ fn corrupt(msg: String) -> Error {
     Error::new(ErrorKind::Corrupt, msg)
 }
 
+/// After a crash, a journaled store's recovery: each block whose state is
+/// a journal image (`replay`: block, home slot, image) gets that image
+/// copied to its home slot as it is; once that is synced, every journal
+/// slot but those recovery's edits still need (`pinned`) is zeroed and
+/// synced, so no image of a group recovery rolled back can come back once
+/// newer groups follow. A cut at any point leaves the images not yet
+/// zeroed, and the homes copied so far equal to them: recovery decides
+/// again as before.
+async fn restore_from_journal(
+    shared: &Shared,
+    journal: MetaExtent,
+    replay: &[(u32, u64, u64)],
+    pinned: &[u64],
+) -> Result<()> {
+    let engine = &shared.engine;
+    for &(_, home, at) in replay {
+        let (r, buf) = engine.read_at(AlignedBuf::zeroed(BLOCK_SIZE), at).await;
+        r.map_err(|e| Error::io("reading a tuple block's journal image", e))?;
+        let (r, _) = engine.write_at(buf, home).await;
+        r.map_err(|e| Error::io("restoring a tuple block from the journal", e))?;
+    }
+    engine
+        .sync()
+        .await
+        .map_err(|e| Error::io("syncing restored tuple blocks", e))?;
+    {
+        let mut st = shared.state.write();
+        for &(block, home, _) in replay {
+            st.set_slot(block, home);
+        }
+    }
+    // Runs of slots between pinned ones, one write each.
+    let mut run_start = journal.offset();
+    let end = journal.offset() + journal.len_bytes();
+    let mut cuts: Vec<u64> = pinned
+        .iter()
+        .copied()
+        .filter(|at| (run_start..end).contains(at))
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts.push(end);
+    for at in cuts {
+        if at > run_start {
+            let (r, _) = engine
+                .write_at(AlignedBuf::zeroed((at - run_start) as usize), run_start)
+                .await;
+            r.map_err(|e| Error::io("erasing the metadata journal", e))?;
+        }
+        run_start = at + BLOCK_SIZE as u64;
+    }
+    engine
+        .sync()
+        .await
+        .map_err(|e| Error::io("syncing the erased metadata journal", e))
+}
+
 async fn recover(
     engine: Arc<dyn IoEngine>,
     files: Option<PathFiles>,
@@ -557,6 +614,8 @@ async fn recover(
         max_seq,
         report,
     } = plan;
+    // Journal images of groups recovery rolled back must not outlive it.
+    let rolled_back = report.rolled_back_groups > 0 || report.rolled_back_objects > 0;
 
     // Resolve duplicates: the largest version of each key wins. Sorting all
     // tuples by key puts duplicates side by side without a second copy of
@@ -748,30 +807,9 @@ async fn recover(
     for (id, version) in held {
         committer.hold_inline(id, version);
     }
-    if !read_only && !replay.is_empty() {
-        // A journaled block whose state is a journal image gets it back in
-        // its home slot: the image is copied as it is (the journal keeps it
-        // until a later sync, so a cut here just copies it again), then
-        // synced; from then on the journal holds nothing needed but the
-        // images recovery's edits came from (`pinned`).
-        for &(_, home, at) in &replay {
-            let (r, buf) = shared
-                .engine
-                .read_at(AlignedBuf::zeroed(BLOCK_SIZE), at)
-                .await;
-            r.map_err(|e| Error::io("reading a tuple block's journal image", e))?;
-            let (r, _) = shared.engine.write_at(buf, home).await;
-            r.map_err(|e| Error::io("restoring a tuple block from the journal", e))?;
-        }
-        shared
-            .engine
-            .sync()
-            .await
-            .map_err(|e| Error::io("syncing restored tuple blocks", e))?;
-        let mut st = shared.state.write();
-        for &(block, home, _) in &replay {
-            st.set_slot(block, home);
-        }
+    let restore = !read_only && (rolled_back || !replay.is_empty());
+    if let (true, Layout::Journaled(journal)) = (restore, layout) {
+        restore_from_journal(&shared, journal, &replay, &pinned).await?;
     }
     committer.pin_journal(&pinned);
     if read_only {
