@@ -72,6 +72,8 @@ pub struct Options {
     /// copy while it is written and verified: it must hold what the
     /// snapshot held, expired since or not).
     pub(crate) keep_expired: bool,
+    /// Create a format-3 store (two slots per tuple block, no journal).
+    pub(crate) paired_layout: bool,
 }
 
 impl Default for Options {
@@ -90,6 +92,7 @@ impl Default for Options {
             durability: Durability::Sync,
             cache_bytes: DEFAULT_CACHE_BYTES,
             keep_expired: false,
+            paired_layout: false,
         }
     }
 }
@@ -192,6 +195,16 @@ impl Options {
     /// Defaults to [`DEFAULT_MAX_PIECE_SIZE`].
     pub fn max_piece_size(mut self, bytes: u64) -> Self {
         self.max_piece_size = bytes;
+        self
+    }
+
+    /// Creates a store in format 3 (two slots per tuple block, no metadata
+    /// journal), as builds before format 4 did: for tests of the two-slot
+    /// layout, which stores written by those builds keep. Not for new
+    /// stores (their metadata takes twice the space).
+    #[doc(hidden)]
+    pub fn create_format_3(mut self) -> Self {
+        self.paired_layout = true;
         self
     }
 

@@ -28,20 +28,30 @@ const GROWING_DEVICE: usize = 1 << 20;
 enum Device {
     Fixed,
     Growing,
+    /// A fixed device holding a format-3 store (two slots per tuple block),
+    /// as builds before format 4 made and this one keeps.
+    FixedFormat3,
 }
 
 impl Device {
     fn blank(self) -> MemDevice {
         match self {
-            Device::Fixed => MemDevice::new(DEVICE),
+            Device::Fixed | Device::FixedFormat3 => MemDevice::new(DEVICE),
             Device::Growing => MemDevice::new(GROWING_DEVICE).growable(),
         }
     }
 
     fn with_image(self, image: Vec<u8>) -> MemDevice {
         match self {
-            Device::Fixed => MemDevice::from_image(image),
+            Device::Fixed | Device::FixedFormat3 => MemDevice::from_image(image),
             Device::Growing => MemDevice::from_image(image).growable(),
+        }
+    }
+
+    fn options(self) -> Options {
+        match self {
+            Device::FixedFormat3 => options().create_format_3(),
+            _ => options(),
         }
     }
 }
@@ -134,7 +144,7 @@ fn check(
 ) {
     let len = image.len() as u64;
     let dev = Arc::new(device.with_image(image));
-    let store = Store::open_with_engine(dev, options())
+    let store = Store::open_with_engine(dev, device.options())
         .unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
     let matches = |m: &BTreeMap<String, Vec<u8>>| {
         store.stats().objects == m.len() as u64
@@ -189,7 +199,7 @@ fn crash_everywhere(device: Device, seed: u64, ops: usize) -> usize {
     // On the growing device, mostly distinct keys and twice the operations:
     // more live data than its first size holds.
     let work = match device {
-        Device::Fixed => workload(seed, ops, 12),
+        Device::Fixed | Device::FixedFormat3 => workload(seed, ops, 12),
         Device::Growing => workload(seed, 2 * ops, 1000),
     };
     crash_workload(device, seed, work)
@@ -198,11 +208,11 @@ fn crash_everywhere(device: Device, seed: u64, ops: usize) -> usize {
 fn crash_workload(device: Device, seed: u64, work: Vec<Op>) -> usize {
     // Dry run: how many writes the workload issues after open.
     let dev = Arc::new(device.blank());
-    let store = Store::open_with_engine(dev.clone(), options()).unwrap();
+    let store = Store::open_with_engine(dev.clone(), device.options()).unwrap();
     store.close().unwrap();
     let base = dev.volatile_image();
     let dev = Arc::new(device.with_image(base.clone()));
-    let store = Store::open_with_engine(dev.clone(), options()).unwrap();
+    let store = Store::open_with_engine(dev.clone(), device.options()).unwrap();
     let start = dev.writes();
     for op in &work {
         if let Op::Compact = op {
@@ -225,7 +235,7 @@ fn crash_workload(device: Device, seed: u64, work: Vec<Op>) -> usize {
     let mut points = 0;
     for cut in 1..=total {
         let dev = Arc::new(device.with_image(base.clone()));
-        let store = Store::open_with_engine(dev.clone(), options()).unwrap();
+        let store = Store::open_with_engine(dev.clone(), device.options()).unwrap();
         dev.crash_after_writes(cut);
         let mut model = BTreeMap::new();
         let mut in_flight = None;
@@ -274,6 +284,28 @@ fn every_crash_point_recovers_the_acknowledged_state() {
     }
     eprintln!("checked {points} crash images");
     assert!(points > 300, "only {points} crash images");
+}
+
+/// The same on a format-3 store (two slots per tuple block), which stores
+/// made before format 4 keep: its slots are still written in turn, and
+/// recovery still reads them as pairs.
+#[test]
+fn every_crash_point_of_a_format_3_store_recovers_the_acknowledged_state() {
+    let long = std::env::var("BLOBCASK_LONG").is_ok_and(|v| v == "1");
+    let (seeds, ops) = if long { (10, 150) } else { (2, 60) };
+    let dev = Arc::new(Device::FixedFormat3.blank());
+    Store::open_with_engine(dev.clone(), Device::FixedFormat3.options())
+        .unwrap()
+        .close()
+        .unwrap();
+    let sb = common::superblock(&dev.volatile_image());
+    assert_eq!((sb.format_version, sb.journal), (3, None));
+    let mut points = 0;
+    for seed in 0..seeds {
+        points += crash_everywhere(Device::FixedFormat3, seed, ops);
+    }
+    eprintln!("checked {points} crash images");
+    assert!(points > 200, "only {points} crash images");
 }
 
 /// Invariants 1 and 4 through growth: the same workloads on a store that

@@ -1,4 +1,4 @@
-//! Format fixtures: stores written by format versions 1, 2 and 3, checked in,
+//! Format fixtures: stores written by format versions 1 to 4, checked in,
 //! must keep opening with the same content (and the corrupt ones must keep
 //! being refused or refusing their damaged object), so a format change
 //! cannot silently break existing stores (invariant 4, `core/INVARIANTS.md`).
@@ -40,11 +40,12 @@ fn contents() -> Vec<(String, Vec<u8>)> {
     ]
 }
 
-/// Writes the format-3 fixture (the format-1 and 2 ones were written by
-/// their builds and stay as they are; git history has their writers): the v2 content, and objects with an
-/// expiry, one far ahead and one already past.
+/// Writes the format-4 fixture (the format-1 to 3 ones were written by
+/// their builds and stay as they are; git history has their writers): the
+/// v2 content, and objects with an expiry, one far ahead and one already
+/// past.
 fn write_fixtures() {
-    let good = dir().join("v3-good.blobcask");
+    let good = dir().join("v4-good.blobcask");
     let _ = std::fs::remove_file(&good);
     let s = Store::open(&good, options()).unwrap();
     for (k, v) in contents() {
@@ -69,12 +70,11 @@ fn copy(name: &str) -> (tempfile::TempDir, PathBuf) {
     (tmp, p)
 }
 
-#[test]
-fn v3_store_opens_with_its_content_and_expiries() {
-    if std::env::var("BLOBCASK_WRITE_FIXTURES").is_ok_and(|v| v == "1") {
-        write_fixtures();
-    }
-    let (_tmp, path) = copy("v3-good.blobcask");
+/// A store with the v3/v4 fixture content opens read-only with it (the
+/// expired object invisible), and read-write its reaper removes the expired
+/// object; it keeps its format version `version`.
+fn opens_with_its_content_and_expiries(name: &str, version: u32) {
+    let (_tmp, path) = copy(name);
     let s = Store::open(&path, options().read_only(true)).unwrap();
     for (k, v) in contents() {
         assert_eq!(s.get(&k).unwrap(), v[..], "{k}");
@@ -100,7 +100,38 @@ fn v3_store_opens_with_its_content_and_expiries() {
         "the expired object was not removed: {before} {:?}",
         s.stats()
     );
+    // It keeps working, and keeps its layout (a format-3 store is not
+    // converted: a format-3 build still opens it).
+    for i in 0..50u64 {
+        s.put(format!("more/{i}"), pattern(100 + i, 700)).unwrap();
+    }
     s.close().unwrap();
+    let head = std::fs::read(&path).unwrap();
+    let sb = blobcask::format::Superblock::decode(&head[..4096])
+        .unwrap()
+        .unwrap();
+    assert_eq!(sb.format_version, version);
+    let s = Store::open(&path, options()).unwrap();
+    for i in 0..50u64 {
+        assert_eq!(s.get(format!("more/{i}")).unwrap(), pattern(100 + i, 700));
+    }
+    for (k, v) in contents() {
+        assert_eq!(s.get(&k).unwrap(), v[..], "{k}");
+    }
+    s.close().unwrap();
+}
+
+#[test]
+fn v4_store_opens_with_its_content_and_expiries() {
+    if std::env::var("BLOBCASK_WRITE_FIXTURES").is_ok_and(|v| v == "1") {
+        write_fixtures();
+    }
+    opens_with_its_content_and_expiries("v4-good.blobcask", 4);
+}
+
+#[test]
+fn v3_store_opens_with_its_content_and_expiries() {
+    opens_with_its_content_and_expiries("v3-good.blobcask", 3);
 }
 
 #[test]

@@ -207,12 +207,38 @@ pub(crate) async fn scan(
                     block_no: block,
                 };
                 let at = offset + (i * BLOCK_SIZE) as u64;
-                home.slots.push((at, decode_slot(id, b)));
+                home.slots.push((at, journal_copy(decode_slot(id, b), b)));
             }
         })
         .await?;
     }
     Ok(out)
+}
+
+/// A journal slot as recovery weighs it. A write torn in a journal slot may
+/// leave the head of one block's image over the tail of another block's:
+/// its older sequence copy then says nothing about this block. When its
+/// block numbers disagree as well as its sequence copies (two fields: not
+/// one flipped byte), it is a torn write claiming the newer sequence.
+fn journal_copy(slot: SlotContent, b: &[u8]) -> SlotContent {
+    let copies = [
+        crate::format::get_u32(b, 4),
+        crate::format::get_u32(b, BLOCK_SIZE - 16),
+        crate::format::get_u32(b, BLOCK_SIZE - 12),
+    ];
+    let unanimous = copies.iter().all(|c| *c == copies[0]);
+    match slot {
+        SlotContent::Invalid {
+            why,
+            seq: None,
+            split: Some((x, y)),
+        } if !unanimous => SlotContent::Invalid {
+            why: format!("{why} (a torn write: block numbers and sequences disagree)"),
+            seq: Some(x.max(y)),
+            split: None,
+        },
+        other => other,
+    }
 }
 
 /// Reads `extent` in large chunks, handing each chunk's blocks (and the

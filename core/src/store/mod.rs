@@ -92,7 +92,8 @@ pub struct Stats {
     pub logical_bytes: u64,
     /// Heap bytes held by committed objects' pieces.
     pub allocated_bytes: u64,
-    /// Bytes of the metadata area (tuple blocks, both slots).
+    /// Bytes of the metadata area: tuple blocks (one home slot each, or two
+    /// slots in a format-3 store) and the metadata journal.
     pub metadata_bytes: u64,
     /// Bytes not allocated to anything.
     pub free_bytes: u64,

@@ -397,18 +397,26 @@ async fn create(engine: &dyn IoEngine, size: u64, options: &Options) -> Result<S
     let piece = alloc
         .alloc(init)
         .ok_or_else(|| Error::new(ErrorKind::NoSpace, "no room for the metadata area"))?;
-    // The metadata journal: about 1/64 of the store, between two slots and
+    // The metadata journal: about 1/64 of the store, between 8 slots and
     // 256 (1 MiB); it grows when a group needs more (`Committer`).
-    let journal_order = (63 - (total / 64).max(2).leading_zeros() as u8)
+    let journal_order = (63 - (total / 64).max(8).leading_zeros() as u8)
         .clamp(1, JOURNAL_ORDER.min(max_order.max(1)));
-    let journal = alloc
+    let journal_piece = alloc
         .alloc(journal_order)
         .ok_or_else(|| Error::new(ErrorKind::NoSpace, "no room for the metadata journal"))?;
     let mut id = [0u8; 8];
     getrandom::fill(&mut id)
         .map_err(|e| Error::new(ErrorKind::Io, format!("random store id: {e}")))?;
+    let journal = (!options.paired_layout).then_some(MetaExtent {
+        start: journal_piece.start,
+        order: journal_piece.order,
+    });
     let sb = Superblock {
-        format_version: FORMAT_VERSION,
+        format_version: if journal.is_some() {
+            FORMAT_VERSION
+        } else {
+            crate::format::PAIRED_FORMAT_VERSION
+        },
         block_size: BLOCK_SIZE as u32,
         capacity,
         max_order,
@@ -421,12 +429,12 @@ async fn create(engine: &dyn IoEngine, size: u64, options: &Options) -> Result<S
             order: piece.order,
         }],
         settings: Some(options.settings(None).stored()),
-        journal: Some(MetaExtent {
-            start: journal.start,
-            order: journal.order,
-        }),
+        journal,
     };
-    for p in [piece, journal] {
+    if journal.is_none() {
+        alloc.free(journal_piece);
+    }
+    for p in [piece, journal_piece] {
         let (r, _) = engine
             .write_at(AlignedBuf::zeroed(p.len_bytes() as usize), p.offset())
             .await;
@@ -639,7 +647,16 @@ async fn recover(
         table.push_block(block.offset, next_slot, chosen.is_some());
         if let Layout::Journaled(_) = layout {
             if edited.contains(&(no as u32)) {
-                pinned.extend(block.slots.iter().skip(1).map(|(at, _)| *at));
+                // The copies its edit came from: its state, and the state
+                // before it (the newest older copy).
+                let seq = |i: usize| block.slot(i).and_then(SlotContent::seq);
+                let state = chosen.and_then(seq).unwrap_or(0);
+                let before = (0..block.slots.len())
+                    .filter(|&i| seq(i).is_some_and(|q| q < state))
+                    .max_by_key(|&i| seq(i));
+                for i in chosen.into_iter().chain(before) {
+                    pinned.extend(block.slots.get(i).map(|(at, _)| *at));
+                }
             } else if let Some(w) = chosen.filter(|&w| w > 0) {
                 if let Some((at, _)) = block.slots.get(w) {
                     replay.push((no as u32, block.offset, *at));
