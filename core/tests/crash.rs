@@ -506,21 +506,6 @@ fn buffered_mode_keeps_a_prefix_including_everything_synced() {
                         .all(|(k, v)| s.get(k).map(|b| b == v[..]).unwrap_or(false))
             };
             let kept = (synced..=acked.min(work.len())).find(|&k| matches(&models[k]));
-            if kept.is_none() {
-                let objs = s.stats().objects;
-                eprintln!("DEBUG objects {objs} report {:?}", s.stats().recovery);
-                for k in 0..=work.len() {
-                    let m = &models[k];
-                    let bad: Vec<_> = m
-                        .iter()
-                        .filter(|(kk, v)| !s.get(kk).map(|b| b == v[..]).unwrap_or(false))
-                        .map(|(kk, _)| kk.clone())
-                        .collect();
-                    if bad.len() < 3 {
-                        eprintln!("DEBUG model {k} len {} bad {:?}", m.len(), bad);
-                    }
-                }
-            }
             assert!(
                 kept.is_some(),
                 "cut {cut} {mode:?}: state is no prefix between {synced} (synced) and {acked} (acknowledged)"

@@ -4,13 +4,14 @@
 //! disagree.
 //!
 //! Every extent is read with large sequential reads; each logical block's
-//! two slots are decoded. Then `plan` decides:
+//! copies are decoded: its two slots (format 3), or its home slot and every
+//! image of it in the metadata journal (format 4). Then `plan` decides:
 //!
-//! * **Which slot holds each block's state.** The valid slot with the larger
-//!   sequence, unless the other slot is damaged and may have held newer
-//!   state. A damaged slot is classified by the sequence it still claims
-//!   (`SlotContent::Invalid`): older than its sibling — a superseded copy,
-//!   nothing lost; newer, and written by a group no older than the newest
+//! * **Which copy holds each block's state.** The valid copy with the
+//!   largest sequence, unless another copy is damaged and may have held
+//!   newer state. A damaged copy is classified by the sequence it still
+//!   claims (`SlotContent::Invalid`): older than the state — a superseded
+//!   copy, nothing lost; newer, and written by a group no older than the newest
 //!   group the store shows (and after the last clean close) — a write torn
 //!   by the crash; anything else — **corruption** (invariant 6): open
 //!   refuses with `Corrupt` naming the block, never falls back silently.
@@ -20,7 +21,8 @@
 //!   wrote without a data sync (`unsynced`) is read back against its
 //!   checksums; one that fails rolls back alone to its previous version
 //!   (an intact object is not lost because another one's bytes did not
-//!   land), except in bulk-load groups, which roll back as a whole.
+//!   land), except in all-or-nothing groups (bulk loads, buffered mode),
+//!   which roll back as a whole.
 //!
 //! Everything rolled back or repaired is listed in the [`RecoveryReport`].
 //! Resolution between blocks (duplicate keys, heap overlap) happens in the

@@ -17,10 +17,13 @@
 //! 1. syncs once if any request carries heap data, so object bytes are
 //!    durable before any tuple that points at them can be;
 //! 2. applies the requests in order, assigning strictly increasing versions;
-//! 3. writes every changed tuple block to its spare slot, together with the
-//!    values the group writes itself (small puts whose data recovery checks
-//!    against their tuples), syncs once, and only then acknowledges the
-//!    requests and lets freed pieces go.
+//! 3. writes every changed tuple block (to its spare slot in a format-3
+//!    store; in a format-4 store to a free journal slot, or straight to the
+//!    home slot of a block never written), together with the values the
+//!    group writes itself (small puts whose data recovery checks against
+//!    their tuples), syncs once, rewrites the journaled blocks' home slots
+//!    (`meta::journal`), and only then acknowledges the requests and lets
+//!    freed pieces go.
 //!
 //! Moving tuples: an overwrite whose new tuple no longer fits its block is
 //! placed in another block while the old tuple stays (as a stale copy) in
@@ -241,6 +244,19 @@ pub(crate) struct Committer {
     inline_pending: Vec<(crate::index::EntryId, u64)>,
     /// A journaled store's metadata journal.
     journal: Option<Journal>,
+    /// Images of the last group's journaled blocks whose home slots are not
+    /// yet rewritten: they go out with the next group's writes, before its
+    /// sync (or when the store is idle, or closes). Readers read the
+    /// journal images meanwhile.
+    unplaced: Vec<Unplaced>,
+}
+
+/// A journaled block's image, synced in the journal, not yet in its home
+/// slot.
+struct Unplaced {
+    block: u32,
+    home: u64,
+    image: AlignedBuf,
 }
 
 /// An open group: everything applied since the last tuple-block write.
@@ -278,6 +294,7 @@ impl Committer {
                 crate::format::Layout::Paired => None,
             },
             table,
+            unplaced: Vec::new(),
         }
     }
 
@@ -379,6 +396,12 @@ impl Committer {
                 self.poison(&e);
             }
         }
+        // Home slots current before the clean mark (whose publish syncs).
+        if !self.shared.failed.load(Ordering::Acquire) {
+            if let Err(e) = self.place_homes().await {
+                self.poison(&e);
+            }
+        }
         // Every group is synced: record that in the superblock, so the next
         // open need not read back the newest group's objects to verify them.
         if !self.shared.failed.load(Ordering::Acquire) {
@@ -397,6 +420,12 @@ impl Committer {
     async fn tick(&mut self) {
         if self.flush_due() {
             if let Err(e) = self.flush().await {
+                self.poison(&e);
+            }
+        }
+        // Idle: the last group's home slots need not wait for the next one.
+        if self.pending.first.is_none() && self.shared.check_failed().is_ok() {
+            if let Err(e) = self.place_homes().await {
                 self.poison(&e);
             }
         }
@@ -633,6 +662,10 @@ impl Committer {
         let mut result = self.shared.check_failed();
         if result.is_ok() && (!buffered || barrier) {
             result = self.flush().await;
+            if result.is_ok() && barrier {
+                // `sync()`: home slots current too, then one sync.
+                result = self.place_homes().await;
+            }
             if result.is_ok() && barrier {
                 result = self
                     .shared
@@ -891,7 +924,14 @@ impl Committer {
             .block(block)
             .ok_or_else(|| unknown_block(block))?;
         let tuples = if state.has_state {
-            let at = state.current_offset();
+            // Where readers find it: a journaled block's home slot, or its
+            // journal image until the home is rewritten.
+            let at = self
+                .shared
+                .state
+                .read()
+                .slot_of(block)
+                .map_or(state.current_offset(), |(at, _)| at);
             let (r, buf) = self
                 .shared
                 .engine
@@ -991,7 +1031,12 @@ impl Committer {
     /// blocks' state (a two-slot block's next write goes to its other
     /// slot). Readers now find the blocks' state in those slots: inline
     /// values of the blocks held in RAM until now are let go.
-    fn blocks_written(&mut self, blocks: &BTreeSet<u32>) {
+    fn blocks_written(
+        &mut self,
+        blocks: &BTreeSet<u32>,
+        placed: &[(u32, u64)],
+        journaled: &[(u32, u64)],
+    ) {
         let mut st = self.shared.state.write();
         // `encode_blocks` found every one of them.
         for &b in blocks {
@@ -1002,6 +1047,11 @@ impl Committer {
                 }
                 state.has_state = true;
             }
+        }
+        // Home slots rewritten with this group; blocks of this group whose
+        // state is in the journal until the next.
+        for &(b, at) in placed.iter().chain(journaled) {
+            st.set_slot(b, at);
         }
         // Written with its block: the value is read from the slot now.
         // Gone (replaced, deleted) or in a block still unwritten: as is.
@@ -1072,13 +1122,25 @@ impl Committer {
             }
         }
         let (slots, moved) = self.journal_slots(homes.len()).await?;
-        let journal_at: Vec<u64> = match (&moved, &self.journal) {
-            (Some(j), _) | (None, Some(j)) => slots.iter().map(|&s| j.offset(s)).collect(),
+        let journal_at: Vec<(u32, u64)> = match (&moved, &self.journal) {
+            (Some(j), _) | (None, Some(j)) => homes
+                .iter()
+                .zip(&slots)
+                .map(|((b, _, _), &s)| (*b, j.offset(s)))
+                .collect(),
             (None, None) => Vec::new(),
         };
-        for ((_, _, buf), &at) in homes.iter().zip(&journal_at) {
+        for ((_, _, buf), &(_, at)) in homes.iter().zip(&journal_at) {
             writes.push((AlignedBuf::copy_from(buf.as_slice()), at));
         }
+        // The last group's home writes go out with this group's writes (and
+        // its sync makes them durable), unless this group rewrites the block.
+        let placed: Vec<Unplaced> = std::mem::take(&mut self.unplaced)
+            .into_iter()
+            .filter(|u| !blocks.contains(&u.block))
+            .collect();
+        let placed_at: Vec<(u32, u64)> = placed.iter().map(|u| (u.block, u.home)).collect();
+        writes.extend(placed.into_iter().map(|u| (u.image, u.home)));
         let r = self.shared.engine.clone().write_and_sync(writes).await;
         // Every write is done: the extents may go (with the group's failure).
         drop(extents);
@@ -1086,35 +1148,49 @@ impl Committer {
         if let Some(new) = moved {
             self.move_journal(new)?;
         }
-        if !homes.is_empty() {
-            // The group is durable in the journal. Readers read the journal
-            // images while the home slots are rewritten.
-            {
-                let mut st = self.shared.state.write();
-                for ((b, _, _), &at) in homes.iter().zip(&journal_at) {
-                    st.set_slot(*b, at);
-                }
-            }
-            let engine = &self.shared.engine;
-            let futs: Vec<_> = homes
-                .into_iter()
-                .map(|(_, at, buf)| engine.write_at(buf, at))
-                .collect();
-            for (r, _) in futures::future::join_all(futs).await {
-                r.map_err(|e| Error::io("writing tuple blocks to their home slots", e))?;
-            }
-        }
         if let Some(j) = self.journal.as_mut() {
             // This group's sync made the last group's home writes durable;
-            // this group's images are held until the next sync.
+            // this group's images are held until the next one.
             j.synced();
             j.hold(&slots);
         }
         self.shared.device_bytes_written.fetch_add(
-            ((blocks.len() + slots.len()) * BLOCK_SIZE) as u64,
+            ((blocks.len() + slots.len() + placed_at.len()) * BLOCK_SIZE) as u64,
             Ordering::Relaxed,
         );
-        self.blocks_written(blocks);
+        // Readers read the journaled blocks from the journal until their
+        // home slots are rewritten (with the next group).
+        self.unplaced = homes
+            .into_iter()
+            .map(|(block, home, image)| Unplaced { block, home, image })
+            .collect();
+        self.blocks_written(blocks, &placed_at, &journal_at);
+        Ok(())
+    }
+
+    /// Rewrites the home slots of the last group's journaled blocks now
+    /// (not synced: the journal keeps their images until a later sync).
+    async fn place_homes(&mut self) -> Result<()> {
+        let unplaced = std::mem::take(&mut self.unplaced);
+        if unplaced.is_empty() {
+            return Ok(());
+        }
+        let engine = &self.shared.engine;
+        let placed: Vec<(u32, u64)> = unplaced.iter().map(|u| (u.block, u.home)).collect();
+        let futs: Vec<_> = unplaced
+            .into_iter()
+            .map(|u| engine.write_at(u.image, u.home))
+            .collect();
+        for (r, _) in futures::future::join_all(futs).await {
+            r.map_err(|e| Error::io("writing tuple blocks to their home slots", e))?;
+        }
+        self.shared
+            .device_bytes_written
+            .fetch_add((placed.len() * BLOCK_SIZE) as u64, Ordering::Relaxed);
+        let mut st = self.shared.state.write();
+        for (block, home) in placed {
+            st.set_slot(block, home);
+        }
         Ok(())
     }
 
@@ -1130,12 +1206,16 @@ impl Committer {
         if let Some(slots) = journal.pick(n) {
             return Ok((slots, None));
         }
-        if n <= journal.slots() as usize {
+        if n <= self.journal.as_ref().map_or(0, |j| j.slots() as usize) {
+            // The last group's slots are free once its homes are written
+            // and synced.
+            self.place_homes().await?;
             self.shared
                 .engine
                 .sync()
                 .await
                 .map_err(|e| Error::io("syncing tuple blocks", e))?;
+            let journal = self.journal.as_mut().ok_or_else(no_journal)?;
             journal.synced();
             if let Some(slots) = journal.pick(n) {
                 return Ok((slots, None));

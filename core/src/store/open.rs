@@ -1,7 +1,9 @@
 //! Creating a store and rebuilding one at open.
 //!
-//! Open is recovery: there is no journal. The superblock gives the
-//! geometry and the metadata extents; every tuple block is read; for each
+//! Open is recovery: there is no log to replay. The superblock gives the
+//! geometry, the metadata extents and (format 4) the metadata journal,
+//! whose images only stand in for home slots not yet rewritten (copied
+//! back after a crash: `restore_from_journal`); every tuple block is read; for each
 //! key the tuple with the largest version wins and the others are dropped
 //! (their blocks rewritten before the store is served); the allocator starts
 //! all free and every live piece is claimed again, a piece claimed twice
