@@ -4,17 +4,19 @@
 //!
 //! A group writes the images of its blocks with state to free journal
 //! slots (blocks never written go straight to their home slot: a torn first
-//! write loses nothing), syncs once, and only then rewrites those blocks'
-//! homes. A torn home write is repaired at open from the journal image. A
-//! journal slot is therefore *held* from its group's sync until a later
-//! sync has made the home write it backs durable: the next group's sync,
-//! since every group syncs and a group's home writes complete before its
-//! callers are answered. So at most the last group's slots are held, and a
-//! group never writes over them (invariant 6 in `INVARIANTS.md`).
+//! write loses nothing) and syncs once. The home slots are rewritten later,
+//! with the next group's writes (before its sync), when the store is idle,
+//! at `sync()` or at close (`Committer::place_homes`); readers read the
+//! journal images until then. A torn home write is repaired at open from
+//! the journal image. A journal slot is therefore *held* from its group's
+//! sync until a sync that follows its home write: normally the next
+//! group's, so only the last group's slots are held, and a group never
+//! writes over them (invariant 1 in `INVARIANTS.md`).
 //!
-//! A group that needs more slots than are free syncs first (nothing is
-//! held then); one that needs more slots than the journal has moves to a
-//! larger journal extent (`Committer`), as recovery does at open.
+//! A group that needs more slots than are free has the held slots' homes
+//! rewritten and syncs first (nothing is held then); one that needs more
+//! slots than the journal has moves to a larger journal extent
+//! (`Committer`).
 
 use std::collections::BTreeSet;
 

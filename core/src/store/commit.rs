@@ -21,9 +21,9 @@
 //!    store; in a format-4 store to a free journal slot, or straight to the
 //!    home slot of a block never written), together with the values the
 //!    group writes itself (small puts whose data recovery checks against
-//!    their tuples), syncs once, rewrites the journaled blocks' home slots
-//!    (`meta::journal`), and only then acknowledges the requests and lets
-//!    freed pieces go.
+//!    their tuples), syncs once, and only then acknowledges the requests
+//!    and lets freed pieces go. The journaled blocks' home slots are
+//!    rewritten with the next group's writes (`meta::journal`).
 //!
 //! Moving tuples: an overwrite whose new tuple no longer fits its block is
 //! placed in another block while the old tuple stays (as a stale copy) in
@@ -1092,8 +1092,8 @@ impl Committer {
     ///
     /// Where an image goes: a two-slot block's spare slot; a journaled
     /// block never written, its home slot; any other journaled block, a
-    /// free journal slot, and after the sync its home slot, which readers
-    /// leave for the journal image while it is rewritten (`meta::journal`).
+    /// free journal slot, where readers find it until its home slot is
+    /// rewritten with the next group's writes (`meta::journal`).
     async fn write_blocks_beside(
         &mut self,
         data_writes: Vec<DataWrite>,
