@@ -3,8 +3,10 @@
 //! One preallocated file or block device holds millions of objects; an
 //! in-memory index maps keys to their metadata; a buddy allocator manages
 //! the heap; direct I/O moves the bytes; metadata is a flat set of tuples in
-//! checksummed, double-slotted tuple blocks, so a commit is one block write
-//! and recovery needs no journal. See `core/FORMAT.md` for the byte layout.
+//! checksummed tuple blocks, each rewritten in place only after its new
+//! image is synced in a small metadata journal, so a commit costs one
+//! block write per changed block before its one sync, and recovery replays
+//! no log. See `core/FORMAT.md` for the byte layout.
 //!
 //! ```no_run
 //! # async fn demo() -> blobcask::Result<()> {

@@ -15,7 +15,8 @@
 //! 32 group_first u64: first version assigned by the group that wrote it
 //! 40 group_blocks u32: how many blocks that group wrote
 //! 44 group_flags u32: bit 0 ATOMIC (all or nothing: a bulk load, or a
-//!    group of a store in buffered durability mode)
+//!    group of a store in buffered durability mode); bit 1 FIRST (format
+//!    4: the block's first write, made straight to its home slot)
 //! 48 payload: `count` tuples back to back (at most 4040 bytes)
 //! 4088 seq u64 again
 //! ```
@@ -76,6 +77,10 @@ pub const BLOCK_PAYLOAD_V1: usize = BLOCK_SIZE - BLOCK_HEADER_LEN;
 /// durability, whose changes were acknowledged before the group was
 /// written: a crash keeps a prefix of them).
 pub const GROUP_ATOMIC: u32 = 1;
+/// Slot flag (format 4, beside the group's flags): this image is its
+/// block's first write, made straight to its home slot; the block had no
+/// state before it.
+pub const SLOT_FIRST: u32 = 2;
 
 /// Identity a slot must carry to belong to this place of this store.
 #[derive(Debug, Clone, Copy)]

@@ -33,7 +33,9 @@ use std::collections::BTreeSet;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{Layout, MetaExtent, BLOCK_SIZE};
 use crate::io::{AlignedBuf, IoEngine};
-use crate::meta::block::{decode_slot, journal_block, SlotContent, SlotIdentity, GROUP_ATOMIC};
+use crate::meta::block::{
+    decode_slot, journal_block, SlotContent, SlotIdentity, GROUP_ATOMIC, SLOT_FIRST,
+};
 
 /// Most bytes read by one I/O while scanning.
 const SCAN_CHUNK: usize = 1 << 20;
@@ -105,22 +107,20 @@ impl ScannedBlock {
                     "its newest slot is from an interrupted group and the other is damaged ({why})"
                 ))),
             },
-            // A home slot written by the group itself was written there
-            // directly (a block's first write: nothing before it), unless
-            // the group's journal image of it is there too: then the home
-            // was rewritten after the group's sync, which a rolled-back
-            // group never reached, and what came before is not known.
-            Layout::Journaled(_) if w == 0 => {
-                let journaled = self.slots.iter().skip(1).any(|(_, s)| s.seq() == Some(seq));
-                if journaled {
-                    Err(corrupt(
-                        "its home slot holds a group that must be rolled back but was synced"
-                            .into(),
-                    ))
-                } else {
+            // A home slot holding the group being rolled back: written
+            // there straight (FIRST: the block had no state before), or
+            // rewritten after the group's sync, which a group that must be
+            // rolled back did not reach; then what came before is not
+            // known, and nothing is guessed.
+            Layout::Journaled(_) if w == 0 => match self.slot(0) {
+                Some(SlotContent::Valid { group_flags, .. }) if group_flags & SLOT_FIRST != 0 => {
                     Ok(None)
                 }
-            }
+                _ => Err(corrupt(
+                    "its home slot holds a group that must be rolled back but had been synced"
+                        .into(),
+                )),
+            },
             // A journal image rolled back: the state before it is its home
             // slot or the journal image of the group before (the journal
             // keeps a group's images until its home writes are synced).
@@ -223,6 +223,13 @@ pub(crate) async fn scan(
 /// block numbers disagree as well as its sequence copies (two fields: not
 /// one flipped byte), it is a torn write claiming the newer sequence.
 fn journal_copy(slot: SlotContent, b: &[u8]) -> SlotContent {
+    // A tail still zero: a write torn over a slot never used (its group
+    // then lacks this block and rolls back whole), or zeros torn over an
+    // image by recovery's erase (an image already restored): either way it
+    // claims nothing. One flipped byte cannot zero the sequence copy.
+    if crate::format::get_u64(b, BLOCK_SIZE - 8) == Some(0) {
+        return SlotContent::Empty;
+    }
     let copies = [
         crate::format::get_u32(b, 4),
         crate::format::get_u32(b, BLOCK_SIZE - 16),
@@ -1004,5 +1011,64 @@ mod tests {
         // The torn slot claims sequences 5 and 2: the newest group's tear.
         let p = run_journaled(&mut blocks, "").unwrap();
         assert_eq!(p.chosen, vec![Some(0), Some(0)]);
+    }
+
+    #[test]
+    fn a_home_slot_of_a_rolled_back_group_falls_back_to_empty_only_when_it_was_a_first_write() {
+        // Group 4 declares two blocks; only block 0's home image landed.
+        let image = |flags: u32| {
+            let mut payload = Vec::new();
+            tuple("a", 4, 11).encode_into(&mut payload);
+            let mut out = vec![0u8; BLOCK_SIZE];
+            let id = SlotIdentity {
+                store_id: STORE,
+                block_no: 0,
+            };
+            let stamp = GroupStamp {
+                seq: 4,
+                first: 4,
+                blocks: 2,
+                flags,
+            };
+            crate::meta::block::encode_journaled_slot(id, stamp, 1, &payload, &mut out);
+            out
+        };
+        let first = image(crate::meta::block::SLOT_FIRST);
+        let p = run_journaled(&mut [journaled(0, &first, &[])], "").unwrap();
+        assert_eq!(p.chosen, vec![None]);
+        assert_eq!(p.report.rolled_back_groups, 1);
+        // Not a first write: its home was rewritten after a sync the group
+        // must then have reached; what came before is unknown: refused.
+        let rewritten = image(0);
+        let err = run_journaled(&mut [journaled(0, &rewritten, &[])], "")
+            .err()
+            .expect("must refuse");
+        assert_eq!(err.kind(), ErrorKind::Corrupt);
+    }
+
+    #[test]
+    fn a_journal_slot_whose_tail_is_still_zero_claims_nothing() {
+        // An image torn over zeros (a never used slot, or recovery's erase
+        // torn over an image): its head names block 1, its tail nothing.
+        let image = journaled_image(1, 9, 1, &[tuple("b", 9, 11)]);
+        let mut torn = vec![0u8; BLOCK_SIZE];
+        torn[..2048].copy_from_slice(&image[..2048]);
+        let id = SlotIdentity {
+            store_id: STORE,
+            block_no: 0,
+        };
+        assert!(matches!(
+            journal_copy(decode_slot(id, &torn), &torn),
+            SlotContent::Empty
+        ));
+        // Block numbers and sequences both split (two images): a torn write
+        // claiming the newer sequence.
+        let other = journaled_image(0, 3, 1, &[tuple("a", 3, 10)]);
+        let mut mixed = other.clone();
+        mixed[..4082].copy_from_slice(&image[..4082]);
+        match journal_copy(decode_slot(id, &mixed), &mixed) {
+            SlotContent::Invalid { seq, split, .. } => assert_eq!((seq, split), (Some(9), None)),
+            other => panic!("unexpected {other:?}"),
+        }
     }
 }

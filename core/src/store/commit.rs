@@ -52,7 +52,7 @@ use crate::format::{MetaExtent, BLOCK_SIZE, MAX_META_EXTENTS};
 use crate::io::AlignedBuf;
 use crate::meta::block::{
     decode_slot, encode_journaled_slot, encode_slot, GroupStamp, SlotContent, SlotIdentity,
-    GROUP_ATOMIC,
+    GROUP_ATOMIC, SLOT_FIRST,
 };
 use crate::meta::journal::Journal;
 use crate::meta::superblock::publish_superblock;
@@ -1018,6 +1018,15 @@ impl Committer {
                 flags,
             };
             if state.journaled {
+                // Straight to the home slot: say it had no state before.
+                let stamp = GroupStamp {
+                    flags: if state.has_state {
+                        flags
+                    } else {
+                        flags | SLOT_FIRST
+                    },
+                    ..stamp
+                };
                 encode_journaled_slot(id, stamp, tuples.len(), &payload, buf.as_mut_slice());
             } else {
                 encode_slot(id, stamp, tuples.len(), &payload, buf.as_mut_slice());
@@ -1145,9 +1154,10 @@ impl Committer {
         // Every write is done: the extents may go (with the group's failure).
         drop(extents);
         r.map_err(|e| Error::io("writing object data and tuple blocks", e))?;
-        if let Some(new) = moved {
-            self.move_journal(new)?;
-        }
+        let old_journal = match moved {
+            Some(new) => self.move_journal(new)?,
+            None => None,
+        };
         if let Some(j) = self.journal.as_mut() {
             // This group's sync made the last group's home writes durable;
             // this group's images are held until the next one.
@@ -1155,7 +1165,9 @@ impl Committer {
             j.hold(&slots);
         }
         self.shared.device_bytes_written.fetch_add(
-            ((blocks.len() + slots.len() + placed_at.len()) * BLOCK_SIZE) as u64,
+            // Each block once (spare, home or journal slot), and the homes
+            // of the last group's journaled blocks.
+            ((blocks.len() + placed_at.len()) * BLOCK_SIZE) as u64,
             Ordering::Relaxed,
         );
         // Readers read the journaled blocks from the journal until their
@@ -1165,6 +1177,16 @@ impl Committer {
             .map(|(block, home, image)| Unplaced { block, home, image })
             .collect();
         self.blocks_written(blocks, &placed_at, &journal_at);
+        // No reader is sent to the old journal any more: its space may go.
+        if let Some(old) = old_journal {
+            self.shared.alloc.lock().free(crate::meta::tuple::Piece {
+                start: old.start,
+                order: old.order,
+            });
+            self.shared
+                .metadata_bytes
+                .fetch_sub(old.len_bytes(), Ordering::Relaxed);
+        }
         Ok(())
     }
 
@@ -1265,11 +1287,12 @@ impl Committer {
         Ok(Journal::new(extent))
     }
 
-    /// Makes `new` (whose group's images are synced) the store's journal:
-    /// published in the superblock, then the old extent is freed. Before
-    /// the publish the old journal and the home slots hold every state, so
-    /// a cut on either side leaves a whole store.
-    fn move_journal(&mut self, new: Journal) -> Result<()> {
+    /// Makes `new` (whose group's images are synced) the store's journal,
+    /// published in the superblock; returns the old extent, which the
+    /// caller frees once no reader is sent there. Before the publish the
+    /// old journal and the home slots hold every state, so a cut on either
+    /// side leaves a whole store.
+    fn move_journal(&mut self, new: Journal) -> Result<Option<MetaExtent>> {
         let mut sb = self.shared.superblock.lock();
         let mut next = sb.clone();
         let old = next.journal.replace(new.extent);
@@ -1283,21 +1306,11 @@ impl Committer {
             }
         }
         drop(sb);
-        let grown = new.extent.len_bytes();
-        if let Some(old) = old {
-            self.shared.alloc.lock().free(crate::meta::tuple::Piece {
-                start: old.start,
-                order: old.order,
-            });
-            self.shared
-                .metadata_bytes
-                .fetch_sub(old.len_bytes(), Ordering::Relaxed);
-        }
         self.shared
             .metadata_bytes
-            .fetch_add(grown, Ordering::Relaxed);
+            .fetch_add(new.extent.len_bytes(), Ordering::Relaxed);
         self.journal = Some(new);
-        Ok(())
+        Ok(old)
     }
 
     /// Writes zeros over `extent`.

@@ -845,6 +845,14 @@ async fn recover(
     } else {
         // Drop losing duplicates and rejected slots from disk before
         // anything can reuse the pieces they point at (this syncs too).
+        // Home slots the last process rewrote may not be durable yet, and
+        // the journal slots backing them count as free from now on: sync
+        // first.
+        shared
+            .engine
+            .sync()
+            .await
+            .map_err(|e| Error::io("syncing at open", e))?;
         let seq = committer.bump();
         committer.write_blocks(&dirty, seq, seq, 0).await?;
     }
