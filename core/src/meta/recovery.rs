@@ -655,8 +655,9 @@ mod tests {
     }
 
     /// One slot image of block `no` written by group (`seq`, `first`,
-    /// `blocks`) holding `tuples`.
-    fn image(no: u32, seq: u64, first: u64, blocks: u32, tuples: &[Tuple]) -> Vec<u8> {
+    /// `blocks`, `flags`) holding `tuples`: format 2, or format 4 when
+    /// `journaled`.
+    fn encoded(journaled: bool, no: u32, stamp: GroupStamp, tuples: &[Tuple]) -> Vec<u8> {
         let mut payload = Vec::new();
         for t in tuples {
             t.encode_into(&mut payload);
@@ -666,14 +667,23 @@ mod tests {
             store_id: STORE,
             block_no: no,
         };
+        let encode = if journaled {
+            crate::meta::block::encode_journaled_slot
+        } else {
+            encode_slot
+        };
+        encode(id, stamp, tuples.len(), &payload, &mut out);
+        out
+    }
+
+    fn image(no: u32, seq: u64, first: u64, blocks: u32, tuples: &[Tuple]) -> Vec<u8> {
         let stamp = GroupStamp {
             seq,
             first,
             blocks,
             flags: 0,
         };
-        encode_slot(id, stamp, tuples.len(), &payload, &mut out);
-        out
+        encoded(false, no, stamp, tuples)
     }
 
     fn scanned(no: u32, a: &[u8], b: &[u8]) -> ScannedBlock {
@@ -861,23 +871,13 @@ mod tests {
     };
 
     fn journaled_image(no: u32, seq: u64, blocks: u32, tuples: &[Tuple]) -> Vec<u8> {
-        let mut payload = Vec::new();
-        for t in tuples {
-            t.encode_into(&mut payload);
-        }
-        let mut out = vec![0u8; BLOCK_SIZE];
-        let id = SlotIdentity {
-            store_id: STORE,
-            block_no: no,
-        };
         let stamp = GroupStamp {
             seq,
             first: seq,
             blocks,
             flags: 0,
         };
-        crate::meta::block::encode_journaled_slot(id, stamp, tuples.len(), &payload, &mut out);
-        out
+        encoded(true, no, stamp, tuples)
     }
 
     /// Block `no` with its home slot and the journal slots given (slot
@@ -1017,21 +1017,13 @@ mod tests {
     fn a_home_slot_of_a_rolled_back_group_falls_back_to_empty_only_when_it_was_a_first_write() {
         // Group 4 declares two blocks; only block 0's home image landed.
         let image = |flags: u32| {
-            let mut payload = Vec::new();
-            tuple("a", 4, 11).encode_into(&mut payload);
-            let mut out = vec![0u8; BLOCK_SIZE];
-            let id = SlotIdentity {
-                store_id: STORE,
-                block_no: 0,
-            };
             let stamp = GroupStamp {
                 seq: 4,
                 first: 4,
                 blocks: 2,
                 flags,
             };
-            crate::meta::block::encode_journaled_slot(id, stamp, 1, &payload, &mut out);
-            out
+            encoded(true, 0, stamp, &[tuple("a", 4, 11)])
         };
         let first = image(crate::meta::block::SLOT_FIRST);
         let p = run_journaled(&mut [journaled(0, &first, &[])], "").unwrap();
