@@ -852,7 +852,7 @@ struct Stats {
     /// Heap bytes held by committed objects' pieces.
     #[pyo3(get)]
     allocated_bytes: u64,
-    /// Bytes of the metadata area (tuple blocks, both slots).
+    /// Bytes of the metadata area (tuple blocks and their journal).
     #[pyo3(get)]
     metadata_bytes: u64,
     /// Bytes not allocated to anything.

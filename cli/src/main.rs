@@ -627,8 +627,8 @@ fn run(cli: Cli) -> Result<(), String> {
                 }
             );
             println!(
-                "tuple blocks         {} (two slots each)",
-                st.metadata_bytes / (2 * 4096)
+                "metadata             {} (tuple blocks and their journal)",
+                human(st.metadata_bytes)
             );
             println!(
                 "io engine            {} (direct I/O: {})",
