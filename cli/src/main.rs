@@ -627,10 +627,6 @@ fn run(cli: Cli) -> Result<(), String> {
                 }
             );
             println!(
-                "metadata             {} (tuple blocks and their journal)",
-                human(st.metadata_bytes)
-            );
-            println!(
                 "io engine            {} (direct I/O: {})",
                 st.io_engine, st.direct_io
             );

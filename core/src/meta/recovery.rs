@@ -422,8 +422,18 @@ where
                 Damage::Superseded if journaled && i > 0 => {}
                 Damage::Superseded => {
                     if clean {
+                        let what = if journaled {
+                            "its home slot was damaged"
+                        } else {
+                            "its superseded copy was damaged"
+                        };
+                        let fix = if journaled {
+                            "its journal image holds the same state; nothing lost; copied back"
+                        } else {
+                            "nothing lost; rewritten"
+                        };
                         report.repaired.push(format!(
-                            "tuple block {no} (byte {}): its superseded copy was damaged ({why}); nothing lost; rewritten",
+                            "tuple block {no} (byte {}): {what} ({why}); {fix}",
                             b.offset
                         ));
                     }
