@@ -1370,16 +1370,8 @@ impl Committer {
     }
 
     async fn publish_extent(&mut self, extent: MetaExtent) -> Result<()> {
+        self.zero(extent).await?;
         let engine = &self.shared.engine;
-        let total = (1usize << extent.order) * BLOCK_SIZE;
-        let mut done = 0;
-        while done < total {
-            let len = ZERO_CHUNK.min(total - done);
-            let at = extent.start * BLOCK_SIZE as u64 + done as u64;
-            let (r, _) = engine.write_at(AlignedBuf::zeroed(len), at).await;
-            r.map_err(|e| Error::io("zeroing a new metadata extent", e))?;
-            done += len;
-        }
         engine
             .sync()
             .await
@@ -1389,9 +1381,10 @@ impl Committer {
         next.meta_extents.push(extent);
         *sb = publish_superblock(engine.as_ref(), &next)?;
         drop(sb);
+        // The zeros are counted by `zero`; this is the superblock.
         self.shared
             .device_bytes_written
-            .fetch_add((total + BLOCK_SIZE) as u64, Ordering::Relaxed);
+            .fetch_add(BLOCK_SIZE as u64, Ordering::Relaxed);
         Ok(())
     }
 }
