@@ -43,13 +43,15 @@ fn value(seed: u64, len: usize) -> Bytes {
 fn main() {
     let mut dir = PathBuf::from("target/bench");
     let mut quick = false;
+    let mut phase = String::from("all");
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--dir" => dir = PathBuf::from(args.next().expect("--dir DIR")),
             "--quick" => quick = true,
+            "--phase" => phase = args.next().expect("--phase all|bulk|inline"),
             _ => {
-                eprintln!("usage: load-bench [--dir DIR] [--quick]");
+                eprintln!("usage: load-bench [--dir DIR] [--quick] [--phase all|bulk|inline]");
                 std::process::exit(2);
             }
         }
@@ -61,9 +63,13 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        bulk_large(&dir, quick).await;
-        bulk_small(&dir, quick).await;
-        inline_sweep(&dir, quick).await;
+        if phase == "all" || phase == "bulk" {
+            bulk_large(&dir, quick).await;
+            bulk_small(&dir, quick).await;
+        }
+        if phase == "all" || phase == "inline" {
+            inline_sweep(&dir, quick).await;
+        }
     });
 }
 
@@ -272,14 +278,20 @@ async fn inline_sweep(dir: &std::path::Path, quick: bool) {
                 }
             }
             let warm = (5 * hot) as f64 / t.elapsed().as_secs_f64();
-            // puts: overwrite 2000 with 64 writers.
+            // puts: 4000 overwrites of random keys from 64 writers (the
+            // tuple blocks they change are spread over the store).
             let items = Arc::new(items);
             let t = Instant::now();
-            let tasks: Vec<_> = (0..64)
+            let tasks: Vec<_> = (0..64u64)
                 .map(|w| {
                     let (store, items) = (store.clone(), items.clone());
                     tokio::spawn(async move {
-                        for (k, v) in items.iter().take(2000).skip(w).step_by(64) {
+                        let mut x = w.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+                        for _ in 0..4000 / 64 {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            let (k, v) = &items[(x % items.len() as u64) as usize];
                             store.put(k, v.clone()).await.unwrap();
                         }
                     })
@@ -288,7 +300,7 @@ async fn inline_sweep(dir: &std::path::Path, quick: bool) {
             for task in tasks {
                 task.await.unwrap();
             }
-            let puts = 2000f64.min(n as f64) / t.elapsed().as_secs_f64();
+            let puts = (4000 / 64 * 64) as f64 / t.elapsed().as_secs_f64();
             store.close().await.unwrap();
             println!(
                 "| {size} | {threshold} | {} | {amp:.2} | {puts:.0} | {gets:.0} | {warm:.0} |",

@@ -435,6 +435,88 @@ fn bulk_load_cut_anywhere_leaves_a_clean_prefix() {
     eprintln!("checked {images} crash images of a {total}-write bulk load");
 }
 
+/// A bulk load that changes more tuple blocks with state than the journal
+/// holds, on a full device (no room for a larger journal): the commit path
+/// splits it into groups the journal holds (invariant 1 for each). Cut at
+/// any write, the store holds the new values of a prefix of the load and
+/// the old values of the rest, every object whole.
+#[test]
+fn a_load_split_by_a_full_journal_cut_anywhere_leaves_a_clean_prefix() {
+    let small = |i: u64, round: u64| pattern(i * 31 + round, 300);
+    let keys: Vec<String> = (0..600).map(|i| format!("s{i:04}")).collect();
+    let dev = Arc::new(MemDevice::new(8 << 20));
+    let store = Store::open_with_engine(dev.clone(), options()).unwrap();
+    for (i, k) in keys.iter().enumerate() {
+        store.put(k, small(i as u64, 0)).unwrap();
+    }
+    let mut big = 0u64;
+    while store
+        .put(format!("big{big}"), pattern(big, 100_000))
+        .is_ok()
+    {
+        big += 1;
+    }
+    store.close().unwrap();
+    let base = dev.volatile_image();
+    let items: Vec<(String, Vec<u8>)> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| (k.clone(), small(i as u64, 1)))
+        .collect();
+    // Dry run: the load commits as more than one group.
+    let dev = Arc::new(MemDevice::from_image(base.clone()));
+    let store = Store::open_with_engine(dev.clone(), options()).unwrap();
+    let (start, groups) = (dev.writes(), store.stats().commit_groups);
+    store.bulk_load(items.clone()).unwrap();
+    let split = store.stats().commit_groups - groups;
+    assert!(split >= 2, "the load committed as {split} group(s)");
+    let total = dev.writes() - start;
+    drop(store);
+    let mut images = 0;
+    let step = (total / 60).max(1);
+    for cut in (1..=total).step_by(step as usize) {
+        let dev = Arc::new(MemDevice::from_image(base.clone()));
+        let store = Store::open_with_engine(dev.clone(), options()).unwrap();
+        dev.crash_after_writes(cut);
+        let acknowledged = store.bulk_load(items.clone()).is_ok();
+        drop(store);
+        for mode in [
+            CrashMode::DropUnsynced,
+            CrashMode::KeepUnsynced,
+            CrashMode::Random(cut),
+            CrashMode::Random(cut * 7 + 3),
+        ] {
+            let s = Store::open_with_engine(
+                Arc::new(MemDevice::from_image(dev.crash_image(mode))),
+                options(),
+            )
+            .unwrap_or_else(|e| panic!("cut {cut} {mode:?}: {e}"));
+            let got: Vec<Vec<u8>> = keys.iter().map(|k| s.get(k).unwrap().to_vec()).collect();
+            let loaded = got
+                .iter()
+                .zip(&items)
+                .take_while(|(g, (_, v))| *g == v)
+                .count();
+            if acknowledged {
+                assert_eq!(loaded, 600, "cut {cut} {mode:?}: acknowledged load lost");
+            }
+            for (i, g) in got.iter().enumerate().skip(loaded) {
+                assert_eq!(
+                    *g,
+                    small(i as u64, 0),
+                    "cut {cut} {mode:?}: {} after a prefix of {loaded}",
+                    keys[i]
+                );
+            }
+            for b in 0..big {
+                assert_eq!(s.get(format!("big{b}")).unwrap(), pattern(b, 100_000));
+            }
+            images += 1;
+        }
+    }
+    eprintln!("checked {images} crash images of a {total}-write split load");
+}
+
 /// Buffered durability: a crash keeps a prefix of the acknowledged
 /// operations that includes everything acknowledged before the last
 /// completed `sync()`.

@@ -462,3 +462,73 @@ fn absurd_sizes_are_too_large_at_once() {
     assert!(s.list_uploads().is_empty());
     assert_eq!(s.stats().capacity, DEFAULT_CAPACITY, "nothing grew");
 }
+
+/// A group that changes more tuple blocks with state than the metadata
+/// journal holds, on a device whose heap is full (so the journal cannot
+/// move to a larger extent): the commit path splits it into groups the
+/// journal holds instead of failing (and poisoning the store). Invariant 1:
+/// every group is still written through the journal, so a cut keeps whole
+/// groups.
+#[test]
+fn a_group_larger_than_the_journal_commits_when_the_heap_is_full() {
+    let dev = Arc::new(blobcask::io::fault::MemDevice::new(8 << 20));
+    let s = Store::open_with_engine(dev.clone(), Options::new()).unwrap();
+    // 600 inline objects: ~50 tuple blocks with state, more than the 32
+    // journal slots an 8 MiB store starts with.
+    let small = |i: u64, round: u64| pattern(i * 31 + round, 300);
+    for i in 0..600 {
+        s.put(format!("s{i:04}"), small(i, 0)).unwrap();
+    }
+    // Fill the heap until nothing fits.
+    let mut n = 0u64;
+    while s.put(format!("big{n}"), pattern(n, 100_000)).is_ok() {
+        n += 1;
+    }
+    assert!(n > 20, "only {n} large objects fit");
+    let free = s.stats().free_bytes;
+    assert!(free < 128 << 10, "{free} bytes still free");
+    // One bulk load rewrites every small object: one request over ~50
+    // blocks with state.
+    let items: Vec<(String, Vec<u8>)> = (0..600)
+        .map(|i| (format!("s{i:04}"), small(i, 1)))
+        .collect();
+    let report = s.bulk_load(items).unwrap();
+    assert_eq!(report.objects, 600);
+    // So do 600 deletes and puts issued at once (one batch of requests).
+    let a = s.as_async().clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let dels = (0..300).map(|i| a.delete(format!("s{i:04}")));
+        let puts = (300..600).map(|i| a.put(format!("s{i:04}"), small(i, 2)));
+        let (d, p) = futures::join!(
+            futures::future::join_all(dels),
+            futures::future::join_all(puts)
+        );
+        d.into_iter().for_each(|r| r.unwrap());
+        p.into_iter().for_each(|r| {
+            r.unwrap();
+        });
+    });
+    let expect = |s: &Store| {
+        for i in 0..300 {
+            assert_eq!(
+                s.get(format!("s{i:04}")).unwrap_err().kind(),
+                ErrorKind::NotFound
+            );
+        }
+        for i in 300..600 {
+            assert_eq!(s.get(format!("s{i:04}")).unwrap(), small(i, 2), "s{i:04}");
+        }
+        for i in 0..n {
+            assert_eq!(s.get(format!("big{i}")).unwrap(), pattern(i, 100_000));
+        }
+    };
+    expect(&s);
+    s.close().unwrap();
+    let s = Store::open_with_engine(dev, Options::new().create(false)).unwrap();
+    expect(&s);
+    assert!(s.scrub().unwrap().damaged.is_empty());
+}

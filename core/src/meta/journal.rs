@@ -53,6 +53,11 @@ impl Journal {
         1u32 << self.extent.order.min(31)
     }
 
+    /// Slots recovery still needs (free after the next group's sync).
+    pub fn pinned(&self) -> usize {
+        self.pinned.len()
+    }
+
     /// Free slots now.
     pub fn free(&self) -> usize {
         self.slots() as usize - self.held.union(&self.pinned).count()

@@ -232,6 +232,8 @@ pub(crate) struct Committer {
     /// Superseded tuples left in their old block when a key moved: (block,
     /// key, version), removed in step 0 of the next group.
     stale: Vec<(u32, Box<[u8]>, u64)>,
+    /// The blocks of `stale`: what step 0 of the next group rewrites.
+    stale_blocks: BTreeSet<u32>,
     /// Keys whose stale copy is not yet removed: their changes wait.
     stale_keys: HashSet<Box<[u8]>>,
     deferred: VecDeque<Request>,
@@ -244,6 +246,10 @@ pub(crate) struct Committer {
     inline_pending: Vec<(crate::index::EntryId, u64)>,
     /// A journaled store's metadata journal.
     journal: Option<Journal>,
+    /// A larger journal, zeroed and synced but not yet in the superblock,
+    /// made ready when the open group outgrew the journal
+    /// (`room_for_one`); the next group that journals blocks moves to it.
+    spare: Option<Journal>,
     /// Images of the last group's journaled blocks whose home slots are not
     /// yet rewritten: they go out with the next group's writes, before its
     /// sync (or when the store is idle, or closes). Readers read the
@@ -265,6 +271,9 @@ struct Pending {
     /// First version assigned in the group.
     first: Option<u64>,
     dirty: BTreeSet<u32>,
+    /// How many of `dirty` go through the journal (journaled blocks that
+    /// already have state): the journal slots the group will take.
+    journaled: usize,
     /// Superseded entries: their pieces may go once the group is durable.
     release: Vec<Entry>,
     /// A heap value synced before its tuple is in the group: sync data first.
@@ -285,6 +294,7 @@ impl Committer {
             shared,
             next_version,
             stale: Vec::new(),
+            stale_blocks: BTreeSet::new(),
             stale_keys: HashSet::new(),
             deferred: VecDeque::new(),
             pending: Pending::default(),
@@ -293,6 +303,7 @@ impl Committer {
                 crate::format::Layout::Journaled(e) => Some(Journal::new(e)),
                 crate::format::Layout::Paired => None,
             },
+            spare: None,
             table,
             unplaced: Vec::new(),
         }
@@ -342,7 +353,7 @@ impl Committer {
     /// Removes expired versions (at most `REAP_BATCH`) in the open group,
     /// each only if its key still holds it. A key with a moved tuple's
     /// stale copy waits for the next group (as any change to it would).
-    async fn reap(&mut self, dirty: &mut BTreeSet<u32>, release: &mut Vec<Entry>) -> Result<()> {
+    async fn reap(&mut self) -> Result<()> {
         let now = now_micros();
         let mut waiting = Vec::new();
         for _ in 0..REAP_BATCH {
@@ -360,8 +371,14 @@ impl Committer {
                 waiting.push(((at, version), (key, size)));
                 continue;
             }
-            self.pending.first.get_or_insert(self.next_version);
-            if let Err(e) = self.apply_delete(&key, Some(version), dirty, release).await {
+            let applied = match self.room_for_one().await {
+                Ok(()) => {
+                    self.pending.first.get_or_insert(self.next_version);
+                    self.apply_delete(&key, Some(version)).await
+                }
+                Err(e) => Err(e),
+            };
+            if let Err(e) = applied {
                 let mut expiring = self.shared.expiring.lock();
                 expiring.insert((at, version), (key, size));
                 expiring.extend(waiting);
@@ -538,33 +555,41 @@ impl Committer {
         }
 
         if self.reap_due() {
-            let mut dirty = std::mem::take(&mut self.pending.dirty);
-            let mut release = std::mem::take(&mut self.pending.release);
-            let reaped = self.reap(&mut dirty, &mut release).await;
-            self.pending.dirty = dirty;
-            self.pending.release = release;
-            if let Err(e) = reaped {
+            if let Err(e) = self.reap().await {
                 self.poison(&e);
                 batch.into_iter().for_each(|r| fail_request(r, &e));
                 return;
             }
         }
 
+        let touched = self.blocks_of(&batch);
+        self.prefetch(touched).await;
         let mut acks = Vec::new();
         let mut barrier = false;
+        let mut failed: Option<Error> = None;
         for req in batch {
+            if let Some(e) = &failed {
+                fail_request(req, e);
+                continue;
+            }
             // A change to a key whose moved tuple still has a stale copy
             // waits for step 0 of the next group.
             if req.touches(&self.stale_keys) {
                 self.deferred.push_back(req);
                 continue;
             }
+            if !matches!(req, Request::PutMany { .. } | Request::Barrier { .. }) {
+                if let Err(e) = self.room_for_one().await {
+                    self.poison(&e);
+                    fail_request(req, &e);
+                    failed = Some(e);
+                    continue;
+                }
+            }
             if req.needs_data_sync() {
                 self.pending.needs_data_sync = true;
             }
             self.pending.first.get_or_insert(self.next_version);
-            let mut dirty = std::mem::take(&mut self.pending.dirty);
-            let mut release = std::mem::take(&mut self.pending.release);
             match req {
                 Request::Barrier { reply } => {
                     barrier = true;
@@ -583,10 +608,7 @@ impl Committer {
                         // (`apply_put` gives it the next version).
                         self.shared.landing.hold(self.next_version);
                     }
-                    match self
-                        .apply_put(key, size, data, spec, &mut dirty, &mut release)
-                        .await
-                    {
+                    match self.apply_put(key, size, data, spec).await {
                         Ok(info) => {
                             self.pending.data_writes.extend(data_write);
                             acks.push(Ack::Info(reply, info));
@@ -604,10 +626,15 @@ impl Committer {
                             mode: PutMode::Overwrite,
                             expiry: expires.map(Expiry::At),
                         };
-                        match self
-                            .apply_put(key, size, data, spec, &mut dirty, &mut release)
-                            .await
-                        {
+                        // A load larger than the journal can take commits
+                        // as several groups, each all or nothing, in order:
+                        // still a prefix of the load after a cut.
+                        if let Err(e) = self.room_for_one().await {
+                            self.poison(&e);
+                            stop = Some(e);
+                            break;
+                        }
+                        match self.apply_put(key, size, data, spec).await {
                             Ok(_) => {
                                 applied += 1;
                                 bytes += size;
@@ -626,29 +653,20 @@ impl Committer {
                     data,
                     reply,
                 } => {
-                    let moved = self
-                        .apply_relocate(id, version, data, &mut dirty, &mut release)
-                        .await;
+                    let moved = self.apply_relocate(id, version, data).await;
                     match moved {
                         Ok(true) => acks.push(Ack::Moved(reply)),
                         other => drop(reply.send(other)),
                     }
                 }
-                Request::Delete { key, reply } => {
-                    match self
-                        .apply_delete(&key, None, &mut dirty, &mut release)
-                        .await
-                    {
-                        Ok(true) => acks.push(Ack::Done(reply)),
-                        Ok(false) => {
-                            drop(reply.send(Err(Error::new(ErrorKind::NotFound, "no such key"))))
-                        }
-                        Err(e) => drop(reply.send(Err(e))),
+                Request::Delete { key, reply } => match self.apply_delete(&key, None).await {
+                    Ok(true) => acks.push(Ack::Done(reply)),
+                    Ok(false) => {
+                        drop(reply.send(Err(Error::new(ErrorKind::NotFound, "no such key"))))
                     }
-                }
+                    Err(e) => drop(reply.send(Err(e))),
+                },
             }
-            self.pending.dirty = dirty;
-            self.pending.release = release;
         }
         if self.pending.first == Some(self.next_version) && self.pending.dirty.is_empty() {
             // Nothing was applied (barriers, misses): no group to write.
@@ -703,8 +721,6 @@ impl Committer {
         size: u64,
         data: ObjectData,
         spec: PutSpec,
-        dirty: &mut BTreeSet<u32>,
-        release: &mut Vec<Entry>,
     ) -> Result<ObjectInfo> {
         let value = data.tuple_value();
         let len = tuple::encoded_len(key.len(), &value, spec.expiry.is_some());
@@ -794,6 +810,7 @@ impl Committer {
                 // The old tuple stays where it is until the new one is
                 // durable; step 0 of the next group removes it.
                 self.stale.push((old_block, tuple.key.clone(), old_version));
+                self.stale_blocks.insert(old_block);
                 self.stale_keys.insert(tuple.key.clone());
                 image.push(tuple);
                 self.table.grow_used(block, len, true);
@@ -803,21 +820,15 @@ impl Committer {
                 self.table.grow_used(block, len, true);
             }
         }
-        release.extend(replaced);
-        dirty.insert(block);
+        self.pending.release.extend(replaced);
+        self.touch(block);
         Ok(info)
     }
 
     /// Removes `key`'s tuple (only if it holds `expect`, when given).
     /// Whether a visible version was removed: an expired one is removed
     /// too, but the key had no object as far as callers can tell.
-    async fn apply_delete(
-        &mut self,
-        key: &[u8],
-        expect: Option<u64>,
-        dirty: &mut BTreeSet<u32>,
-        release: &mut Vec<Entry>,
-    ) -> Result<bool> {
+    async fn apply_delete(&mut self, key: &[u8], expect: Option<u64>) -> Result<bool> {
         let (block, live) = {
             let st = self.shared.state.read();
             match st.lookup_any(key) {
@@ -839,8 +850,8 @@ impl Committer {
             self.shared.retired.keep(image.swap_remove(i));
         }
         self.table.shrink_used(block, entry.tuple_len());
-        dirty.insert(block);
-        release.push(entry);
+        self.touch(block);
+        self.pending.release.push(entry);
         Ok(live)
     }
 
@@ -855,8 +866,6 @@ impl Committer {
         id: crate::index::EntryId,
         version: u64,
         data: ObjectData,
-        dirty: &mut BTreeSet<u32>,
-        release: &mut Vec<Entry>,
     ) -> Result<bool> {
         let value = data.tuple_value();
         let old = {
@@ -908,8 +917,8 @@ impl Committer {
         let replaced = self.shared.state.write().replace(id, entry);
         self.table.shrink_used(block, old_len);
         self.table.grow_used(block, len, false);
-        release.extend(replaced);
-        dirty.insert(block);
+        self.pending.release.extend(replaced);
+        self.touch(block);
         Ok(true)
     }
 
@@ -919,51 +928,111 @@ impl Committer {
         if self.table.images.contains_key(&block) {
             return Ok(());
         }
+        match self.read_image(block).await {
+            Ok(tuples) => {
+                self.table.images.insert(block, tuples);
+                Ok(())
+            }
+            Err(e) => {
+                if e.kind() == ErrorKind::Corrupt {
+                    self.poison(&e);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// `block`'s tuples as its current slot holds them (`Corrupt` when
+    /// that slot no longer reads back).
+    async fn read_image(&self, block: u32) -> Result<Vec<Tuple>> {
         let state = self
             .table
             .block(block)
             .ok_or_else(|| unknown_block(block))?;
-        let tuples = if state.has_state {
-            // Where readers find it: a journaled block's home slot, or its
-            // journal image until the home is rewritten.
-            let at = self
-                .shared
-                .state
-                .read()
-                .slot_of(block)
-                .map_or(state.current_offset(), |(at, _)| at);
-            let (r, buf) = self
-                .shared
-                .engine
-                .read_at(AlignedBuf::zeroed(BLOCK_SIZE), at)
-                .await;
-            r.map_err(|e| Error::io("reading a tuple block to change it", e))?;
-            let id = SlotIdentity {
-                store_id: self.shared.geometry.store_id,
-                block_no: block,
-            };
-            match decode_slot(id, buf.as_slice()) {
-                SlotContent::Valid { tuples, .. } => tuples,
-                SlotContent::Empty => Vec::new(),
-                SlotContent::Invalid { why, .. } => {
-                    let e = Error::new(
-                        ErrorKind::Corrupt,
-                        format!("tuple block {block} no longer reads back: {why}"),
-                    );
-                    self.poison(&e);
-                    return Err(e);
-                }
-            }
-        } else {
-            Vec::new()
+        if !state.has_state {
+            return Ok(Vec::new());
+        }
+        // Where readers find it: a journaled block's home slot, or its
+        // journal image until the home is rewritten.
+        let at = self
+            .shared
+            .state
+            .read()
+            .slot_of(block)
+            .map_or(state.current_offset(), |(at, _)| at);
+        let (r, buf) = self
+            .shared
+            .engine
+            .read_at(AlignedBuf::zeroed(BLOCK_SIZE), at)
+            .await;
+        r.map_err(|e| Error::io("reading a tuple block to change it", e))?;
+        let id = SlotIdentity {
+            store_id: self.shared.geometry.store_id,
+            block_no: block,
         };
-        self.table.images.insert(block, tuples);
-        Ok(())
+        match decode_slot(id, buf.as_slice()) {
+            SlotContent::Valid { tuples, .. } => Ok(tuples),
+            SlotContent::Empty => Ok(Vec::new()),
+            SlotContent::Invalid { why, .. } => Err(Error::new(
+                ErrorKind::Corrupt,
+                format!("tuple block {block} no longer reads back: {why}"),
+            )),
+        }
+    }
+
+    /// Reads the uncached images of `blocks` all at once, so applying a
+    /// batch of changes to blocks spread over the store does not wait for
+    /// one read after another. A block that fails to read is left out:
+    /// `load_image` reads it again and reports the failure where it
+    /// matters.
+    async fn prefetch(&mut self, blocks: BTreeSet<u32>) {
+        let missing: Vec<u32> = blocks
+            .into_iter()
+            .filter(|b| !self.table.images.contains_key(b))
+            .collect();
+        if missing.len() < 2 {
+            return;
+        }
+        let this = &*self;
+        let reads = missing
+            .iter()
+            .map(|&b| async move { (b, this.read_image(b).await) });
+        let read = futures::future::join_all(reads).await;
+        for (b, r) in read {
+            if let Ok(tuples) = r {
+                self.table.images.insert(b, tuples);
+            }
+        }
+    }
+
+    /// The tuple blocks holding the current versions of what `batch`
+    /// changes (blocks new tuples go to are found when placed).
+    fn blocks_of(&self, batch: &[Request]) -> BTreeSet<u32> {
+        let st = self.shared.state.read();
+        let of_key = |k: &[u8]| st.lookup_any(k).map(|e| e.block);
+        let mut out = BTreeSet::new();
+        for req in batch {
+            match req {
+                Request::Put { key, .. } | Request::Delete { key, .. } => out.extend(of_key(key)),
+                Request::PutMany { items, .. } => {
+                    out.extend(items.iter().filter_map(|(k, _, _, _)| of_key(k)))
+                }
+                Request::Relocate { id, version, .. } => out.extend(
+                    st.entry(*id)
+                        .filter(|e| e.version == *version)
+                        .map(|e| e.block),
+                ),
+                Request::Barrier { .. } => {}
+            }
+        }
+        out
     }
 
     /// Step 0: drops stale copies from their blocks and makes that durable.
     async fn remove_stale(&mut self) -> Result<()> {
         let stale = std::mem::take(&mut self.stale);
+        let blocks = std::mem::take(&mut self.stale_blocks);
+        self.prefetch(blocks).await;
         let mut blocks = BTreeSet::new();
         for (block, key, version) in stale {
             self.load_image(block).await?;
@@ -1224,6 +1293,13 @@ impl Committer {
         if n == 0 {
             return Ok((Vec::new(), None));
         }
+        // A larger journal made ready for this group (or an earlier one).
+        if let Some(mut spare) = self.spare.take() {
+            match spare.pick(n) {
+                Some(slots) => return Ok((slots, Some(spare))),
+                None => self.free_journal(spare),
+            }
+        }
         let journal = self.journal.as_mut().ok_or_else(no_journal)?;
         if let Some(slots) = journal.pick(n) {
             return Ok((slots, None));
@@ -1246,6 +1322,82 @@ impl Committer {
         let mut new = self.new_journal(n).await?;
         let slots = new.pick(n).ok_or_else(no_journal)?;
         Ok((slots, Some(new)))
+    }
+
+    /// Frees a journal extent that was never published (a spare not
+    /// used): it is plain heap space on the device.
+    fn free_journal(&self, j: Journal) {
+        self.shared.alloc.lock().free(crate::meta::tuple::Piece {
+            start: j.extent.start,
+            order: j.extent.order,
+        });
+    }
+
+    /// Notes that the open group changes `block`.
+    fn touch(&mut self, block: u32) {
+        if self.pending.dirty.insert(block)
+            && self
+                .table
+                .block(block)
+                .is_some_and(|s| s.journaled && s.has_state)
+        {
+            self.pending.journaled += 1;
+        }
+    }
+
+    /// Journal slots a group can have without a larger journal (`None`: a
+    /// two-slot store, no journal).
+    fn journal_room(&self) -> Option<usize> {
+        let j = self.journal.as_ref()?;
+        let spare = self.spare.as_ref().map_or(0, |s| s.slots() as usize);
+        Some(spare.max(j.slots() as usize - j.pinned()))
+    }
+
+    /// Keeps the open group within what the metadata journal takes, before
+    /// one more change is applied. A change adds at most one journaled
+    /// block to the group, and at most one stale copy for step 0 of the
+    /// next group to remove (a group of its own). When either would need
+    /// more slots than the journal has, a larger journal is made ready
+    /// (`spare`); when the heap has no room for one, the open group is
+    /// written now (and its stale copies removed), and the change opens a
+    /// new group of the same kind. So no group ever needs a journal it
+    /// cannot have, and a full device is never a reason to fail a change
+    /// that fits the metadata area: invariant 1 holds for each group, and
+    /// a bulk load split this way still keeps a prefix after a cut (its
+    /// groups are written in order, each all or nothing).
+    async fn room_for_one(&mut self) -> Result<()> {
+        let Some(room) = self.journal_room() else {
+            return Ok(());
+        };
+        let need = self.pending.journaled.max(self.stale_blocks.len()) + 1;
+        if need <= room {
+            return Ok(());
+        }
+        match self.new_journal(need).await {
+            Ok(j) => {
+                if let Some(old) = self.spare.replace(j) {
+                    self.free_journal(old);
+                }
+                return Ok(());
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::NoSpace | ErrorKind::TooLarge) => {}
+            Err(e) => return Err(e),
+        }
+        let (open, atomic, needs_data_sync) = (
+            self.pending.first.is_some(),
+            self.pending.atomic,
+            self.pending.needs_data_sync,
+        );
+        self.flush().await?;
+        if self.stale_blocks.len() >= room {
+            self.remove_stale().await?;
+        }
+        if open {
+            self.pending.first = Some(self.next_version);
+            self.pending.atomic = atomic;
+            self.pending.needs_data_sync = needs_data_sync;
+        }
+        Ok(())
     }
 
     /// A zeroed, synced journal extent of at least `2n` slots and at least
