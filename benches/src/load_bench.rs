@@ -235,7 +235,7 @@ async fn inline_sweep(dir: &std::path::Path, quick: bool) {
     );
     println!("| value size | threshold | stored | space amplification | puts/s (64 writers) | gets/s (1 reader) | warm gets/s (hot set of 1000) |");
     println!("|---|---|---|---|---|---|---|");
-    for size in [100usize, 1024, 4096, 16 << 10, 64 << 10] {
+    for size in [100usize, 1024, 1536, 2048, 4096, 16 << 10, 64 << 10] {
         for threshold in [0usize, 2048] {
             let n = ((if quick { 16 } else { 64 } << 20) / size).min(50_000);
             let path = fresh(dir, "inline.blobcask");

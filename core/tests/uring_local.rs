@@ -26,7 +26,7 @@ use common::{
 use rand::{Rng, SeedableRng};
 
 /// Inline threshold of these stores (the default).
-const INLINE: usize = 512;
+const INLINE: usize = blobcask::DEFAULT_INLINE_THRESHOLD;
 
 /// Small pieces, so that objects of a few hundred KiB have several.
 fn options() -> Options {
