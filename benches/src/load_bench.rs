@@ -271,6 +271,7 @@ async fn inline_sweep(dir: &std::path::Path, quick: bool) {
                     store.get(k).await.unwrap();
                 }
             }
+            let misses = store.stats().cache.misses;
             let t = Instant::now();
             for _ in 0..5 {
                 for (k, _) in items.iter().take(hot) {
@@ -278,6 +279,7 @@ async fn inline_sweep(dir: &std::path::Path, quick: bool) {
                 }
             }
             let warm = (5 * hot) as f64 / t.elapsed().as_secs_f64();
+            let warm_misses = store.stats().cache.misses - misses;
             // puts: 4000 overwrites of random keys from 64 writers (the
             // tuple blocks they change are spread over the store).
             let items = Arc::new(items);
@@ -303,7 +305,7 @@ async fn inline_sweep(dir: &std::path::Path, quick: bool) {
             let puts = (4000 / 64 * 64) as f64 / t.elapsed().as_secs_f64();
             store.close().await.unwrap();
             println!(
-                "| {size} | {threshold} | {} | {amp:.2} | {puts:.0} | {gets:.0} | {warm:.0} |",
+                "| {size} | {threshold} | {} | {amp:.2} | {puts:.0} | {gets:.0} | {warm:.0} ({warm_misses} misses) |",
                 if inline { "inline" } else { "heap" }
             );
             let _ = std::fs::remove_file(&path);

@@ -71,6 +71,51 @@ fn the_second_whole_read_admits_and_ranges_are_slices_of_it() {
 /// copy), so `ReadOptions::owned` is how a binding that lends writable
 /// buffers (Node) gets bytes nothing else holds: its hits are copies, and what its misses admit is a copy too. Were it not, a
 /// Buffer written by JavaScript would change what every later read returns.
+/// Invariant 9 for inline values of 1 KiB or more served from a kept
+/// tuple block: lent as slices of the block (two shared hits are the same
+/// memory, no copy per read), but an owned read is a copy of its own, and
+/// a smaller value is always copied.
+#[test]
+fn kept_inline_values_of_a_kilobyte_are_lent_and_owned_reads_are_copies() {
+    use blobcask::ReadOptions;
+    let owned = ReadOptions::default().owned(true);
+    let addr = |b: &blobcask::Bytes| b.as_ptr() as usize;
+    for engine in ENGINES {
+        let t = temp_path();
+        let s = Store::open(
+            &t.path,
+            Options::new()
+                .capacity(64 << 20)
+                .io_engine(engine)
+                .inline_threshold(2048),
+        )
+        .expect("open");
+        let (mid, small) = (pattern(5, 1536), pattern(6, 600));
+        s.put("mid", mid.clone()).unwrap();
+        s.put("small", small.clone()).unwrap();
+        // Two reads of the block keep it.
+        s.get("mid").unwrap();
+        s.get("mid").unwrap();
+        let hits = s.stats().cache.hits;
+        let a = s.get("mid").unwrap();
+        let b = s.get("mid").unwrap();
+        assert_eq!(
+            s.stats().cache.hits,
+            hits + 2,
+            "{engine:?}: the block is kept"
+        );
+        assert_eq!((&a[..], &b[..]), (&mid[..], &mid[..]));
+        assert_eq!(addr(&a), addr(&b), "{engine:?}: a 1.5 KiB hit was copied");
+        let mine = s.read_with("mid", 0, u64::MAX, owned).unwrap();
+        assert_eq!(mine, mid);
+        assert_ne!(addr(&mine), addr(&a), "{engine:?}: an owned hit is lent");
+        // The same block holds `small`: below 1 KiB, every hit a copy.
+        let (c, d) = (s.get("small").unwrap(), s.get("small").unwrap());
+        assert_eq!((&c[..], &d[..]), (&small[..], &small[..]));
+        assert_ne!(addr(&c), addr(&d), "{engine:?}: a small hit was lent");
+    }
+}
+
 #[test]
 fn owned_reads_never_share_memory_with_the_cache_or_the_index() {
     use blobcask::ReadOptions;

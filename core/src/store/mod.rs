@@ -780,6 +780,36 @@ pub(crate) fn inline_in(tuples: &[tuple::Tuple], key: &[u8], version: u64) -> Op
         })
 }
 
+/// `key`'s inline value of `version` among a kept block's `tuples`, as
+/// the slice of the block's decoded payload it is (see [`lend_inline`]).
+fn inline_kept(tuples: &[tuple::Tuple], key: &[u8], version: u64) -> Option<Bytes> {
+    tuples
+        .iter()
+        .find(|t| t.version == version && *t.key == *key)
+        .and_then(|t| match &t.value {
+            TupleValue::Inline(v) => Some(v.clone()),
+            TupleValue::Heap { .. } => None,
+        })
+}
+
+/// Inline bytes served from a kept tuple block, as handed out: a copy of
+/// their own for an owned read (invariant 9) and below `LEND_INLINE`
+/// bytes (a slice would keep the 4 KiB payload alive for a few bytes);
+/// from there on the slice itself, which keeps at most four times its
+/// length alive and saves a copy that costs more than the lookup (an
+/// allocation above the allocator's small-size caches: warm gets of
+/// 1.5 KiB inline values ran at 0.4 × the heap's; `benches/RESULTS.md`).
+fn lend_inline(bytes: Bytes, options: ReadOptions) -> Bytes {
+    if options.owned || bytes.len() < LEND_INLINE {
+        Bytes::copy_from_slice(&bytes)
+    } else {
+        bytes
+    }
+}
+
+/// Smallest inline value a cache hit hands out as a slice of its block.
+const LEND_INLINE: usize = 1024;
+
 fn owned(bytes: Bytes, options: ReadOptions) -> Bytes {
     if options.owned {
         Bytes::copy_from_slice(&bytes)
@@ -1467,10 +1497,13 @@ impl Store {
                 // never reused), whenever the copy was read.
                 let kept = cache
                     .block(block)
-                    .and_then(|tuples| inline_in(&tuples, key, version))
+                    .and_then(|tuples| inline_kept(&tuples, key, version))
                     .filter(|v| v.len() as u64 == size);
                 match kept {
-                    Some(v) => Located::Ready(v.slice(offset as usize..(offset + len) as usize)),
+                    Some(v) => Located::Ready(lend_inline(
+                        v.slice(offset as usize..(offset + len) as usize),
+                        options,
+                    )),
                     None => Located::Slot(SlotRead {
                         block,
                         at,
