@@ -478,7 +478,24 @@ fn a_load_split_by_a_full_journal_cut_anywhere_leaves_a_clean_prefix() {
         let dev = Arc::new(MemDevice::from_image(base.clone()));
         let store = Store::open_with_engine(dev.clone(), options()).unwrap();
         dev.crash_after_writes(cut);
-        let acknowledged = store.bulk_load(items.clone()).is_ok();
+        let result = store.bulk_load(items.clone());
+        let acknowledged = result.is_ok();
+        // A failed load says how many objects were committed: those of
+        // earlier requests and of the groups its last one was split into
+        // before the failure. All of them must survive.
+        let committed = result.err().map_or(0, |e| {
+            let m = e.to_string();
+            let number_after = |prefix: &str| -> usize {
+                m.split(prefix)
+                    .nth(1)
+                    .map_or(0, |rest| rest.split(' ').next().unwrap().parse().unwrap())
+            };
+            number_after("bulk_load after ")
+                + m.split(" objects of the last batch were committed")
+                    .next()
+                    .and_then(|head| head.rsplit(' ').next())
+                    .map_or(0, |n| n.parse().unwrap_or(0))
+        });
         drop(store);
         for mode in [
             CrashMode::DropUnsynced,
@@ -500,6 +517,10 @@ fn a_load_split_by_a_full_journal_cut_anywhere_leaves_a_clean_prefix() {
             if acknowledged {
                 assert_eq!(loaded, 600, "cut {cut} {mode:?}: acknowledged load lost");
             }
+            assert!(
+                loaded >= committed,
+                "cut {cut} {mode:?}: {committed} reported committed, {loaded} there"
+            );
             for (i, g) in got.iter().enumerate().skip(loaded) {
                 assert_eq!(
                     *g,

@@ -93,6 +93,8 @@ pub struct LoadReport {
     /// Value bytes committed.
     pub bytes: u64,
     /// Commit groups the load was made visible in (each all-or-nothing).
+    /// One the metadata journal cannot take whole on a full device is
+    /// written as several smaller groups, in order, counted here as one.
     pub groups: u64,
     /// Wall time of the whole load.
     pub elapsed: Duration,

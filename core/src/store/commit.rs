@@ -194,8 +194,16 @@ enum Ack {
     Done(Sender<Result<()>>),
     /// A relocation applied (`Ok(true)` once durable).
     Moved(Sender<Result<bool>>),
-    /// Applied count, value bytes applied, and the error that stopped it.
-    Many(Sender<(usize, Option<Error>)>, usize, u64, Option<Error>),
+    /// Applied count, value bytes applied, the error that stopped it, and
+    /// how many of the applied were in groups written before the last (a
+    /// load split to fit the journal): committed even if the last fails.
+    Many(
+        Sender<(usize, Option<Error>)>,
+        usize,
+        u64,
+        Option<Error>,
+        usize,
+    ),
 }
 
 impl Ack {
@@ -208,8 +216,8 @@ impl Ack {
             (Ack::Done(tx), Some(e)) => drop(tx.send(Err(fail(e)))),
             (Ack::Moved(tx), None) => drop(tx.send(Ok(true))),
             (Ack::Moved(tx), Some(e)) => drop(tx.send(Err(fail(e)))),
-            (Ack::Many(tx, n, _, stop), None) => drop(tx.send((n, stop))),
-            (Ack::Many(tx, _, _, _), Some(e)) => drop(tx.send((0, Some(fail(e))))),
+            (Ack::Many(tx, n, _, stop, _), None) => drop(tx.send((n, stop))),
+            (Ack::Many(tx, _, _, _, durable), Some(e)) => drop(tx.send((durable, Some(fail(e))))),
         }
     }
 }
@@ -372,7 +380,7 @@ impl Committer {
                 continue;
             }
             let applied = match self.room_for_one().await {
-                Ok(()) => {
+                Ok(_) => {
                     self.pending.first.get_or_insert(self.next_version);
                     self.apply_delete(&key, Some(version)).await
                 }
@@ -440,10 +448,21 @@ impl Committer {
                 self.poison(&e);
             }
         }
-        // Idle: the last group's home slots need not wait for the next one.
+        // Idle: the last group's home slots need not wait for the next one,
+        // and a larger journal made ready but not used gives its space back.
         if self.pending.first.is_none() && self.shared.check_failed().is_ok() {
             if let Err(e) = self.place_homes().await {
                 self.poison(&e);
+            }
+            // (Kept while step 0's stale copies need its slots.)
+            let plain = self
+                .journal
+                .as_ref()
+                .map_or(0, |j| j.slots() as usize - j.pinned());
+            if self.stale_blocks.len() <= plain {
+                if let Some(spare) = self.spare.take() {
+                    self.free_journal(spare);
+                }
             }
         }
         // Expired versions, when nobody else commits: a group of their own
@@ -621,6 +640,8 @@ impl Committer {
                 Request::PutMany { items, reply } => {
                     self.pending.atomic = true;
                     let (mut applied, mut bytes, mut stop) = (0, 0, None);
+                    // Items in groups already written (a split load).
+                    let mut durable = 0;
                     for (key, size, data, expires) in items {
                         let spec = PutSpec {
                             mode: PutMode::Overwrite,
@@ -629,10 +650,15 @@ impl Committer {
                         // A load larger than the journal can take commits
                         // as several groups, each all or nothing, in order:
                         // still a prefix of the load after a cut.
-                        if let Err(e) = self.room_for_one().await {
-                            self.poison(&e);
-                            stop = Some(e);
-                            break;
+                        match self.room_for_one().await {
+                            Ok(true) => durable = applied,
+                            Ok(false) => {}
+                            Err(e) => {
+                                self.poison(&e);
+                                failed = Some(Error::new(e.kind(), e.message().to_string()));
+                                stop = Some(e);
+                                break;
+                            }
                         }
                         match self.apply_put(key, size, data, spec).await {
                             Ok(_) => {
@@ -645,7 +671,7 @@ impl Committer {
                             }
                         }
                     }
-                    acks.push(Ack::Many(reply, applied, bytes, stop));
+                    acks.push(Ack::Many(reply, applied, bytes, stop, durable));
                 }
                 Request::Relocate {
                     id,
@@ -703,7 +729,7 @@ impl Committer {
         for ack in acks {
             let committed = match &ack {
                 Ack::Info(_, info) => info.size,
-                Ack::Many(_, _, bytes, _) => *bytes,
+                Ack::Many(_, _, bytes, _, _) => *bytes,
                 Ack::Done(_) | Ack::Moved(_) => 0,
             };
             if result.is_ok() {
@@ -980,15 +1006,16 @@ impl Committer {
         }
     }
 
-    /// Reads the uncached images of `blocks` all at once, so applying a
-    /// batch of changes to blocks spread over the store does not wait for
-    /// one read after another. A block that fails to read is left out:
+    /// Reads the uncached images of `blocks` (as many as the image cache
+    /// holds) all at once, so applying a batch of changes to blocks spread
+    /// over the store does not wait for one read after another. A block that fails to read is left out:
     /// `load_image` reads it again and reports the failure where it
     /// matters.
     async fn prefetch(&mut self, blocks: BTreeSet<u32>) {
         let missing: Vec<u32> = blocks
             .into_iter()
             .filter(|b| !self.table.images.contains_key(b))
+            .take(crate::meta::table::IMAGE_CACHE)
             .collect();
         if missing.len() < 2 {
             return;
@@ -1364,21 +1391,25 @@ impl Committer {
     /// cannot have, and a full device is never a reason to fail a change
     /// that fits the metadata area: invariant 1 holds for each group, and
     /// a bulk load split this way still keeps a prefix after a cut (its
-    /// groups are written in order, each all or nothing).
-    async fn room_for_one(&mut self) -> Result<()> {
+    /// groups are written in order, each all or nothing). Whether the open
+    /// group was written.
+    async fn room_for_one(&mut self) -> Result<bool> {
+        // A failed write leaves the store poisoned: nothing more is written
+        // (above all no stale copy removed whose replacement did not land).
+        self.shared.check_failed()?;
         let Some(room) = self.journal_room() else {
-            return Ok(());
+            return Ok(false);
         };
         let need = self.pending.journaled.max(self.stale_blocks.len()) + 1;
         if need <= room {
-            return Ok(());
+            return Ok(false);
         }
         match self.new_journal(need).await {
             Ok(j) => {
                 if let Some(old) = self.spare.replace(j) {
                     self.free_journal(old);
                 }
-                return Ok(());
+                return Ok(false);
             }
             Err(e) if matches!(e.kind(), ErrorKind::NoSpace | ErrorKind::TooLarge) => {}
             Err(e) => return Err(e),
@@ -1397,7 +1428,7 @@ impl Committer {
             self.pending.atomic = atomic;
             self.pending.needs_data_sync = needs_data_sync;
         }
-        Ok(())
+        Ok(true)
     }
 
     /// A zeroed, synced journal extent of at least `2n` slots and at least
