@@ -21,9 +21,14 @@ pub const BLOCK_SIZE: usize = 4096;
 pub const BLOCK_SHIFT: u32 = 12;
 /// Superblock magic (8 bytes).
 pub const SUPER_MAGIC: &[u8; 8] = b"BLOBCASK";
-/// The newest format version this build writes and reads: new stores get
-/// it (one slot per tuple block and a metadata journal).
-pub const FORMAT_VERSION: u32 = 4;
+/// The newest format version this build reads: 5, a format-4 store whose
+/// metadata extents outgrew the superblock's list (the rest are in an
+/// extent table). A store is written as 5 only from then on, so builds that
+/// read up to 4 keep opening every store that does not need it.
+pub const FORMAT_VERSION: u32 = 5;
+/// The version of a new store (one slot per tuple block and a metadata
+/// journal), until its extent table is first written.
+pub const JOURNALED_FORMAT_VERSION: u32 = 4;
 /// The version this build keeps writing for stores with two slots per
 /// tuple block (created by versions 1 to 3): they are not converted.
 pub const PAIRED_FORMAT_VERSION: u32 = 3;
@@ -34,8 +39,19 @@ pub const SUPER_BLOCKS: u64 = 2;
 /// Largest order of the metadata journal a new store gets (256 slots);
 /// a group that needs more grows it.
 pub const JOURNAL_ORDER: u8 = 8;
-/// Most metadata extents the superblock can list.
+/// Most metadata extents the superblock itself lists; more go to the
+/// extent table (format 5).
 pub const MAX_META_EXTENTS: usize = 200;
+/// Most metadata extents a store can have (the superblock's count field is
+/// 16 bits): 200 in the superblock, the rest in the extent table.
+pub const MAX_TOTAL_META_EXTENTS: usize = u16::MAX as usize;
+/// Extent table magic (8 bytes).
+pub const EXTENT_TABLE_MAGIC: &[u8; 8] = b"BCXTABLE";
+/// Extent table header: magic, store id, entry count, checksum, reserved.
+const XT_STORE_ID: usize = 8;
+const XT_COUNT: usize = 16;
+const XT_CRC: usize = 20;
+const XT_ENTRIES: usize = 32;
 
 /// A metadata extent: a buddy piece holding tuple blocks, or the journal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,6 +132,15 @@ pub struct Superblock {
     /// The metadata journal (format 4); `None` in stores with two slots
     /// per tuple block (formats 1 to 3).
     pub journal: Option<MetaExtent>,
+    /// Where the metadata extents beyond the first `MAX_META_EXTENTS` are
+    /// listed (format 5): a piece holding two copies of the extent table
+    /// (see [`encode_extent_table`]).
+    pub extent_table: Option<MetaExtent>,
+    /// Extents listed in the extent table that are not in `meta_extents`
+    /// yet: set by [`decode`](Self::decode), cleared once the table is read
+    /// ([`Self::add_table`]). A superblock is encoded only with none
+    /// outstanding.
+    pub unread_extents: usize,
 }
 
 /// Settings chosen at creation (or changed explicitly at a later open) that
@@ -167,6 +192,8 @@ const SB_SETTINGS_MAX_CAPACITY: usize = SB_SETTINGS + 8;
 const SB_SETTINGS_ASKED_CAPACITY: usize = SB_SETTINGS + 16;
 /// The journal extent (format 4): start block u64, order u8.
 const SB_JOURNAL: usize = SB_SETTINGS + 24;
+/// The extent table's piece (format 5): start u64, order u8.
+const SB_EXTENT_TABLE: usize = SB_JOURNAL + 9;
 /// Settings-record flag: the record is present.
 const SETTINGS_PRESENT: u8 = 1;
 const SB_CRC: usize = BLOCK_SIZE - 4;
@@ -184,10 +211,12 @@ impl Superblock {
         w.at(SB_STORE_ID).u64(self.store_id);
         w.at(SB_SEQ).u64(self.seq);
         w.at(SB_CREATED).u64(self.created_micros);
-        assert!(self.meta_extents.len() <= MAX_META_EXTENTS);
+        assert!(self.unread_extents == 0, "the extent table was never read");
+        assert!(self.meta_extents.len() <= MAX_TOTAL_META_EXTENTS);
+        assert!(self.meta_extents.len() <= MAX_META_EXTENTS || self.extent_table.is_some());
         w.at(SB_EXTENT_COUNT).u16(self.meta_extents.len() as u16);
         w.at(SB_CLEAN_SEQ).u64(self.clean_seq);
-        for (i, e) in self.meta_extents.iter().enumerate() {
+        for (i, e) in self.meta_extents.iter().take(MAX_META_EXTENTS).enumerate() {
             w.at(SB_EXTENTS + i * SB_EXTENT_LEN)
                 .u64(e.start)
                 .u8(e.order);
@@ -201,6 +230,9 @@ impl Superblock {
         }
         if let Some(j) = &self.journal {
             w.at(SB_JOURNAL).u64(j.start).u8(j.order);
+        }
+        if let Some(t) = &self.extent_table {
+            w.at(SB_EXTENT_TABLE).u64(t.start).u8(t.order);
         }
         w.at(SB_CRC);
         let crc = crc32c::crc32c(&b);
@@ -254,7 +286,7 @@ impl Superblock {
             ));
         }
         let count = u16_at(SB_EXTENT_COUNT)? as usize;
-        if count > MAX_META_EXTENTS {
+        if count > MAX_META_EXTENTS && format_version < 5 {
             return Err(Error::new(
                 ErrorKind::Corrupt,
                 "superblock lists too many metadata extents",
@@ -267,7 +299,7 @@ impl Superblock {
                 "superblock max order out of range",
             ));
         }
-        let meta_extents = (0..count)
+        let meta_extents = (0..count.min(MAX_META_EXTENTS))
             .map(|i| {
                 let at = SB_EXTENTS + i * SB_EXTENT_LEN;
                 Ok(MetaExtent {
@@ -310,6 +342,21 @@ impl Superblock {
             }
             (true, _) => Some(journal),
         };
+        let table = MetaExtent {
+            start: u64_at(SB_EXTENT_TABLE)?,
+            order: u8_at(SB_EXTENT_TABLE + 8)?,
+        };
+        let extent_table = match (format_version >= 5, table.start, count > MAX_META_EXTENTS) {
+            (_, 0, false) => None,
+            (false, _, _) => return Err(corrupt("of a version before 5 names an extent table")),
+            (true, 0, true) => {
+                return Err(corrupt("lists more extents than it holds, and no table"))
+            }
+            (true, s, _) if s < SUPER_BLOCKS || table.order > max_order => {
+                return Err(corrupt("extent table out of range"))
+            }
+            (true, _, _) => Some(table),
+        };
         Ok(Some(Superblock {
             format_version,
             block_size,
@@ -322,7 +369,46 @@ impl Superblock {
             meta_extents,
             settings,
             journal,
+            extent_table,
+            unread_extents: count.saturating_sub(MAX_META_EXTENTS),
         }))
+    }
+
+    /// Adds the extents the extent table lists (the two copies of the table
+    /// piece, as read): the first copy that checks out is used, and what was
+    /// wrong with a damaged one is returned. A table that does not hold what
+    /// the superblock says it does is `Corrupt`.
+    pub fn add_table(&mut self, piece: &[u8]) -> Result<Option<String>> {
+        if self.unread_extents == 0 {
+            return Ok(None);
+        }
+        let half = piece.len() / 2;
+        let copies = [piece.get(..half), piece.get(half..)];
+        let mut why = Vec::new();
+        for (i, copy) in copies.into_iter().enumerate() {
+            match copy.map(|c| decode_extent_table(c, self.store_id, self.unread_extents)) {
+                Some(Ok(extents)) => {
+                    self.meta_extents.extend(extents);
+                    self.unread_extents = 0;
+                    return Ok(why.pop());
+                }
+                Some(Err(e)) => why.push(format!("copy {i}: {e}")),
+                None => why.push(format!("copy {i}: truncated")),
+            }
+        }
+        Err(Error::new(
+            ErrorKind::Corrupt,
+            format!(
+                "metadata extent table damaged ({}); restore the store from a backup",
+                why.join("; ")
+            ),
+        ))
+    }
+
+    /// The order of a piece holding two copies of a table of `n` extents.
+    pub fn extent_table_order(n: usize) -> u8 {
+        let blocks = (XT_ENTRIES + n * SB_EXTENT_LEN).div_ceil(BLOCK_SIZE) * 2;
+        (usize::BITS - (blocks.max(1) - 1).leading_zeros()) as u8
     }
 
     /// How the store's tuple blocks are laid out.
@@ -330,12 +416,14 @@ impl Superblock {
         self.journal.map_or(Layout::Paired, Layout::Journaled)
     }
 
-    /// The format version this build writes for this store: 4 with a
-    /// journal, else 3 (two-slot stores are not converted).
+    /// The format version this build writes for this store: 5 once it has
+    /// an extent table, 4 with a journal, else 3 (two-slot stores are not
+    /// converted).
     pub fn current_version(&self) -> u32 {
-        match self.layout() {
-            Layout::Paired => PAIRED_FORMAT_VERSION,
-            Layout::Journaled(_) => FORMAT_VERSION,
+        match (self.layout(), self.extent_table) {
+            (_, Some(_)) => FORMAT_VERSION,
+            (Layout::Paired, None) => PAIRED_FORMAT_VERSION,
+            (Layout::Journaled(_), None) => JOURNALED_FORMAT_VERSION,
         }
     }
 
@@ -343,6 +431,71 @@ impl Superblock {
     pub fn total_blocks(&self) -> u64 {
         self.capacity >> BLOCK_SHIFT
     }
+}
+
+/// The extent table's piece for the extents beyond the superblock's list:
+/// two identical copies, one per half of a piece of `order`, each a header
+/// (magic, store id, count, CRC32C of the copy with its CRC field zeroed)
+/// and the entries (start u64, order u8), zero-filled to the half's end.
+pub fn encode_extent_table(extents: &[MetaExtent], store_id: u64, order: u8) -> Vec<u8> {
+    let half = (BLOCK_SIZE << order) / 2;
+    let mut copy = Vec::with_capacity(half);
+    let mut w = RecordWriter::new(&mut copy);
+    w.bytes(EXTENT_TABLE_MAGIC);
+    w.at(XT_STORE_ID).u64(store_id);
+    w.at(XT_COUNT).u32(extents.len() as u32);
+    w.at(XT_ENTRIES);
+    for e in extents {
+        w.u64(e.start).u8(e.order);
+    }
+    assert!(copy.len() <= half, "extent table larger than its piece");
+    copy.resize(half, 0);
+    let crc = crc32c::crc32c(&copy);
+    if let Some(f) = copy.get_mut(XT_CRC..XT_CRC + 4) {
+        f.copy_from_slice(&crc.to_le_bytes());
+    }
+    let mut piece = copy.clone();
+    piece.extend_from_slice(&copy);
+    piece
+}
+
+/// One copy of the extent table: its `count` entries, checked.
+fn decode_extent_table(
+    copy: &[u8],
+    store_id: u64,
+    count: usize,
+) -> std::result::Result<Vec<MetaExtent>, String> {
+    if !copy.starts_with(EXTENT_TABLE_MAGIC) {
+        return Err("no extent table magic".into());
+    }
+    let mut zeroed = copy.to_vec();
+    let crc = get_u32(copy, XT_CRC).ok_or("truncated")?;
+    if let Some(f) = zeroed.get_mut(XT_CRC..XT_CRC + 4) {
+        f.fill(0);
+    }
+    if crc32c::crc32c(&zeroed) != crc {
+        return Err("checksum mismatch".into());
+    }
+    if get_u64(copy, XT_STORE_ID) != Some(store_id) {
+        return Err("another store's table".into());
+    }
+    if get_u32(copy, XT_COUNT) != Some(count as u32) {
+        return Err(format!(
+            "lists {:?} extents, the superblock {count}",
+            get_u32(copy, XT_COUNT)
+        ));
+    }
+    (0..count)
+        .map(|i| {
+            let at = XT_ENTRIES + i * SB_EXTENT_LEN;
+            match (get_u64(copy, at), copy.get(at + 8)) {
+                (Some(start), Some(&order)) if start >= SUPER_BLOCKS && order > 0 => {
+                    Ok(MetaExtent { start, order })
+                }
+                _ => Err(format!("entry {i} out of range")),
+            }
+        })
+        .collect()
 }
 
 /// Builds a little-endian record field by field, appending to a `Vec`:
@@ -490,7 +643,60 @@ mod tests {
                 asked_capacity: 1 << 30,
             }),
             journal: Some(MetaExtent { start: 2, order: 8 }),
+            extent_table: None,
+            unread_extents: 0,
         }
+    }
+
+    #[test]
+    fn extents_beyond_the_superblock_round_trip_through_the_table() {
+        let mut sb = sample();
+        sb.format_version = FORMAT_VERSION;
+        sb.meta_extents = (0..450u64)
+            .map(|i| MetaExtent {
+                start: 1000 + i * 64,
+                order: 6,
+            })
+            .collect();
+        let order = Superblock::extent_table_order(250);
+        sb.extent_table = Some(MetaExtent { start: 900, order });
+        assert_eq!(sb.current_version(), 5);
+        let mut back = Superblock::decode(&sb.encode()).unwrap().unwrap();
+        assert_eq!((back.meta_extents.len(), back.unread_extents), (200, 250));
+        let extra = sb.meta_extents.get(MAX_META_EXTENTS..).unwrap();
+        let mut piece = encode_extent_table(extra, sb.store_id, order);
+        assert_eq!(piece.len(), BLOCK_SIZE << order);
+        // One damaged copy: the other serves, and the damage is told.
+        piece[40] ^= 1;
+        assert!(back.add_table(&piece).unwrap().is_some());
+        assert_eq!(back, sb);
+        // Both damaged, another store's, or a wrong count: Corrupt.
+        let mut back = Superblock::decode(&sb.encode()).unwrap().unwrap();
+        let half = piece.len() / 2;
+        piece[half + 40] ^= 1;
+        assert_eq!(
+            back.add_table(&piece).unwrap_err().kind(),
+            ErrorKind::Corrupt
+        );
+        let foreign = encode_extent_table(extra, 7, order);
+        assert_eq!(
+            back.add_table(&foreign).unwrap_err().kind(),
+            ErrorKind::Corrupt
+        );
+        let short = encode_extent_table(&extra[1..], sb.store_id, order);
+        assert_eq!(
+            back.add_table(&short).unwrap_err().kind(),
+            ErrorKind::Corrupt
+        );
+        // A version-4 superblock never lists more than 200, nor a table.
+        let mut b = sb.encode();
+        b[SB_VERSION..SB_VERSION + 4].copy_from_slice(&4u32.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..SB_CRC]);
+        b[SB_CRC..].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            Superblock::decode(&b).unwrap_err().kind(),
+            ErrorKind::Corrupt
+        );
     }
 
     #[test]

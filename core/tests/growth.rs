@@ -532,3 +532,100 @@ fn a_group_larger_than_the_journal_commits_when_the_heap_is_full() {
     expect(&s);
     assert!(s.scrub().unwrap().damaged.is_empty());
 }
+
+/// A store whose metadata outgrows the superblock's list of 200 extents
+/// (tiny pieces make that cheap here: every extent is 8 KiB) keeps the
+/// rest in an extent table and becomes format 5; it reopens whole on both
+/// engines. One damaged copy of the table loses nothing; both damaged is
+/// `Corrupt` at open, never a store with a piece of its metadata missing.
+#[test]
+fn metadata_beyond_the_superblock_list_goes_to_an_extent_table() {
+    let sb_u32 = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    let sb_u64 = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    for engine in ENGINES {
+        let t = temp_path();
+        let opts = || Options::new().io_engine(engine).max_piece_size(8 << 10);
+        let s = Store::open(&t.path, opts()).unwrap();
+        let n = 20_000u64;
+        s.bulk_load((0..n).map(|i| (format!("k{i:06}"), pattern(i, 100))))
+            .unwrap();
+        // The commit path on top: overwrites and deletes.
+        for i in (0..n).step_by(97) {
+            s.put(format!("k{i:06}"), pattern(i + 1, 120)).unwrap();
+        }
+        s.delete("k000001").unwrap();
+        let expect = |s: &Store| {
+            assert_eq!(s.stats().objects, n - 1);
+            for i in 0..n {
+                let k = format!("k{i:06}");
+                match i {
+                    1 => assert!(!s.contains(&k)),
+                    i if i % 97 == 0 => assert_eq!(s.get(&k).unwrap(), pattern(i + 1, 120)),
+                    i => assert_eq!(s.get(&k).unwrap(), pattern(i, 100), "{k}"),
+                }
+            }
+        };
+        expect(&s);
+        s.close().unwrap();
+        let head = std::fs::read(&t.path).unwrap();
+        // Both superblock copies: format 5, more than 200 extents listed.
+        for copy in [0, 4096] {
+            assert_eq!(sb_u32(&head, copy + 8), 5, "{engine:?}");
+            let count = u16::from_le_bytes(head[copy + 56..copy + 58].try_into().unwrap());
+            assert!(count > 200, "{engine:?}: {count} extents");
+        }
+        let s = reopen(&t.path, engine);
+        expect(&s);
+        s.close().unwrap();
+        // The table: two copies in one piece (superblock offset 1905).
+        let (start, order) = (sb_u64(&head, 1905), head[1913]);
+        let at = (start * 4096) as usize;
+        let half = (4096usize << order) / 2;
+        let flip = |offsets: &[usize]| {
+            let mut f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&t.path)
+                .unwrap();
+            for &o in offsets {
+                use std::io::{Read, Seek, SeekFrom, Write};
+                let mut byte = [0u8];
+                f.seek(SeekFrom::Start(o as u64)).unwrap();
+                f.read_exact(&mut byte).unwrap();
+                f.seek(SeekFrom::Start(o as u64)).unwrap();
+                f.write_all(&[byte[0] ^ 0x10]).unwrap();
+            }
+        };
+        flip(&[at + 40]);
+        let ro = Store::open(
+            &t.path,
+            Options::new()
+                .io_engine(engine)
+                .create(false)
+                .read_only(true),
+        )
+        .unwrap();
+        expect(&ro);
+        let told = ro.stats().recovery.repaired.join("; ");
+        assert!(told.contains("extent table copy 0"), "{engine:?}: {told}");
+        ro.close().unwrap();
+        // A read-write open rewrites the table to a new piece.
+        let s = reopen(&t.path, engine);
+        expect(&s);
+        let told = s.stats().recovery.repaired.join("; ");
+        assert!(told.contains("rewritten"), "{engine:?}: {told}");
+        s.close().unwrap();
+        let head = std::fs::read(&t.path).unwrap();
+        let moved = sb_u64(&head, 1905);
+        assert_ne!(moved, start, "{engine:?}: the table was not rewritten");
+        let s = reopen(&t.path, engine);
+        assert!(s.stats().recovery.repaired.is_empty(), "{engine:?}");
+        s.close().unwrap();
+        let at = (moved * 4096) as usize;
+        flip(&[at + 40, at + half + 40]);
+        let e = Store::open(&t.path, Options::new().io_engine(engine).create(false))
+            .expect_err("opened over a damaged extent table");
+        assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}");
+        assert!(e.to_string().contains("extent table"), "{e}");
+    }
+}

@@ -28,9 +28,10 @@ fn value(size: u16, fill: u8) -> Vec<u8> {
 
 /// How the cut leaves the writes not yet synced.
 fn crash_mode(mode: u8) -> CrashMode {
-    match mode % 3 {
+    match mode % 4 {
         0 => CrashMode::DropUnsynced,
         1 => CrashMode::KeepUnsynced,
+        2 => CrashMode::LastOnly,
         _ => CrashMode::Random(mode as u64),
     }
 }

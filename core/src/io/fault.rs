@@ -24,6 +24,11 @@ pub enum CrashMode {
     /// Each unsynced write independently lands whole, is lost, or is torn
     /// at a random byte; the choice is drawn from the seed.
     Random(u64),
+    /// Only the last write issued (the interrupted one, at a cut) reached
+    /// the disk, whole; every earlier unsynced write is lost: a device that
+    /// reorders writes between syncs, at its most adversarial for code that
+    /// relies on issue order instead of a sync.
+    LastOnly,
 }
 
 #[derive(Default)]
@@ -133,11 +138,14 @@ impl MemDevice {
             rng ^= rng << 17;
             rng
         };
-        for (offset, data) in &s.pending {
+        let last = s.pending.len().saturating_sub(1);
+        for (i, (offset, data)) in s.pending.iter().enumerate() {
             let at = *offset as usize;
             let len = match mode {
                 CrashMode::DropUnsynced => 0,
                 CrashMode::KeepUnsynced => data.len(),
+                CrashMode::LastOnly if i == last => data.len(),
+                CrashMode::LastOnly => 0,
                 CrashMode::Random(_) => match next() % 3 {
                     0 => 0,
                     1 => data.len(),

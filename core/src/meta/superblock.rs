@@ -109,11 +109,11 @@ pub(crate) fn publish_superblock(engine: &dyn IoEngine, sb: &Superblock) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::{MetaExtent, FORMAT_VERSION};
+    use crate::format::{MetaExtent, JOURNALED_FORMAT_VERSION};
 
     fn sb(seq: u64, extents: usize) -> Superblock {
         Superblock {
-            format_version: FORMAT_VERSION,
+            format_version: JOURNALED_FORMAT_VERSION,
             block_size: BLOCK_SIZE as u32,
             capacity: 1 << 30,
             max_order: 12,
@@ -123,6 +123,8 @@ mod tests {
             clean_seq: 0,
             settings: None,
             journal: Some(MetaExtent { start: 2, order: 4 }),
+            extent_table: None,
+            unread_extents: 0,
             meta_extents: (0..extents)
                 .map(|i| MetaExtent {
                     start: 64 << i,

@@ -48,7 +48,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::{now_micros, Entry, ObjectData, ObjectInfo, Shared, Stored};
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{MetaExtent, BLOCK_SIZE, MAX_META_EXTENTS};
+use crate::format::{MetaExtent, Superblock, BLOCK_SIZE, MAX_META_EXTENTS, MAX_TOTAL_META_EXTENTS};
 use crate::io::AlignedBuf;
 use crate::meta::block::{
     decode_slot, encode_journaled_slot, encode_slot, GroupStamp, SlotContent, SlotIdentity,
@@ -1520,15 +1520,23 @@ impl Committer {
     /// superblock write is durable the extent is just free heap space.
     async fn grow(&mut self) -> Result<()> {
         let full = || Error::new(ErrorKind::NoSpace, "metadata area is full and cannot grow");
-        let (count, last, max) = {
+        let (count, last, max, journaled) = {
             let sb = self.shared.superblock.lock();
             (
                 sb.meta_extents.len(),
                 sb.meta_extents.last().map(|e| e.order),
                 sb.max_order,
+                sb.journal.is_some(),
             )
         };
-        if count >= MAX_META_EXTENTS {
+        // Two-slot (format 3) stores are not converted: their superblock's
+        // list is all they have.
+        let limit = if journaled {
+            MAX_TOTAL_META_EXTENTS
+        } else {
+            MAX_META_EXTENTS
+        };
+        if count >= limit {
             return Err(full());
         }
         let want = last.map_or(1, |o| o + 1).min(max);
@@ -1540,7 +1548,29 @@ impl Committer {
             start: piece.start,
             order: piece.order,
         };
-        let result = self.publish_extent(extent).await;
+        // Past the superblock's list, a new extent table (format 5) lists
+        // the rest: a piece of its own, written before the superblock that
+        // names it (the old table stays whole until that is published).
+        let table = if count + 1 > MAX_META_EXTENTS {
+            let order = Superblock::extent_table_order(count + 1 - MAX_META_EXTENTS);
+            let table = if order <= max {
+                super::grow::with_room(&self.shared, (BLOCK_SIZE as u64) << order, |a| {
+                    a.alloc(order).ok_or_else(full)
+                })
+            } else {
+                Err(full())
+            };
+            match table {
+                Ok(t) => Some(t),
+                Err(e) => {
+                    self.shared.alloc.lock().free(piece);
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
+        let result = self.publish_extent(extent, table).await;
         if let Err(e) = &result {
             self.poison(e);
             return result;
@@ -1552,22 +1582,72 @@ impl Committer {
         Ok(())
     }
 
-    async fn publish_extent(&mut self, extent: MetaExtent) -> Result<()> {
+    /// Zeroes `extent` (and writes the new extent table into `table`, when
+    /// the superblock's list is full), syncs, then publishes the superblock
+    /// naming them, and frees the table it replaced.
+    async fn publish_extent(
+        &mut self,
+        extent: MetaExtent,
+        table: Option<crate::meta::tuple::Piece>,
+    ) -> Result<()> {
         self.zero(extent).await?;
         let engine = &self.shared.engine;
+        let table_at = table.map(|t| MetaExtent {
+            start: t.start,
+            order: t.order,
+        });
+        if let Some(t) = table {
+            // Only this path adds extents: the list read now is the one
+            // published below (other fields may change meanwhile).
+            let (mut extents, store_id) = {
+                let sb = self.shared.superblock.lock();
+                (sb.meta_extents.clone(), sb.store_id)
+            };
+            extents.push(extent);
+            let rest = extents.get(MAX_META_EXTENTS..).unwrap_or_default();
+            let bytes = crate::format::encode_extent_table(rest, store_id, t.order);
+            let (r, _) = engine
+                .write_at(AlignedBuf::copy_from(&bytes), t.offset())
+                .await;
+            r.map_err(|e| Error::io("writing the metadata extent table", e))?;
+            self.shared
+                .device_bytes_written
+                .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        }
         engine
             .sync()
             .await
             .map_err(|e| Error::io("syncing a new metadata extent", e))?;
         let mut sb = self.shared.superblock.lock();
+        let old_table = sb.extent_table;
         let mut next = sb.clone();
         next.meta_extents.push(extent);
+        if table_at.is_some() {
+            next.extent_table = table_at;
+            next.format_version = next.current_version();
+        }
         *sb = publish_superblock(engine.as_ref(), &next)?;
         drop(sb);
         // The zeros are counted by `zero`; this is the superblock.
         self.shared
             .device_bytes_written
             .fetch_add(BLOCK_SIZE as u64, Ordering::Relaxed);
+        if let (Some(new), Some(old)) = (table, old_table) {
+            self.shared.alloc.lock().free(crate::meta::tuple::Piece {
+                start: old.start,
+                order: old.order,
+            });
+            self.shared
+                .metadata_bytes
+                .fetch_add(new.len_bytes(), Ordering::Relaxed);
+            self.shared
+                .metadata_bytes
+                .fetch_sub(old.len_bytes(), Ordering::Relaxed);
+        } else if let Some(new) = table {
+            self.shared
+                .metadata_bytes
+                .fetch_add(new.len_bytes(), Ordering::Relaxed);
+        }
         Ok(())
     }
 }

@@ -20,7 +20,7 @@ use super::{data, now_micros, Entry, Geometry, Shared, State, Store, Stored};
 use crate::alloc::BuddyAllocator;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{
-    Layout, MetaExtent, Superblock, BLOCK_SHIFT, BLOCK_SIZE, FORMAT_VERSION, JOURNAL_ORDER,
+    Layout, MetaExtent, Superblock, BLOCK_SHIFT, BLOCK_SIZE, JOURNAL_ORDER, MAX_META_EXTENTS,
     SUPER_BLOCKS,
 };
 use crate::io::{self, AlignedBuf, IoEngine, IoEngineKind, PortableEngine};
@@ -367,6 +367,38 @@ pub(crate) async fn open_engine(
     recover(engine, files, options, head, size).await
 }
 
+/// Writes `sb`'s extent table to a new piece, syncs, publishes the
+/// superblock naming it, then frees `old`: the old table stays whole until
+/// the new one is published, as when the metadata area grows.
+fn rewrite_extent_table(shared: &Shared, sb: &mut Superblock, old: MetaExtent) -> Result<()> {
+    let piece = shared.alloc.lock().alloc(old.order).ok_or_else(|| {
+        Error::new(
+            ErrorKind::NoSpace,
+            "no room to rewrite the damaged metadata extent table",
+        )
+    })?;
+    let rest = sb.meta_extents.get(MAX_META_EXTENTS..).unwrap_or_default();
+    let bytes = crate::format::encode_extent_table(rest, sb.store_id, piece.order);
+    let engine = shared.engine.as_ref();
+    let (r, _) = engine.write_at_blocking(AlignedBuf::copy_from(&bytes), piece.offset());
+    r.map_err(|e| Error::io("rewriting the metadata extent table", e))?;
+    engine
+        .sync_blocking()
+        .map_err(|e| Error::io("syncing the metadata extent table", e))?;
+    let mut next = sb.clone();
+    next.extent_table = Some(MetaExtent {
+        start: piece.start,
+        order: piece.order,
+    });
+    *sb = publish_superblock(engine, &next)?;
+    *shared.superblock.lock() = sb.clone();
+    shared.alloc.lock().free(Piece {
+        start: old.start,
+        order: old.order,
+    });
+    Ok(())
+}
+
 fn not_a_store(options: &Options) -> Error {
     Error::new(
         ErrorKind::Corrupt,
@@ -415,7 +447,7 @@ async fn create(engine: &dyn IoEngine, size: u64, options: &Options) -> Result<S
     });
     let sb = Superblock {
         format_version: if journal.is_some() {
-            FORMAT_VERSION
+            crate::format::JOURNALED_FORMAT_VERSION
         } else {
             crate::format::PAIRED_FORMAT_VERSION
         },
@@ -432,6 +464,8 @@ async fn create(engine: &dyn IoEngine, size: u64, options: &Options) -> Result<S
         }],
         settings: Some(options.settings(None).stored()),
         journal,
+        extent_table: None,
+        unread_extents: 0,
     };
     if journal.is_none() {
         alloc.free(journal_piece);
@@ -519,9 +553,9 @@ async fn recover(
     size: u64,
 ) -> Result<Store> {
     let Head {
-        sb,
+        mut sb,
         republish,
-        repaired,
+        mut repaired,
     } = head;
     if sb.capacity > size {
         return Err(corrupt(format!(
@@ -530,6 +564,17 @@ async fn recover(
         )));
     }
     let total = sb.total_blocks();
+    // Extents beyond the superblock's own list (format 5).
+    let mut table_damage = None;
+    if let (Some(t), true) = (sb.extent_table, sb.unread_extents > 0) {
+        if t.start.saturating_add(1 << t.order) > total {
+            return Err(corrupt(
+                "metadata extent table lies beyond the store".into(),
+            ));
+        }
+        let piece = read_blocks(engine.as_ref(), t.start, 1 << t.order).await?;
+        table_damage = sb.add_table(piece.as_slice())?;
+    }
     if total <= SUPER_BLOCKS {
         return Err(corrupt("store geometry is too small".into()));
     }
@@ -583,7 +628,12 @@ async fn recover(
         sb.max_order,
     )));
     let mut metadata_bytes = 0;
-    for e in sb.meta_extents.iter().chain(&sb.journal) {
+    for e in sb
+        .meta_extents
+        .iter()
+        .chain(&sb.journal)
+        .chain(&sb.extent_table)
+    {
         if e.order == 0 {
             return Err(corrupt(
                 "metadata extent smaller than one tuple block".into(),
@@ -615,6 +665,19 @@ async fn recover(
         }
     })
     .await?;
+    if let Some(why) = &table_damage {
+        repaired.push(if options.read_only {
+            format!(
+                "metadata extent table {why}; the other copy is whole, nothing lost \
+                 (a read-write open rewrites it)"
+            )
+        } else {
+            format!(
+                "metadata extent table {why}; the other copy is whole, nothing lost; \
+                 rewritten from it"
+            )
+        });
+    }
     plan.report.repaired.splice(0..0, repaired);
     let recovery::Plan {
         chosen,
@@ -809,6 +872,9 @@ async fn recover(
                 table.grow_used(block as u32, bytes, false);
             }
         }
+    }
+    if let (true, false, Some(old)) = (table_damage.is_some(), read_only, sb.extent_table) {
+        rewrite_extent_table(&shared, &mut sb, old)?;
     }
     let stored = Some(settings.stored());
     if (republish || sb.settings != stored) && !read_only {
