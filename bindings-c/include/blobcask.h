@@ -179,7 +179,7 @@ typedef struct bc_options {
    */
   uint32_t io_engine;
   /*
-   Inline threshold in bytes; -1 = the store's stored threshold (512
+   Inline threshold in bytes; -1 = the store's stored threshold (1024
    for a new store). Stored in the store like `index`. Below -1 is
    BC_INVALID_ARGUMENT.
    */

@@ -119,7 +119,7 @@ pub struct bc_options {
     pub index: u32,
     /// A `bc_io_engine` value; any other is BC_INVALID_ARGUMENT.
     pub io_engine: u32,
-    /// Inline threshold in bytes; -1 = the store's stored threshold (512
+    /// Inline threshold in bytes; -1 = the store's stored threshold (1024
     /// for a new store). Stored in the store like `index`. Below -1 is
     /// BC_INVALID_ARGUMENT.
     pub inline_threshold: i64,

@@ -10,9 +10,9 @@ import { Store } from '../lib.mjs'
 
 import { tempPath, withStore } from './helpers.mjs'
 
-// Sizes on both sides of the inline threshold (512) and of the size up to
+// Sizes on both sides of the inline threshold (1024) and of the size up to
 // which results are copied (1 MiB, the read cache's largest object).
-const SIZES = [0, 100, 512, 4096, 16 * 1024, 16 * 1024 + 1, 100_000, 1 << 20, (1 << 20) + 1, 3 << 20]
+const SIZES = [0, 100, 1024, 4096, 16 * 1024, 16 * 1024 + 1, 100_000, 1 << 20, (1 << 20) + 1, 3 << 20]
 
 test('every read method returns the stored bytes, at every size', async () => {
   await withStore({ capacity: 64 << 20 }, async (s) => {

@@ -20,9 +20,9 @@ import blobcask
 from conftest import pattern
 
 
-# Sizes on both sides of the inline threshold (512 by default): an inline
+# Sizes on both sides of the inline threshold (1024 by default): an inline
 # value is shared with the in-memory index, a heap value is a device buffer.
-SIZES = [0, 5, 512, 4096, 100_000, 1 << 20]
+SIZES = [0, 5, 1024, 4096, 100_000, 1 << 20]
 
 
 @pytest.mark.parametrize("size", SIZES)

@@ -14,8 +14,8 @@ import blobcask
 from blobcask import errors
 from conftest import pattern
 
-# Inline (under the 512-byte threshold), one block, and several blocks.
-SIZES = [5, 512, 4096, 100_000]
+# Inline (up to the 1024-byte default threshold), one block, and several blocks.
+SIZES = [5, 1024, 4096, 100_000]
 
 
 @pytest.mark.parametrize("size", SIZES)

@@ -16,8 +16,13 @@ pub const DEFAULT_CAPACITY: u64 = 16 << 20;
 pub const MAX_GROWTH_STEP: u64 = 1 << 30;
 /// Smallest capacity accepted: 1 MiB.
 pub const MIN_CAPACITY: u64 = 1 << 20;
-/// Values up to this many bytes are stored inside their tuple by default.
-pub const DEFAULT_INLINE_THRESHOLD: usize = 512;
+/// Values up to this many bytes are stored inside their tuple by default:
+/// three 1 KiB values (with keys up to ~250 bytes) share a 4 KiB tuple
+/// block, where each would take a 4 KiB heap piece, and a kept block
+/// serves them without a copy. Larger values fit at most two to a block;
+/// the gain shrinks and overwrites cost more (`benches/RESULTS.md`,
+/// "Default inline threshold").
+pub const DEFAULT_INLINE_THRESHOLD: usize = 1024;
 /// Largest inline threshold accepted (a tuple must fit in one block with a
 /// maximum-length key).
 pub const MAX_INLINE_THRESHOLD: usize = 2048;

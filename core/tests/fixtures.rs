@@ -1,4 +1,4 @@
-//! Format fixtures: stores written by format versions 1 to 4, checked in,
+//! Format fixtures: stores written by format versions 1 to 5, checked in,
 //! must keep opening with the same content (and the corrupt ones must keep
 //! being refused or refusing their damaged object), so a format change
 //! cannot silently break existing stores (invariant 4, `core/INVARIANTS.md`).
@@ -40,14 +40,28 @@ fn contents() -> Vec<(String, Vec<u8>)> {
     ]
 }
 
-/// Writes the format-4 fixture (the format-1 to 3 ones were written by
-/// their builds and stay as they are; git history has their writers): the
-/// v2 content, and objects with an expiry, one far ahead and one already
-/// past.
+/// Writes the format-5 fixture (the format-1 to 4 ones were written by
+/// their builds and stay as they are; git history has their writers; the
+/// v4 one by `write_fixture` with no fill): the v2 content, and objects
+/// with an expiry, one far ahead and one already past.
 fn write_fixtures() {
-    let good = dir().join("v4-good.blobcask");
+    // Format 5: 8 KiB pieces, so that 13,000 small objects take more than
+    // the superblock's 200 metadata extents (an extent table).
+    write_fixture("v5-good.blobcask", options().max_piece_size(8 << 10), FILL);
+}
+
+/// Small objects that push the v5 fixture's metadata past 200 extents.
+const FILL: u64 = 13_000;
+
+fn fill(i: u64) -> (String, Vec<u8>) {
+    (format!("fill/{i:05}"), pattern(1000 + i, 100))
+}
+
+fn write_fixture(name: &str, options: Options, fill_objects: u64) {
+    let good = dir().join(name);
     let _ = std::fs::remove_file(&good);
-    let s = Store::open(&good, options()).unwrap();
+    let s = Store::open(&good, options).unwrap();
+    s.bulk_load((0..fill_objects).map(fill)).unwrap();
     for (k, v) in contents() {
         s.put(k, v).unwrap();
     }
@@ -123,10 +137,26 @@ fn opens_with_its_content_and_expiries(name: &str, version: u32) {
 
 #[test]
 fn v4_store_opens_with_its_content_and_expiries() {
+    opens_with_its_content_and_expiries("v4-good.blobcask", 4);
+}
+
+/// Format 5: the v4 content over 13,000 small objects whose metadata needs
+/// an extent table; all of it opens, and it stays version 5.
+#[test]
+fn v5_store_with_an_extent_table_opens_with_its_content_and_expiries() {
     if std::env::var("BLOBCASK_WRITE_FIXTURES").is_ok_and(|v| v == "1") {
         write_fixtures();
     }
-    opens_with_its_content_and_expiries("v4-good.blobcask", 4);
+    let head = std::fs::read(dir().join("v5-good.blobcask")).unwrap();
+    let count = u16::from_le_bytes([head[56], head[57]]);
+    assert!(count > 200, "the v5 fixture has {count} extents");
+    opens_with_its_content_and_expiries("v5-good.blobcask", 5);
+    let (_tmp, path) = copy("v5-good.blobcask");
+    let s = Store::open(&path, options().read_only(true)).unwrap();
+    for i in 0..FILL {
+        let (k, v) = fill(i);
+        assert_eq!(s.get(&k).unwrap(), v, "{k}");
+    }
 }
 
 #[test]
