@@ -352,7 +352,14 @@ impl Superblock {
             (true, 0, true) => {
                 return Err(corrupt("lists more extents than it holds, and no table"))
             }
-            (true, s, _) if s < SUPER_BLOCKS || table.order > max_order => {
+            (true, s, _)
+                if s < SUPER_BLOCKS
+                    || table.order > max_order
+                    || table.order
+                        != Superblock::extent_table_order(
+                            count.saturating_sub(MAX_META_EXTENTS),
+                        ) =>
+            {
                 return Err(corrupt("extent table out of range"))
             }
             (true, _, _) => Some(table),
@@ -385,16 +392,22 @@ impl Superblock {
         let half = piece.len() / 2;
         let copies = [piece.get(..half), piece.get(half..)];
         let mut why = Vec::new();
+        let mut good = None;
+        // Both copies are checked, so a damaged one is found (and
+        // rewritten) while the other still serves.
         for (i, copy) in copies.into_iter().enumerate() {
             match copy.map(|c| decode_extent_table(c, self.store_id, self.unread_extents)) {
                 Some(Ok(extents)) => {
-                    self.meta_extents.extend(extents);
-                    self.unread_extents = 0;
-                    return Ok(why.pop());
+                    good.get_or_insert(extents);
                 }
                 Some(Err(e)) => why.push(format!("copy {i}: {e}")),
                 None => why.push(format!("copy {i}: truncated")),
             }
+        }
+        if let Some(extents) = good {
+            self.meta_extents.extend(extents);
+            self.unread_extents = 0;
+            return Ok(why.pop());
         }
         Err(Error::new(
             ErrorKind::Corrupt,

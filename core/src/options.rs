@@ -23,6 +23,9 @@ pub const MIN_CAPACITY: u64 = 1 << 20;
 /// the gain shrinks and overwrites cost more (`benches/RESULTS.md`,
 /// "Default inline threshold").
 pub const DEFAULT_INLINE_THRESHOLD: usize = 1024;
+/// The default for two-slot (format 1 to 3) stores that never stored their
+/// settings: what they were written under.
+pub(crate) const PAIRED_DEFAULT_INLINE_THRESHOLD: usize = 512;
 /// Largest inline threshold accepted (a tuple must fit in one block with a
 /// maximum-length key).
 pub const MAX_INLINE_THRESHOLD: usize = 2048;

@@ -217,6 +217,11 @@ fn v1_store_opens_with_its_content() {
     assert_eq!(s.stats().objects, contents().len() as u64);
     assert!(s.stat("inline/small").unwrap().inline);
     assert!(!s.stat("heap/16k").unwrap().inline);
+    // Written without stored settings, under the old default threshold: a
+    // two-slot store keeps it (512 B), not the 1 KiB of new stores (it
+    // keeps the 200-extent ceiling of its format).
+    assert!(!s.put("mid", pattern(8, 700)).unwrap().inline);
+    s.delete("mid").unwrap();
     // The store keeps working under this build, upgraded to format 3 (a
     // format-1 build now refuses it instead of misreading it).
     s.put("new", pattern(7, 3000)).unwrap();

@@ -596,6 +596,24 @@ fn metadata_beyond_the_superblock_list_goes_to_an_extent_table() {
                 f.write_all(&[byte[0] ^ 0x10]).unwrap();
             }
         };
+        // Scrub reads every object back, those listed in the table too.
+        let s = reopen(&t.path, engine);
+        let scrub = s.scrub().unwrap();
+        assert_eq!(
+            (scrub.objects, scrub.damaged.len()),
+            (n - 1, 0),
+            "{engine:?}"
+        );
+        s.close().unwrap();
+        // The second copy damaged: found, reported and rewritten too.
+        flip(&[at + half + 40]);
+        let s = reopen(&t.path, engine);
+        let told = s.stats().recovery.repaired.join("; ");
+        assert!(told.contains("extent table copy 1"), "{engine:?}: {told}");
+        s.close().unwrap();
+        let head = std::fs::read(&t.path).unwrap();
+        let start = sb_u64(&head, 1905);
+        let at = (start * 4096) as usize;
         flip(&[at + 40]);
         let ro = Store::open(
             &t.path,
@@ -608,6 +626,8 @@ fn metadata_beyond_the_superblock_list_goes_to_an_extent_table() {
         expect(&ro);
         let told = ro.stats().recovery.repaired.join("; ");
         assert!(told.contains("extent table copy 0"), "{engine:?}: {told}");
+        let scrub = ro.scrub().unwrap().damaged.join("; ");
+        assert!(scrub.contains("extent table copy 0"), "{engine:?}: {scrub}");
         ro.close().unwrap();
         // A read-write open rewrites the table to a new piece.
         let s = reopen(&t.path, engine);

@@ -25,7 +25,9 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = Superblock::decode(data);
     if let Ok(Some(sb)) = Superblock::decode(&block) {
-        if sb.meta_extents.len() <= MAX_META_EXTENTS {
+        // A version-5 superblock whose extent table is not read yet is
+        // encoded only after `add_table` (encode refuses it).
+        if sb.meta_extents.len() <= MAX_META_EXTENTS && sb.unread_extents == 0 {
             let again = Superblock::decode(&sb.encode()).expect("re-encoded superblock decodes");
             assert_eq!(again, Some(sb));
         }

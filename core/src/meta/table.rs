@@ -15,6 +15,9 @@ use crate::format::{Layout, MetaExtent, BLOCK_SIZE};
 use crate::meta::block::BLOCK_PAYLOAD;
 use crate::meta::tuple::Tuple;
 
+/// `BLOCK_PAYLOAD` as the table keeps it (it fits: 4032).
+const PAYLOAD: u16 = BLOCK_PAYLOAD as u16;
+
 /// Block contents kept decoded between groups.
 pub(crate) const IMAGE_CACHE: usize = 256;
 
@@ -34,15 +37,16 @@ pub(crate) struct BlockState {
     pub has_state: bool,
     /// A journaled store's block (one home slot).
     pub journaled: bool,
-    /// Payload bytes used by the block's tuples.
-    pub used: usize,
+    /// Payload bytes used by the block's tuples (at most `BLOCK_PAYLOAD`,
+    /// 4032: two bytes, as there is one of these per block).
+    pub used: u16,
     /// The free space under which the block is filed in `by_free`.
-    filed_free: usize,
+    filed_free: u16,
 }
 
 impl BlockState {
     pub fn free(&self) -> usize {
-        BLOCK_PAYLOAD.saturating_sub(self.used)
+        BLOCK_PAYLOAD.saturating_sub(self.used as usize)
     }
 
     pub fn slot_offset(&self, slot: u8) -> u64 {
@@ -75,7 +79,7 @@ pub(crate) struct TupleBlockTable {
     pub layout: Layout,
     pub blocks: Vec<BlockState>,
     /// Every block by (free bytes, number): placement is a best-fit lookup.
-    by_free: BTreeSet<(usize, u32)>,
+    by_free: BTreeSet<(u16, u32)>,
     /// Block that took the last new tuple: filled first so a group touches
     /// as few blocks as possible.
     last_placed: Option<u32>,
@@ -114,9 +118,9 @@ impl TupleBlockTable {
             has_state,
             journaled: matches!(self.layout, Layout::Journaled(_)),
             used: 0,
-            filed_free: BLOCK_PAYLOAD,
+            filed_free: PAYLOAD,
         });
-        self.by_free.insert((BLOCK_PAYLOAD, no));
+        self.by_free.insert((PAYLOAD, no));
         no
     }
 
@@ -129,6 +133,7 @@ impl TupleBlockTable {
             }
         }
         // Best fit: the fullest block that still takes the tuple.
+        let len = u16::try_from(len).ok()?;
         self.by_free.range((len, 0)..).next().map(|&(_, b)| b)
     }
 
@@ -150,7 +155,9 @@ impl TupleBlockTable {
             debug_assert!(false, "tuple block {block} is not in the table");
             return;
         };
-        b.used += len;
+        b.used = b
+            .used
+            .saturating_add(u16::try_from(len).unwrap_or(u16::MAX));
         if placed {
             self.last_placed = Some(block);
         }
@@ -164,7 +171,9 @@ impl TupleBlockTable {
             debug_assert!(false, "tuple block {block} is not in the table");
             return;
         };
-        b.used = b.used.saturating_sub(len);
+        b.used = b
+            .used
+            .saturating_sub(u16::try_from(len).unwrap_or(u16::MAX));
         self.refresh(block);
     }
 
@@ -191,6 +200,7 @@ impl TupleBlockTable {
             return;
         };
         let free = b.free();
+        let free = u16::try_from(free).unwrap_or(PAYLOAD);
         if free != b.filed_free {
             self.by_free.remove(&(b.filed_free, block));
             self.by_free.insert((free, block));

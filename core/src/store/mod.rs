@@ -470,6 +470,13 @@ impl State {
             .filter(|&(at, _)| at != NO_SLOT.0)
     }
 
+    /// Room for `blocks` blocks' slots, exactly (open: one per block for
+    /// the store's life, no doubling slack).
+    pub fn reserve_slots(&mut self, blocks: usize) {
+        self.slots
+            .reserve_exact(blocks.saturating_sub(self.slots.len()));
+    }
+
     /// Records that `block`'s state is now the slot at `at` (written and
     /// synced).
     pub fn set_slot(&mut self, block: u32, at: u64) {
@@ -622,8 +629,9 @@ pub(crate) struct Shared {
     pub cache: cache::ReadCache,
     /// Versions whose values their commit group is still writing.
     pub landing: landing::Landing,
-    /// What recovery did when the store was opened.
-    pub recovery: RecoveryReport,
+    /// What recovery did when the store was opened (and open's repairs
+    /// after it).
+    pub recovery: parking_lot::Mutex<RecoveryReport>,
     /// Wakes the maintenance thread (a buffered group to write by its
     /// deadline).
     pub maintenance: Arc<commit::Maintenance>,
@@ -1647,7 +1655,7 @@ impl Store {
             io_engine: s.engine.name(),
             direct_io: s.engine.direct_io(),
             index: s.settings.index,
-            recovery: s.recovery.clone(),
+            recovery: s.recovery.lock().clone(),
             cache: s.cache.stats(),
         }
     }

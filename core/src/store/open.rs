@@ -555,7 +555,7 @@ async fn recover(
     let Head {
         mut sb,
         republish,
-        mut repaired,
+        repaired,
     } = head;
     if sb.capacity > size {
         return Err(corrupt(format!(
@@ -578,7 +578,16 @@ async fn recover(
     if total <= SUPER_BLOCKS {
         return Err(corrupt("store geometry is too small".into()));
     }
-    let settings = options.settings(sb.settings.as_ref());
+    let mut settings = options.settings(sb.settings.as_ref());
+    // A two-slot store that never stored its settings (formats 1 and 2)
+    // keeps the default it was written under: it still has the
+    // superblock's 200-extent ceiling, which the larger default would
+    // reach sooner.
+    if (sb.settings.is_none(), options.inline_threshold, sb.layout())
+        == (true, None, Layout::Paired)
+    {
+        settings.inline_threshold = crate::options::PAIRED_DEFAULT_INLINE_THRESHOLD;
+    }
     // An explicit capacity larger than the store grows it once it is open;
     // one below a capacity asked for before (or a max_capacity below the
     // store's size) is refused before anything is read or written. A block
@@ -665,19 +674,6 @@ async fn recover(
         }
     })
     .await?;
-    if let Some(why) = &table_damage {
-        repaired.push(if options.read_only {
-            format!(
-                "metadata extent table {why}; the other copy is whole, nothing lost \
-                 (a read-write open rewrites it)"
-            )
-        } else {
-            format!(
-                "metadata extent table {why}; the other copy is whole, nothing lost; \
-                 rewritten from it"
-            )
-        });
-    }
     plan.report.repaired.splice(0..0, repaired);
     let recovery::Plan {
         chosen,
@@ -702,6 +698,8 @@ async fn recover(
     // and the journal slots that recovery's edits still need.
     let mut replay: Vec<(u32, u64, u64)> = Vec::new();
     let mut pinned: Vec<u64> = Vec::new();
+    // One entry per block, for the store's life: no doubling slack.
+    table.blocks.reserve_exact(scanned.len());
     // The plan holds one entry per scanned block, in order.
     for (no, ((block, next_slot), chosen)) in
         scanned.iter_mut().zip(next_slots).zip(chosen).enumerate()
@@ -783,7 +781,7 @@ async fn recover(
         tables: data::new_table_cache(),
         cache: super::cache::ReadCache::new(cache_bytes),
         landing: super::landing::Landing::new(),
-        recovery: report,
+        recovery: parking_lot::Mutex::new(report),
         maintenance: super::commit::Maintenance::new(),
         compacting: futures::lock::Mutex::new(()),
         futile_compaction: AtomicU64::new(u64::MAX),
@@ -800,6 +798,7 @@ async fn recover(
     let mut held = Vec::new();
     {
         let mut st = shared.state.write();
+        st.reserve_slots(state_at.len());
         // Where readers find each written block's state.
         for (no, at) in state_at.iter().enumerate() {
             if let Some(at) = at {
@@ -873,8 +872,22 @@ async fn recover(
             }
         }
     }
-    if let (true, false, Some(old)) = (table_damage.is_some(), read_only, sb.extent_table) {
-        rewrite_extent_table(&shared, &mut sb, old)?;
+    if let (Some(why), Some(old)) = (&table_damage, sb.extent_table) {
+        let done = match read_only {
+            true => "a read-write open rewrites it".to_owned(),
+            false => match rewrite_extent_table(&shared, &mut sb, old) {
+                Ok(()) => "rewritten from it".to_owned(),
+                // A full heap: the whole copy serves; a later open (once
+                // there is room) rewrites it.
+                Err(e) if e.kind() == ErrorKind::NoSpace => {
+                    format!("not rewritten: {}", e.message())
+                }
+                Err(e) => return Err(e),
+            },
+        };
+        shared.recovery.lock().repaired.push(format!(
+            "metadata extent table {why}; the other copy is whole, nothing lost; {done}"
+        ));
     }
     let stored = Some(settings.stored());
     if (republish || sb.settings != stored) && !read_only {

@@ -23,7 +23,9 @@ pub struct ScrubReport {
     pub bytes: u64,
     /// Objects written by format 1 without any checksum (served unverified).
     pub unverified: u64,
-    /// Objects whose bytes do not match their checksums: key and where.
+    /// Objects whose bytes do not match their checksums: key and where
+    /// (and a damaged copy of the metadata extent table, whose other copy
+    /// still serves).
     pub damaged: Vec<String>,
 }
 
@@ -39,11 +41,24 @@ impl Store {
             .read_at(AlignedBuf::zeroed(SUPER_BLOCKS as usize * BLOCK_SIZE), 0)
             .await;
         r.map_err(|e| Error::io("reading the superblock", e))?;
-        let sb = crate::meta::superblock::choose_superblock(head.as_slice())?
+        let mut report = ScrubReport::default();
+        let mut sb = crate::meta::superblock::choose_superblock(head.as_slice())?
             .ok_or_else(|| Error::new(ErrorKind::Corrupt, "superblock vanished"))?
             .sb;
+        // Extents beyond the superblock's list (format 5), from the table
+        // as the device holds it now.
+        if let (Some(t), true) = (sb.extent_table, sb.unread_extents > 0) {
+            let (r, piece) = engine
+                .read_at(AlignedBuf::zeroed(BLOCK_SIZE << t.order), t.offset())
+                .await;
+            r.map_err(|e| Error::io("reading the metadata extent table", e))?;
+            if let Some(why) = sb.add_table(piece.as_slice())? {
+                report.damaged.push(format!(
+                    "metadata extent table {why} (the other copy is whole)"
+                ));
+            }
+        }
         let blocks = recovery::scan(engine, sb.store_id, &sb.meta_extents, sb.layout()).await?;
-        let mut report = ScrubReport::default();
         for (no, b) in blocks.into_iter().enumerate() {
             let no = no as u32;
             // The slot readers use (inline values are read from it), as
