@@ -4,10 +4,10 @@
 //!
 //! A key-to-id map would keep a 24-byte (key pointer, id) pair in every
 //! bucket, and a table is up to half empty after it doubles: ~52 bytes per
-//! key at 1M keys. Here a bucket is one 8-byte id and each key's pointer
-//! lives once, densely, in `keys` (the engine's entry ids are dense: it
-//! reuses freed ones): ~35 bytes per key (benches/RESULTS.md, "RAM per
-//! object").
+//! key at 1M keys. Here a bucket is one id (4 bytes while ids fit, see
+//! `Ids`) and each key's pointer lives once, densely, in `keys` (the
+//! engine's entry ids are dense: it reuses freed ones): benches/RESULTS.md,
+//! "RAM per object".
 
 use std::borrow::Cow;
 use std::hash::BuildHasher;
@@ -25,10 +25,44 @@ use crate::error::{Error, ErrorKind, Result};
 #[derive(Default)]
 pub struct HashIndex {
     /// Entry ids, placed by the hash of their key.
-    table: HashTable<EntryId>,
+    table: Ids,
     /// Each id's key, at index id.
     keys: Vec<Option<Box<[u8]>>>,
     hasher: DefaultHashBuilder,
+}
+
+/// The table's entry ids: four bytes each while every id fits (a store of
+/// fewer than 4 billion objects: ids are dense), eight from the first id
+/// that does not. A table is a power of two of buckets, so at some counts
+/// it is half empty: 4-byte ids save up to 8 bytes per key there.
+enum Ids {
+    Narrow(HashTable<u32>),
+    Wide(HashTable<EntryId>),
+}
+
+impl Default for Ids {
+    fn default() -> Self {
+        Ids::Narrow(HashTable::new())
+    }
+}
+
+/// Runs `$body` with `$t` the table and `$to` turning an entry id into the
+/// table's id type (in `Narrow`, only ids that fit are ever given: `put`
+/// and `load` widen first).
+macro_rules! each_table {
+    ($table:expr, $t:ident, $to:ident, $body:expr) => {
+        match $table {
+            Ids::Narrow($t) => {
+                #[allow(clippy::cast_possible_truncation)]
+                let $to = |id: EntryId| id as u32;
+                $body
+            }
+            Ids::Wide($t) => {
+                let $to = |id: EntryId| id;
+                $body
+            }
+        }
+    };
 }
 
 /// `id`'s key in `keys` (`None` for an id without one).
@@ -49,16 +83,38 @@ impl HashIndex {
         #[expect(clippy::indexing_slicing, reason = "resized to hold `i` above")]
         &mut self.keys[i]
     }
+    /// Makes the table hold `id`: 8-byte ids from the first that does not
+    /// fit in four.
+    fn fit(&mut self, id: EntryId) {
+        if u32::try_from(id).is_ok() {
+            return;
+        }
+        if let Ids::Narrow(narrow) = &self.table {
+            let (keys, hasher) = (&self.keys, &self.hasher);
+            let mut wide = HashTable::with_capacity(narrow.len());
+            for &i in narrow {
+                let i = EntryId::from(i);
+                wide.insert_unique(
+                    hasher.hash_one(key_of(keys, i).unwrap_or_default()),
+                    i,
+                    |&j| hasher.hash_one(key_of(keys, j).unwrap_or_default()),
+                );
+            }
+            self.table = Ids::Wide(wide);
+        }
+    }
+
     /// [`KeyIndex::insert`]: a borrowed key is copied when new, an owned
     /// one kept as it is.
     fn put(&mut self, key: Cow<'_, [u8]>, id: EntryId) -> Option<EntryId> {
+        self.fit(id);
         let hash = self.hasher.hash_one(&*key);
         let keys = &self.keys;
-        if let Some(slot) = self
-            .table
-            .find_mut(hash, |&i| key_of(keys, i) == Some(&*key))
-        {
-            let old = std::mem::replace(slot, id);
+        let old = each_table!(&mut self.table, t, to, {
+            t.find_mut(hash, |&i| key_of(keys, EntryId::from(i)) == Some(&*key))
+                .map(|slot| EntryId::from(std::mem::replace(slot, to(id))))
+        });
+        if let Some(old) = old {
             let moved = self.slot(old).take();
             *self.slot(id) = moved;
             return Some(old);
@@ -72,8 +128,10 @@ impl HashIndex {
             keys,
             hasher,
         } = self;
-        table.insert_unique(hash, id, |&i| {
-            hasher.hash_one(key_of(keys, i).unwrap_or_default())
+        each_table!(table, t, to, {
+            t.insert_unique(hash, to(id), |&i| {
+                hasher.hash_one(key_of(keys, EntryId::from(i)).unwrap_or_default())
+            });
         });
         None
     }
@@ -86,35 +144,43 @@ impl KeyIndex for HashIndex {
 
     fn get(&self, key: &[u8]) -> Option<EntryId> {
         let hash = self.hasher.hash_one(key);
-        self.table
-            .find(hash, |&id| key_of(&self.keys, id) == Some(key))
-            .copied()
+        let keys = &self.keys;
+        each_table!(&self.table, t, _to, {
+            t.find(hash, |&id| key_of(keys, EntryId::from(id)) == Some(key))
+                .map(|&id| EntryId::from(id))
+        })
     }
 
     fn remove(&mut self, key: &[u8]) -> Option<EntryId> {
         let hash = self.hasher.hash_one(key);
         let keys = &self.keys;
-        let found = self
-            .table
-            .find_entry(hash, |&i| key_of(keys, i) == Some(key))
-            .ok()?;
-        let (id, _) = found.remove();
+        let id = each_table!(&mut self.table, t, _to, {
+            let found = t
+                .find_entry(hash, |&i| key_of(keys, EntryId::from(i)) == Some(key))
+                .ok()?;
+            EntryId::from(found.remove().0)
+        });
         self.slot(id).take();
         Some(id)
     }
 
     fn len(&self) -> usize {
-        self.table.len()
+        each_table!(&self.table, t, _to, t.len())
     }
 
     fn load(&mut self, entries: Vec<(Box<[u8]>, EntryId)>) {
+        if let Some(top) = entries.iter().map(|&(_, id)| id).max() {
+            self.fit(top);
+        }
         let Self {
             table,
             keys,
             hasher,
         } = self;
-        table.reserve(entries.len(), |&i| {
-            hasher.hash_one(key_of(keys, i).unwrap_or_default())
+        each_table!(&mut *table, t, _to, {
+            t.reserve(entries.len(), |&i| {
+                hasher.hash_one(key_of(keys, EntryId::from(i)).unwrap_or_default())
+            })
         });
         let top = entries.iter().map(|&(_, id)| id).max();
         if let Some(top) = top.and_then(|t| usize::try_from(t).ok()) {
@@ -122,7 +188,8 @@ impl KeyIndex for HashIndex {
         }
         // Into an empty table, keys in strictly increasing order (as open
         // gives them) are distinct: no lookup before each insert.
-        if table.is_empty() && entries.is_sorted_by(|a, b| a.0 < b.0) {
+        let empty = each_table!(&*table, t, _to, t.is_empty());
+        if empty && entries.is_sorted_by(|a, b| a.0 < b.0) {
             for (k, id) in entries {
                 let hash = hasher.hash_one(&*k);
                 if let Some(slot) = usize::try_from(id).ok().and_then(|i| {
@@ -133,8 +200,10 @@ impl KeyIndex for HashIndex {
                 }) {
                     *slot = Some(k);
                 }
-                table.insert_unique(hash, id, |&i| {
-                    hasher.hash_one(key_of(keys, i).unwrap_or_default())
+                each_table!(&mut *table, t, to, {
+                    t.insert_unique(hash, to(id), |&i| {
+                        hasher.hash_one(key_of(keys, EntryId::from(i)).unwrap_or_default())
+                    });
                 });
             }
             return;
@@ -145,12 +214,14 @@ impl KeyIndex for HashIndex {
     }
 
     fn all(&self, out: &mut Vec<(Box<[u8]>, EntryId)>) -> Result<()> {
-        out.reserve(self.table.len());
-        out.extend(
-            self.table
-                .iter()
-                .filter_map(|&id| Some((key_of(&self.keys, id)?.into(), id))),
-        );
+        let keys = &self.keys;
+        each_table!(&self.table, t, _to, {
+            out.reserve(t.len());
+            out.extend(t.iter().filter_map(|&id| {
+                let id = EntryId::from(id);
+                Some((key_of(keys, id)?.into(), id))
+            }));
+        });
         Ok(())
     }
 
@@ -180,8 +251,37 @@ mod tests {
     /// id freed), against a `HashMap`, across several table growths.
     #[test]
     fn matches_a_hashmap_under_the_engines_id_protocol() {
+        matches_a_hashmap(false);
+    }
+
+    /// The same with 8-byte ids in the table (as after an id beyond
+    /// `u32::MAX`, which the key vector cannot hold in a test).
+    #[test]
+    fn a_widened_table_matches_a_hashmap_too() {
+        matches_a_hashmap(true);
+    }
+
+    #[test]
+    fn widening_keeps_every_key() {
+        let mut ix = HashIndex::default();
+        for i in 0..5000u64 {
+            ix.insert(format!("k{i}").as_bytes(), i);
+        }
+        assert!(matches!(ix.table, Ids::Narrow(_)));
+        ix.fit(u64::from(u32::MAX) + 1);
+        assert!(matches!(ix.table, Ids::Wide(_)));
+        assert_eq!(ix.len(), 5000);
+        for i in 0..5000u64 {
+            assert_eq!(ix.get(format!("k{i}").as_bytes()), Some(i));
+        }
+    }
+
+    fn matches_a_hashmap(wide: bool) {
         let mut rng = rand::rngs::StdRng::seed_from_u64(11);
         let mut ix = HashIndex::default();
+        if wide {
+            ix.fit(1 << 33);
+        }
         let mut model = HashMap::<Vec<u8>, EntryId>::new();
         let mut free: Vec<EntryId> = Vec::new();
         let mut next: EntryId = 0;
@@ -214,6 +314,9 @@ mod tests {
             .collect();
         sorted.sort();
         let mut loaded = HashIndex::default();
+        if wide {
+            loaded.fit(1 << 33);
+        }
         loaded.load(sorted);
         assert_eq!(loaded.len(), model.len());
         for (k, id) in &model {
