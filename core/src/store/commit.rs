@@ -1275,13 +1275,7 @@ impl Committer {
         self.blocks_written(blocks, &placed_at, &journal_at);
         // No reader is sent to the old journal any more: its space may go.
         if let Some(old) = old_journal {
-            self.shared.alloc.lock().free(crate::meta::tuple::Piece {
-                start: old.start,
-                order: old.order,
-            });
-            self.shared
-                .metadata_bytes
-                .fetch_sub(old.len_bytes(), Ordering::Relaxed);
+            self.release_extent(old);
         }
         Ok(())
     }
@@ -1349,6 +1343,18 @@ impl Committer {
         let mut new = self.new_journal(n).await?;
         let slots = new.pick(n).ok_or_else(no_journal)?;
         Ok((slots, Some(new)))
+    }
+
+    /// Frees a metadata extent the published superblock no longer names
+    /// (an old journal or extent table) and stops counting it.
+    fn release_extent(&self, old: MetaExtent) {
+        self.shared.alloc.lock().free(crate::meta::tuple::Piece {
+            start: old.start,
+            order: old.order,
+        });
+        self.shared
+            .metadata_bytes
+            .fetch_sub(old.len_bytes(), Ordering::Relaxed);
     }
 
     /// Frees a journal extent that was never published (a spare not
@@ -1632,21 +1638,13 @@ impl Committer {
         self.shared
             .device_bytes_written
             .fetch_add(BLOCK_SIZE as u64, Ordering::Relaxed);
-        if let (Some(new), Some(old)) = (table, old_table) {
-            self.shared.alloc.lock().free(crate::meta::tuple::Piece {
-                start: old.start,
-                order: old.order,
-            });
+        if let Some(new) = table {
             self.shared
                 .metadata_bytes
                 .fetch_add(new.len_bytes(), Ordering::Relaxed);
-            self.shared
-                .metadata_bytes
-                .fetch_sub(old.len_bytes(), Ordering::Relaxed);
-        } else if let Some(new) = table {
-            self.shared
-                .metadata_bytes
-                .fetch_add(new.len_bytes(), Ordering::Relaxed);
+            if let Some(old) = old_table {
+                self.release_extent(old);
+            }
         }
         Ok(())
     }
