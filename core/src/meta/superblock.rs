@@ -5,7 +5,7 @@
 //! decisions over them `meta::recovery`.
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{Superblock, BLOCK_SIZE, SUPER_MAGIC};
+use crate::format::{MetaExtent, Superblock, BLOCK_SIZE, MAX_META_EXTENTS, SUPER_MAGIC};
 use crate::io::{AlignedBuf, IoEngine};
 
 /// The superblock chosen at open, and whether its two copies must be
@@ -104,6 +104,47 @@ pub(crate) fn publish_superblock(engine: &dyn IoEngine, sb: &Superblock) -> Resu
             .map_err(|e| Error::io("syncing the superblock", e))?;
     }
     Ok(sb)
+}
+
+/// Reads the extent table `sb` names (format 5) into `sb.meta_extents`,
+/// when it has not been read yet; what was wrong with a damaged copy, if
+/// one was (`Superblock::add_table`). Open and scrub read it this way.
+pub(crate) async fn read_extent_table(
+    engine: &dyn IoEngine,
+    sb: &mut Superblock,
+) -> Result<Option<String>> {
+    let Some(t) = sb.extent_table.filter(|_| sb.unread_extents > 0) else {
+        return Ok(None);
+    };
+    if t.start.saturating_add(1 << t.order) > sb.total_blocks() {
+        return Err(Error::new(
+            ErrorKind::Corrupt,
+            "metadata extent table lies beyond the store",
+        ));
+    }
+    let (r, piece) = engine
+        .read_at(AlignedBuf::zeroed(BLOCK_SIZE << t.order), t.offset())
+        .await;
+    r.map_err(|e| Error::io("reading the metadata extent table", e))?;
+    sb.add_table(piece.as_slice())
+}
+
+/// Writes the extent table for `sb`'s extents beyond the superblock's own
+/// list into the new piece `to` (not synced, not yet named by any
+/// superblock); the bytes written. Growth and open's repair write it this
+/// way, then sync and publish the superblock naming `to`.
+pub(crate) async fn write_extent_table(
+    engine: &dyn IoEngine,
+    sb: &Superblock,
+    to: MetaExtent,
+) -> Result<u64> {
+    let rest = sb.meta_extents.get(MAX_META_EXTENTS..).unwrap_or_default();
+    let bytes = crate::format::encode_extent_table(rest, sb.store_id, to.order);
+    let (r, _) = engine
+        .write_at(AlignedBuf::copy_from(&bytes), to.offset())
+        .await;
+    r.map_err(|e| Error::io("writing the metadata extent table", e))?;
+    Ok(bytes.len() as u64)
 }
 
 #[cfg(test)]

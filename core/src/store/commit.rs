@@ -55,7 +55,7 @@ use crate::meta::block::{
     GROUP_ATOMIC, SLOT_FIRST,
 };
 use crate::meta::journal::Journal;
-use crate::meta::superblock::publish_superblock;
+use crate::meta::superblock::{publish_superblock, write_extent_table};
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{self, Tuple};
 use crate::options::{Durability, PutMode, PutOptions};
@@ -1602,23 +1602,15 @@ impl Committer {
             start: t.start,
             order: t.order,
         });
-        if let Some(t) = table {
+        if let Some(to) = table_at {
             // Only this path adds extents: the list read now is the one
             // published below (other fields may change meanwhile).
-            let (mut extents, store_id) = {
-                let sb = self.shared.superblock.lock();
-                (sb.meta_extents.clone(), sb.store_id)
-            };
-            extents.push(extent);
-            let rest = extents.get(MAX_META_EXTENTS..).unwrap_or_default();
-            let bytes = crate::format::encode_extent_table(rest, store_id, t.order);
-            let (r, _) = engine
-                .write_at(AlignedBuf::copy_from(&bytes), t.offset())
-                .await;
-            r.map_err(|e| Error::io("writing the metadata extent table", e))?;
+            let mut with_new = self.shared.superblock.lock().clone();
+            with_new.meta_extents.push(extent);
+            let written = write_extent_table(engine.as_ref(), &with_new, to).await?;
             self.shared
                 .device_bytes_written
-                .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                .fetch_add(written, Ordering::Relaxed);
         }
         engine
             .sync()

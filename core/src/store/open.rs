@@ -20,13 +20,14 @@ use super::{data, now_micros, Entry, Geometry, Shared, State, Store, Stored};
 use crate::alloc::BuddyAllocator;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{
-    Layout, MetaExtent, Superblock, BLOCK_SHIFT, BLOCK_SIZE, JOURNAL_ORDER, MAX_META_EXTENTS,
-    SUPER_BLOCKS,
+    Layout, MetaExtent, Superblock, BLOCK_SHIFT, BLOCK_SIZE, JOURNAL_ORDER, SUPER_BLOCKS,
 };
 use crate::io::{self, AlignedBuf, IoEngine, IoEngineKind, PortableEngine};
 use crate::meta::block::SlotContent;
 use crate::meta::recovery;
-use crate::meta::superblock::{choose_superblock, publish_superblock, Head};
+use crate::meta::superblock::{
+    choose_superblock, publish_superblock, read_extent_table, write_extent_table, Head,
+};
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{Piece, Tuple, TupleValue};
 use crate::options::{Options, DEFAULT_CAPACITY, MIN_CAPACITY};
@@ -370,26 +371,25 @@ pub(crate) async fn open_engine(
 /// Writes `sb`'s extent table to a new piece, syncs, publishes the
 /// superblock naming it, then frees `old`: the old table stays whole until
 /// the new one is published, as when the metadata area grows.
-fn rewrite_extent_table(shared: &Shared, sb: &mut Superblock, old: MetaExtent) -> Result<()> {
+async fn rewrite_extent_table(shared: &Shared, sb: &mut Superblock, old: MetaExtent) -> Result<()> {
     let piece = shared.alloc.lock().alloc(old.order).ok_or_else(|| {
         Error::new(
             ErrorKind::NoSpace,
             "no room to rewrite the damaged metadata extent table",
         )
     })?;
-    let rest = sb.meta_extents.get(MAX_META_EXTENTS..).unwrap_or_default();
-    let bytes = crate::format::encode_extent_table(rest, sb.store_id, piece.order);
-    let engine = shared.engine.as_ref();
-    let (r, _) = engine.write_at_blocking(AlignedBuf::copy_from(&bytes), piece.offset());
-    r.map_err(|e| Error::io("rewriting the metadata extent table", e))?;
-    engine
-        .sync_blocking()
-        .map_err(|e| Error::io("syncing the metadata extent table", e))?;
-    let mut next = sb.clone();
-    next.extent_table = Some(MetaExtent {
+    let to = MetaExtent {
         start: piece.start,
         order: piece.order,
-    });
+    };
+    let engine = shared.engine.as_ref();
+    write_extent_table(engine, sb, to).await?;
+    engine
+        .sync()
+        .await
+        .map_err(|e| Error::io("syncing the metadata extent table", e))?;
+    let mut next = sb.clone();
+    next.extent_table = Some(to);
     *sb = publish_superblock(engine, &next)?;
     *shared.superblock.lock() = sb.clone();
     shared.alloc.lock().free(Piece {
@@ -565,16 +565,7 @@ async fn recover(
     }
     let total = sb.total_blocks();
     // Extents beyond the superblock's own list (format 5).
-    let mut table_damage = None;
-    if let (Some(t), true) = (sb.extent_table, sb.unread_extents > 0) {
-        if t.start.saturating_add(1 << t.order) > total {
-            return Err(corrupt(
-                "metadata extent table lies beyond the store".into(),
-            ));
-        }
-        let piece = read_blocks(engine.as_ref(), t.start, 1 << t.order).await?;
-        table_damage = sb.add_table(piece.as_slice())?;
-    }
+    let table_damage = read_extent_table(engine.as_ref(), &mut sb).await?;
     if total <= SUPER_BLOCKS {
         return Err(corrupt("store geometry is too small".into()));
     }
@@ -875,7 +866,7 @@ async fn recover(
     if let (Some(why), Some(old)) = (&table_damage, sb.extent_table) {
         let done = match read_only {
             true => "a read-write open rewrites it".to_owned(),
-            false => match rewrite_extent_table(&shared, &mut sb, old) {
+            false => match rewrite_extent_table(&shared, &mut sb, old).await {
                 Ok(()) => "rewritten from it".to_owned(),
                 // A full heap: the whole copy serves; a later open (once
                 // there is room) rewrites it.

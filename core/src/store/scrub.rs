@@ -47,16 +47,10 @@ impl Store {
             .sb;
         // Extents beyond the superblock's list (format 5), from the table
         // as the device holds it now.
-        if let (Some(t), true) = (sb.extent_table, sb.unread_extents > 0) {
-            let (r, piece) = engine
-                .read_at(AlignedBuf::zeroed(BLOCK_SIZE << t.order), t.offset())
-                .await;
-            r.map_err(|e| Error::io("reading the metadata extent table", e))?;
-            if let Some(why) = sb.add_table(piece.as_slice())? {
-                report.damaged.push(format!(
-                    "metadata extent table {why} (the other copy is whole)"
-                ));
-            }
+        if let Some(why) = crate::meta::superblock::read_extent_table(engine, &mut sb).await? {
+            report.damaged.push(format!(
+                "metadata extent table {why} (the other copy is whole)"
+            ));
         }
         let blocks = recovery::scan(engine, sb.store_id, &sb.meta_extents, sb.layout()).await?;
         for (no, b) in blocks.into_iter().enumerate() {
