@@ -45,6 +45,10 @@ pub const MAX_META_EXTENTS: usize = 200;
 /// Most metadata extents a store can have (the superblock's count field is
 /// 16 bits): 200 in the superblock, the rest in the extent table.
 pub const MAX_TOTAL_META_EXTENTS: usize = u16::MAX as usize;
+
+/// A journaled store's metadata area grows by at most this fraction of its
+/// size at a time (`Superblock::next_extent_order`).
+const EXTENT_STEP_FRACTION: u64 = 8;
 /// Extent table magic (8 bytes).
 pub const EXTENT_TABLE_MAGIC: &[u8; 8] = b"BCXTABLE";
 /// Extent table header: magic, store id, entry count, checksum, reserved.
@@ -424,6 +428,30 @@ impl Superblock {
         (usize::BITS - (blocks.max(1) - 1).leading_zeros()) as u8
     }
 
+    /// The order the next metadata extent asks for (the allocator may give
+    /// a smaller one on a fragmented or full heap). A journaled store grows
+    /// its metadata area by the largest power of two at most an eighth of
+    /// its size, so the newest extent, the only one not yet full, is at
+    /// most about a ninth of the area: small stores do not keep up to half
+    /// their metadata area empty, as doubling did. Two-slot (version-3)
+    /// stores still double, as their superblock's list of 200 extents is all
+    /// they have. Both are capped at the largest piece; never below order 1.
+    pub fn next_extent_order(&self) -> u8 {
+        let order = match self.layout() {
+            Layout::Paired => self
+                .meta_extents
+                .last()
+                .map_or(1, |e| e.order.saturating_add(1)),
+            Layout::Journaled(_) => {
+                let blocks: u64 = self.meta_extents.iter().map(|e| 1u64 << e.order).sum();
+                (blocks / EXTENT_STEP_FRACTION)
+                    .checked_ilog2()
+                    .map_or(1, |o| o as u8)
+            }
+        };
+        order.clamp(1, self.max_order.max(1))
+    }
+
     /// How the store's tuple blocks are laid out.
     pub fn layout(&self) -> Layout {
         self.journal.map_or(Layout::Paired, Layout::Journaled)
@@ -659,6 +687,47 @@ mod tests {
             extent_table: None,
             unread_extents: 0,
         }
+    }
+
+    /// Grows a journaled store's metadata area the way `Committer::grow`
+    /// does (each extent what `next_extent_order` asks for) until it holds
+    /// `need` blocks; returns the area's size and how many extents it took.
+    fn grow_until(sb: &mut Superblock, need: u64) -> (u64, usize) {
+        let size = |sb: &Superblock| sb.meta_extents.iter().map(|e| 1u64 << e.order).sum::<u64>();
+        while size(sb) < need {
+            let order = sb.next_extent_order();
+            sb.meta_extents.push(MetaExtent { start: 0, order });
+        }
+        (size(sb), sb.meta_extents.len())
+    }
+
+    #[test]
+    fn the_metadata_area_grows_by_an_eighth_and_is_never_a_ninth_too_large() {
+        // Journaled: whatever the need, the area is at most 9/8 of it (plus
+        // the smallest step), and the count stays far below the limits.
+        for need in [3u64, 100, 1000, 5_461, 100_000, 400_000] {
+            let mut sb = sample();
+            sb.meta_extents = vec![MetaExtent { start: 0, order: 1 }];
+            let (size, count) = grow_until(&mut sb, need);
+            assert!(size * 8 <= need * 9 + 16, "need {need}: area {size}");
+            assert!(count < MAX_META_EXTENTS, "need {need}: {count} extents");
+            assert!(sb.meta_extents.iter().all(|e| (1..=12).contains(&e.order)));
+        }
+        // Capped at the largest piece: 1 GiB of tuple blocks in 16 MiB steps.
+        let mut sb = sample();
+        let (_, count) = grow_until(&mut sb, 1 << 18);
+        assert_eq!(sb.next_extent_order(), 12);
+        assert!(count < 130, "{count} extents");
+        // Two-slot stores keep doubling (their list of 200 is all they have).
+        let mut sb = sample();
+        sb.journal = None;
+        sb.meta_extents = vec![MetaExtent { start: 0, order: 3 }];
+        assert_eq!(sb.next_extent_order(), 4);
+        sb.meta_extents.push(MetaExtent {
+            start: 0,
+            order: 12,
+        });
+        assert_eq!(sb.next_extent_order(), 12);
     }
 
     #[test]

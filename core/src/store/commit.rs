@@ -1526,11 +1526,11 @@ impl Committer {
     /// superblock write is durable the extent is just free heap space.
     async fn grow(&mut self) -> Result<()> {
         let full = || Error::new(ErrorKind::NoSpace, "metadata area is full and cannot grow");
-        let (count, last, max, journaled) = {
+        let (count, want, max, journaled) = {
             let sb = self.shared.superblock.lock();
             (
                 sb.meta_extents.len(),
-                sb.meta_extents.last().map(|e| e.order),
+                sb.next_extent_order(),
                 sb.max_order,
                 sb.journal.is_some(),
             )
@@ -1545,7 +1545,6 @@ impl Committer {
         if count >= limit {
             return Err(full());
         }
-        let want = last.map_or(1, |o| o + 1).min(max);
         // A full heap grows the store file first (`grow`).
         let piece = super::grow::with_room(&self.shared, (BLOCK_SIZE as u64) << want, |a| {
             (1..=want).rev().find_map(|k| a.alloc(k)).ok_or_else(full)

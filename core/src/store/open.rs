@@ -426,7 +426,8 @@ async fn create(engine: &dyn IoEngine, size: u64, options: &Options) -> Result<S
     };
     let mut alloc = BuddyAllocator::new(SUPER_BLOCKS, heap, max_order);
     // First metadata extent: about 1/512 of the store, between one tuple
-    // block and 1 MiB; it grows by doubling later.
+    // block and 1 MiB; it grows by an eighth at a time later
+    // (`Superblock::next_extent_order`).
     let init = (63 - (total / 512).max(2).leading_zeros() as u8).clamp(1, 8.min(max_order));
     let piece = alloc
         .alloc(init)
