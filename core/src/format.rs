@@ -47,8 +47,11 @@ pub const MAX_META_EXTENTS: usize = 200;
 pub const MAX_TOTAL_META_EXTENTS: usize = u16::MAX as usize;
 
 /// A journaled store's metadata area grows by at most this fraction of its
-/// size at a time (`Superblock::next_extent_order`).
-const EXTENT_STEP_FRACTION: u64 = 8;
+/// size at a time (`Superblock::next_extent_order`)...
+const EXTENT_STEP_FRACTION: u64 = 32;
+/// ... and by at least a piece of this order (256 KiB), so a small store
+/// does not grow (and publish its superblock) every few tuple blocks.
+const MIN_EXTENT_STEP_ORDER: u8 = 6;
 /// Extent table magic (8 bytes).
 pub const EXTENT_TABLE_MAGIC: &[u8; 8] = b"BCXTABLE";
 /// Extent table header: magic, store id, entry count, checksum, reserved.
@@ -430,12 +433,13 @@ impl Superblock {
 
     /// The order the next metadata extent asks for (the allocator may give
     /// a smaller one on a fragmented or full heap). A journaled store grows
-    /// its metadata area by the largest power of two at most an eighth of
-    /// its size, so the newest extent, the only one not yet full, is at
-    /// most about a ninth of the area: small stores do not keep up to half
-    /// their metadata area empty, as doubling did. Two-slot (version-3)
-    /// stores still double, as their superblock's list of 200 extents is all
-    /// they have. Both are capped at the largest piece; never below order 1.
+    /// its metadata area by the largest power of two at most a 32nd of its
+    /// size (at least 256 KiB), so the newest extent, the only one not yet
+    /// full, is at most about a 33rd of the area: stores do not
+    /// keep up to half their metadata area empty, as doubling did. Two-slot
+    /// (version-3) stores still double, as their superblock's list of 200
+    /// extents is all they have. Both are capped at the largest piece;
+    /// never below order 1.
     pub fn next_extent_order(&self) -> u8 {
         let order = match self.layout() {
             Layout::Paired => self
@@ -446,7 +450,8 @@ impl Superblock {
                 let blocks: u64 = self.meta_extents.iter().map(|e| 1u64 << e.order).sum();
                 (blocks / EXTENT_STEP_FRACTION)
                     .checked_ilog2()
-                    .map_or(1, |o| o as u8)
+                    .map_or(0, |o| o as u8)
+                    .max(MIN_EXTENT_STEP_ORDER)
             }
         };
         order.clamp(1, self.max_order.max(1))
@@ -702,22 +707,27 @@ mod tests {
     }
 
     #[test]
-    fn the_metadata_area_grows_by_an_eighth_and_is_never_a_ninth_too_large() {
-        // Journaled: whatever the need, the area is at most 9/8 of it (plus
-        // the smallest step), and the count stays far below the limits.
-        for need in [3u64, 100, 1000, 5_461, 100_000, 400_000] {
+    fn the_metadata_area_grows_by_a_32nd_and_is_never_much_too_large() {
+        // Journaled: whatever the need, the area is at most 33/32 of it (or
+        // the need plus the smallest step, 64 blocks), with a few hundred
+        // extents at most (past 200 the extent table lists them).
+        for need in [3u64, 100, 1000, 5_461, 37_000, 100_000, 336_000] {
             let mut sb = sample();
-            sb.meta_extents = vec![MetaExtent { start: 0, order: 1 }];
+            sb.meta_extents = vec![MetaExtent { start: 0, order: 3 }];
             let (size, count) = grow_until(&mut sb, need);
-            assert!(size * 8 <= need * 9 + 16, "need {need}: area {size}");
-            assert!(count < MAX_META_EXTENTS, "need {need}: {count} extents");
+            assert!(
+                size * 32 <= need * 33 || size < need + 64,
+                "need {need}: area {size}"
+            );
+            assert!(count < 300, "need {need}: {count} extents");
             assert!(sb.meta_extents.iter().all(|e| (1..=12).contains(&e.order)));
         }
-        // Capped at the largest piece: 1 GiB of tuple blocks in 16 MiB steps.
+        // Capped at the largest piece: from 1 GiB of tuple blocks on, 16 MiB
+        // steps.
         let mut sb = sample();
         let (_, count) = grow_until(&mut sb, 1 << 18);
         assert_eq!(sb.next_extent_order(), 12);
-        assert!(count < 130, "{count} extents");
+        assert!(count < 300, "{count} extents");
         // Two-slot stores keep doubling (their list of 200 is all they have).
         let mut sb = sample();
         sb.journal = None;
