@@ -48,7 +48,7 @@ pub const MAX_TOTAL_META_EXTENTS: usize = u16::MAX as usize;
 
 /// A journaled store's metadata area grows by at most this fraction of its
 /// size at a time (`Superblock::next_extent_order`)...
-const EXTENT_STEP_FRACTION: u64 = 32;
+const EXTENT_STEP_FRACTION: u64 = 8;
 /// ... and by at least a piece of this order (256 KiB), so a small store
 /// does not grow (and publish its superblock) every few tuple blocks.
 const MIN_EXTENT_STEP_ORDER: u8 = 6;
@@ -433,9 +433,9 @@ impl Superblock {
 
     /// The order the next metadata extent asks for (the allocator may give
     /// a smaller one on a fragmented or full heap). A journaled store grows
-    /// its metadata area by the largest power of two at most a 32nd of its
+    /// its metadata area by the largest power of two at most an eighth of its
     /// size (at least 256 KiB), so the newest extent, the only one not yet
-    /// full, is at most about a 33rd of the area: stores do not
+    /// full, is at most about a ninth of the area: stores do not
     /// keep up to half their metadata area empty, as doubling did. Two-slot
     /// (version-3) stores still double, as their superblock's list of 200
     /// extents is all they have. Both are capped at the largest piece;
@@ -707,19 +707,19 @@ mod tests {
     }
 
     #[test]
-    fn the_metadata_area_grows_by_a_32nd_and_is_never_much_too_large() {
-        // Journaled: whatever the need, the area is at most 33/32 of it (or
-        // the need plus the smallest step, 64 blocks), with a few hundred
-        // extents at most (past 200 the extent table lists them).
+    fn the_metadata_area_grows_by_an_eighth_and_is_never_much_too_large() {
+        // Journaled: whatever the need, the area is at most 9/8 of it (or
+        // the need plus the smallest step, 64 blocks), and the superblock's
+        // own list holds the extents.
         for need in [3u64, 100, 1000, 5_461, 37_000, 100_000, 336_000] {
             let mut sb = sample();
             sb.meta_extents = vec![MetaExtent { start: 0, order: 3 }];
             let (size, count) = grow_until(&mut sb, need);
             assert!(
-                size * 32 <= need * 33 || size < need + 64,
+                size * 8 <= need * 9 || size < need + 64,
                 "need {need}: area {size}"
             );
-            assert!(count < 300, "need {need}: {count} extents");
+            assert!(count <= MAX_META_EXTENTS, "need {need}: {count} extents");
             assert!(sb.meta_extents.iter().all(|e| (1..=12).contains(&e.order)));
         }
         // Capped at the largest piece: from 1 GiB of tuple blocks on, 16 MiB
@@ -727,7 +727,7 @@ mod tests {
         let mut sb = sample();
         let (_, count) = grow_until(&mut sb, 1 << 18);
         assert_eq!(sb.next_extent_order(), 12);
-        assert!(count < 300, "{count} extents");
+        assert!(count <= MAX_META_EXTENTS, "{count} extents");
         // Two-slot stores keep doubling (their list of 200 is all they have).
         let mut sb = sample();
         sb.journal = None;
