@@ -434,7 +434,8 @@ impl Superblock {
     /// The order the next metadata extent asks for (the allocator may give
     /// a smaller one on a fragmented or full heap). A journaled store grows
     /// its metadata area by the largest power of two at most an eighth of its
-    /// size (at least 256 KiB), so the newest extent, the only one not yet
+    /// size (at least 256 KiB, or a 64th of a smaller store), so the newest
+    /// extent, the only one not yet
     /// full, is at most about a ninth of the area: stores do not
     /// keep up to half their metadata area empty, as doubling did. Two-slot
     /// (version-3) stores still double, as their superblock's list of 200
@@ -448,10 +449,16 @@ impl Superblock {
                 .map_or(1, |e| e.order.saturating_add(1)),
             Layout::Journaled(_) => {
                 let blocks: u64 = self.meta_extents.iter().map(|e| 1u64 << e.order).sum();
+                // The least step, but never more than a 64th of the store: a
+                // small fixed store keeps its room for data.
+                let least = (self.total_blocks() / 64)
+                    .checked_ilog2()
+                    .map_or(1, |o| o as u8)
+                    .min(MIN_EXTENT_STEP_ORDER);
                 (blocks / EXTENT_STEP_FRACTION)
                     .checked_ilog2()
                     .map_or(0, |o| o as u8)
-                    .max(MIN_EXTENT_STEP_ORDER)
+                    .max(least)
             }
         };
         order.clamp(1, self.max_order.max(1))
@@ -728,6 +735,13 @@ mod tests {
         let (_, count) = grow_until(&mut sb, 1 << 18);
         assert_eq!(sb.next_extent_order(), 12);
         assert!(count <= MAX_META_EXTENTS, "{count} extents");
+        // A 1 MiB store (256 blocks) grows its metadata by 4 blocks at first,
+        // not by a quarter of the store.
+        let mut sb = sample();
+        sb.capacity = 1 << 20;
+        sb.max_order = 7;
+        sb.meta_extents = vec![MetaExtent { start: 0, order: 1 }];
+        assert_eq!(sb.next_extent_order(), 2);
         // Two-slot stores keep doubling (their list of 200 is all they have).
         let mut sb = sample();
         sb.journal = None;

@@ -283,6 +283,41 @@ pub(crate) struct OpenFile {
     pub direct: bool,
 }
 
+/// Runs `f`, catching its panic without printing that panic's message:
+/// for probes whose only way to say "no" is to panic (tokio registering
+/// with a runtime built without I/O; tokio-uring outside its runtime).
+///
+/// Installs, once per process, a panic hook that stays silent for a panic
+/// on a thread inside `catch_quietly` and hands every other panic (other
+/// threads', this thread's outside it) to the hook set before. A hook the
+/// application sets later replaces it, and the probe's message is printed
+/// again, nothing worse (README, "Using it from Rust"). With `panic = "abort"` there
+/// is nothing to catch: the hook is left alone, so the message says why
+/// the process aborts. On a thread already panicking, the hook cannot be
+/// changed and is left alone too.
+pub(crate) fn catch_quietly<R>(
+    f: impl FnOnce() -> R + std::panic::UnwindSafe,
+) -> std::thread::Result<R> {
+    use std::cell::Cell;
+    thread_local!(static QUIET: Cell<bool> = const { Cell::new(false) });
+    static FILTER: std::sync::Once = std::sync::Once::new();
+    if cfg!(panic = "abort") || std::thread::panicking() {
+        return std::panic::catch_unwind(f);
+    }
+    FILTER.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+    QUIET.with(|q| q.set(true));
+    let result = std::panic::catch_unwind(f);
+    QUIET.with(|q| q.set(false));
+    result
+}
+
 /// Opens (or creates) the file with `O_DIRECT` when asked, falling back to
 /// buffered I/O only where the file system refuses direct I/O (`EINVAL`).
 /// Without `writable` the file is opened `O_RDONLY` (read-only stores, files

@@ -67,9 +67,9 @@ use crate::options::ReadOptions;
 /// [`Store::local`]) fails with `Unsupported` rather than panicking: with no async runtime on the thread, or a
 /// multi-thread tokio runtime, at once; on a current-thread tokio runtime
 /// that is not tokio-uring's, after a probe that tokio-uring answers with
-/// a panic, caught (the panic hook still prints its message once; with
-/// `panic = "abort"` the process aborts instead). The probe runs once per
-/// runtime.
+/// a panic, caught without its message being printed
+/// (`io::catch_quietly`; with `panic = "abort"` the process aborts
+/// instead). The probe runs once per runtime.
 #[derive(Clone)]
 pub struct LocalStore {
     store: Store,
@@ -111,7 +111,7 @@ fn outside(why: &str) -> Error {
 /// dropped in flight, which tokio-uring supports (it discards the
 /// completion).
 fn on_tokio_uring() -> bool {
-    std::panic::catch_unwind(|| drop(tokio_uring::no_op().now_or_never())).is_ok()
+    crate::io::catch_quietly(|| drop(tokio_uring::no_op().now_or_never())).is_ok()
 }
 
 impl LocalStore {

@@ -468,7 +468,7 @@ impl Driver {
         // tokio panics (rather than failing) when the runtime was built
         // without I/O; such a runtime is remembered and served by the
         // fallback thread. The panic is expected, so it is kept quiet.
-        let registered = quietly(move || {
+        let registered = crate::io::catch_quietly(move || {
             // SAFETY: the AsyncFd owns an `Arc` of the eventfd, so the
             // descriptor stays open and the same for its whole life.
             unsafe {
@@ -547,31 +547,6 @@ impl Driver {
             }
         }
     }
-}
-
-/// Runs `f`, catching a panic without this thread's panic message being
-/// printed: tokio offers no way to ask whether a runtime has I/O other
-/// than registering with it, which panics when it has none. Installs, once
-/// per process, a panic hook that hands every other panic (other threads',
-/// and this thread's outside `quietly`) to the hook that was set before.
-/// A hook the application sets later replaces this one, and then the
-/// expected panic is printed again, nothing worse.
-fn quietly<R>(f: impl FnOnce() -> R + std::panic::UnwindSafe) -> std::thread::Result<R> {
-    use std::cell::Cell;
-    thread_local!(static QUIET: Cell<bool> = const { Cell::new(false) });
-    static FILTER: std::sync::Once = std::sync::Once::new();
-    FILTER.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if !QUIET.with(Cell::get) {
-                previous(info);
-            }
-        }));
-    });
-    QUIET.with(|q| q.set(true));
-    let result = std::panic::catch_unwind(f);
-    QUIET.with(|q| q.set(false));
-    result
 }
 
 fn fallback_thread(driver: Weak<Driver>, fd: Arc<OwnedFd>, ctl: Arc<FallbackCtl>) {
