@@ -38,7 +38,10 @@ const BATCH_BYTES: u64 = 64 << 20;
 const WRITE_AHEAD: usize = 2;
 
 type WriteFut<'a> = Pin<Box<dyn Future<Output = (Result<Vec<Staged>>, u64)> + Send + 'a>>;
-type CommitFut<'a> = Pin<Box<dyn Future<Output = Result<(u64, u64)>> + Send + 'a>>;
+/// A batch's commit: (objects, bytes), or the failure and how many of the
+/// batch's first objects were committed before it.
+type Committed = std::result::Result<(u64, u64), (crate::Error, u64)>;
+type CommitFut<'a> = Pin<Box<dyn Future<Output = Committed> + Send + 'a>>;
 
 /// One object of a load, as the load takes it.
 pub(crate) struct LoadItem {
@@ -55,7 +58,7 @@ pub(crate) struct LoadItem {
 
 /// What the load loop waits for next.
 enum Event {
-    Committed(Result<(u64, u64)>),
+    Committed(Committed),
     Written((Result<Vec<Staged>>, u64)),
 }
 
@@ -177,8 +180,13 @@ impl Store {
         // boundary or a sync. Batches finish in order (FuturesOrdered) and
         // only finished batches join a group; one group commits at a time,
         // in order, so what is visible is always a prefix.
-        let context =
-            |e: crate::Error, done: u64| e.context(format!("bulk_load after {done} objects"));
+        // How many objects the load committed (the first ones, in order),
+        // earlier batches' and those of a batch cut short together.
+        let context = |e: crate::Error, done: u64| {
+            e.context(format!(
+                "bulk_load committed the first {done} objects and stopped"
+            ))
+        };
         let mut writes: FuturesOrdered<WriteFut<'_>> = FuturesOrdered::new();
         let mut committing: Option<CommitFut<'_>> = None;
         let mut written: (Vec<Staged>, u64) = (Vec::new(), 0);
@@ -233,8 +241,8 @@ impl Store {
                     committing = None;
                     match r {
                         Ok(done) => report.add(done),
-                        Err(e) => {
-                            failure.get_or_insert(context(e, report.objects));
+                        Err((e, applied)) => {
+                            failure.get_or_insert(context(e, report.objects + applied));
                         }
                     }
                 }
@@ -297,18 +305,21 @@ impl Store {
     }
 
     /// Commits a written batch as one request: one commit group, one data
-    /// sync and one tuple sync for the whole batch.
-    async fn commit_batch(&self, (items, bytes): (Vec<Staged>, u64)) -> Result<(u64, u64)> {
+    /// sync and one tuple sync for the whole batch (more groups when the
+    /// metadata journal splits it). A failure comes with how many of the
+    /// batch's first objects were committed before it.
+    async fn commit_batch(&self, (items, bytes): (Vec<Staged>, u64)) -> Committed {
         let n = items.len();
-        let (applied, stop) = self.submit_many(items).await?;
+        let (applied, stop) = self.submit_many(items).await.map_err(|e| (e, 0))?;
         match stop {
             None if applied == n => Ok((n as u64, bytes)),
-            Some(e) => Err(e.context(format!(
-                "{applied} objects of the last batch were committed"
-            ))),
-            None => Err(crate::Error::new(
-                crate::ErrorKind::Io,
-                format!("only {applied} of {n} objects of a batch were committed"),
+            Some(e) => Err((e, applied as u64)),
+            None => Err((
+                crate::Error::new(
+                    crate::ErrorKind::Io,
+                    format!("only {applied} of {n} objects of a batch were committed"),
+                ),
+                applied as u64,
             )),
         }
     }
