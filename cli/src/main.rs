@@ -331,6 +331,34 @@ fn open(path: &Path) -> Result<Store, String> {
     open_with(path, Options::new().create(false))
 }
 
+/// Fails when `target` (the metadata of where output goes, if it exists)
+/// is the store file itself: writing there would destroy the store.
+fn refuse_the_store(
+    target: Option<std::fs::Metadata>,
+    store: &Path,
+    shown: &Path,
+) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let (Some(t), Ok(st)) = (target, std::fs::metadata(store)) else {
+        return Ok(());
+    };
+    if t.dev() == st.dev() && t.ino() == st.ino() {
+        return Err(format!(
+            "{} is the store {} itself: writing the object there would destroy the store; nothing written",
+            shown.display(),
+            store.display()
+        ));
+    }
+    Ok(())
+}
+
+/// What stdout is, when it is a file (a redirection).
+fn stdout_metadata() -> Option<std::fs::Metadata> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
+    std::fs::File::from(fd).metadata().ok()
+}
+
 /// Opens an existing store for a command that only reads it: shared lock,
 /// read-only descriptor; nothing is created, grown or written. `index`
 /// overrides the stored kind for this open only (a read-only open stores
@@ -476,7 +504,14 @@ fn run(cli: Cli) -> Result<(), String> {
                 Some(r) => Some((parse_range(r)?, r)),
                 None => None,
             };
-            let s = open_read_only(&store_path()?, None)?;
+            let path = store_path()?;
+            // The bytes must not land on the store itself (`-o` naming the
+            // store, or stdout redirected into it with `>>`).
+            match output {
+                Some(p) => refuse_the_store(std::fs::metadata(p).ok(), &path, p)?,
+                None => refuse_the_store(stdout_metadata(), &path, Path::new("stdout"))?,
+            }
+            let s = open_read_only(&path, None)?;
             let bytes = match range {
                 Some((r, text)) => {
                     let size = s.stat(&key).map_err(|e| e.to_string())?.size;

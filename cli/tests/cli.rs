@@ -1226,3 +1226,50 @@ fn progress_never_reaches_captured_stderr() {
         );
     }
 }
+
+// Guards invariant 7 too: `get` never writes its object over the store it
+// reads, whether `-o` names the store (or a hard link to it) or stdout is
+// redirected into it.
+#[test]
+fn get_refuses_to_write_over_its_own_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.blobcask");
+    ok(&run(&store, &["create"], None));
+    let value = dir.path().join("v");
+    std::fs::write(&value, b"a value").unwrap();
+    ok(&run(&store, &["put", "k", value.to_str().unwrap()], None));
+    let before = std::fs::read(&store).unwrap();
+    let link = dir.path().join("link.blobcask");
+    std::fs::hard_link(&store, &link).unwrap();
+    for target in [&store, &link] {
+        fails_with(
+            &run(&store, &["get", "k", "-o", target.to_str().unwrap()], None),
+            "would destroy the store",
+        );
+    }
+    let appended = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&store)
+        .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_blobcask"))
+        .arg("-s")
+        .arg(&store)
+        .args(["get", "k"])
+        .stdout(Stdio::from(appended))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    fails_with(&o, "stdout is the store");
+    assert!(
+        std::fs::read(&store).unwrap() == before,
+        "the store changed"
+    );
+    // Elsewhere, the object is written as before.
+    let out = dir.path().join("out");
+    ok(&run(
+        &store,
+        &["get", "k", "-o", out.to_str().unwrap()],
+        None,
+    ));
+    assert_eq!(std::fs::read(&out).unwrap(), b"a value");
+}
