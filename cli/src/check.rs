@@ -17,16 +17,26 @@ pub struct Outcome {
     pub problems: usize,
 }
 
-pub fn run(path: &Path, data: bool, human: impl Fn(u64) -> String) -> Outcome {
+pub fn run(path: &Path, data: bool, salvage: bool, human: impl Fn(u64) -> String) -> Outcome {
     let mut lines = Vec::new();
     let mut problems = 0;
-    let store = match Store::open(path, Options::new().create(false).read_only(true)) {
+    let options = Options::new()
+        .create(false)
+        .read_only(true)
+        .salvage(salvage);
+    let store = match Store::open(path, options) {
         Ok(s) => s,
         Err(e) => {
             let advice = match e.kind() {
+                ErrorKind::Corrupt if salvage => {
+                    "even a salvage open refuses the store (its superblock or metadata list is \
+                     damaged beyond what can be skipped); nothing was changed. Restore it from a backup"
+                }
                 ErrorKind::Corrupt => {
                     "the store cannot be opened safely; nothing was changed. Restore it from a backup \
-                     (`blobcask backup` of a healthy copy), or copy out what reads with `blobcask get`"
+                     (`blobcask backup` of a healthy copy), or see what still reads with \
+                     `blobcask --salvage check` and copy it out with `blobcask --salvage backup NEW` \
+                     (or `--salvage get`)"
                 }
                 ErrorKind::Locked => "another process has the store open; check it when that process has closed it",
                 _ => "nothing was changed",
@@ -49,6 +59,12 @@ pub fn run(path: &Path, data: bool, human: impl Fn(u64) -> String) -> Outcome {
     let r = &stats.recovery;
     if !r.clean {
         lines.push("the store was not closed cleanly (a crash or a kill): recovery checked its newest commit group".into());
+    }
+    for line in &r.skipped {
+        problems += 1;
+        lines.push(format!(
+            "problem: {line} (--salvage): they are lost from this store"
+        ));
     }
     for line in &r.repaired {
         problems += 1;

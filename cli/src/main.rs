@@ -65,6 +65,12 @@ struct Cli {
     /// Store file or block device.
     #[arg(short, long, env = "BLOBCASK_STORE", global = true)]
     store: Option<PathBuf>,
+    /// Read a damaged store that an open refuses: tuple blocks whose newest
+    /// copy is damaged are skipped (their objects missing, never served
+    /// from an older copy) and named by `check`. Read-only commands only
+    /// (get, ls, stat, stats, check, backup): copy out what still reads.
+    #[arg(long, global = true)]
+    salvage: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -327,7 +333,20 @@ fn unix_time(t: SystemTime) -> String {
 /// a missing store is an error that says how to make one. No index, inline
 /// threshold or capacity is passed: the store's stored ones apply (one
 /// passed here would replace them).
+/// Set from `--salvage`: read-only opens skip damaged tuple blocks.
+static SALVAGE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn salvage() -> bool {
+    SALVAGE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 fn open(path: &Path) -> Result<Store, String> {
+    if salvage() {
+        return Err(
+            "--salvage only reads (get, ls, stat, stats, check, backup): a damaged store is never written"
+                .into(),
+        );
+    }
     open_with(path, Options::new().create(false))
 }
 
@@ -364,7 +383,7 @@ fn stdout_metadata() -> Option<std::fs::Metadata> {
 /// overrides the stored kind for this open only (a read-only open stores
 /// nothing).
 fn open_read_only(path: &Path, index: Option<IndexKind>) -> Result<Store, String> {
-    let options = Options::new().read_only(true);
+    let options = Options::new().read_only(true).salvage(salvage());
     open_with(
         path,
         match index {
@@ -421,6 +440,7 @@ fn human(n: u64) -> String {
 }
 
 fn run(cli: Cli) -> Result<(), String> {
+    SALVAGE.store(cli.salvage, std::sync::atomic::Ordering::Relaxed);
     let store_path = || {
         cli.store
             .clone()
@@ -678,12 +698,13 @@ fn run(cli: Cli) -> Result<(), String> {
                 );
             } else {
                 println!(
-                    "recovery at open     rolled back {} group(s), {} object version(s); repaired {}",
+                    "recovery at open     rolled back {} group(s), {} object version(s); repaired {}; skipped {} damaged tuple block(s)",
                     r.rolled_back_groups,
                     r.rolled_back_objects,
-                    r.repaired.len()
+                    r.repaired.len(),
+                    r.skipped.len()
                 );
-                for line in r.repaired.iter().chain(&r.details) {
+                for line in r.skipped.iter().chain(&r.repaired).chain(&r.details) {
                     println!("  {line}");
                 }
             }
@@ -745,7 +766,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 }
                 _ => {}
             }
-            let outcome = check::run(&path, *data, human);
+            let outcome = check::run(&path, *data, salvage(), human);
             for line in &outcome.lines {
                 println!("{line}");
             }

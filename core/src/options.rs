@@ -74,6 +74,9 @@ pub struct Options {
     pub(crate) create: bool,
     pub(crate) create_new: bool,
     pub(crate) read_only: bool,
+    /// Skip tuple blocks whose newest copy is damaged instead of refusing
+    /// the open (read-only opens only).
+    pub(crate) salvage: bool,
     pub(crate) durability: Durability,
     pub(crate) cache_bytes: u64,
     /// Expired objects stay until a later open removes them (a backup's
@@ -97,6 +100,7 @@ impl Default for Options {
             create: true,
             create_new: false,
             read_only: false,
+            salvage: false,
             durability: Durability::Sync,
             cache_bytes: DEFAULT_CACHE_BYTES,
             keep_expired: false,
@@ -269,6 +273,23 @@ impl Options {
         self
     }
 
+    /// Open a damaged store to copy out what still reads. A tuple block
+    /// whose newest copy is damaged (an open refuses that store as
+    /// `Corrupt`: the block's latest tuples are lost) is skipped: its
+    /// objects are missing (`NotFound`), never served from an older copy,
+    /// and the block is named in [`Stats::recovery`](crate::Stats)`.skipped`.
+    /// Everything else reads and is verified as usual. When the skipped
+    /// block belonged to the newest commit group, that group is rolled back
+    /// as a torn one and its other objects read at their previous versions
+    /// (reported as a rollback). Only with [`read_only`](Self::read_only):
+    /// nothing is written, and the store stays as damaged as it was (copy
+    /// what reads into a new store, e.g. `blobcask --salvage get`).
+    /// Defaults to `false`.
+    pub fn salvage(mut self, yes: bool) -> Self {
+        self.salvage = yes;
+        self
+    }
+
     /// Whether the store is opened read-only (recovery must not write).
     pub(crate) fn is_read_only(&self) -> bool {
         self.read_only
@@ -288,6 +309,11 @@ impl Options {
         if self.read_only && self.create_new {
             return bad(
                 "read_only and create_new cannot be combined: a new store is written".into(),
+            );
+        }
+        if self.salvage && !self.read_only {
+            return bad(
+                "salvage needs read_only: a salvaged store is only read, never written".into(),
             );
         }
         if let Some(t) = self.inline_threshold.filter(|&t| t > MAX_INLINE_THRESHOLD) {

@@ -146,12 +146,19 @@ pub struct RecoveryReport {
     /// Human-readable lines: what was rolled back and why (at most 100
     /// object names; the counts above are exact).
     pub details: Vec<String>,
+    /// Damaged tuple blocks a salvage open skipped
+    /// ([`Options::salvage`](crate::Options::salvage)): their objects are
+    /// missing. Always empty otherwise (such damage refuses the open).
+    pub skipped: Vec<String>,
 }
 
 impl RecoveryReport {
     /// Whether recovery had to do anything at all.
     pub fn is_empty(&self) -> bool {
-        self.rolled_back_groups == 0 && self.rolled_back_objects == 0 && self.repaired.is_empty()
+        self.rolled_back_groups == 0
+            && self.rolled_back_objects == 0
+            && self.repaired.is_empty()
+            && self.skipped.is_empty()
     }
 
     fn object(&mut self, line: String) {
@@ -347,6 +354,29 @@ fn classify(slot: &SlotContent, y: u64, tear_floor: u64, same_ok: bool) -> Damag
     }
 }
 
+/// The keys an older copy of a skipped block names (the objects most
+/// likely lost with it), for the salvage report: at most ten, and the count.
+fn older_names(older: Option<&SlotContent>) -> String {
+    let Some(SlotContent::Valid { tuples, .. }) = older else {
+        return String::new();
+    };
+    let names: Vec<String> = tuples
+        .iter()
+        .take(10)
+        .map(|t| crate::error::show_key(&t.key))
+        .collect();
+    let more = if tuples.len() > names.len() {
+        ", ..."
+    } else {
+        ""
+    };
+    format!(
+        "; its older copy names {} object(s): {}{more}",
+        tuples.len(),
+        names.join(", ")
+    )
+}
+
 fn corrupt(msg: String) -> Error {
     Error::new(ErrorKind::Corrupt, msg)
 }
@@ -358,6 +388,7 @@ pub(crate) async fn plan<V, F>(
     scanned: &mut [ScannedBlock],
     clean_seq: u64,
     layout: Layout,
+    salvage: bool,
     mut verify: V,
 ) -> Result<Plan>
 where
@@ -399,6 +430,14 @@ where
             .filter(|(_, (_, s))| matches!(s, SlotContent::Invalid { .. }))
             .map(|(i, (_, s))| (i, s))
             .collect();
+        // A salvage open skips a block whose state is lost: no tuple of it
+        // is served, from that copy or an older one.
+        let mut skip = |why: String| {
+            report.skipped.push(format!(
+                "tuple block {no} (byte {}): {why}; its objects are skipped",
+                b.offset
+            ));
+        };
         if layout == Layout::Paired && w.is_none() && damaged.len() > 1 {
             let whys: Vec<String> = damaged
                 .iter()
@@ -407,11 +446,18 @@ where
                     _ => None,
                 })
                 .collect();
-            return Err(at(corrupt(format!(
+            let why = format!(
                 "both slots of a tuple block are damaged ({})",
                 whys.join("; ")
-            ))));
+            );
+            if salvage {
+                skip(why);
+                chosen.push(None);
+                continue;
+            }
+            return Err(at(corrupt(why)));
         }
+        let mut lost = false;
         for (i, d) in damaged {
             let SlotContent::Invalid { why, .. } = d else {
                 continue;
@@ -446,16 +492,26 @@ where
                 Damage::Torn(seq) => {
                     torn_groups.insert(seq);
                 }
+                Damage::Lost if salvage => {
+                    if !lost {
+                        skip(format!(
+                            "its newer copy is damaged ({why}){}",
+                            older_names(w.and_then(|w| b.slot(w)))
+                        ));
+                    }
+                    lost = true;
+                }
                 Damage::Lost => {
                     return Err(at(corrupt(format!(
                         "its newer copy is damaged ({why}) and was not being written when the store \
                          was last stopped: the block's latest tuples are lost. Nothing was changed; \
-                         run `blobcask check` for the full list, and restore the store from a backup"
+                         restore the store from a backup, or copy out what still reads with \
+                         `blobcask --salvage get` (`Options::salvage`)"
                     ))));
                 }
             }
         }
-        chosen.push(w);
+        chosen.push(if lost { None } else { w });
     }
     let winner = |b: &ScannedBlock, w: Option<usize>| match w.and_then(|w| b.slot(w)) {
         Some(SlotContent::Valid {
@@ -716,6 +772,7 @@ mod tests {
             blocks,
             clean_seq,
             Layout::Paired,
+            false,
             |t: Tuple| async move {
                 Ok((&*t.key == bad.as_bytes()).then(|| "test mismatch".to_string()))
             },
@@ -916,6 +973,7 @@ mod tests {
             blocks,
             0,
             Layout::Journaled(JOURNAL),
+            false,
             |t: Tuple| async move {
                 Ok((&*t.key == bad.as_bytes()).then(|| "test mismatch".to_string()))
             },

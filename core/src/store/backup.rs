@@ -383,6 +383,7 @@ impl Store {
             .inline_threshold(s.settings.inline_threshold)
             .max_capacity(s.settings.max_capacity.unwrap_or(u64::MAX))
             .read_only(false)
+            .salvage(false)
             .create_new(true)
             .cache_bytes(0)
             .durability(Durability::Sync);
@@ -656,6 +657,7 @@ async fn verify(
         .options
         .clone()
         .read_only(true)
+        .salvage(false)
         .create(false)
         .create_new(false)
         .cache_bytes(0);

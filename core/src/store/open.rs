@@ -651,7 +651,8 @@ async fn recover(
     let mut scanned =
         recovery::scan(engine.as_ref(), sb.store_id, &sb.meta_extents, layout).await?;
     let verify_engine = engine.clone();
-    let mut plan = recovery::plan(&mut scanned, sb.clean_seq, layout, |t: Tuple| {
+    let salvage = options.salvage;
+    let mut plan = recovery::plan(&mut scanned, sb.clean_seq, layout, salvage, |t: Tuple| {
         let engine = verify_engine.clone();
         async move {
             if let TupleValue::Heap { pieces, .. } = &t.value {
