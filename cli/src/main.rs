@@ -418,6 +418,16 @@ fn open_with(path: &Path, options: Options) -> Result<Store, String> {
 }
 
 fn no_store(path: &Path, why: &str) -> String {
+    // A path whose directory is missing cannot be created either: say so
+    // rather than suggest a `create` that would fail the same way.
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(dir) = parent.filter(|d| !d.is_dir()) {
+        return format!(
+            "no store at {p}: the directory {d} does not exist ({why})",
+            p = path.display(),
+            d = dir.display()
+        );
+    }
     format!(
         "no store at {p}; create one with `blobcask -s {p} create` ({why})",
         p = path.display()

@@ -145,6 +145,12 @@ fn only_create_makes_a_store_and_never_over_a_file() {
         fails_with(&o, "create one with `blobcask -s");
         assert!(!missing.exists(), "{args:?} created the file");
     }
+    // In a directory that does not exist, `create` would fail too: the
+    // error says what is missing instead of suggesting it.
+    let nowhere = dir.path().join("no-such-dir").join("s.blobcask");
+    for args in [&["ls"][..], &["stats"], &["get", "k"]] {
+        fails_with(&run(&nowhere, args, None), "no-such-dir does not exist");
+    }
     // An empty file stays 0 bytes.
     let empty = dir.path().join("empty.blobcask");
     std::fs::write(&empty, b"").unwrap();
