@@ -1125,6 +1125,26 @@ fn options(
     Ok(o.io_engine(engine).direct_io(direct_io).create(create))
 }
 
+/// A path argument as `open()` takes one: `str`, `bytes` (the file
+/// system's own bytes) or an `os.PathLike` giving either; anything else is
+/// `os.fspath`'s `TypeError`; a NUL byte in it, as `open()` says too, an
+/// `InvalidArgumentError` (a `ValueError`).
+fn path_arg(obj: &Bound<'_, PyAny>) -> PyResult<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = obj.py().import("os")?.call_method1("fspath", (obj,))?;
+    let path: std::path::PathBuf = match path.cast::<PyBytes>() {
+        Ok(b) => std::ffi::OsStr::from_bytes(b.as_bytes()).into(),
+        Err(_) => path.extract()?,
+    };
+    if path.as_os_str().as_bytes().contains(&0) {
+        return Err(error_class(
+            "InvalidArgumentError",
+            format!("INVALID_ARGUMENT: embedded null byte in the path {path:?}"),
+        ));
+    }
+    Ok(path)
+}
+
 impl Store {
     /// `ClosedError` once `close()` has run, for the calls whose engine
     /// counterparts cannot fail (`contains`, `len`, `stats`).
@@ -1146,7 +1166,7 @@ impl Store {
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        path: std::path::PathBuf,
+        path: &Bound<'_, PyAny>,
         capacity: Option<u64>,
         index: Option<&str>,
         inline_threshold: Option<usize>,
@@ -1160,6 +1180,7 @@ impl Store {
         durability: &str,
         max_delay: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let path = path_arg(path)?;
         let mut opts = options(
             capacity,
             index,
@@ -1570,7 +1591,8 @@ impl Store {
     /// `close()`, `CorruptError` if an object fails its checksums (no copy
     /// is made), `NoSpaceError`, `IOError`; `TypeError` for a `dest` that
     /// is not a path.
-    fn backup(&self, py: Python<'_>, dest: std::path::PathBuf) -> PyResult<BackupReport> {
+    fn backup(&self, py: Python<'_>, dest: &Bound<'_, PyAny>) -> PyResult<BackupReport> {
+        let dest = path_arg(dest)?;
         let s = &self.inner;
         py.detach(|| s.backup(dest))
             .map(BackupReport::from)
@@ -1596,8 +1618,10 @@ impl Store {
         py.detach(|| s.close()).map_err(py_err)
     }
 
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
+    /// `ClosedError` on a closed store, as every other call.
+    fn __enter__(slf: Py<Self>, py: Python<'_>) -> PyResult<Py<Self>> {
+        slf.borrow(py).check_open()?;
+        Ok(slf)
     }
 
     #[pyo3(signature = (*_args))]

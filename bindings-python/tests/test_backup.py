@@ -109,12 +109,10 @@ def test_other_bad_destinations(store, tmp_path):
 
 
 def test_a_destination_of_the_wrong_type_is_a_type_error(store, tmp_path):
-    class BytesPath(os.PathLike):
-        def __fspath__(self) -> bytes:
-            return os.fsencode(tmp_path / "bytes-like.blobcask")
-
+    # (bytes paths, as open() takes them, are accepted: test_store.py,
+    # test_paths_as_open_takes_them)
     before = sorted(os.listdir(tmp_path))
-    for wrong in (42, None, 1.5, [str(tmp_path / "x")], os.fsencode(tmp_path / "b"), BytesPath()):
+    for wrong in (42, None, 1.5, [str(tmp_path / "x")]):
         with pytest.raises(TypeError):
             store.backup(wrong)
         # Store() accepts (and refuses) the same types.
@@ -122,6 +120,12 @@ def test_a_destination_of_the_wrong_type_is_a_type_error(store, tmp_path):
             blobcask.Store(wrong)
     with pytest.raises(TypeError):
         store.backup()
+    # A NUL byte names no file, as open() says too.
+    for nul in (b"a\0b", "a\0b"):
+        with pytest.raises(ValueError, match="null byte"):
+            store.backup(nul)
+        with pytest.raises(ValueError, match="null byte"):
+            blobcask.Store(nul)
     assert sorted(os.listdir(tmp_path)) == before, "a refused call wrote something"
 
 

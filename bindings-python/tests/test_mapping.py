@@ -161,7 +161,7 @@ def test_setdefault(store):
     assert store.setdefault("ba", bytearray(b"x")) == b"x"
     assert type(store.setdefault("ba2", bytearray(b"x"))) is bytes
     # No default: None is no value, so an absent key is a TypeError...
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="setdefault needs a bytes-like default"):
         store.setdefault("absent")
     assert "absent" not in store
     # ... and a present one returns its value, as dict does.

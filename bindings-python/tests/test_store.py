@@ -211,6 +211,30 @@ def test_closed_store_raises_closed(path):
         len(s)
     with pytest.raises(errors.ClosedError):
         s.stats()
+    # A `with` block over a closed store does not start quietly either.
+    with pytest.raises(errors.ClosedError):
+        with s:
+            pass
+
+
+def test_paths_as_open_takes_them(path):
+    # str, bytes and os.PathLike (of str or bytes) name the same store.
+    import pathlib
+
+    class BytesPath:
+        def __fspath__(self) -> bytes:
+            return os.fsencode(path)
+
+    with blobcask.Store(path, capacity=8 << 20) as s:
+        s.put("k", b"v")
+    for p in [os.fsencode(path), pathlib.Path(path), BytesPath()]:
+        with blobcask.Store(p) as s:
+            assert s.get("k") == b"v"
+            dest = os.fsencode(str(path) + f".copy{type(p).__name__}")
+            assert s.backup(dest).objects == 1
+    for bad in [3, None, ["a"], 2.5]:
+        with pytest.raises(TypeError):
+            blobcask.Store(bad)
 
 
 def test_multipart_upload(store):

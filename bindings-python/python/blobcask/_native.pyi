@@ -332,7 +332,7 @@ class Store:
 
     def __new__(
         cls,
-        path: Union[str, "PathLike[str]"],
+        path: Union[str, bytes, "PathLike[str]", "PathLike[bytes]"],
         *,
         capacity: Optional[int] = None,
         index: Optional[str] = None,
@@ -482,7 +482,9 @@ class Store:
         non-int."""
     def sync(self) -> None:
         """Barrier: everything acknowledged before is durable."""
-    def backup(self, dest: Union[str, "PathLike[str]"]) -> BackupReport:
+    def backup(
+        self, dest: Union[str, bytes, "PathLike[str]", "PathLike[bytes]"]
+    ) -> BackupReport:
         """Writes a consistent copy of the store to ``dest``, which must not
         exist yet, while other threads go on reading and writing; open the
         copy with ``Store(dest)``. The copy holds the objects live at the

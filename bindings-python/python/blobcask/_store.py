@@ -125,6 +125,11 @@ class Store(_NativeStore, MutableMapping[Key, bytes]):
             value = self.get(key)
             if value is not None:
                 return value
+            if default is None:
+                raise TypeError(
+                    "setdefault needs a bytes-like default for an absent key: "
+                    "None cannot be stored"
+                )
             try:
                 self.put(key, default, if_absent=True)
             except AlreadyExistsError:
