@@ -528,10 +528,20 @@ where
     for &seq in &torn_groups {
         if seq > max_seq {
             report.rolled_back_groups += 1;
-            report.details.push(
-                "a commit group interrupted before any of its tuple blocks landed was dropped"
-                    .into(),
-            );
+            // After a clean close nothing newer landed: a process that
+            // opened the store since may have been cut in its first group,
+            // or one byte of a sequence field is damaged. The two look the
+            // same; say both.
+            let or_damage = if clean {
+                " (or, as the store had been closed cleanly and nothing newer landed, a \
+                 damaged sequence field in a tuple block; either way nothing acknowledged \
+                 is lost)"
+            } else {
+                ""
+            };
+            report.details.push(format!(
+                "a commit group interrupted before any of its tuple blocks landed was dropped{or_damage}"
+            ));
         }
     }
     let mut rejected: Vec<Option<usize>> = vec![None; scanned.len()];
