@@ -29,8 +29,8 @@ pub fn run(path: &Path, data: bool, salvage: bool, human: impl Fn(u64) -> String
         Err(e) => {
             let advice = match e.kind() {
                 ErrorKind::Corrupt if salvage => {
-                    "even a salvage open refuses the store (its superblock or metadata list is \
-                     damaged beyond what can be skipped); nothing was changed. Restore it from a backup"
+                    "even a salvage open refuses the store (the problem above); nothing was changed. \
+                     Restore it from a backup"
                 }
                 ErrorKind::Corrupt => {
                     "the store cannot be opened safely; nothing was changed. Restore it from a backup \

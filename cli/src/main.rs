@@ -329,10 +329,6 @@ fn unix_time(t: SystemTime) -> String {
     format!("{}.{:06} (unix)", d.as_secs(), d.subsec_micros())
 }
 
-/// Opens an existing store for a command that changes it. Never creates:
-/// a missing store is an error that says how to make one. No index, inline
-/// threshold or capacity is passed: the store's stored ones apply (one
-/// passed here would replace them).
 /// Set from `--salvage`: read-only opens skip damaged tuple blocks.
 static SALVAGE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -340,13 +336,23 @@ fn salvage() -> bool {
     SALVAGE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-fn open(path: &Path) -> Result<Store, String> {
+/// The error of a command that writes, run with `--salvage`.
+fn no_salvage() -> Result<(), String> {
     if salvage() {
         return Err(
             "--salvage only reads (get, ls, stat, stats, check, backup): a damaged store is never written"
                 .into(),
         );
     }
+    Ok(())
+}
+
+/// Opens an existing store for a command that changes it. Never creates:
+/// a missing store is an error that says how to make one. No index, inline
+/// threshold or capacity is passed: the store's stored ones apply (one
+/// passed here would replace them).
+fn open(path: &Path) -> Result<Store, String> {
+    no_salvage()?;
     open_with(path, Options::new().create(false))
 }
 
@@ -451,6 +457,9 @@ fn human(n: u64) -> String {
 
 fn run(cli: Cli) -> Result<(), String> {
     SALVAGE.store(cli.salvage, std::sync::atomic::Ordering::Relaxed);
+    if matches!(cli.cmd, Cmd::Create { .. } | Cmd::Grow { .. }) {
+        no_salvage()?;
+    }
     let store_path = || {
         cli.store
             .clone()

@@ -278,10 +278,13 @@ impl Options {
     /// `Corrupt`: the block's latest tuples are lost) is skipped: its
     /// objects are missing (`NotFound`), never served from an older copy,
     /// and the block is named in [`Stats::recovery`](crate::Stats)`.skipped`.
-    /// Everything else reads and is verified as usual. When the skipped
-    /// block belonged to the newest commit group, that group is rolled back
-    /// as a torn one and its other objects read at their previous versions
-    /// (reported as a rollback). Only with [`read_only`](Self::read_only):
+    /// Everything else reads and is verified as usual. A lost copy proves
+    /// its commit group (and every older one) was synced, so no such group
+    /// is rolled back for missing the skipped block. When a crash also
+    /// interrupted a newer group (a rollback next to a skipped block), the
+    /// salvage open is refused as `Corrupt` too: the state rolled back to
+    /// could hold an older version of an object lost with the block, and
+    /// nothing tells it from a current one. Only with [`read_only`](Self::read_only):
     /// nothing is written, and the store stays as damaged as it was (copy
     /// what reads into a new store, e.g. `blobcask --salvage get`).
     /// Defaults to `false`.

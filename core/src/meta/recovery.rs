@@ -371,7 +371,7 @@ fn older_names(older: Option<&SlotContent>) -> String {
         ""
     };
     format!(
-        "; its older copy names {} object(s): {}{more}",
+        "; its older copy names {} object(s) (some may live in other blocks since): {}{more}",
         tuples.len(),
         names.join(", ")
     )
@@ -416,6 +416,11 @@ where
     let mut chosen = Vec::with_capacity(scanned.len());
     // Groups seen only through torn slots.
     let mut torn_groups = BTreeSet::new();
+    // Salvage: the newest group a skipped (lost) copy proves was synced.
+    // A lost copy held acknowledged state, so its group and every older
+    // one had been synced: none of them is rolled back for looking short
+    // of a block that was only skipped.
+    let mut synced_floor = 0u64;
     for (no, b) in scanned.iter().enumerate() {
         let at = |e: Error| e.context(format!("tuple block {no} at byte {}", b.offset));
         let w = b.newest(layout).map_err(at)?;
@@ -493,6 +498,12 @@ where
                     torn_groups.insert(seq);
                 }
                 Damage::Lost if salvage => {
+                    // Of two disagreeing sequence copies one is damaged:
+                    // the smaller is a bound either way.
+                    if let SlotContent::Invalid { seq, split, .. } = d {
+                        let proven = seq.or(split.map(|(a, b)| a.min(b))).unwrap_or(0);
+                        synced_floor = synced_floor.max(proven);
+                    }
                     if !lost {
                         skip(format!(
                             "its newer copy is damaged ({why}){}",
@@ -551,7 +562,7 @@ where
         .filter_map(|(b, w)| winner(b, *w).map(|g| g.0))
         .max()
     {
-        if clean && last_seq == clean_seq {
+        if (clean && last_seq == clean_seq) || last_seq <= synced_floor {
             break;
         }
         // The group's blocks, with what their state slot says of it.
@@ -688,6 +699,23 @@ where
             .collect(),
         Layout::Journaled(_) => vec![0; chosen.len()],
     };
+    if !report.skipped.is_empty() {
+        // A block skipped next to a rollback: the rolled-back state may hold
+        // an older version of a key whose newer one was in the skipped
+        // block (a leftover the interrupted group was removing), and
+        // nothing tells it from a current one. Refuse rather than serve it.
+        if report.rolled_back_groups > 0 || report.rolled_back_objects > 0 {
+            return Err(corrupt(format!(
+                "a salvage open cannot be exact here: a commit group interrupted by a crash \
+                 would be rolled back next to the skipped tuple block(s) ({}), and the state it \
+                 goes back to could hold an older version of an object lost with them. Nothing \
+                 was changed; restore the store from a backup",
+                report.skipped.join("; ")
+            )));
+        }
+        // Closed cleanly after the group the lost copies prove synced.
+        report.clean = clean_seq != 0 && clean_seq == max_seq.max(synced_floor);
+    }
     Ok(Plan {
         chosen,
         next_slots,
