@@ -556,6 +556,8 @@ where
         }
     }
     let mut rejected: Vec<Option<usize>> = vec![None; scanned.len()];
+    // The group the loop below rolled back, if any (at most one).
+    let mut rolled_back_seq: Option<u64> = None;
     while let Some(last_seq) = scanned
         .iter()
         .zip(&chosen)
@@ -651,7 +653,24 @@ where
             }
         }
         // Roll the group back as a whole: each of its blocks falls back to
-        // its state before the group, which was synced.
+        // its state before the group, which was synced. Only the newest
+        // group can have been cut by a crash (a group is written only once
+        // the one before it is synced): an older group that looks cut too
+        // is damage, and rolling it back would drop acknowledged objects.
+        if let Some(newest) = rolled_back_seq {
+            return Err(corrupt(format!(
+                "commit group {last_seq} looks {} after the newest group, {newest}, was \
+                 rolled back; only the newest group can be cut by a crash, so a tuple block \
+                 of group {last_seq} is damaged. Nothing was changed; restore the store from \
+                 a backup",
+                if complete {
+                    "to have lost bytes"
+                } else {
+                    "cut"
+                }
+            )));
+        }
+        rolled_back_seq = Some(last_seq);
         report.rolled_back_groups += 1;
         let why = if !complete {
             "interrupted by a crash before its sync (tuple blocks missing or torn)"
