@@ -172,6 +172,17 @@ fn damaged_newer_slot_never_serves_reused_pieces() {
     assert!(refused > 0, "no damaged slot fell back onto reused pieces");
 }
 
+/// Byte offsets of the tuple-block slots in `image`'s metadata extents
+/// that were ever written (not all zero).
+fn written_metadata_blocks(image: &[u8]) -> Vec<usize> {
+    superblock(image)
+        .meta_extents
+        .iter()
+        .flat_map(|e| (0..1usize << e.order).map(move |i| (e.start as usize + i) * BLOCK_SIZE))
+        .filter(|&at| image[at..at + BLOCK_SIZE].iter().any(|&b| b != 0))
+        .collect()
+}
+
 /// A salvage open (`Options::salvage`, read-only) of a store an open
 /// refuses because a tuple block's newest copy is damaged: the damaged
 /// block is skipped and named, and every object still served is exactly
@@ -231,13 +242,7 @@ fn salvage_around_each_block(create: Options) {
     last.insert("load/000".into(), Some(v));
     s.close().unwrap();
     let image = dev.volatile_image();
-    let sb = superblock(&image);
-    let blocks: Vec<usize> = sb
-        .meta_extents
-        .iter()
-        .flat_map(|e| (0..1usize << e.order).map(move |i| (e.start as usize + i) * BLOCK_SIZE))
-        .filter(|&at| image[at..at + BLOCK_SIZE].iter().any(|&b| b != 0))
-        .collect();
+    let blocks = written_metadata_blocks(&image);
     assert!(blocks.len() > 4, "{} written tuple blocks", blocks.len());
     let salvage = || Options::new().read_only(true).salvage(true);
     let damaged = |ats: &[usize]| {
@@ -380,13 +385,7 @@ fn a_salvage_open_after_a_crash_is_exact_or_refused() {
     let (mut exact, mut refused) = (0, 0);
     for mode in [CrashMode::KeepUnsynced, CrashMode::DropUnsynced] {
         let image = dev.crash_image(mode);
-        let sb = superblock(&image);
-        let slots: Vec<usize> = sb
-            .meta_extents
-            .iter()
-            .flat_map(|e| (0..1usize << e.order).map(move |i| (e.start as usize + i) * BLOCK_SIZE))
-            .filter(|&at| image[at..at + BLOCK_SIZE].iter().any(|&b| b != 0))
-            .collect();
+        let slots = written_metadata_blocks(&image);
         for &at in &slots {
             let mut img = image.clone();
             img[at + 100] ^= 0x04;
@@ -472,13 +471,7 @@ fn a_damaged_home_under_a_cut_group_never_rolls_back_an_acknowledged_one() {
         drop(s);
         cuts += 1;
         let image = dev.crash_image(CrashMode::KeepUnsynced);
-        let sb = superblock(&image);
-        let homes: Vec<usize> = sb
-            .meta_extents
-            .iter()
-            .flat_map(|e| (0..1usize << e.order).map(move |i| (e.start as usize + i) * BLOCK_SIZE))
-            .filter(|&at| image[at..at + BLOCK_SIZE].iter().any(|&b| b != 0))
-            .collect();
+        let homes = written_metadata_blocks(&image);
         for &at in &homes {
             let mut img = image.clone();
             img[at + 200] ^= 0x10;
