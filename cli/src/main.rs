@@ -336,15 +336,19 @@ fn salvage() -> bool {
     SALVAGE.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// The error of a command that writes, run with `--salvage`.
-fn no_salvage() -> Result<(), String> {
-    if salvage() {
-        return Err(
-            "--salvage only reads (get, ls, stat, stats, check, backup): a damaged store is never written"
-                .into(),
-        );
+impl Cmd {
+    /// The commands that only read a store: the ones `--salvage` serves.
+    fn only_reads(&self) -> bool {
+        matches!(
+            self,
+            Cmd::Get { .. }
+                | Cmd::Ls { .. }
+                | Cmd::Stat { .. }
+                | Cmd::Stats
+                | Cmd::Check { .. }
+                | Cmd::Backup { .. }
+        )
     }
-    Ok(())
 }
 
 /// Opens an existing store for a command that changes it. Never creates:
@@ -352,7 +356,6 @@ fn no_salvage() -> Result<(), String> {
 /// threshold or capacity is passed: the store's stored ones apply (one
 /// passed here would replace them).
 fn open(path: &Path) -> Result<Store, String> {
-    no_salvage()?;
     open_with(path, Options::new().create(false))
 }
 
@@ -456,10 +459,13 @@ fn human(n: u64) -> String {
 }
 
 fn run(cli: Cli) -> Result<(), String> {
-    SALVAGE.store(cli.salvage, std::sync::atomic::Ordering::Relaxed);
-    if matches!(cli.cmd, Cmd::Create { .. } | Cmd::Grow { .. }) {
-        no_salvage()?;
+    if cli.salvage && !cli.cmd.only_reads() {
+        return Err(
+            "--salvage only reads (get, ls, stat, stats, check, backup): a damaged store is never written"
+                .into(),
+        );
     }
+    SALVAGE.store(cli.salvage, std::sync::atomic::Ordering::Relaxed);
     let store_path = || {
         cli.store
             .clone()
