@@ -1279,3 +1279,61 @@ fn get_refuses_to_write_over_its_own_store() {
     ));
     assert_eq!(std::fs::read(&out).unwrap(), b"a value");
 }
+
+// Guards invariant 6 through the tool: a store refused for a damaged tuple
+// block is still read with `--salvage` (the block skipped and reported),
+// which no writing command takes.
+#[test]
+fn salvage_reads_around_a_damaged_block_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.blobcask");
+    ok(&run(&store, &["create"], None));
+    let files = dir.path().join("files");
+    std::fs::create_dir(&files).unwrap();
+    for i in 0..400u32 {
+        std::fs::write(
+            files.join(format!("f{i:03}")),
+            vec![i as u8; 300 + i as usize],
+        )
+        .unwrap();
+    }
+    ok(&run(&store, &["import", files.to_str().unwrap()], None));
+    // One byte of the second tuple block of the first metadata extent
+    // (superblock: the extents' list at offset 72, start block u64).
+    let mut image = std::fs::read(&store).unwrap();
+    let start = u64::from_le_bytes(image[72..80].try_into().unwrap()) as usize;
+    image[(start + 1) * 4096 + 100] ^= 0x04;
+    std::fs::write(&store, &image).unwrap();
+    let o = run(&store, &["check"], None);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("blobcask --salvage check"));
+    let o = run(&store, &["--salvage", "check"], None);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("its objects are skipped"));
+    let listed = ok(&run(&store, &["--salvage", "ls"], None));
+    let keys: Vec<&str> = listed.lines().collect();
+    assert!(!keys.is_empty() && keys.len() < 400, "{} keys", keys.len());
+    for k in keys.iter().step_by(37) {
+        let i: usize = k[1..].parse().unwrap();
+        let o = run(&store, &["--salvage", "get", k], None);
+        assert_eq!(o.stdout, vec![i as u8; 300 + i], "{k}");
+    }
+    for args in [
+        &["--salvage", "rm", "f000"][..],
+        &["--salvage", "compact"],
+        &["--salvage", "grow", "64M"],
+    ] {
+        fails_with(&run(&store, args, None), "--salvage only reads");
+    }
+    assert!(
+        std::fs::read(&store).unwrap() == image,
+        "the damaged store changed"
+    );
+    let copy = dir.path().join("copy.blobcask");
+    ok(&run(
+        &store,
+        &["--salvage", "backup", copy.to_str().unwrap()],
+        None,
+    ));
+    ok(&run(&copy, &["check", "--data"], None));
+}
