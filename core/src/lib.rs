@@ -33,6 +33,7 @@ pub mod io;
 mod loom_check;
 pub mod meta;
 mod options;
+pub mod report;
 mod store;
 mod sync;
 

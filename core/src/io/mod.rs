@@ -276,6 +276,40 @@ pub enum IoEngineKind {
     Portable,
 }
 
+impl IoEngineKind {
+    /// Every kind, as [`Options::io_engine`](crate::Options::io_engine) takes it.
+    pub const ALL: [IoEngineKind; 3] = [
+        IoEngineKind::Auto,
+        IoEngineKind::IoUring,
+        IoEngineKind::Portable,
+    ];
+
+    /// Lower-case name (`auto`, `io_uring`, `portable`), as the bindings
+    /// and the CLI spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoEngineKind::Auto => "auto",
+            IoEngineKind::IoUring => "io_uring",
+            IoEngineKind::Portable => "portable",
+        }
+    }
+}
+
+impl std::str::FromStr for IoEngineKind {
+    type Err = crate::Error;
+    fn from_str(s: &str) -> crate::Result<Self> {
+        IoEngineKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                crate::Error::new(
+                    crate::ErrorKind::InvalidArgument,
+                    format!("unknown io_engine {s:?}: expected auto, io_uring or portable"),
+                )
+            })
+    }
+}
+
 /// An open store file: the handle that holds the lock and knows whether
 /// the file system accepted `O_DIRECT`.
 pub(crate) struct OpenFile {
