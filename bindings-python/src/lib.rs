@@ -21,15 +21,18 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, UNIX_EPOCH};
 
 use engine::blocking;
+use engine::report::{Figure, Record, Report};
 use engine::{
-    Bytes, Durability, Error, ErrorKind, IndexKind, IoEngineKind, ObjectInfo as Info, Options,
-    PutMode, PutOptions, ReadOptions,
+    Bytes, Durability, Error, ErrorKind, IndexKind, IoEngineKind, Options, PutMode, PutOptions,
+    ReadOptions,
 };
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyIndexError, PyRuntimeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDelta, PyDeltaAccess, PyDict, PyMemoryView, PySlice, PyString};
+use pyo3::types::{
+    PyBool, PyBytes, PyDelta, PyDeltaAccess, PyDict, PyMemoryView, PySlice, PyString,
+};
 
 /// Maps an engine error to the `blobcask.errors` class of its kind.
 fn py_err(e: Error) -> PyErr {
@@ -504,202 +507,6 @@ impl Blob {
     }
 }
 
-/// What a commit produced, or what `stat` reports.
-#[pyclass(frozen, module = "blobcask", name = "ObjectInfo")]
-struct ObjectInfo {
-    /// Object size in bytes.
-    #[pyo3(get)]
-    size: u64,
-    /// Commit version: larger for every later commit in the store.
-    #[pyo3(get)]
-    version: u64,
-    /// Commit time, seconds since the Unix epoch.
-    #[pyo3(get)]
-    created: f64,
-    /// Whether the value is stored inline in its tuple (small values).
-    #[pyo3(get)]
-    inline: bool,
-    /// When it expires (put with a `ttl`), seconds since the Unix epoch;
-    /// None: never.
-    #[pyo3(get)]
-    expires: Option<f64>,
-}
-
-#[pymethods]
-impl ObjectInfo {
-    fn __repr__(&self) -> String {
-        let expires = self
-            .expires
-            .map_or_else(|| "None".to_owned(), |e| format!("{e:.6}"));
-        format!(
-            "ObjectInfo(size={}, version={}, created={:.6}, inline={}, expires={expires})",
-            self.size,
-            self.version,
-            self.created,
-            if self.inline { "True" } else { "False" }
-        )
-    }
-}
-
-impl From<Info> for ObjectInfo {
-    fn from(i: Info) -> Self {
-        ObjectInfo {
-            size: i.size,
-            version: i.version,
-            created: i
-                .created
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or(0.0),
-            inline: i.inline,
-            expires: i.expires.map(unix_seconds),
-        }
-    }
-}
-
-/// What `Store.backup` did.
-#[pyclass(frozen, module = "blobcask", name = "BackupReport")]
-struct BackupReport {
-    path: std::path::PathBuf,
-    /// Objects in the copy: the live objects when the backup started.
-    #[pyo3(get)]
-    objects: u64,
-    /// Their bytes (keys not counted).
-    #[pyo3(get)]
-    bytes: u64,
-    /// Seconds from the call to the copy being verified and published.
-    #[pyo3(get)]
-    elapsed: f64,
-}
-
-#[pymethods]
-impl BackupReport {
-    /// Where the copy is, as a `str` (the destination given).
-    #[getter]
-    fn path(&self) -> &std::ffi::OsStr {
-        self.path.as_os_str()
-    }
-
-    /// Object bytes per second over the whole backup.
-    #[getter]
-    fn bytes_per_sec(&self) -> f64 {
-        self.bytes as f64 / self.elapsed.max(1e-9)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let path = self.path.as_os_str().into_pyobject(py)?.repr()?;
-        Ok(format!(
-            "BackupReport(path={path}, objects={}, bytes={}, elapsed={:.6})",
-            self.objects, self.bytes, self.elapsed
-        ))
-    }
-}
-
-impl From<engine::BackupReport> for BackupReport {
-    fn from(r: engine::BackupReport) -> Self {
-        BackupReport {
-            path: r.path,
-            objects: r.objects,
-            bytes: r.bytes,
-            elapsed: r.elapsed.as_secs_f64(),
-        }
-    }
-}
-
-/// What `Store.compact` did.
-#[pyclass(frozen, module = "blobcask", name = "CompactReport")]
-struct CompactReport {
-    /// Objects moved to lower addresses.
-    #[pyo3(get)]
-    moved: u64,
-    /// Heap bytes copied.
-    #[pyo3(get)]
-    bytes_moved: u64,
-    /// Largest free piece before, in bytes.
-    #[pyo3(get)]
-    largest_free_before: u64,
-    /// Largest free piece after, in bytes.
-    #[pyo3(get)]
-    largest_free_after: u64,
-    /// Seconds the compaction took.
-    #[pyo3(get)]
-    elapsed: f64,
-}
-
-#[pymethods]
-impl CompactReport {
-    fn __repr__(&self) -> String {
-        format!(
-            "CompactReport(moved={}, bytes_moved={}, largest_free_before={}, largest_free_after={}, elapsed={:.6})",
-            self.moved,
-            self.bytes_moved,
-            self.largest_free_before,
-            self.largest_free_after,
-            self.elapsed
-        )
-    }
-}
-
-impl From<engine::CompactReport> for CompactReport {
-    fn from(r: engine::CompactReport) -> Self {
-        CompactReport {
-            moved: r.moved,
-            bytes_moved: r.bytes_moved,
-            largest_free_before: r.largest_free_before,
-            largest_free_after: r.largest_free_after,
-            elapsed: r.elapsed.as_secs_f64(),
-        }
-    }
-}
-
-/// An upload in progress, as `Store.list_uploads` shows it (read-only).
-#[pyclass(frozen, module = "blobcask", name = "UploadInfo")]
-struct UploadInfo {
-    /// Identifies the upload in its store until it ends (`Upload.id`,
-    /// `Store.abort_upload`).
-    #[pyo3(get)]
-    id: u64,
-    key: Bytes,
-    /// The object size given to `begin_upload`.
-    #[pyo3(get)]
-    size: u64,
-    /// Bytes written so far (whole parts).
-    #[pyo3(get)]
-    written: u64,
-    /// When `begin_upload` was called, seconds since the Unix epoch.
-    #[pyo3(get)]
-    started: f64,
-}
-
-#[pymethods]
-impl UploadInfo {
-    /// The key the upload will commit, as `bytes`.
-    #[getter]
-    fn key<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        bytes_out(py, &self.key)
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let key = PyBytes::new(py, &self.key).repr()?;
-        Ok(format!(
-            "UploadInfo(id={}, key={key}, size={}, written={}, started={:.6})",
-            self.id, self.size, self.written, self.started
-        ))
-    }
-}
-
-impl From<engine::UploadInfo> for UploadInfo {
-    fn from(u: engine::UploadInfo) -> Self {
-        UploadInfo {
-            id: u.id,
-            key: u.key,
-            size: u.size,
-            written: u.written,
-            started: unix_seconds(u.started),
-        }
-    }
-}
-
 /// Pairs taken from the iterable given to `Store.bulk_load` at once.
 const PULL_OBJECTS: usize = 256;
 /// Value bytes taken from the iterable at most at once (a chunk ends after
@@ -790,284 +597,39 @@ fn load_item(item: &Bound<'_, PyAny>) -> PyResult<(Bytes, Bytes)> {
     Ok((key_of(&key)?, value_of(&value)?))
 }
 
-/// What `Store.bulk_load` did.
-#[pyclass(frozen, module = "blobcask", name = "LoadReport")]
-struct LoadReport {
-    /// Objects committed.
-    #[pyo3(get)]
-    objects: u64,
-    /// Value bytes committed.
-    #[pyo3(get)]
-    bytes: u64,
-    /// Commit groups the load was made visible in (each all-or-nothing).
-    #[pyo3(get)]
-    groups: u64,
-    /// Seconds the whole load took.
-    #[pyo3(get)]
-    elapsed: f64,
-}
-
-#[pymethods]
-impl LoadReport {
-    /// Objects per second over the whole load.
-    #[getter]
-    fn objects_per_sec(&self) -> f64 {
-        self.objects as f64 / self.elapsed.max(1e-9)
-    }
-
-    /// Value bytes per second over the whole load.
-    #[getter]
-    fn bytes_per_sec(&self) -> f64 {
-        self.bytes as f64 / self.elapsed.max(1e-9)
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "LoadReport(objects={}, bytes={}, groups={}, elapsed={:.6})",
-            self.objects, self.bytes, self.groups, self.elapsed
-        )
-    }
-}
-
-impl From<engine::LoadReport> for LoadReport {
-    fn from(r: engine::LoadReport) -> Self {
-        LoadReport {
-            objects: r.objects,
-            bytes: r.bytes,
-            groups: r.groups,
-            elapsed: r.elapsed.as_secs_f64(),
+/// A report of the core as the dataclass of the same name in
+/// `blobcask._records`, built from the core's one description of it
+/// (`engine::report`): times as Unix seconds, durations as seconds.
+fn record_out<'py>(py: Python<'py>, report: &impl Report) -> PyResult<Bound<'py, PyAny>> {
+    fn build(py: Python<'_>, r: Record) -> PyResult<Bound<'_, PyAny>> {
+        let kind = r.kind;
+        let kwargs = PyDict::new(py);
+        for (name, figure) in r.figures {
+            let value = match figure {
+                Figure::Count(n) => n.into_pyobject(py)?.into_any(),
+                Figure::Real(x) => x.into_pyobject(py)?.into_any(),
+                Figure::Flag(b) => PyBool::new(py, b).to_owned().into_any(),
+                Figure::Text(t) => PyString::new(py, &t).into_any(),
+                Figure::Key(k) => PyBytes::new(py, &k).into_any(),
+                Figure::Path(p) => p.as_os_str().into_pyobject(py)?.into_any(),
+                Figure::Lines(l) => l.into_pyobject(py)?.into_any(),
+                Figure::Time(t) => unix_seconds(t).into_pyobject(py)?.into_any(),
+                Figure::Span(d) => d.as_secs_f64().into_pyobject(py)?.into_any(),
+                Figure::Record(inner) => build(py, inner)?,
+                Figure::Absent => py.None().into_bound(py),
+                _ => {
+                    return Err(PyRuntimeError::new_err(format!(
+                        "INTERNAL: {kind}.{name} is a figure this binding does not know"
+                    )))
+                }
+            };
+            kwargs.set_item(name, value)?;
         }
+        py.import("blobcask._records")?
+            .getattr(kind)?
+            .call((), Some(&kwargs))
     }
-}
-
-/// Space and content figures of a store (`Store.stats()`), as of the call.
-#[pyclass(frozen, module = "blobcask", name = "Stats")]
-struct Stats {
-    /// Committed objects.
-    #[pyo3(get)]
-    objects: u64,
-    /// Sum of the sizes of committed objects.
-    #[pyo3(get)]
-    logical_bytes: u64,
-    /// Heap bytes held by committed objects' pieces.
-    #[pyo3(get)]
-    allocated_bytes: u64,
-    /// Bytes of the metadata area (tuple blocks and their journal).
-    #[pyo3(get)]
-    metadata_bytes: u64,
-    /// Bytes not allocated to anything.
-    #[pyo3(get)]
-    free_bytes: u64,
-    /// Size of the largest free piece: the largest run a new object gets in
-    /// one piece.
-    #[pyo3(get)]
-    largest_free_piece: u64,
-    /// Size of the store file or device (it grows up to `max_capacity`).
-    #[pyo3(get)]
-    capacity: u64,
-    /// Largest size the store grows to by itself; None: no limit but the
-    /// file system.
-    #[pyo3(get)]
-    max_capacity: Option<u64>,
-    /// Bytes written to the device since open (data, metadata, superblock).
-    #[pyo3(get)]
-    device_bytes_written: u64,
-    /// Bytes of values committed since open.
-    #[pyo3(get)]
-    user_bytes_written: u64,
-    /// Group commits since open (each ends with one sync).
-    #[pyo3(get)]
-    commit_groups: u64,
-    /// Bytes occupied on the device per byte of committed values; None
-    /// while empty.
-    #[pyo3(get)]
-    space_amplification: Option<f64>,
-    /// Device bytes written per value byte committed since open; None
-    /// before the first commit.
-    #[pyo3(get)]
-    write_amplification: Option<f64>,
-    /// The I/O engine in use: "io_uring" or "portable".
-    #[pyo3(get)]
-    io_engine: String,
-    /// Whether reads and writes bypass the page cache.
-    #[pyo3(get)]
-    direct_io: bool,
-    /// The index backend in use: "hash", "btree" or "fst".
-    #[pyo3(get)]
-    index: String,
-    /// The read cache since open.
-    #[pyo3(get)]
-    cache: Py<CacheStats>,
-    /// What recovery found and did when the store was opened.
-    #[pyo3(get)]
-    recovery: Py<RecoveryReport>,
-}
-
-impl Stats {
-    fn new(py: Python<'_>, s: engine::Stats) -> PyResult<Self> {
-        let cache = CacheStats {
-            hits: s.cache.hits,
-            misses: s.cache.misses,
-            bytes: s.cache.bytes,
-            capacity: s.cache.capacity,
-        };
-        let r = &s.recovery;
-        let recovery = RecoveryReport {
-            clean: r.clean,
-            rolled_back_groups: r.rolled_back_groups,
-            rolled_back_objects: r.rolled_back_objects,
-            repaired: r.repaired.clone(),
-            details: r.details.clone(),
-        };
-        Ok(Stats {
-            objects: s.objects,
-            logical_bytes: s.logical_bytes,
-            allocated_bytes: s.allocated_bytes,
-            metadata_bytes: s.metadata_bytes,
-            free_bytes: s.free_bytes,
-            largest_free_piece: s.largest_free_piece,
-            capacity: s.capacity,
-            max_capacity: s.max_capacity,
-            device_bytes_written: s.device_bytes_written,
-            user_bytes_written: s.user_bytes_written,
-            commit_groups: s.commit_groups,
-            space_amplification: s.space_amplification(),
-            write_amplification: s.write_amplification(),
-            io_engine: s.io_engine.to_owned(),
-            direct_io: s.direct_io,
-            index: s.index.name().to_owned(),
-            cache: Py::new(py, cache)?,
-            recovery: Py::new(py, recovery)?,
-        })
-    }
-}
-
-#[pymethods]
-impl Stats {
-    /// Every figure as a dict, `cache` and `recovery` as nested dicts: the
-    /// form `stats()` returned before it was typed.
-    fn as_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        d.set_item("objects", self.objects)?;
-        d.set_item("logical_bytes", self.logical_bytes)?;
-        d.set_item("allocated_bytes", self.allocated_bytes)?;
-        d.set_item("metadata_bytes", self.metadata_bytes)?;
-        d.set_item("free_bytes", self.free_bytes)?;
-        d.set_item("largest_free_piece", self.largest_free_piece)?;
-        d.set_item("capacity", self.capacity)?;
-        d.set_item("max_capacity", self.max_capacity)?;
-        d.set_item("device_bytes_written", self.device_bytes_written)?;
-        d.set_item("user_bytes_written", self.user_bytes_written)?;
-        d.set_item("commit_groups", self.commit_groups)?;
-        d.set_item("space_amplification", self.space_amplification)?;
-        d.set_item("write_amplification", self.write_amplification)?;
-        d.set_item("io_engine", &self.io_engine)?;
-        d.set_item("direct_io", self.direct_io)?;
-        d.set_item("index", &self.index)?;
-        d.set_item("cache", self.cache.get().as_dict(py)?)?;
-        d.set_item("recovery", self.recovery.get().as_dict(py)?)?;
-        Ok(d)
-    }
-
-    /// `stats()["capacity"]`, `stats()["cache"]["hits"]`: the dict-style
-    /// access of the untyped `stats()`, kept working (`as_dict()[name]`).
-    /// KeyError for a name that is no figure.
-    fn __getitem__<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
-        match self.as_dict(py)?.get_item(name)? {
-            Some(v) => Ok(v),
-            None => Err(pyo3::exceptions::PyKeyError::new_err(name.to_owned())),
-        }
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "Stats(objects={}, logical_bytes={}, free_bytes={}, capacity={}, index='{}', io_engine='{}')",
-            self.objects, self.logical_bytes, self.free_bytes, self.capacity, self.index, self.io_engine
-        )
-    }
-}
-
-/// The read cache's figures since open (`Stats.cache`).
-#[pyclass(frozen, module = "blobcask", name = "CacheStats")]
-struct CacheStats {
-    /// Reads of heap objects served from the cache.
-    #[pyo3(get)]
-    hits: u64,
-    /// Reads of heap objects that went to the device.
-    #[pyo3(get)]
-    misses: u64,
-    /// Bytes the cache holds now.
-    #[pyo3(get)]
-    bytes: u64,
-    /// The cache's bound in bytes (0: no cache).
-    #[pyo3(get)]
-    capacity: u64,
-}
-
-#[pymethods]
-impl CacheStats {
-    /// The figures as a dict.
-    fn as_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        d.set_item("hits", self.hits)?;
-        d.set_item("misses", self.misses)?;
-        d.set_item("bytes", self.bytes)?;
-        d.set_item("capacity", self.capacity)?;
-        Ok(d)
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "CacheStats(hits={}, misses={}, bytes={}, capacity={})",
-            self.hits, self.misses, self.bytes, self.capacity
-        )
-    }
-}
-
-/// What recovery found and did when the store was opened
-/// (`Stats.recovery`).
-#[pyclass(frozen, module = "blobcask", name = "RecoveryReport")]
-struct RecoveryReport {
-    /// The store had been closed cleanly: nothing could be torn.
-    #[pyo3(get)]
-    clean: bool,
-    /// Commit groups rolled back whole (cut by a crash before their sync).
-    #[pyo3(get)]
-    rolled_back_groups: u64,
-    /// Objects whose newest version was rolled back to the previous one
-    /// (or removed, when new).
-    #[pyo3(get)]
-    rolled_back_objects: u64,
-    /// Damage found that lost nothing, and what was done about it.
-    #[pyo3(get)]
-    repaired: Vec<String>,
-    /// What was rolled back and why (at most 100 object names; the counts
-    /// are exact).
-    #[pyo3(get)]
-    details: Vec<String>,
-}
-
-#[pymethods]
-impl RecoveryReport {
-    /// The figures as a dict.
-    fn as_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let d = PyDict::new(py);
-        d.set_item("clean", self.clean)?;
-        d.set_item("rolled_back_groups", self.rolled_back_groups)?;
-        d.set_item("rolled_back_objects", self.rolled_back_objects)?;
-        d.set_item("repaired", self.repaired.clone())?;
-        d.set_item("details", self.details.clone())?;
-        Ok(d)
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "RecoveryReport(clean={}, rolled_back_groups={}, rolled_back_objects={})",
-            if self.clean { "True" } else { "False" },
-            self.rolled_back_groups,
-            self.rolled_back_objects
-        )
-    }
+    build(py, report.record())
 }
 
 /// Seconds since the Unix epoch (negative before it).
@@ -1112,16 +674,7 @@ fn options(
     if let Some(i) = index {
         o = o.index(i.parse::<IndexKind>().map_err(py_err)?);
     }
-    let engine = match io_engine {
-        "auto" => IoEngineKind::Auto,
-        "io_uring" => IoEngineKind::IoUring,
-        "portable" => IoEngineKind::Portable,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "unknown io_engine {other:?}: expected auto, io_uring or portable"
-            )))
-        }
-    };
+    let engine = io_engine.parse::<IoEngineKind>().map_err(py_err)?;
     Ok(o.io_engine(engine).direct_io(direct_io).create(create))
 }
 
@@ -1162,7 +715,7 @@ impl Store {
 #[pymethods]
 impl Store {
     #[new]
-    #[pyo3(signature = (path, *, capacity=None, index=None, inline_threshold=None, max_capacity=None, io_engine="auto", direct_io=true, create=true, create_new=false, read_only=false, cache_bytes=None, durability="sync", max_delay=None))]
+    #[pyo3(signature = (path, *, capacity=None, index=None, inline_threshold=None, max_capacity=None, io_engine="auto", direct_io=true, create=true, create_new=false, read_only=false, salvage=false, cache_bytes=None, durability="sync", max_delay=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -1176,6 +729,7 @@ impl Store {
         create: bool,
         create_new: bool,
         read_only: bool,
+        salvage: bool,
         cache_bytes: Option<&Bound<'_, PyAny>>,
         durability: &str,
         max_delay: Option<&Bound<'_, PyAny>>,
@@ -1191,7 +745,8 @@ impl Store {
             create,
         )?
         .create_new(create_new)
-        .read_only(read_only);
+        .read_only(read_only)
+        .salvage(salvage);
         if let Some(c) = cache_bytes {
             opts = opts.cache_bytes(byte_count(c, "cache_bytes")?);
         }
@@ -1209,21 +764,21 @@ impl Store {
     /// the object expire that long after its commit; without it the object
     /// never expires (replacing one that would have).
     #[pyo3(signature = (key, value, *, if_absent=false, if_version=None, ttl=None))]
-    fn put(
+    fn put<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         key: &Bound<'_, PyAny>,
         value: &Bound<'_, PyAny>,
         if_absent: bool,
         if_version: Option<u64>,
         ttl: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<ObjectInfo> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let options = put_options(if_absent, if_version, ttl)?;
         let (key, value) = (key_of(key)?, value_of(value)?);
         let s = &self.inner;
         py.detach(|| s.put_with(&key, value, options))
-            .map(ObjectInfo::from)
             .map_err(py_err)
+            .and_then(|r| record_out(py, &r))
     }
 
     /// The whole object as `bytes`, or `default` when `key` has no object
@@ -1354,12 +909,12 @@ impl Store {
     }
 
     /// Size, version and commit time of `key`.
-    fn stat(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<ObjectInfo> {
+    fn stat<'py>(&self, py: Python<'py>, key: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let key = key_of(key)?;
         let s = &self.inner;
         py.detach(|| s.stat(&key))
-            .map(ObjectInfo::from)
             .map_err(py_err)
+            .and_then(|r| record_out(py, &r))
     }
 
     /// Deletes `key` (NotFoundError when absent); durable on return.
@@ -1450,14 +1005,10 @@ impl Store {
     /// first. Memory only, no I/O. Uploads are not persisted: one not
     /// committed when the process ends is gone at the next open, its space
     /// free. `ClosedError` after `close()`.
-    fn list_uploads(&self) -> PyResult<Vec<UploadInfo>> {
+    fn list_uploads<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyAny>>> {
         self.check_open()?;
-        Ok(self
-            .inner
-            .list_uploads()
-            .into_iter()
-            .map(UploadInfo::from)
-            .collect())
+        let uploads = self.inner.list_uploads();
+        uploads.iter().map(|u| record_out(py, u)).collect()
     }
 
     /// Aborts the upload `id` (`Upload.id`, `UploadInfo.id`) wherever its
@@ -1474,9 +1025,9 @@ impl Store {
 
     /// Space and content figures, as a `Stats` (attributes; `stats()[name]`
     /// still gives what the former dict held).
-    fn stats(&self, py: Python<'_>) -> PyResult<Stats> {
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.check_open()?;
-        Stats::new(py, self.inner.stats())
+        record_out(py, &self.inner.stats())
     }
 
     /// Loads every `(key, value)` pair of `items` (any iterable: a list, a
@@ -1501,12 +1052,12 @@ impl Store {
     /// refused one are loaded) and the error is raised, with a note saying
     /// how many objects were loaded.
     #[pyo3(signature = (items, *, progress=None))]
-    fn bulk_load(
+    fn bulk_load<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         items: &Bound<'_, PyAny>,
         progress: Option<Bound<'_, PyAny>>,
-    ) -> PyResult<LoadReport> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         if let Some(p) = progress.as_ref().filter(|p| !p.is_callable()) {
             let type_name = type_name(p);
             return Err(pyo3::exceptions::PyTypeError::new_err(format!(
@@ -1553,7 +1104,7 @@ impl Store {
         if let Some(p) = progress {
             p.call1((report.objects, report.bytes))?;
         }
-        Ok(LoadReport::from(report))
+        record_out(py, &report)
     }
 
     /// Grows the store file to `capacity` bytes (rounded down to 4096) now,
@@ -1591,12 +1142,12 @@ impl Store {
     /// `close()`, `CorruptError` if an object fails its checksums (no copy
     /// is made), `NoSpaceError`, `IOError`; `TypeError` for a `dest` that
     /// is not a path.
-    fn backup(&self, py: Python<'_>, dest: &Bound<'_, PyAny>) -> PyResult<BackupReport> {
+    fn backup<'py>(&self, py: Python<'py>, dest: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let dest = path_arg(dest)?;
         let s = &self.inner;
         py.detach(|| s.backup(dest))
-            .map(BackupReport::from)
             .map_err(py_err)
+            .and_then(|r| record_out(py, &r))
     }
 
     /// Moves objects towards the start of the store so that free space
@@ -1605,11 +1156,11 @@ impl Store {
     /// version, creation time and expiry. A put that finds no room although
     /// enough is free does this by itself. Raises `UnsupportedError` on a
     /// read-only store, `ClosedError` after `close()`, `IOError`.
-    fn compact(&self, py: Python<'_>) -> PyResult<CompactReport> {
+    fn compact<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let s = &self.inner;
         py.detach(|| s.compact())
-            .map(CompactReport::from)
             .map_err(py_err)
+            .and_then(|r| record_out(py, &r))
     }
 
     /// Finishes pending commits and releases the store's lock.
@@ -1683,8 +1234,8 @@ fn resolve<T>(
     });
 }
 
-fn info_out(py: Python<'_>, i: Info) -> PyResult<Bound<'_, PyAny>> {
-    Ok(Bound::new(py, ObjectInfo::from(i))?.into_any())
+fn info_out(py: Python<'_>, i: engine::ObjectInfo) -> PyResult<Bound<'_, PyAny>> {
+    record_out(py, &i)
 }
 
 #[pymethods]
@@ -1909,20 +1460,20 @@ impl Upload {
     /// space; a bad argument (wrong type, a ttl out of range) is refused
     /// before and leaves the upload as it was.
     #[pyo3(signature = (*, if_absent=false, if_version=None, ttl=None))]
-    fn commit(
+    fn commit<'py>(
         &self,
-        py: Python<'_>,
+        py: Python<'py>,
         if_absent: bool,
         if_version: Option<u64>,
         ttl: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<ObjectInfo> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let options = put_options(if_absent, if_version, ttl)?;
         let up = self
             .take()?
             .ok_or_else(|| PyValueError::new_err("the upload was already committed or aborted"))?;
         py.detach(|| up.commit_with(options))
-            .map(ObjectInfo::from)
             .map_err(py_err)
+            .and_then(|r| record_out(py, &r))
     }
 
     /// Abandons the upload and frees its space (no-op when already done).
@@ -1959,15 +1510,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Blob>()?;
     m.add_class::<EventLoop>()?;
     m.add_class::<Upload>()?;
-    m.add_class::<ObjectInfo>()?;
-    m.add_class::<BackupReport>()?;
-    m.add_class::<CompactReport>()?;
-    m.add_class::<UploadInfo>()?;
     m.add_class::<KeyIterator>()?;
-    m.add_class::<LoadReport>()?;
-    m.add_class::<Stats>()?;
-    m.add_class::<CacheStats>()?;
-    m.add_class::<RecoveryReport>()?;
     m.add("MAX_KEY_LEN", engine::MAX_KEY_LEN)?;
     m.add("PART_ALIGN", engine::PART_ALIGN)?;
     m.add("MAX_TTL", engine::MAX_TTL.as_secs_f64())?;

@@ -32,18 +32,20 @@ from ._native import (
     MAX_KEY_LEN,
     MAX_TTL,
     PART_ALIGN,
-    BackupReport,
     Blob,
+    KeyIterator,
+    Upload,
+    crc32c,
+)
+from ._records import (
+    BackupReport,
     CacheStats,
     CompactReport,
-    KeyIterator,
     LoadReport,
     ObjectInfo,
     RecoveryReport,
     Stats,
-    Upload,
     UploadInfo,
-    crc32c,
 )
 from ._store import Store
 from .aio import AsyncKeyIterator, AsyncStore, AsyncUpload

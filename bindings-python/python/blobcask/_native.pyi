@@ -24,6 +24,15 @@ from typing import (
 
 from typing_extensions import Self, disjoint_base
 
+from ._records import (
+    BackupReport,
+    CompactReport,
+    LoadReport,
+    ObjectInfo,
+    Stats,
+    UploadInfo,
+)
+
 _Key = Union[str, bytes, bytearray, memoryview, "Blob"]
 _BytesLike = Union[bytes, bytearray, memoryview, "Blob", Any]
 _TTL = Union[int, float, timedelta, numbers.Real]
@@ -36,15 +45,7 @@ __all__ = [
     "Blob",
     "EventLoop",
     "Upload",
-    "ObjectInfo",
-    "BackupReport",
-    "CompactReport",
-    "UploadInfo",
     "KeyIterator",
-    "LoadReport",
-    "Stats",
-    "CacheStats",
-    "RecoveryReport",
     "MAX_KEY_LEN",
     "PART_ALIGN",
     "MAX_TTL",
@@ -53,85 +54,6 @@ __all__ = [
 MAX_KEY_LEN: int
 PART_ALIGN: int
 MAX_TTL: float
-
-@final
-class ObjectInfo:
-    """What a commit produced, or what ``stat`` reports."""
-
-    @property
-    def size(self) -> int: ...
-    @property
-    def version(self) -> int: ...
-    @property
-    def created(self) -> float:
-        """Commit time, seconds since the Unix epoch."""
-    @property
-    def inline(self) -> bool: ...
-    @property
-    def expires(self) -> Optional[float]:
-        """When it expires (put with a ``ttl``), seconds since the Unix
-        epoch; None: never."""
-
-@final
-class BackupReport:
-    """What ``Store.backup`` did."""
-
-    @property
-    def path(self) -> str:
-        """Where the copy is (the destination given)."""
-    @property
-    def objects(self) -> int:
-        """Objects in the copy: the live objects when the backup started."""
-    @property
-    def bytes(self) -> int:
-        """Their bytes (keys not counted)."""
-    @property
-    def elapsed(self) -> float:
-        """_Seconds from the call to the copy being verified and published."""
-    @property
-    def bytes_per_sec(self) -> float:
-        """Object bytes per second over the whole backup."""
-
-@final
-class CompactReport:
-    """What ``Store.compact`` did."""
-
-    @property
-    def moved(self) -> int:
-        """Objects moved to lower addresses."""
-    @property
-    def bytes_moved(self) -> int:
-        """Heap bytes copied."""
-    @property
-    def largest_free_before(self) -> int:
-        """Largest free piece before, in bytes."""
-    @property
-    def largest_free_after(self) -> int:
-        """Largest free piece after, in bytes."""
-    @property
-    def elapsed(self) -> float:
-        """_Seconds the compaction took."""
-
-@final
-class UploadInfo:
-    """An upload in progress, as ``Store.list_uploads`` shows it (read-only)."""
-
-    @property
-    def id(self) -> int:
-        """Identifies the upload in its store until it ends (``Upload.id``,
-        ``Store.abort_upload``)."""
-    @property
-    def key(self) -> bytes:
-        """The key the upload will commit."""
-    @property
-    def size(self) -> int:
-        """The object size given to ``begin_upload``."""
-    @property
-    def written(self) -> int:
-        """Bytes written so far (whole parts)."""
-    @property
-    def started(self) -> float:
-        """When ``begin_upload`` was called, seconds since the Unix epoch."""
 
 @final
 class Blob:
@@ -173,128 +95,6 @@ class KeyIterator(Iterator[bytes]):
     def next_page(self, n: int) -> list[bytes]:
         """Up to ``n`` next keys (1 to 65536), fewer only at the end (an
         empty list: done). Runs without the GIL."""
-
-@final
-class LoadReport:
-    """What ``Store.bulk_load`` did."""
-
-    @property
-    def objects(self) -> int:
-        """Objects committed."""
-    @property
-    def bytes(self) -> int:
-        """Value bytes committed."""
-    @property
-    def groups(self) -> int:
-        """Commit groups the load was made visible in (each all-or-nothing)."""
-    @property
-    def elapsed(self) -> float:
-        """_Seconds the whole load took."""
-    @property
-    def objects_per_sec(self) -> float: ...
-    @property
-    def bytes_per_sec(self) -> float: ...
-
-@final
-class CacheStats:
-    """The read cache's figures since open (``Stats.cache``)."""
-
-    @property
-    def hits(self) -> int:
-        """Reads of heap objects served from the cache."""
-    @property
-    def misses(self) -> int:
-        """Reads of heap objects that went to the device."""
-    @property
-    def bytes(self) -> int:
-        """Bytes the cache holds now."""
-    @property
-    def capacity(self) -> int:
-        """The cache's bound in bytes (0: no cache)."""
-    def as_dict(self) -> dict[str, int]: ...
-
-@final
-class RecoveryReport:
-    """What recovery found and did when the store was opened (``Stats.recovery``)."""
-
-    @property
-    def clean(self) -> bool:
-        """The store had been closed cleanly: nothing could be torn."""
-    @property
-    def rolled_back_groups(self) -> int:
-        """Commit groups rolled back whole (cut by a crash before their sync)."""
-    @property
-    def rolled_back_objects(self) -> int:
-        """Objects whose newest version was rolled back (or removed, when new)."""
-    @property
-    def repaired(self) -> list[str]:
-        """Damage found that lost nothing, and what was done about it."""
-    @property
-    def details(self) -> list[str]:
-        """What was rolled back and why (at most 100 object names)."""
-    def as_dict(self) -> dict[str, Any]: ...
-
-@final
-class Stats:
-    """Space and content figures of a store, as of ``Store.stats()``."""
-
-    @property
-    def objects(self) -> int:
-        """Committed objects."""
-    @property
-    def logical_bytes(self) -> int:
-        """Sum of the sizes of committed objects."""
-    @property
-    def allocated_bytes(self) -> int:
-        """Heap bytes held by committed objects' pieces."""
-    @property
-    def metadata_bytes(self) -> int:
-        """Bytes of the metadata area."""
-    @property
-    def free_bytes(self) -> int:
-        """Bytes not allocated to anything."""
-    @property
-    def largest_free_piece(self) -> int:
-        """The largest run a new object gets in one piece."""
-    @property
-    def capacity(self) -> int:
-        """Size of the store file or device."""
-    @property
-    def max_capacity(self) -> Optional[int]:
-        """Largest size the store grows to by itself; None: no limit."""
-    @property
-    def device_bytes_written(self) -> int:
-        """Bytes written to the device since open."""
-    @property
-    def user_bytes_written(self) -> int:
-        """Bytes of values committed since open."""
-    @property
-    def commit_groups(self) -> int:
-        """Group commits since open (each ends with one sync)."""
-    @property
-    def space_amplification(self) -> Optional[float]:
-        """Bytes occupied per byte of committed values; None while empty."""
-    @property
-    def write_amplification(self) -> Optional[float]:
-        """Device bytes written per value byte committed since open."""
-    @property
-    def io_engine(self) -> str:
-        """``"io_uring"`` or ``"portable"``."""
-    @property
-    def direct_io(self) -> bool: ...
-    @property
-    def index(self) -> str:
-        """``"hash"``, ``"btree"`` or ``"fst"``."""
-    @property
-    def cache(self) -> CacheStats: ...
-    @property
-    def recovery(self) -> RecoveryReport: ...
-    def as_dict(self) -> dict[str, Any]:
-        """Every figure as a dict (``cache``, ``recovery`` nested dicts):
-        what ``stats()`` returned before it was typed."""
-    def __getitem__(self, key: str, /) -> Any:
-        """``as_dict()[name]``: ``stats()["capacity"]``,
-        ``stats()["cache"]["hits"]`` keep working."""
 
 @final
 class Upload:
@@ -343,6 +143,7 @@ class Store:
         create: bool = True,
         create_new: bool = False,
         read_only: bool = False,
+        salvage: bool = False,
         cache_bytes: Optional[int] = None,
         durability: Literal["sync", "buffered"] = "sync",
         max_delay: Optional[_Seconds] = None,
@@ -356,6 +157,11 @@ class Store:
         ``read_only`` opens an existing store with a shared lock on a
         read-only descriptor: several read-only handles may share it, writes
         raise ``UnsupportedError``, and nothing is ever written.
+        ``salvage`` (with ``read_only`` only) opens a store that a plain
+        open refuses for a damaged tuple block: the block is skipped, its
+        objects are missing (never served from an older copy), and
+        ``stats().recovery.skipped`` names it; copy out what reads with
+        ``backup``.
         ``cache_bytes`` bounds the read cache of whole small objects (default
         64 MiB; 0 turns it off); ``stats()["cache"]`` counts its hits.
 

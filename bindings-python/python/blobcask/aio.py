@@ -37,19 +37,9 @@ from typing import (
     overload,
 )
 
-from ._native import (
-    BackupReport,
-    Blob,
-    CompactReport,
-    EventLoop,
-    KeyIterator,
-    LoadReport,
-    ObjectInfo,
-    Stats,
-    Upload,
-    UploadInfo,
-)
+from ._native import Blob, EventLoop, KeyIterator, Upload
 from ._native import Store as _NativeStore
+from ._records import BackupReport, CompactReport, LoadReport, ObjectInfo, Stats, UploadInfo
 from ._store import Store
 from .errors import ClosedError, NotFoundError
 

@@ -63,7 +63,8 @@ import fsspec
 from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 from fsspec.spec import AbstractBufferedFile
 
-from ._native import PART_ALIGN, ObjectInfo
+from ._native import PART_ALIGN
+from ._records import ObjectInfo
 from ._native import Store as _NativeStore
 from ._store import Store
 from .errors import InvalidArgumentError, NotFoundError
