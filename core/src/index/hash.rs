@@ -234,8 +234,8 @@ impl KeyIndex for HashIndex {
     ) -> Result<()> {
         Err(Error::new(
             ErrorKind::Unsupported,
-            "the hash index cannot list keys in order; open the store with \
-             Options::index(IndexKind::BTree) or IndexKind::Fst",
+            "the hash index cannot list keys in order: that takes a store \
+             created with the index \"btree\" or \"fst\"",
         ))
     }
 }
