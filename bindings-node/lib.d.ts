@@ -52,6 +52,13 @@ export interface OpenOptions {
    */
   readOnly?: boolean
   /**
+   * With `readOnly` only: open a store that a plain open refuses for a
+   * damaged tuple block, skipping the block (its objects are missing, never
+   * served from an older copy; `stats().recovery.skipped` names it), to
+   * copy out what reads with `backup`. Default false.
+   */
+  salvage?: boolean
+  /**
    * Bytes of the read cache of whole small objects (default 64 MiB; 0 turns
    * it off). `stats().cache` counts its hits.
    */
@@ -124,6 +131,8 @@ export interface BackupReport {
   bytes: number
   /** Milliseconds from the call to the copy being verified and published. */
   elapsedMs: number
+  /** Object bytes per second over the whole backup. */
+  bytesPerSec: number
 }
 
 /** What `compact` did. */
@@ -150,6 +159,10 @@ export interface LoadReport {
   groups: number
   /** Milliseconds the whole load took. */
   elapsedMs: number
+  /** Objects per second over the whole load. */
+  objectsPerSec: number
+  /** Value bytes per second over the whole load. */
+  bytesPerSec: number
 }
 
 /** An upload in progress, as `listUploads` shows it. */
@@ -166,24 +179,47 @@ export interface UploadInfo {
   started: number
 }
 
-/** Space and content figures. */
+/**
+ * Space and content figures. Every report is a plain object built from
+ * the engine's own list of figures, the same in every binding.
+ */
 export interface Stats {
+  /** Committed objects. */
   objects: number
+  /** Sum of the sizes of committed objects. */
   logicalBytes: number
+  /** Heap bytes held by committed objects' pieces. */
   allocatedBytes: number
+  /** Bytes of the metadata area (tuple blocks and their journal). */
   metadataBytes: number
+  /** Bytes not allocated to anything. */
   freeBytes: number
+  /** The largest run a new object gets in one piece. */
+  largestFreePiece: number
+  /** Size of the store file or device (it grows up to `maxCapacity`). */
   capacity: number
+  /** Largest size the store grows to by itself; `null`: no limit but the file system. */
+  maxCapacity: number | null
+  /** Bytes written to the device since open (data, metadata, superblock). */
   deviceBytesWritten: number
+  /** Bytes of values committed since open. */
   userBytesWritten: number
+  /** Group commits since open (each ends with one sync). */
   commitGroups: number
+  /** Bytes occupied on the device per byte of committed values; `null` while empty. */
+  spaceAmplification: number | null
+  /** Device bytes written per value byte committed since open; `null` before the first commit. */
+  writeAmplification: number | null
+  /** `'io_uring'` or `'portable'`. */
   ioEngine: string
+  /** Whether reads and writes bypass the page cache. */
   directIo: boolean
+  /** `'hash'`, `'btree'` or `'fst'`. */
   index: string
-  /** What recovery did when the store was opened. */
-  recovery: Recovery
   /** The read cache since open. */
   cache: CacheStats
+  /** What recovery did when the store was opened. */
+  recovery: Recovery
 }
 
 /** Reads served from the read cache and from the device, bytes held, bound. */
@@ -191,16 +227,24 @@ export interface CacheStats {
   hits: number
   misses: number
   bytes: number
+  /** The cache's bound in bytes (0: no cache). */
   capacity: number
 }
 
 /** What recovery found and did at open. */
 export interface Recovery {
+  /** The store had been closed cleanly: nothing could be torn. */
   clean: boolean
+  /** Commit groups rolled back whole (cut by a crash before their sync). */
   rolledBackGroups: number
+  /** Objects whose newest version was rolled back (or removed, when new). */
   rolledBackObjects: number
+  /** Damage found that lost nothing, and what was done about it. */
   repaired: Array<string>
+  /** What was rolled back and why (at most 100 object names). */
   details: Array<string>
+  /** Damaged tuple blocks a `salvage` open skipped (their objects are missing); empty otherwise. */
+  skipped: Array<string>
 }
 
 /** The `code` of every error blobcask throws or rejects with. */

@@ -35,18 +35,18 @@ use std::rc::Rc;
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use engine::{
-    Bytes, Durability, IndexKind, IoEngineKind, ObjectInfo as Info, Options, PutMode, PutOptions,
-};
+use engine::{Bytes, Durability, IndexKind, IoEngineKind, Options, PutMode, PutOptions};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 mod host;
+mod records;
 mod results;
 
 use host::{Host, JsThread, Promise};
+use records::{js, Js, MAX_SAFE_INTEGER};
 use results::{read_options, ObjectBytes};
 
 /// The engine's error as it crosses into JavaScript: `"CODE: message"`,
@@ -86,53 +86,6 @@ fn key_of(key: Either<String, Uint8Array>) -> Bytes {
     }
 }
 
-/// What a commit produced, or what `stat` reports.
-#[napi(object, use_nullable = true)]
-pub struct ObjectInfo {
-    /// Object size in bytes.
-    pub size: f64,
-    /// Commit version: larger for every later commit in the store. A
-    /// number (so that `JSON.stringify` works); a bigint only above
-    /// `Number.MAX_SAFE_INTEGER`, which no store reaches in practice (one
-    /// commit per version).
-    #[napi(ts_type = "number")]
-    pub version: Either<f64, BigInt>,
-    /// Commit time, milliseconds since the Unix epoch (as `Date.now()`).
-    pub created: f64,
-    /// Whether the value is stored inline in its tuple.
-    pub inline: bool,
-    /// When it expires (put with a `ttl`), milliseconds since the Unix
-    /// epoch (as `created`); `null`: never.
-    pub expires: Option<f64>,
-}
-
-impl From<Info> for ObjectInfo {
-    fn from(i: Info) -> Self {
-        ObjectInfo {
-            size: i.size as f64,
-            version: version_to_js(i.version),
-            created: i
-                .created
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs_f64() * 1000.0)
-                .unwrap_or(0.0),
-            inline: i.inline,
-            expires: i.expires.map(unix_ms),
-        }
-    }
-}
-
-/// `Number.MAX_SAFE_INTEGER`: versions up to it cross as exact numbers.
-const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
-
-fn version_to_js(v: u64) -> Either<f64, BigInt> {
-    if v <= MAX_SAFE_INTEGER {
-        Either::A(v as f64)
-    } else {
-        Either::B(BigInt::from(v))
-    }
-}
-
 /// An `ifVersion`: a number that is a safe integer, or a bigint below 2^64.
 fn version_of(v: Either<f64, BigInt>) -> Result<u64> {
     const BAD: &str =
@@ -146,89 +99,6 @@ fn version_of(v: Either<f64, BigInt>) -> Result<u64> {
             (false, v, true) => Ok(v),
             _ => Err(invalid(BAD)),
         },
-    }
-}
-
-/// Milliseconds since the Unix epoch (negative before it).
-fn unix_ms(t: SystemTime) -> f64 {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_secs_f64() * 1000.0,
-        Err(e) => -e.duration().as_secs_f64() * 1000.0,
-    }
-}
-
-/// What `backup` did.
-#[napi(object)]
-pub struct BackupReport {
-    /// Where the copy is (the destination given).
-    pub path: String,
-    /// Objects in the copy: the live objects when the backup started.
-    pub objects: f64,
-    /// Their bytes (keys not counted).
-    pub bytes: f64,
-    /// Milliseconds from the call to the copy being verified and published.
-    pub elapsed_ms: f64,
-}
-
-impl From<engine::BackupReport> for BackupReport {
-    fn from(r: engine::BackupReport) -> Self {
-        BackupReport {
-            path: r.path.to_string_lossy().into_owned(),
-            objects: r.objects as f64,
-            bytes: r.bytes as f64,
-            elapsed_ms: r.elapsed.as_secs_f64() * 1000.0,
-        }
-    }
-}
-
-/// What `compact` did.
-#[napi(object)]
-pub struct CompactReport {
-    /// Objects moved to lower addresses.
-    pub moved: f64,
-    /// Heap bytes copied.
-    pub bytes_moved: f64,
-    /// Largest free piece before, in bytes.
-    pub largest_free_before: f64,
-    /// Largest free piece after, in bytes.
-    pub largest_free_after: f64,
-    /// Milliseconds the compaction took.
-    pub elapsed_ms: f64,
-}
-
-impl From<engine::CompactReport> for CompactReport {
-    fn from(r: engine::CompactReport) -> Self {
-        CompactReport {
-            moved: r.moved as f64,
-            bytes_moved: r.bytes_moved as f64,
-            largest_free_before: r.largest_free_before as f64,
-            largest_free_after: r.largest_free_after as f64,
-            elapsed_ms: r.elapsed.as_secs_f64() * 1000.0,
-        }
-    }
-}
-
-/// What `bulkLoad` did.
-#[napi(object)]
-pub struct LoadReport {
-    /// Objects committed.
-    pub objects: f64,
-    /// Their value bytes.
-    pub bytes: f64,
-    /// Commit groups they were made visible in (each all-or-nothing).
-    pub groups: f64,
-    /// Milliseconds the whole load took.
-    pub elapsed_ms: f64,
-}
-
-impl From<engine::LoadReport> for LoadReport {
-    fn from(r: engine::LoadReport) -> Self {
-        LoadReport {
-            objects: r.objects as f64,
-            bytes: r.bytes as f64,
-            groups: r.groups as f64,
-            elapsed_ms: r.elapsed.as_secs_f64() * 1000.0,
-        }
     }
 }
 
@@ -298,10 +168,10 @@ pub struct Finish {
 }
 
 impl Task for Finish {
-    type Output = LoadReport;
-    type JsValue = LoadReport;
+    type Output = Js;
+    type JsValue = Js;
 
-    fn compute(&mut self) -> Result<LoadReport> {
+    fn compute(&mut self) -> Result<Js> {
         // The feed ends here, when this last sender is dropped: `feed`
         // tasks have resolved (and dropped theirs) before lib.js finishes.
         if let Some(feed) = self.feed.take() {
@@ -316,12 +186,12 @@ impl Task for Finish {
             .take()
             .ok_or_else(|| invalid("the bulk load was already finished"))?;
         match load.join() {
-            Ok(r) => r.map(LoadReport::from).map_err(js_err),
+            Ok(r) => r.map(|r| js(&r)).map_err(js_err),
             Err(_) => Err(Error::from_reason("INTERNAL: the bulk load panicked")),
         }
     }
 
-    fn resolve(&mut self, _: Env, report: LoadReport) -> Result<LoadReport> {
+    fn resolve(&mut self, _: Env, report: Js) -> Result<Js> {
         Ok(report)
     }
 }
@@ -364,35 +234,6 @@ impl BulkLoad {
     }
 }
 
-/// An upload in progress, as `listUploads` shows it.
-#[napi(object)]
-pub struct UploadInfo {
-    /// Identifies the upload in its store until it ends (`Upload.id`,
-    /// `abortUpload`).
-    pub id: f64,
-    /// The key it will commit.
-    pub key: Buffer,
-    /// The object size given to `beginUpload`.
-    pub size: f64,
-    /// Bytes written so far (whole parts).
-    pub written: f64,
-    /// When `beginUpload` was called, milliseconds since the Unix epoch
-    /// (as `Date.now()`; `new Date(started)` makes it a Date).
-    pub started: f64,
-}
-
-impl From<engine::UploadInfo> for UploadInfo {
-    fn from(u: engine::UploadInfo) -> Self {
-        UploadInfo {
-            id: u.id as f64,
-            key: Buffer::from(u.key.to_vec()),
-            size: u.size as f64,
-            written: u.written as f64,
-            started: unix_ms(u.started),
-        }
-    }
-}
-
 /// Options for `Store.open`.
 #[napi(object)]
 #[derive(Default)]
@@ -426,6 +267,11 @@ pub struct OpenOptions {
     /// share it, a writer gets LOCKED), read-only descriptor, every change
     /// rejected with UNSUPPORTED, nothing ever written (default false).
     pub read_only: Option<bool>,
+    /// With `readOnly` only: open a store that a plain open refuses for a
+    /// damaged tuple block, skipping the block (its objects are missing,
+    /// never served from an older copy; `stats().recovery.skipped` names
+    /// it), to copy out what reads (`backup`). Default false.
+    pub salvage: Option<bool>,
     /// Bytes of the read cache of whole small objects (default 64 MiB; 0
     /// turns it off). `stats().cache` counts its hits.
     pub cache_bytes: Option<f64>,
@@ -534,18 +380,14 @@ fn options_of(o: Option<OpenOptions>) -> Result<Options> {
         opts = opts.durability(durability_of(d)?);
     }
     if let Some(e) = o.io_engine {
-        opts = opts.io_engine(match e.as_str() {
-            "auto" => IoEngineKind::Auto,
-            "io_uring" => IoEngineKind::IoUring,
-            "portable" => IoEngineKind::Portable,
-            _ => return Err(invalid(format!("unknown ioEngine {e:?}"))),
-        });
+        opts = opts.io_engine(e.parse::<IoEngineKind>().map_err(js_err)?);
     }
     Ok(opts
         .direct_io(o.direct_io.unwrap_or(true))
         .create(o.create.unwrap_or(true))
         .create_new(o.create_new.unwrap_or(false))
-        .read_only(o.read_only.unwrap_or(false)))
+        .read_only(o.read_only.unwrap_or(false))
+        .salvage(o.salvage.unwrap_or(false)))
 }
 
 fn offset_of(n: f64, what: &str) -> Result<u64> {
@@ -567,48 +409,6 @@ fn limit_of(n: f64, what: &str) -> Result<u64> {
         return Ok(u64::MAX);
     }
     offset_of(n, what)
-}
-
-/// Space and content figures.
-#[napi(object)]
-pub struct Stats {
-    pub objects: f64,
-    pub logical_bytes: f64,
-    pub allocated_bytes: f64,
-    pub metadata_bytes: f64,
-    pub free_bytes: f64,
-    pub capacity: f64,
-    pub device_bytes_written: f64,
-    pub user_bytes_written: f64,
-    pub commit_groups: f64,
-    pub io_engine: String,
-    pub direct_io: bool,
-    pub index: String,
-    /// What recovery did when the store was opened.
-    pub recovery: Recovery,
-    /// The read cache since open.
-    pub cache: CacheStats,
-}
-
-/// Reads served from the read cache (`hits`) and from the device
-/// (`misses`), the bytes it holds and its bound.
-#[napi(object)]
-pub struct CacheStats {
-    pub hits: f64,
-    pub misses: f64,
-    pub bytes: f64,
-    pub capacity: f64,
-}
-
-/// What recovery found and did at open: groups and object versions rolled
-/// back (a crash, or bytes that did not land) and damage repaired.
-#[napi(object)]
-pub struct Recovery {
-    pub clean: bool,
-    pub rolled_back_groups: f64,
-    pub rolled_back_objects: f64,
-    pub repaired: Vec<String>,
-    pub details: Vec<String>,
 }
 
 /// Opens (creating when missing) the store at `path`.
@@ -744,7 +544,7 @@ impl Store {
         let (key, value) = (key_of(key), Bytes::copy_from_slice(&value));
         self.host(env)?.spawn(|ev| {
             let put = ev.put_op(key, value, options);
-            async move { put.await.map(ObjectInfo::from).map_err(js_err) }
+            async move { put.await.map(|i| js(&i)).map_err(js_err) }
         })
     }
 
@@ -778,7 +578,7 @@ impl Store {
     pub fn stat(&self, env: &Env, key: Either<String, Uint8Array>) -> Result<Promise> {
         let (store, key) = (self.inner.clone(), key_of(key));
         self.host(env)?
-            .spawn(|_| async move { store.stat(key).await.map(ObjectInfo::from).map_err(js_err) })
+            .spawn(|_| async move { store.stat(key).await.map(|i| js(&i)).map_err(js_err) })
     }
 
     /// Deletes `key` (NOT_FOUND when absent); resolves once durable.
@@ -867,17 +667,12 @@ impl Store {
     /// first. Memory only, no I/O. Uploads are not persisted: one not
     /// committed when the process ends is gone at the next open, its space
     /// free. CLOSED after `close()`.
-    #[napi]
-    pub fn list_uploads(&self) -> Result<Vec<UploadInfo>> {
+    #[napi(ts_return_type = "Array<UploadInfo>")]
+    pub fn list_uploads(&self) -> Result<Vec<Js>> {
         if self.inner.is_closed() {
             return Err(host::closed());
         }
-        Ok(self
-            .inner
-            .list_uploads()
-            .into_iter()
-            .map(UploadInfo::from)
-            .collect())
+        Ok(self.inner.list_uploads().iter().map(js).collect())
     }
 
     /// Aborts upload `id` (`Upload.id`, `UploadInfo.id`) wherever its
@@ -894,39 +689,12 @@ impl Store {
     }
 
     /// Space and content figures.
-    #[napi]
-    pub fn stats(&self) -> Result<Stats> {
+    #[napi(ts_return_type = "Stats")]
+    pub fn stats(&self) -> Result<Js> {
         if self.inner.is_closed() {
             return Err(host::closed());
         }
-        let s = self.inner.stats();
-        Ok(Stats {
-            objects: s.objects as f64,
-            logical_bytes: s.logical_bytes as f64,
-            allocated_bytes: s.allocated_bytes as f64,
-            metadata_bytes: s.metadata_bytes as f64,
-            free_bytes: s.free_bytes as f64,
-            capacity: s.capacity as f64,
-            device_bytes_written: s.device_bytes_written as f64,
-            user_bytes_written: s.user_bytes_written as f64,
-            commit_groups: s.commit_groups as f64,
-            io_engine: s.io_engine.to_string(),
-            direct_io: s.direct_io,
-            index: s.index.name().to_string(),
-            recovery: Recovery {
-                clean: s.recovery.clean,
-                rolled_back_groups: s.recovery.rolled_back_groups as f64,
-                rolled_back_objects: s.recovery.rolled_back_objects as f64,
-                repaired: s.recovery.repaired.clone(),
-                details: s.recovery.details.clone(),
-            },
-            cache: CacheStats {
-                hits: s.cache.hits as f64,
-                misses: s.cache.misses as f64,
-                bytes: s.cache.bytes as f64,
-                capacity: s.cache.capacity as f64,
-            },
-        })
+        Ok(js(&self.inner.stats()))
     }
 
     /// Grows the store file to `capacity` bytes (rounded down to 4096) now,
@@ -966,18 +734,14 @@ impl Store {
     /// `close()`, CORRUPT if an object fails its checksums (no copy is
     /// made), NO_SPACE or IO. Runs on napi-rs's runtime.
     #[napi(ts_return_type = "Promise<BackupReport>")]
-    pub fn backup(&self, env: &Env, dest: String) -> Result<AsyncBlock<BackupReport>> {
+    pub fn backup(&self, env: &Env, dest: String) -> Result<AsyncBlock<Js>> {
         if self.hosting.0.borrow().closed {
             return Err(host::closed());
         }
         let store = self.inner.clone();
-        AsyncBlockBuilder::new(async move {
-            store
-                .backup(dest)
-                .await
-                .map(BackupReport::from)
-                .map_err(js_err)
-        })
+        AsyncBlockBuilder::new(
+            async move { store.backup(dest).await.map(|r| js(&r)).map_err(js_err) },
+        )
         .build(env)
     }
 
@@ -988,19 +752,13 @@ impl Store {
     /// by itself. Rejects with UNSUPPORTED on a read-only store, CLOSED
     /// after `close()`, IO. Runs on napi-rs's runtime.
     #[napi(ts_return_type = "Promise<CompactReport>")]
-    pub fn compact(&self, env: &Env) -> Result<AsyncBlock<CompactReport>> {
+    pub fn compact(&self, env: &Env) -> Result<AsyncBlock<Js>> {
         if self.hosting.0.borrow().closed {
             return Err(host::closed());
         }
         let store = self.inner.clone();
-        AsyncBlockBuilder::new(async move {
-            store
-                .compact()
-                .await
-                .map(CompactReport::from)
-                .map_err(js_err)
-        })
-        .build(env)
+        AsyncBlockBuilder::new(async move { store.compact().await.map(|r| js(&r)).map_err(js_err) })
+            .build(env)
     }
 
     /// Finishes pending commits and releases the lock. Calls made after
@@ -1014,18 +772,18 @@ impl Store {
     }
 
     /// Synchronous `put` (blocks the event loop; for scripts).
-    #[napi]
+    #[napi(ts_return_type = "ObjectInfo")]
     pub fn put_sync(
         &self,
         key: Either<String, Uint8Array>,
         value: Uint8Array,
         conditions: Option<PutConditions>,
-    ) -> Result<ObjectInfo> {
+    ) -> Result<Js> {
         let options = put_options(conditions)?;
         let (key, value) = (key_of(key), Bytes::copy_from_slice(&value));
         self.blocking()
             .put_with(key, value, options)
-            .map(Into::into)
+            .map(|i| js(&i))
             .map_err(js_err)
     }
 
@@ -1052,11 +810,11 @@ impl Store {
     }
 
     /// Synchronous `stat`.
-    #[napi]
-    pub fn stat_sync(&self, key: Either<String, Uint8Array>) -> Result<ObjectInfo> {
+    #[napi(ts_return_type = "ObjectInfo")]
+    pub fn stat_sync(&self, key: Either<String, Uint8Array>) -> Result<Js> {
         self.blocking()
             .stat(key_of(key))
-            .map(Into::into)
+            .map(|i| js(&i))
             .map_err(js_err)
     }
 
@@ -1082,22 +840,16 @@ impl Store {
 
     /// Synchronous `backup` (blocks the event loop while it copies; for
     /// scripts).
-    #[napi]
-    pub fn backup_sync(&self, dest: String) -> Result<BackupReport> {
-        self.blocking()
-            .backup(dest)
-            .map(BackupReport::from)
-            .map_err(js_err)
+    #[napi(ts_return_type = "BackupReport")]
+    pub fn backup_sync(&self, dest: String) -> Result<Js> {
+        self.blocking().backup(dest).map(|r| js(&r)).map_err(js_err)
     }
 
     /// Synchronous `compact` (blocks the event loop while it moves
     /// objects; for scripts).
-    #[napi]
-    pub fn compact_sync(&self) -> Result<CompactReport> {
-        self.blocking()
-            .compact()
-            .map(CompactReport::from)
-            .map_err(js_err)
+    #[napi(ts_return_type = "CompactReport")]
+    pub fn compact_sync(&self) -> Result<Js> {
+        self.blocking().compact().map(|r| js(&r)).map_err(js_err)
     }
 
     /// Synchronous `close`.
@@ -1189,8 +941,8 @@ impl Upload {
     /// as for `put`. A bad option rejects and leaves the upload as it was;
     /// a commit the store refuses (a condition not met, bytes never
     /// written) ends it.
-    #[napi]
-    pub async fn commit(&self, conditions: Option<PutConditions>) -> Result<ObjectInfo> {
+    #[napi(ts_return_type = "Promise<ObjectInfo>")]
+    pub async fn commit(&self, conditions: Option<PutConditions>) -> Result<Js> {
         let options = put_options(conditions)?;
         options.check().map_err(js_err)?;
         let up = self
@@ -1198,7 +950,7 @@ impl Upload {
             .ok_or_else(|| invalid("the upload was already committed or aborted"))?;
         up.commit_with(options)
             .await
-            .map(Into::into)
+            .map(|i| js(&i))
             .map_err(js_err)
     }
 

@@ -45,7 +45,7 @@ test('backup makes a copy that opens with every object', async () => {
     const values = await fill(s)
     const dest = join(dirname(path), 'copy.blobcask')
     const report = await s.backup(dest)
-    assert.deepEqual(Object.keys(report).sort(), ['bytes', 'elapsedMs', 'objects', 'path'])
+    assert.deepEqual(Object.keys(report).sort(), ['bytes', 'bytesPerSec', 'elapsedMs', 'objects', 'path'])
     assert.equal(report.path, dest)
     assert.equal(report.objects, values.size)
     assert.equal(report.bytes, total(values))

@@ -12,7 +12,7 @@ test('loads an array, a Map, a generator and an async generator', async () => {
   await withStore({ index: 'btree' }, async (s) => {
     const pairs = Array.from({ length: 50 }, (_, i) => [`array/${i}`, randomBytes(i * 100)])
     let r = await s.bulkLoad(pairs)
-    assert.deepEqual(Object.keys(r).sort(), ['bytes', 'elapsedMs', 'groups', 'objects'])
+    assert.deepEqual(Object.keys(r).sort(), ['bytes', 'bytesPerSec', 'elapsedMs', 'groups', 'objects', 'objectsPerSec'])
     assert.equal(r.objects, 50)
     assert.equal(r.bytes, pairs.reduce((n, [, v]) => n + v.length, 0))
     assert.ok(r.groups >= 1)
