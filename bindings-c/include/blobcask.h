@@ -233,6 +233,14 @@ typedef struct bc_options {
    BC_DURABILITY_SYNC (the default). Otherwise BC_INVALID_ARGUMENT.
    */
   uint64_t max_delay_micros;
+  /*
+   1 = salvage, with `read_only` = 1 only (otherwise
+   BC_INVALID_ARGUMENT): open a store that a plain open refuses for a
+   damaged tuple block, skipping the block. Its objects are missing
+   (BC_NOT_FOUND, never an older copy), `bc_stats.skipped` counts such
+   blocks; copy out what reads with `bc_backup`. 0 = no (default).
+   */
+  int32_t salvage;
 } bc_options;
 
 /*
@@ -403,6 +411,25 @@ typedef struct bc_stats {
    The read cache's bound in bytes (0: off).
    */
   uint64_t cache_capacity;
+  /*
+   The largest free piece: the largest run a new object gets in one
+   piece.
+   */
+  uint64_t largest_free_piece;
+  /*
+   Largest size the store grows to by itself; 0: no limit but the file
+   system.
+   */
+  uint64_t max_capacity;
+  /*
+   Recovery at open: whether the store had been closed cleanly.
+   */
+  bool clean;
+  /*
+   Recovery at open: damaged tuple blocks a salvage open skipped (their
+   objects are missing); 0 otherwise.
+   */
+  uint64_t skipped;
 } bc_stats;
 
 /*

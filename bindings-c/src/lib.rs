@@ -156,6 +156,12 @@ pub struct bc_options {
     /// acknowledged change stays unwritten (more than 0). Must be 0 with
     /// BC_DURABILITY_SYNC (the default). Otherwise BC_INVALID_ARGUMENT.
     pub max_delay_micros: u64,
+    /// 1 = salvage, with `read_only` = 1 only (otherwise
+    /// BC_INVALID_ARGUMENT): open a store that a plain open refuses for a
+    /// damaged tuple block, skipping the block. Its objects are missing
+    /// (BC_NOT_FOUND, never an older copy), `bc_stats.skipped` counts such
+    /// blocks; copy out what reads with `bc_backup`. 0 = no (default).
+    pub salvage: i32,
 }
 
 /// What a commit produced, or what `bc_stat` reports.
@@ -202,6 +208,17 @@ pub struct bc_stats {
     pub cache_bytes: u64,
     /// The read cache's bound in bytes (0: off).
     pub cache_capacity: u64,
+    /// The largest free piece: the largest run a new object gets in one
+    /// piece.
+    pub largest_free_piece: u64,
+    /// Largest size the store grows to by itself; 0: no limit but the file
+    /// system.
+    pub max_capacity: u64,
+    /// Recovery at open: whether the store had been closed cleanly.
+    pub clean: bool,
+    /// Recovery at open: damaged tuple blocks a salvage open skipped (their
+    /// objects are missing); 0 otherwise.
+    pub skipped: u64,
 }
 
 /// What `bc_backup` did.
@@ -432,6 +449,7 @@ pub extern "C" fn bc_options_default() -> bc_options {
         max_capacity: 0,
         durability: bc_durability::BC_DURABILITY_SYNC as u32,
         max_delay_micros: 0,
+        salvage: 0,
     }
 }
 
@@ -503,7 +521,8 @@ fn options_of(o: &bc_options) -> Result<Options, Fail> {
         .direct_io(flag(o.direct_io, "direct_io")?)
         .create(flag(o.create, "create")?)
         .create_new(flag(o.create_new, "create_new")?)
-        .read_only(flag(o.read_only, "read_only")?))
+        .read_only(flag(o.read_only, "read_only")?)
+        .salvage(flag(o.salvage, "salvage")?))
 }
 
 /// Opens (creating when missing) the store at `path`. `opts` may be NULL
@@ -1304,6 +1323,10 @@ pub extern "C" fn bc_store_stats(
             cache_misses: st.cache.misses,
             cache_bytes: st.cache.bytes,
             cache_capacity: st.cache.capacity,
+            largest_free_piece: st.largest_free_piece,
+            max_capacity: st.max_capacity.unwrap_or(0),
+            clean: st.recovery.clean,
+            skipped: st.recovery.skipped.len() as u64,
         };
         Ok(())
     })
