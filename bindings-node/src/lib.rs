@@ -333,12 +333,7 @@ pub struct PutConditions {
 fn put_options(c: Option<PutConditions>) -> Result<PutOptions> {
     let c = c.unwrap_or_default();
     let version = c.if_version.map(version_of).transpose()?;
-    let mode = match (c.if_absent.unwrap_or(false), version) {
-        (false, None) => PutMode::Overwrite,
-        (true, None) => PutMode::Create,
-        (false, Some(v)) => PutMode::Update(v),
-        (true, Some(_)) => return Err(invalid("ifAbsent and ifVersion cannot be combined")),
-    };
+    let mode = PutMode::from_conditions(c.if_absent.unwrap_or(false), version).map_err(js_err)?;
     let options = PutOptions::from(mode);
     match c.ttl {
         None | Some(Either::B(Null)) => Ok(options),

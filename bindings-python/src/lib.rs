@@ -94,16 +94,7 @@ fn put_options(
     if_version: Option<u64>,
     ttl: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<PutOptions> {
-    let mode = match (if_absent, if_version) {
-        (false, None) => PutMode::Overwrite,
-        (true, None) => PutMode::Create,
-        (false, Some(v)) => PutMode::Update(v),
-        (true, Some(_)) => {
-            return Err(PyValueError::new_err(
-                "if_absent and if_version cannot be combined",
-            ))
-        }
-    };
+    let mode = PutMode::from_conditions(if_absent, if_version).map_err(py_err)?;
     let options = match ttl {
         None => PutOptions::from(mode),
         Some(t) => PutOptions::from(mode).ttl(ttl_of(t)?),
@@ -198,25 +189,11 @@ fn duration_of(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<Duration> {
     Err(wrong_type())
 }
 
-/// The durability mode from `durability=` and `max_delay=`: `"sync"`
-/// (the default; no `max_delay`) or `"buffered"` (`max_delay` required:
-/// how much a crash may lose is the caller's to say, never a default).
+/// The durability mode from `durability=` and `max_delay=` (seconds or a
+/// `timedelta`), as `Durability::named` takes them.
 fn durability_of(durability: &str, max_delay: Option<&Bound<'_, PyAny>>) -> PyResult<Durability> {
-    let invalid = |m: &str| error_class("InvalidArgumentError", format!("INVALID_ARGUMENT: {m}"));
-    match (durability, max_delay) {
-        ("sync", None) => Ok(Durability::Sync),
-        ("sync", Some(_)) => Err(invalid("max_delay applies to durability=\"buffered\" only")),
-        ("buffered", Some(d)) => Ok(Durability::Buffered {
-            max_delay: duration_of(d, "max_delay")?,
-        }),
-        ("buffered", None) => Err(invalid(
-            "durability=\"buffered\" needs max_delay= (seconds, or a timedelta): \
-             the longest an acknowledged change may stay unwritten, so what a crash may lose",
-        )),
-        (other, _) => Err(invalid(&format!(
-            "unknown durability {other:?}: expected \"sync\" or \"buffered\""
-        ))),
-    }
+    let max_delay = max_delay.map(|d| duration_of(d, "max_delay")).transpose()?;
+    Durability::named(durability, max_delay).map_err(py_err)
 }
 
 /// Drops large buffers away from the thread that let them go: giving back

@@ -58,6 +58,29 @@ pub enum Durability {
     },
 }
 
+impl Durability {
+    /// The mode as the bindings name it: `"sync"` (no `max_delay`) or
+    /// `"buffered"` with a `max_delay` (required: how much a crash may lose
+    /// is the caller's to say, never a default). Anything else is
+    /// `InvalidArgument`; a `max_delay` under 1 µs is refused at open.
+    pub fn named(mode: &str, max_delay: Option<Duration>) -> Result<Durability> {
+        let bad = |m: String| Err(Error::new(ErrorKind::InvalidArgument, m));
+        match (mode, max_delay) {
+            ("sync", None) => Ok(Durability::Sync),
+            ("sync", Some(_)) => bad("max_delay applies to durability \"buffered\" only".into()),
+            ("buffered", Some(max_delay)) => Ok(Durability::Buffered { max_delay }),
+            ("buffered", None) => bad(
+                "durability \"buffered\" needs a max_delay: the longest an acknowledged \
+                 change may stay unwritten, so what a crash may lose"
+                    .into(),
+            ),
+            (other, _) => bad(format!(
+                "unknown durability {other:?}: expected \"sync\" or \"buffered\""
+            )),
+        }
+    }
+}
+
 /// How a store is opened or created. Build with [`Options::new`] and the
 /// setters; pass to [`Store::open`](crate::Store::open).
 #[derive(Debug, Clone)]
@@ -314,6 +337,13 @@ impl Options {
                 "read_only and create_new cannot be combined: a new store is written".into(),
             );
         }
+        if let Durability::Buffered { max_delay } = self.durability {
+            if max_delay < Duration::from_micros(1) {
+                return bad(format!(
+                    "max_delay {max_delay:?} is under 1 µs: buffered durability needs a delay"
+                ));
+            }
+        }
         if self.salvage && !self.read_only {
             return bad(
                 "salvage needs read_only: a salvaged store is only read, never written".into(),
@@ -471,6 +501,23 @@ impl PutOptions {
                 "ttl must be at least 1 microsecond",
             )),
             micros => Ok(Some(micros)),
+        }
+    }
+}
+
+impl PutMode {
+    /// The mode a put's conditions ask for, as the bindings take them:
+    /// `if_absent` (create only), `if_version` (replace only that version),
+    /// neither (create or replace). Both at once is `InvalidArgument`.
+    pub fn from_conditions(if_absent: bool, if_version: Option<u64>) -> Result<PutMode> {
+        match (if_absent, if_version) {
+            (false, None) => Ok(PutMode::Overwrite),
+            (true, None) => Ok(PutMode::Create),
+            (false, Some(v)) => Ok(PutMode::Update(v)),
+            (true, Some(_)) => Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "if_absent and if_version cannot be combined",
+            )),
         }
     }
 }

@@ -61,3 +61,58 @@ fn capacity_of_an_existing_store_comes_from_its_superblock() {
     let s = Store::open(&t.path, Options::new()).unwrap();
     assert_eq!(s.stats().capacity, 8 << 20);
 }
+
+/// The names the bindings pass (`durability="buffered"`, `if_absent`) mean
+/// one thing in every binding: parsed here, once.
+#[test]
+fn bindings_names_for_durability_io_engine_and_put_conditions() {
+    use blobcask::{Durability, ErrorKind, IoEngineKind, PutMode};
+    use std::time::Duration;
+    let d = Duration::from_millis(5);
+    assert_eq!(Durability::named("sync", None).unwrap(), Durability::Sync);
+    assert_eq!(
+        Durability::named("buffered", Some(d)).unwrap(),
+        Durability::Buffered { max_delay: d }
+    );
+    for (mode, delay) in [
+        ("sync", Some(d)),
+        ("buffered", None),
+        ("Sync", None),
+        ("", None),
+    ] {
+        let e = Durability::named(mode, delay).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{mode:?} {delay:?}");
+    }
+    for kind in IoEngineKind::ALL {
+        assert_eq!(kind.name().parse::<IoEngineKind>().unwrap(), kind);
+    }
+    assert_eq!(
+        "uring".parse::<IoEngineKind>().unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        PutMode::from_conditions(false, None).unwrap(),
+        PutMode::Overwrite
+    );
+    assert_eq!(
+        PutMode::from_conditions(true, None).unwrap(),
+        PutMode::Create
+    );
+    assert_eq!(
+        PutMode::from_conditions(false, Some(7)).unwrap(),
+        PutMode::Update(7)
+    );
+    assert_eq!(
+        PutMode::from_conditions(true, Some(7)).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+
+    // A buffered store with no delay at all is refused, and nothing made.
+    let t = temp_path();
+    let zero = Durability::Buffered {
+        max_delay: Duration::ZERO,
+    };
+    let e = Store::open(&t.path, Options::new().durability(zero)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(!t.path.exists());
+}
