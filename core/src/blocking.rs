@@ -193,15 +193,15 @@ impl Upload {
         block_on(self.inner.write_part_checked(offset, bytes, crc32c))
     }
     /// See [`crate::Upload::commit`].
-    pub fn commit(self) -> Result<ObjectInfo> {
+    pub fn commit(&self) -> Result<ObjectInfo> {
         block_on(self.inner.commit())
     }
     /// See [`crate::Upload::commit_with`].
-    pub fn commit_with(self, options: PutOptions) -> Result<ObjectInfo> {
+    pub fn commit_with(&self, options: PutOptions) -> Result<ObjectInfo> {
         block_on(self.inner.commit_with(options))
     }
     /// See [`crate::Upload::abort`].
-    pub fn abort(self) -> Result<()> {
+    pub fn abort(&self) -> Result<()> {
         block_on(self.inner.abort())
     }
 }

@@ -175,6 +175,8 @@ fn a_bad_ttl_is_refused_and_writes_nothing() {
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     let st = s.stats();
     assert_eq!((st.objects, st.allocated_bytes), (0, 0));
+    // A refused ttl leaves the upload as it was: it commits afterwards.
+    assert_eq!(up.commit().unwrap().size, 10);
     // The longest ttl is fine.
     s.put_with("k", pattern(1, 10), ttl(MAX_TTL)).unwrap();
     s.close().unwrap();

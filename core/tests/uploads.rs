@@ -163,3 +163,59 @@ fn written_counts_a_short_last_part_by_its_length() {
     s.close().unwrap();
     assert!(handle.list_uploads().is_empty());
 }
+
+/// An upload handle is used by reference only (the bindings share it
+/// between threads without wrapping it): a commit while a part is being
+/// written is refused and leaves the upload as it was, and the part's
+/// bytes are in the object committed after it. Once the upload has ended,
+/// every call says how: committed, or refused.
+#[test]
+fn a_commit_racing_a_part_is_refused_and_the_upload_stays_whole() {
+    use futures::task::noop_waker_ref;
+    use std::future::Future;
+    use std::task::Context;
+    for engine in ENGINES {
+        let t = temp_path();
+        let s = Store::open(&t.path, opts(engine)).unwrap();
+        let size = 16 << 20;
+        let up = futures::executor::block_on(s.as_async().begin_upload("big", size)).unwrap();
+        let head = pattern(1, 4096);
+        let tail = pattern(2, size as usize - 4096);
+        futures::executor::block_on(up.write_part(0, head.clone())).unwrap();
+        // A part under way: polled once, it waits for its write.
+        let mut part = Box::pin(up.write_part(4096, tail.clone()));
+        let mut cx = Context::from_waker(noop_waker_ref());
+        assert!(
+            part.as_mut().poll(&mut cx).is_pending(),
+            "{engine:?}: a 16 MiB part finished inside its first poll"
+        );
+        let e = futures::executor::block_on(up.commit()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        assert!(e.to_string().contains("still being written"), "{e}");
+        assert_eq!(s.list_uploads().len(), 1, "the upload is still there");
+        futures::executor::block_on(part).unwrap();
+        let info = futures::executor::block_on(up.commit()).unwrap();
+        assert_eq!(info.size, size);
+        let mut want = head.clone();
+        want.extend_from_slice(&tail);
+        assert!(
+            s.get("big").unwrap() == want,
+            "{engine:?}: the object is whole"
+        );
+        let e = futures::executor::block_on(up.commit()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Closed);
+        assert!(e.to_string().contains("already committed"), "{e}");
+        let e = futures::executor::block_on(up.write_part(0, head.clone())).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Closed);
+
+        // A commit refused for bytes never written ends the upload.
+        let gap = s.begin_upload("gap", 8192).unwrap();
+        gap.write_part(0, pattern(3, 4096)).unwrap();
+        assert_eq!(gap.commit().unwrap_err().kind(), ErrorKind::InvalidArgument);
+        let e = gap.write_part(4096, pattern(3, 4096)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Closed);
+        assert!(e.to_string().contains("refused"), "{e}");
+        assert!(s.list_uploads().is_empty() && !s.contains("gap"));
+        s.close().unwrap();
+    }
+}

@@ -10,7 +10,7 @@
 //! its space free (the allocator is rebuilt from committed objects).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::SystemTime;
 
@@ -42,8 +42,32 @@ struct Slot {
     started: SystemTime,
     /// `None` once committed or aborted: nothing more can be written.
     target: Mutex<Option<Target>>,
+    /// Why `target` was taken: [`OPEN`] (not taken, or by an abort),
+    /// [`COMMITTED`] or [`REFUSED`].
+    outcome: AtomicU8,
+    /// `write_part` calls under way. Raised before a part looks at
+    /// `target` and lowered once its bits are set, so a commit that finds
+    /// it 0 under `target`'s lock finds every part before it whole and no
+    /// part after it able to write (they find `target` taken).
+    in_flight: AtomicUsize,
     /// One bit per `PART_ALIGN` unit of the object: set once written.
     written: Mutex<Vec<u64>>,
+}
+
+/// A `write_part` under way ([`Slot::in_flight`]), for its whole call.
+struct PartInFlight<'a>(&'a AtomicUsize);
+
+impl<'a> PartInFlight<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        PartInFlight(count)
+    }
+}
+
+impl Drop for PartInFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Slot {
@@ -96,6 +120,8 @@ impl Uploads {
             size,
             started: SystemTime::now(),
             target: Mutex::new(Some(target)),
+            outcome: AtomicU8::new(OPEN),
+            in_flight: AtomicUsize::new(0),
             written: Mutex::new(vec![0; units.div_ceil(64) as usize]),
         });
         self.live.lock().insert(slot.id, Arc::downgrade(&slot));
@@ -155,6 +181,27 @@ fn aborted() -> Error {
         ErrorKind::Closed,
         "the upload was aborted (Store::abort_upload)",
     )
+}
+
+/// [`Slot::outcome`]: no commit took the target.
+const OPEN: u8 = 0;
+/// A commit took it (and made, or is making, the object visible).
+const COMMITTED: u8 = 1;
+/// A commit was refused and ended the upload.
+const REFUSED: u8 = 2;
+
+impl Slot {
+    /// Why nothing more can be done with the upload.
+    fn ended(&self) -> Error {
+        match self.outcome.load(Ordering::SeqCst) {
+            COMMITTED => Error::new(ErrorKind::Closed, "the upload was already committed"),
+            REFUSED => Error::new(
+                ErrorKind::Closed,
+                "the upload ended when its commit was refused",
+            ),
+            _ => aborted(),
+        }
+    }
 }
 
 /// An upload in progress; see [`Store::begin_upload`].
@@ -249,6 +296,7 @@ impl Upload {
                 "a part that does not end the object must be a multiple of {PART_ALIGN} bytes long"
             ));
         }
+        let _in_flight = PartInFlight::new(&self.slot.in_flight);
         // A client's CRC32C is checked before anything is written (one pass
         // over the part, only when the client sent one).
         if let Some(want) = expect {
@@ -264,7 +312,7 @@ impl Upload {
         // with a handle on the pieces, so an abort meanwhile frees them
         // only after this write.
         let extent = match self.slot.target.lock().as_mut() {
-            None => return Err(aborted().context(ctx())),
+            None => return Err(self.slot.ended().context(ctx())),
             Some(Target::Inline(buf)) => {
                 // The buffer holds `size` bytes and `end <= size` (above).
                 let Some(dst) = buf.get_mut(offset as usize..end as usize) else {
@@ -287,7 +335,7 @@ impl Upload {
                         *slot = sum;
                     }
                 }
-                _ => return Err(aborted().context(ctx())),
+                _ => return Err(self.slot.ended().context(ctx())),
             }
         }
         let mut bits = self.slot.written.lock();
@@ -313,8 +361,12 @@ impl Upload {
 
     /// Makes the object visible atomically, replacing any previous one.
     /// Every byte must have been written (`InvalidArgument` otherwise, and
-    /// the upload is aborted).
-    pub async fn commit(self) -> Result<ObjectInfo> {
+    /// the upload ends). While a [`write_part`](Self::write_part) of this
+    /// upload is under way the commit is refused with `InvalidArgument`
+    /// and the upload stays as it was (commit once every part has
+    /// returned). Once it has ended (committed, refused, aborted), every
+    /// later call on the handle is `Closed`.
+    pub async fn commit(&self) -> Result<ObjectInfo> {
         self.commit_with(PutOptions::default()).await
     }
 
@@ -324,47 +376,87 @@ impl Upload {
     /// as for [`Store::put_with`](crate::Store::put_with): a refused commit
     /// (`AlreadyExists`, `VersionMismatch`) changes nothing and frees the
     /// upload's space. A [`ttl`](PutOptions::ttl) counts from the commit; a
-    /// bad one is `InvalidArgument` and, like every refused commit, ends
-    /// the upload.
-    pub async fn commit_with(self, options: PutOptions) -> Result<ObjectInfo> {
+    /// bad one is `InvalidArgument` and leaves the upload as it was.
+    pub async fn commit_with(&self, options: PutOptions) -> Result<ObjectInfo> {
         match super::commit::PutSpec::of(&options) {
             Ok(spec) => self.commit_spec(spec).await,
             Err(e) => Err(e.context(format!("commit upload {}", show_key(&self.slot.key)))),
         }
     }
 
-    /// [`commit_with`](Self::commit_with) with the options checked.
-    pub(crate) async fn commit_spec(self, spec: super::commit::PutSpec) -> Result<ObjectInfo> {
-        let (key, size) = (&self.slot.key, self.slot.size);
-        let ctx = format!("commit upload {}", show_key(key));
-        self.store.check_open().map_err(|e| e.context(&ctx))?;
-        self.store
-            .shared()
-            .check_failed()
-            .map_err(|e| e.context(&ctx))?;
-        if self.slot.target.lock().is_none() {
-            return Err(aborted().context(ctx));
-        }
-        if let Some(gap) = self.first_gap() {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!("bytes from {gap} were never written"),
-            )
-            .context(ctx));
-        }
-        // Taken: the upload leaves the registry's reach (an abort now finds
-        // nothing to free; the commit owns the pieces).
+    /// Ends the upload without committing: nothing more can be written,
+    /// and its space is freed (once no part holds it).
+    fn end(&self) {
         let target = self.slot.target.lock().take();
         self.store.shared().uploads.unregister(self.slot.id);
+        drop(target);
+    }
+
+    /// Ends the upload because its commit was refused.
+    fn refuse(&self) {
+        let mut target = self.slot.target.lock();
+        if target.take().is_some() {
+            self.slot.outcome.store(REFUSED, Ordering::SeqCst);
+        }
+        drop(target);
+        self.store.shared().uploads.unregister(self.slot.id);
+    }
+
+    /// [`commit_with`](Self::commit_with) with the options checked.
+    pub(crate) async fn commit_spec(&self, spec: super::commit::PutSpec) -> Result<ObjectInfo> {
+        let (key, size) = (&self.slot.key, self.slot.size);
+        let ctx = format!("commit upload {}", show_key(key));
+        let usable = self
+            .store
+            .check_open()
+            .and_then(|()| self.store.shared().check_failed());
+        if let Err(e) = usable {
+            self.refuse();
+            return Err(e.context(ctx));
+        }
+        // Taken under the lock, and only with no part under way (see
+        // `Slot::in_flight`): the upload leaves the registry's reach (an
+        // abort now finds nothing to free; the commit owns the pieces).
+        let target = {
+            let mut target = self.slot.target.lock();
+            if target.is_none() {
+                return Err(self.slot.ended().context(ctx));
+            }
+            if self.slot.in_flight.load(Ordering::SeqCst) > 0 {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    "parts are still being written: commit once every write_part has returned \
+                     (the upload is unchanged)",
+                )
+                .context(ctx));
+            }
+            let gap = self.first_gap();
+            let taken = target.take();
+            let outcome = if gap.is_none() { COMMITTED } else { REFUSED };
+            self.slot.outcome.store(outcome, Ordering::SeqCst);
+            if let Some(gap) = gap {
+                drop(target);
+                self.store.shared().uploads.unregister(self.slot.id);
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("bytes from {gap} were never written; the upload is ended"),
+                )
+                .context(ctx));
+            }
+            taken
+        };
+        self.store.shared().uploads.unregister(self.slot.id);
         let data = match target {
-            None => return Err(aborted().context(ctx)),
+            None => return Err(self.slot.ended().context(ctx)),
             Some(Target::Inline(buf)) => ObjectData::Inline(Bytes::from(buf)),
             Some(Target::Heap(extent, table)) => {
                 let (sums, trailer) = data::seal(table.into());
                 if let Some(t) = &trailer {
-                    data::write_table(self.store.shared(), &extent, size, t)
-                        .await
-                        .map_err(|e| e.context(&ctx))?;
+                    let written = data::write_table(self.store.shared(), &extent, size, t).await;
+                    if let Err(e) = written {
+                        self.slot.outcome.store(REFUSED, Ordering::SeqCst);
+                        return Err(e.context(&ctx));
+                    }
                 }
                 // Synced before the tuple by the commit (not read back at
                 // open: uploads may be large).
@@ -375,15 +467,17 @@ impl Upload {
                 }
             }
         };
-        self.store
-            .commit_object(key, size, data, None, spec)
-            .await
-            .map_err(|e| e.context(ctx))
+        let committed = self.store.commit_object(key, size, data, None, spec).await;
+        if committed.is_err() {
+            self.slot.outcome.store(REFUSED, Ordering::SeqCst);
+        }
+        committed.map_err(|e| e.context(ctx))
     }
 
-    /// Abandons the upload and frees its space. Dropping it does the same.
-    pub async fn abort(self) -> Result<()> {
-        drop(self);
+    /// Abandons the upload and frees its space (once no part holds it).
+    /// Dropping the handle does the same. A no-op once the upload ended.
+    pub async fn abort(&self) -> Result<()> {
+        self.end();
         Ok(())
     }
 }
