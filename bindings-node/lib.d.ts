@@ -301,7 +301,10 @@ export declare class Upload {
    * bad one rejects with INVALID_ARGUMENT and leaves the upload as it was. A
    * commit the store refuses ends the upload and frees its space: a
    * condition not met (ALREADY_EXISTS, VERSION_MISMATCH), or bytes never
-   * written (INVALID_ARGUMENT).
+   * written (INVALID_ARGUMENT). A commit while a `writePart` of this upload
+   * is still under way rejects with INVALID_ARGUMENT and leaves the upload
+   * as it was (commit once every part has resolved). Once the upload ended,
+   * every call rejects with CLOSED.
    */
   commit(conditions?: PutConditions | null): Promise<ObjectInfo>
   /** Abandons the upload and frees its space. */

@@ -487,13 +487,23 @@ fn options_of(o: &bc_options) -> Result<Options, Fail> {
             opts = opts.inline_threshold(t);
         }
     }
-    let mode = match o.durability {
-        0 => "sync",
-        1 => "buffered",
-        d => return Err(invalid(&format!("unknown durability {d}"))),
-    };
-    let max_delay = (o.max_delay_micros > 0).then(|| Duration::from_micros(o.max_delay_micros));
-    opts = opts.durability(Durability::named(mode, max_delay).map_err(engine_err)?);
+    opts = opts.durability(match (o.durability, o.max_delay_micros) {
+        (0, 0) => Durability::Sync,
+        (0, _) => {
+            return Err(invalid(
+                "max_delay_micros is for BC_DURABILITY_BUFFERED only; leave it 0",
+            ))
+        }
+        (1, 0) => {
+            return Err(invalid(
+                "max_delay_micros must be more than 0 with BC_DURABILITY_BUFFERED",
+            ))
+        }
+        (1, micros) => Durability::Buffered {
+            max_delay: Duration::from_micros(micros),
+        },
+        (d, _) => return Err(invalid(&format!("unknown durability {d}"))),
+    });
     match o.cache_bytes {
         -1 => {}
         c => {

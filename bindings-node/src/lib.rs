@@ -68,7 +68,47 @@ pub(crate) fn js_err(e: engine::Error) -> Error {
         Some(s) => format!("{}: {s}", e.message()),
         None => e.message().to_string(),
     };
-    Error::new(Status::GenericFailure, format!("{tag}: {message}"))
+    Error::new(
+        Status::GenericFailure,
+        format!("{tag}: {}", js_names(&message)),
+    )
+}
+
+/// The core's messages name options and conditions as Rust and Python do
+/// (`read_only`, `if_absent`); JavaScript callers passed `readOnly`,
+/// `ifAbsent`. Whole words only, so a key that contains one is left alone.
+fn js_names(message: &str) -> String {
+    const NAMES: [&str; 11] = [
+        "read_only",
+        "create_new",
+        "io_engine",
+        "direct_io",
+        "cache_bytes",
+        "max_capacity",
+        "inline_threshold",
+        "max_piece_size",
+        "max_delay",
+        "if_absent",
+        "if_version",
+    ];
+    let mut out = message.to_owned();
+    for name in NAMES {
+        let mut from = 0;
+        while let Some(at) = out.get(from..).and_then(|rest| rest.find(name)) {
+            let (start, end) = (from + at, from + at + name.len());
+            let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+            let before = out.get(..start).and_then(|s| s.chars().next_back());
+            let after = out.get(end..).and_then(|s| s.chars().next());
+            if word(before) || word(after) {
+                from = end;
+                continue;
+            }
+            let camel = records::camel(name);
+            out.replace_range(start..end, &camel);
+            from = start + camel.len();
+        }
+    }
+    out
 }
 
 fn invalid(msg: impl Into<String>) -> Error {
@@ -629,8 +669,7 @@ impl Store {
         AsyncBlockBuilder::new(async move {
             let up = store.begin_upload(key, size).await.map_err(js_err)?;
             Ok(Upload {
-                id: up.id(),
-                inner: Mutex::new(Some(Arc::new(up))),
+                inner: Arc::new(up),
             })
         })
         .build(env)
@@ -861,33 +900,11 @@ impl Store {
 /// A multipart upload; see `Store.beginUpload`.
 #[napi]
 pub struct Upload {
-    /// Kept apart from the handle, so `id` still answers once committed.
-    id: u64,
-    inner: Mutex<Option<Arc<engine::Upload>>>,
-}
-
-impl Upload {
-    fn handle(&self) -> Result<Arc<engine::Upload>> {
-        self.inner
-            .lock()
-            .map_err(|_| invalid("upload poisoned"))?
-            .clone()
-            .ok_or_else(|| invalid("the upload was already committed or aborted"))
-    }
-
-    fn take(&self) -> Result<Option<engine::Upload>> {
-        let taken = self
-            .inner
-            .lock()
-            .map_err(|_| invalid("upload poisoned"))?
-            .take();
-        match taken {
-            None => Ok(None),
-            Some(arc) => Arc::try_unwrap(arc)
-                .map(Some)
-                .map_err(|_| invalid("parts are still being written")),
-        }
-    }
+    /// The engine's handle, shared with the write and commit tasks: a
+    /// commit while a part is being written is refused (INVALID_ARGUMENT)
+    /// and leaves the upload as it was; once it ended, every call rejects
+    /// with CLOSED.
+    inner: Arc<engine::Upload>,
 }
 
 #[napi]
@@ -896,7 +913,7 @@ impl Upload {
     /// readable once committed or aborted.
     #[napi(getter)]
     pub fn id(&self) -> f64 {
-        self.id as f64
+        self.inner.id() as f64
     }
 
     /// Writes one part at `offset` (a multiple of 4096; parts end on a
@@ -921,7 +938,7 @@ impl Upload {
             Some(_) => return Err(invalid("crc32c must be an integer from 0 to 2^32 - 1")),
         };
         let data = Bytes::copy_from_slice(&data);
-        let up = self.handle()?;
+        let up = self.inner.clone();
         AsyncBlockBuilder::new(async move {
             match crc {
                 Some(c) => up.write_part_checked(offset, data, c).await,
@@ -933,28 +950,24 @@ impl Upload {
     }
 
     /// Makes the object visible atomically; `{ ifAbsent, ifVersion, ttl }`
-    /// as for `put`. A bad option rejects and leaves the upload as it was;
-    /// a commit the store refuses (a condition not met, bytes never
-    /// written) ends it.
+    /// as for `put`. A bad option rejects and leaves the upload as it was,
+    /// as does a commit while a `writePart` of this upload is still under
+    /// way (INVALID_ARGUMENT: commit once every part has resolved); a
+    /// commit the store refuses (a condition not met, bytes never written)
+    /// ends it. Once it ended, every call rejects with CLOSED.
     #[napi(ts_return_type = "Promise<ObjectInfo>")]
     pub async fn commit(&self, conditions: Option<PutConditions>) -> Result<Js> {
         let options = put_options(conditions)?;
-        options.check().map_err(js_err)?;
-        let up = self
-            .take()?
-            .ok_or_else(|| invalid("the upload was already committed or aborted"))?;
+        let up = self.inner.clone();
         up.commit_with(options)
             .await
             .map(|i| js(&i))
             .map_err(js_err)
     }
 
-    /// Abandons the upload and frees its space.
+    /// Abandons the upload and frees its space (a no-op once it ended).
     #[napi]
     pub async fn abort(&self) -> Result<()> {
-        match self.take()? {
-            Some(up) => up.abort().await.map_err(js_err),
-            None => Ok(()),
-        }
+        self.inner.clone().abort().await.map_err(js_err)
     }
 }

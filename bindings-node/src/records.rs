@@ -4,8 +4,11 @@
 //!
 //! * names in camelCase (`largest_free_piece` → `largestFreePiece`), a
 //!   duration's with `Ms` appended (`elapsed` → `elapsedMs`);
-//! * counts as numbers, or bigints above `Number.MAX_SAFE_INTEGER` (which
-//!   no store reaches in practice), so that `JSON.stringify` works;
+//! * counts as numbers, so that `JSON.stringify` works: exact up to
+//!   `Number.MAX_SAFE_INTEGER`, which no count of a store reaches in
+//!   practice (a configured bound such as a cache of 2^60 bytes may: it is
+//!   rounded); a `version` above it, which must stay exact for `ifVersion`,
+//!   is a bigint;
 //! * times as milliseconds since the Unix epoch (as `Date.now()`),
 //!   durations in milliseconds; an absent figure as `null`; a key as a
 //!   Buffer; nested reports as nested objects.
@@ -37,7 +40,7 @@ fn unix_ms(t: SystemTime) -> f64 {
 }
 
 /// `snake_case` as `camelCase`.
-fn camel(name: &str) -> String {
+pub(crate) fn camel(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let mut upper = false;
     for c in name.chars() {
@@ -75,8 +78,10 @@ impl ToNapiValue for Js {
         for (name, figure) in figures {
             let name = camel(name);
             match figure {
-                Figure::Count(n) if n <= MAX_SAFE_INTEGER => obj.set(name, n as f64),
-                Figure::Count(n) => obj.set(name, BigInt::from(n)),
+                Figure::Count(n) if n > MAX_SAFE_INTEGER && name == "version" => {
+                    obj.set(name, BigInt::from(n))
+                }
+                Figure::Count(n) => obj.set(name, n as f64),
                 Figure::Real(x) => obj.set(name, x),
                 Figure::Flag(b) => obj.set(name, b),
                 Figure::Text(t) => obj.set(name, t),

@@ -68,7 +68,7 @@ test('maxCapacity limits growth and is stored', async () => {
     // Reopened without options: the stored limit holds.
     s = await Store.open(t.path)
     await assert.rejects(s.put('one-more', pattern(0, 4 * MiB)), { code: 'NO_SPACE' })
-    await assert.rejects(s.grow(64 * MiB), (e) => e.code === 'INVALID_ARGUMENT' && /max_capacity/.test(e.message))
+    await assert.rejects(s.grow(64 * MiB), (e) => e.code === 'INVALID_ARGUMENT' && /maxCapacity/.test(e.message))
     assert.equal(s.stats().objects, stored.length)
     await s.close()
     // A new limit at a read-write open replaces the stored one.

@@ -196,3 +196,37 @@ test('an upload commits with conditions and a ttl, as put does', async () => {
     assert.equal(next.expires, null)
   })
 })
+
+test('a commit racing a part is refused, and never commits a torn object', async () => {
+  await withStore({}, async (s) => {
+    const size = 16 << 20
+    const head = Buffer.alloc(4096, 1)
+    const tail = Buffer.alloc(size - 4096, 2)
+    let stillWritten = 0
+    for (let round = 0; round < 4; round++) {
+      const up = await s.beginUpload(`race${round}`, size)
+      await up.writePart(0, head)
+      const part = up.writePart(4096, tail)
+      const refused = await up.commit().then(
+        () => assert.fail('a commit racing a part committed'),
+        (e) => e,
+      )
+      assert.equal(refused.code, 'INVALID_ARGUMENT', refused.message)
+      if (/still being written/.test(refused.message)) {
+        // The upload is as it was: once the part is in, it commits whole.
+        stillWritten++
+        await part
+        assert.equal((await up.commit()).size, size)
+        assert.deepEqual(await s.get(`race${round}`), Buffer.concat([head, tail]))
+        await assert.rejects(up.commit(), (e) => e.code === 'CLOSED' && /already committed/.test(e.message))
+      } else {
+        // The commit came first and found bytes never written: it ended.
+        assert.match(refused.message, /never written/)
+        await part.catch((e) => assert.equal(e.code, 'CLOSED'))
+        assert.equal(s.has(`race${round}`), false)
+      }
+      await assert.rejects(up.writePart(0, head), { code: 'CLOSED' })
+    }
+    console.log(`# commits that found the part still being written: ${stillWritten} of 4`)
+  })
+})

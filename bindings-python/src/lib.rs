@@ -17,7 +17,7 @@
 //! over these.
 
 use std::ffi::{c_int, c_void};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, UNIX_EPOCH};
 
 use engine::blocking;
@@ -589,7 +589,7 @@ fn record_out<'py>(py: Python<'py>, report: &impl Report) -> PyResult<Bound<'py,
                 Figure::Text(t) => PyString::new(py, &t).into_any(),
                 Figure::Key(k) => PyBytes::new(py, &k).into_any(),
                 Figure::Path(p) => p.as_os_str().into_pyobject(py)?.into_any(),
-                Figure::Lines(l) => l.into_pyobject(py)?.into_any(),
+                Figure::Lines(l) => pyo3::types::PyTuple::new(py, l)?.into_any(),
                 Figure::Time(t) => unix_seconds(t).into_pyobject(py)?.into_any(),
                 Figure::Span(d) => d.as_secs_f64().into_pyobject(py)?.into_any(),
                 Figure::Record(inner) => build(py, inner)?,
@@ -971,10 +971,7 @@ impl Store {
         let key = key_of(key)?;
         let s = &self.inner;
         let up = py.detach(|| s.begin_upload(&key, size)).map_err(py_err)?;
-        Ok(Upload {
-            id: up.id(),
-            inner: Mutex::new(Some(Arc::new(up))),
-        })
+        Ok(Upload { inner: up })
     }
 
     /// The uploads in progress on this store (begun through this process's
@@ -1370,33 +1367,10 @@ impl KeyIterator {
 /// A multipart upload; see `Store.begin_upload`.
 #[pyclass(frozen, module = "blobcask", name = "Upload")]
 struct Upload {
-    /// Kept apart from the handle, so `id` still answers once committed.
-    id: u64,
-    inner: Mutex<Option<Arc<blocking::Upload>>>,
-}
-
-impl Upload {
-    fn handle(&self) -> PyResult<Arc<blocking::Upload>> {
-        self.inner
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("upload poisoned"))?
-            .clone()
-            .ok_or_else(|| PyValueError::new_err("the upload was already committed or aborted"))
-    }
-
-    fn take(&self) -> PyResult<Option<blocking::Upload>> {
-        let taken = self
-            .inner
-            .lock()
-            .map_err(|_| PyRuntimeError::new_err("upload poisoned"))?
-            .take();
-        match taken {
-            None => Ok(None),
-            Some(arc) => Arc::try_unwrap(arc)
-                .map(Some)
-                .map_err(|_| PyRuntimeError::new_err("parts are still being written")),
-        }
-    }
+    /// The engine's handle, used by reference from any thread: a commit
+    /// while a part is being written is refused and leaves the upload as
+    /// it was; once it ended, every call raises `ClosedError`.
+    inner: blocking::Upload,
 }
 
 #[pymethods]
@@ -1404,7 +1378,7 @@ impl Upload {
     /// This upload's id in `Store.list_uploads` (for `Store.abort_upload`).
     #[getter]
     fn id(&self) -> u64 {
-        self.id
+        self.inner.id()
     }
 
     /// Writes `data` at `offset` (a multiple of 4096; parts end on a
@@ -1421,7 +1395,7 @@ impl Upload {
         crc32c: Option<u32>,
     ) -> PyResult<()> {
         let data = value_of(data)?;
-        let up = self.handle()?;
+        let up = &self.inner;
         py.detach(|| match crc32c {
             Some(c) => up.write_part_checked(offset, data, c),
             None => up.write_part(offset, data),
@@ -1445,9 +1419,7 @@ impl Upload {
         ttl: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let options = put_options(if_absent, if_version, ttl)?;
-        let up = self
-            .take()?
-            .ok_or_else(|| PyValueError::new_err("the upload was already committed or aborted"))?;
+        let up = &self.inner;
         py.detach(|| up.commit_with(options))
             .map_err(py_err)
             .and_then(|r| record_out(py, &r))
@@ -1455,10 +1427,8 @@ impl Upload {
 
     /// Abandons the upload and frees its space (no-op when already done).
     fn abort(&self, py: Python<'_>) -> PyResult<()> {
-        match self.take()? {
-            Some(up) => py.detach(|| up.abort()).map_err(py_err),
-            None => Ok(()),
-        }
+        let up = &self.inner;
+        py.detach(|| up.abort()).map_err(py_err)
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

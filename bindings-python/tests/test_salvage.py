@@ -35,7 +35,7 @@ def test_a_salvage_open_serves_only_exact_objects_and_names_the_skipped_block(tm
     with blobcask.Store(path, capacity=16 << 20) as s:
         for i in range(3000):
             s[f"k{i:05d}"] = value_of(i)
-        assert s.stats().recovery.skipped == []
+        assert s.stats().recovery.skipped == ()
     damage_the_block_of(path, b"k01500")
     before = open(path, "rb").read()
 
@@ -60,7 +60,7 @@ def test_a_salvage_open_serves_only_exact_objects_and_names_the_skipped_block(tm
     assert open(path, "rb").read() == before
     with blobcask.Store(copy, read_only=True) as c:
         assert sorted(c) == sorted(served)
-        assert c.stats().recovery.skipped == []
+        assert c.stats().recovery.skipped == ()
 
 
 def test_reports_are_frozen_records_of_the_cores_figures(tmp_path):
@@ -77,4 +77,11 @@ def test_reports_are_frozen_records_of_the_cores_figures(tmp_path):
         assert info["size"] == 5000 and info.as_dict()["inline"] is False
         with pytest.raises(TypeError):
             st[0]  # type: ignore[index]
+        # Hashable and immutable all the way down; a dict's reading habits.
+        assert hash(st) == hash(s.stats()) or st != s.stats()
+        with pytest.raises(AttributeError):
+            st.recovery.skipped.append("forged")  # type: ignore[attr-defined]
+        assert "cache" in st and "nonsense" not in st and 0 not in st
+        assert list(st)[:2] == ["objects", "logical_bytes"] and list(st) == list(st.as_dict())
+        assert st.as_dict()["recovery"]["details"] == []
         assert os.path.basename(s.backup(str(tmp_path / "b"))["path"]) == "b"

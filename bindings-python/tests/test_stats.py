@@ -44,7 +44,7 @@ def test_stats_is_typed(store):
     assert isinstance(st.cache, blobcask.CacheStats)
     assert (st.cache.hits, st.cache.misses, st.cache.capacity) == (0, 0, 64 << 20)
     assert isinstance(st.recovery, blobcask.RecoveryReport)
-    assert st.recovery.repaired == [] and st.recovery.details == []
+    assert st.recovery.repaired == () and st.recovery.details == ()
     assert st.recovery.rolled_back_groups == st.recovery.rolled_back_objects == 0
     assert repr(st).startswith("Stats(objects=0") and "index='hash'" in repr(st)
     assert repr(st.cache).startswith("CacheStats(") and repr(st.recovery).startswith(

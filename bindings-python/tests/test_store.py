@@ -246,8 +246,10 @@ def test_multipart_upload(store):
     assert "up" not in store
     info = up.commit()
     assert info.size == size and store.get("up") == value
-    with pytest.raises(ValueError):
-        up.commit()  # already committed
+    with pytest.raises(blobcask.ClosedError, match="already committed"):
+        up.commit()
+    with pytest.raises(blobcask.ClosedError, match="already committed"):
+        up.write_part(0, value[:4096])
 
     free = store.stats()["free_bytes"]
     with store.begin_upload("aborted", 8 << 20) as up2:

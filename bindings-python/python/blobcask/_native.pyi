@@ -120,9 +120,12 @@ class Upload:
         (``VersionMismatchError``); ``ttl`` as for ``Store.put``, counted
         from the commit. A commit the store refuses changes nothing and
         frees the upload's space; an argument refused before that (wrong
-        type, negative ttl) leaves the upload as it was."""
+        type, negative ttl) leaves the upload as it was, as does a commit
+        while a ``write_part`` of this upload is still running
+        (``InvalidArgumentError``: commit once every part has returned).
+        Once the upload ended, every call raises ``ClosedError``."""
     def abort(self) -> None:
-        """Abandons the upload and frees its space."""
+        """Abandons the upload and frees its space (a no-op once it ended)."""
     def __enter__(self) -> "Upload": ...
     def __exit__(self, *args: object) -> bool: ...
 

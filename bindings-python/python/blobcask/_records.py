@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 __all__ = [
     "ObjectInfo",
@@ -26,13 +26,28 @@ __all__ = [
 
 
 class _Figures:
-    """``as_dict()`` and ``report["name"]`` for every report."""
+    """What every report adds to its fields: ``as_dict()``, and
+    ``report["name"]``, ``"name" in report`` and iteration over the names,
+    as the dict ``stats()`` once returned allowed."""
 
     __slots__ = ()
 
+    def _names(self) -> tuple[str, ...]:
+        names: tuple[str, ...] = getattr(type(self), "__match_args__")
+        return names
+
     def as_dict(self) -> dict[str, Any]:
-        """Every figure as a dict, reports inside it as nested dicts."""
-        return dataclasses.asdict(self)  # type: ignore[call-overload, no-any-return]
+        """Every figure as a dict: reports inside it as nested dicts, lines
+        of text as lists (the form ``stats()`` once returned)."""
+        out: dict[str, Any] = {}
+        for name in self._names():
+            value = getattr(self, name)
+            if isinstance(value, _Figures):
+                value = value.as_dict()
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[name] = value
+        return out
 
     def __getitem__(self, name: str, /) -> Any:
         """``as_dict()[name]``: ``stats()["capacity"]``,
@@ -41,6 +56,13 @@ class _Figures:
         if not isinstance(name, str):
             raise TypeError(f"figure names are str, not {type(name).__name__}")
         return self.as_dict()[name]
+
+    def __contains__(self, name: object, /) -> bool:
+        return name in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        """The figures' names, in order."""
+        return iter(self._names())
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,9 +182,9 @@ class RecoveryReport(_Figures):
     clean: bool
     rolled_back_groups: int
     rolled_back_objects: int
-    repaired: list[str]
-    details: list[str]
-    skipped: list[str]
+    repaired: tuple[str, ...]
+    details: tuple[str, ...]
+    skipped: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
