@@ -169,7 +169,7 @@ mod tests {
             .range(Bound::Unbounded, Bound::Unbounded, 10, &mut vec![])
             .unwrap_err();
         assert_eq!(err.kind(), crate::ErrorKind::Unsupported);
-        assert!(err.to_string().contains("IndexKind::BTree"), "{err}");
+        assert!(err.to_string().contains("index \"btree\""), "{err}");
     }
 
     /// Random operations on the ordered backends against a BTreeMap,
