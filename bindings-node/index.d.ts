@@ -197,12 +197,14 @@ export declare class Upload {
   writePart(offset: number, data: Uint8Array, crc32C?: number | undefined | null): Promise<void>
   /**
    * Makes the object visible atomically; `{ ifAbsent, ifVersion, ttl }`
-   * as for `put`. A bad option rejects and leaves the upload as it was;
-   * a commit the store refuses (a condition not met, bytes never
-   * written) ends it.
+   * as for `put`. A bad option rejects and leaves the upload as it was,
+   * as does a commit while a `writePart` of this upload is still under
+   * way (INVALID_ARGUMENT: commit once every part has resolved); a
+   * commit the store refuses (a condition not met, bytes never written)
+   * ends it. Once it ended, every call rejects with CLOSED.
    */
   commit(conditions?: PutConditions | undefined | null): Promise<ObjectInfo>
-  /** Abandons the upload and frees its space. */
+  /** Abandons the upload and frees its space (a no-op once it ended). */
   abort(): Promise<void>
 }
 
