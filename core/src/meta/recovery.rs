@@ -502,6 +502,14 @@ where
                     // the smaller is a bound either way.
                     if let SlotContent::Invalid { seq, split, .. } = d {
                         let proven = seq.or(split.map(|(a, b)| a.min(b))).unwrap_or(0);
+                        // The newest group may be the one a crash cut:
+                        // a damaged copy claiming it proves its sync only
+                        // if the store was closed cleanly after it.
+                        let proven = if clean_seq >= proven {
+                            proven
+                        } else {
+                            proven.min(max_seq.saturating_sub(1))
+                        };
                         synced_floor = synced_floor.max(proven);
                     }
                     if !lost {
@@ -905,6 +913,52 @@ mod tests {
         let err = run(&mut blocks, 0, "").err().expect("must refuse");
         assert_eq!(err.kind(), ErrorKind::Corrupt);
         assert!(err.to_string().contains("tuple block 0"), "{err}");
+    }
+
+    /// A salvage open takes a lost copy as proof that its group was
+    /// synced, but not a copy claiming the newest group of a store not
+    /// closed after it: that group may be the one a crash cut. Here group 4
+    /// (three blocks) landed in blocks 0 and 1 but not in block 2, and
+    /// block 0's other slot is a damaged copy also claiming group 4 (a
+    /// misdirected image). Taken as proof, it kept group 4, which was never
+    /// acknowledged, and served `b` at version 4.
+    #[test]
+    fn a_salvage_never_takes_a_copy_of_the_newest_group_as_proof_of_its_sync() {
+        let b0 = image(0, 4, 4, 3, &[tuple("a", 4, 14)]);
+        let mut b0_copy = b0.clone();
+        b0_copy[60] ^= 1;
+        let b1 = [
+            image(1, 4, 4, 3, &[tuple("b", 4, 24)]),
+            image(1, 2, 2, 1, &[tuple("b", 2, 22)]),
+        ];
+        let b2 = [
+            image(2, 2, 2, 1, &[tuple("c", 2, 32)]),
+            image(2, 1, 1, 1, &[tuple("c", 1, 31)]),
+        ];
+        let mut blocks = vec![
+            scanned(0, &b0, &b0_copy),
+            scanned(1, &b1[0], &b1[1]),
+            scanned(2, &b2[0], &b2[1]),
+        ];
+        let salvaged = crate::io::block_on(plan(
+            &mut blocks,
+            0,
+            Layout::Paired,
+            true,
+            |_: Tuple| async move { Ok(None) },
+        ));
+        match salvaged {
+            Err(e) => assert_eq!(e.kind(), ErrorKind::Corrupt, "{e}"),
+            Ok(p) => {
+                let b = p.chosen.get(1).copied().flatten().and_then(|slot| {
+                    match &blocks[1].slots[slot].1 {
+                        SlotContent::Valid { tuples, .. } => Some(tuples[0].version),
+                        _ => None,
+                    }
+                });
+                assert_ne!(b, Some(4), "group 4 was never acknowledged: {:?}", p.report);
+            }
+        }
     }
 
     #[test]
