@@ -53,6 +53,7 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use blobcask::blocking::Store;
+use blobcask::report::Report;
 use blobcask::{ErrorKind, IndexKind, Options, PutOptions, MAX_TTL};
 use blobcask_bench::parse_size;
 use clap::{Parser, Subcommand};
@@ -171,7 +172,13 @@ enum Cmd {
     },
     /// Objects, bytes, capacity, space amplification, free space,
     /// fragmentation.
-    Stats,
+    Stats {
+        /// Every figure of the engine's stats as one JSON object (the
+        /// names and nesting of `blobcask::report`; times and durations in
+        /// seconds), for scripts and monitoring.
+        #[arg(long)]
+        json: bool,
+    },
     /// Grow the store file to SIZE (e.g. 64M, 10G) now, with the space
     /// reserved on the file system; a store never shrinks.
     Grow {
@@ -344,7 +351,7 @@ impl Cmd {
             Cmd::Get { .. }
                 | Cmd::Ls { .. }
                 | Cmd::Stat { .. }
-                | Cmd::Stats
+                | Cmd::Stats { .. }
                 | Cmd::Check { .. }
                 | Cmd::Backup { .. }
         )
@@ -662,10 +669,14 @@ fn run(cli: Cli) -> Result<(), String> {
             );
             s.close().map_err(|e| e.to_string())
         }
-        Cmd::Stats => {
+        Cmd::Stats { json } => {
             let path = store_path()?;
             let s = open_read_only(&path, None)?;
             let st = s.stats();
+            if *json {
+                println!("{}", report_json(&st.record()));
+                return s.close().map_err(|e| e.to_string());
+            }
             println!("objects              {}", st.objects);
             println!(
                 "capacity             {} ({})",
@@ -878,6 +889,35 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A report of the engine (`blobcask::report`) as a JSON object, every
+/// figure under its own name: times as Unix seconds, durations as seconds,
+/// a key as its bytes in hex, an absent figure as `null`.
+fn report_json(r: &blobcask::report::Record) -> serde_json::Value {
+    use blobcask::report::Figure;
+    use serde_json::Value;
+    let seconds = |t: std::time::SystemTime| match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => d.as_secs_f64(),
+        Err(e) => -e.duration().as_secs_f64(),
+    };
+    let figures = r.figures.iter().map(|(name, figure)| {
+        let value = match figure {
+            Figure::Count(n) => Value::from(*n),
+            Figure::Real(x) => Value::from(*x),
+            Figure::Flag(b) => Value::from(*b),
+            Figure::Text(t) => Value::from(t.as_str()),
+            Figure::Key(k) => Value::from(k.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+            Figure::Path(p) => Value::from(p.to_string_lossy().into_owned()),
+            Figure::Lines(l) => Value::from(l.clone()),
+            Figure::Time(t) => Value::from(seconds(*t)),
+            Figure::Span(d) => Value::from(d.as_secs_f64()),
+            Figure::Record(inner) => report_json(inner),
+            _ => Value::Null,
+        };
+        ((*name).to_owned(), value)
+    });
+    Value::Object(figures.collect())
 }
 
 #[cfg(test)]

@@ -1313,6 +1313,14 @@ fn salvage_reads_around_a_damaged_block_and_writes_nothing() {
     let listed = ok(&run(&store, &["--salvage", "ls"], None));
     let keys: Vec<&str> = listed.lines().collect();
     assert!(!keys.is_empty() && keys.len() < 400, "{} keys", keys.len());
+    // Every figure as JSON: the skipped block, the objects served.
+    let json = ok(&run(&store, &["--salvage", "stats", "--json"], None));
+    let stats: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(stats["objects"], keys.len() as u64, "{json}");
+    let skipped = stats["recovery"]["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{json}");
+    assert!(skipped[0].as_str().unwrap().contains("tuple block"));
+    assert!(stats["cache"]["capacity"].is_u64() && stats["max_capacity"].is_null());
     for k in keys.iter().step_by(37) {
         let i: usize = k[1..].parse().unwrap();
         let o = run(&store, &["--salvage", "get", k], None);
