@@ -303,11 +303,12 @@ export declare class Upload {
    * condition not met (ALREADY_EXISTS, VERSION_MISMATCH), or bytes never
    * written (INVALID_ARGUMENT). A commit while a `writePart` of this upload
    * is still under way rejects with INVALID_ARGUMENT and leaves the upload
-   * as it was (commit once every part has resolved). Once the upload ended,
-   * every call rejects with CLOSED.
+   * as it was (commit once every part has resolved). Only parts that
+   * resolved count as written. Once the upload ended, `writePart` and
+   * `commit` reject with CLOSED, saying how it ended.
    */
   commit(conditions?: PutConditions | null): Promise<ObjectInfo>
-  /** Abandons the upload and frees its space. */
+  /** Abandons the upload and frees its space (a no-op once it ended). */
   abort(): Promise<void>
 }
 

@@ -644,7 +644,9 @@ enum bc_code bc_upload_write(const struct bc_upload *up,
 
 /*
  Commits the upload atomically and frees the handle (on failure too).
- `info` may be NULL.
+ `info` may be NULL. No `bc_upload_write` on the handle may be running
+ (the handle is freed here); every write must have returned BC_OK, or the
+ commit fails with BC_INVALID_ARGUMENT for the bytes never written.
  */
 enum bc_code bc_upload_commit(struct bc_upload *up, struct bc_info *info, struct bc_error **err);
 

@@ -855,7 +855,9 @@ pub extern "C" fn bc_upload_write(
 }
 
 /// Commits the upload atomically and frees the handle (on failure too).
-/// `info` may be NULL.
+/// `info` may be NULL. No `bc_upload_write` on the handle may be running
+/// (the handle is freed here); every write must have returned BC_OK, or the
+/// commit fails with BC_INVALID_ARGUMENT for the bytes never written.
 #[no_mangle]
 pub extern "C" fn bc_upload_commit(
     up: *mut bc_upload,

@@ -902,8 +902,8 @@ impl Store {
 pub struct Upload {
     /// The engine's handle, shared with the write and commit tasks: a
     /// commit while a part is being written is refused (INVALID_ARGUMENT)
-    /// and leaves the upload as it was; once it ended, every call rejects
-    /// with CLOSED.
+    /// and leaves the upload as it was; once it ended, `writePart` and
+    /// `commit` reject with CLOSED. An ended handle holds no store.
     inner: Arc<engine::Upload>,
 }
 
@@ -954,7 +954,7 @@ impl Upload {
     /// as does a commit while a `writePart` of this upload is still under
     /// way (INVALID_ARGUMENT: commit once every part has resolved); a
     /// commit the store refuses (a condition not met, bytes never written)
-    /// ends it. Once it ended, every call rejects with CLOSED.
+    /// ends it. Once it ended, `writePart` and `commit` reject with CLOSED.
     #[napi(ts_return_type = "Promise<ObjectInfo>")]
     pub async fn commit(&self, conditions: Option<PutConditions>) -> Result<Js> {
         let options = put_options(conditions)?;

@@ -1369,7 +1369,8 @@ impl KeyIterator {
 struct Upload {
     /// The engine's handle, used by reference from any thread: a commit
     /// while a part is being written is refused and leaves the upload as
-    /// it was; once it ended, every call raises `ClosedError`.
+    /// it was; once it ended, `write_part` and `commit` raise
+    /// `ClosedError`. An ended handle holds no store.
     inner: blocking::Upload,
 }
 

@@ -203,3 +203,18 @@ def test_async_store_lists_and_aborts(path):
                 s.abort_upload("1")
 
     asyncio.run(main())
+
+
+def test_an_ended_upload_does_not_keep_the_store_open(tmp_path):
+    path = str(tmp_path / "s.blobcask")
+    s = blobcask.Store(path, capacity=16 << 20)
+    up = s.begin_upload("k", 10)
+    up.write_part(0, b"x" * 10)
+    up.commit()
+    del s  # no close(): the last reference releases the lock
+    again = blobcask.Store(path)
+    assert again["k"] == b"x" * 10
+    with pytest.raises(errors.ClosedError, match="already committed"):
+        up.commit()
+    up.abort()  # a no-op once ended
+    again.close()

@@ -476,9 +476,9 @@ impl PutOptions {
     }
 
     /// Checks the options without using them: `InvalidArgument` for a ttl
-    /// of zero (or under 1 µs) or above [`MAX_TTL`]. A put checks them
-    /// itself; this lets a caller keep an [`Upload`](crate::Upload), which
-    /// a refused commit ends, by checking first.
+    /// of zero (or under 1 µs) or above [`MAX_TTL`]. A put or an upload's
+    /// commit checks them itself (a commit refused for them leaves the
+    /// upload as it was); this checks them ahead, without a store.
     pub fn check(&self) -> Result<()> {
         self.ttl_micros().map(drop)
     }

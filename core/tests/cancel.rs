@@ -174,3 +174,54 @@ async fn a_dropped_upload_part_never_writes_into_space_given_away() {
 async fn a_dropped_compaction_never_writes_into_space_given_away() {
     drop_mid_write("compact").await;
 }
+
+/// An upload part whose call is dropped while its write is in flight keeps
+/// its range claimed until the write lands, and leaves its units
+/// unwritten: a commit meanwhile is refused and so is a retry of the range;
+/// once the write landed, the retry goes in and the committed object holds
+/// the retry's bytes. Before, the commit sealed the earlier part's
+/// checksums and the dropped write landed after it, leaving an
+/// acknowledged object that reads as corrupt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_upload_part_never_lands_in_a_committed_object() {
+    let dev = Arc::new(LateWrites {
+        bytes: Arc::new(Mutex::new(vec![0u8; 16 << 20])),
+        late: AtomicBool::new(false),
+        issued_late: AtomicU64::new(0),
+    });
+    let s = Store::open_with_engine(dev.clone(), Options::new())
+        .await
+        .unwrap();
+    let size = 2 << 20;
+    let up = s.begin_upload("o", size).await.unwrap();
+    up.write_part(0, pattern(1, size as usize)).await.unwrap();
+    dev.late.store(true, Ordering::SeqCst);
+    {
+        let overwrite = up.write_part(0, pattern(2, size as usize));
+        futures::pin_mut!(overwrite);
+        let waker = futures::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        let mut polls = 0;
+        while dev.issued_late.load(Ordering::SeqCst) == 0 {
+            assert!(overwrite.as_mut().poll(&mut cx).is_pending());
+            polls += 1;
+            assert!(polls < 100_000, "no write issued");
+            std::thread::yield_now();
+        }
+    }
+    dev.late.store(false, Ordering::SeqCst);
+    let retry = pattern(3, size as usize);
+    let e = up.commit().await.unwrap_err();
+    assert_eq!(e.kind(), blobcask::ErrorKind::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("still being written"), "{e}");
+    let e = up.write_part(0, retry.clone()).await.unwrap_err();
+    assert!(e.to_string().contains("still being written"), "{e}");
+    tokio::time::sleep(LATE * 2).await;
+    // Landed, but never acknowledged: its units do not count as written
+    // (a commit now would be refused for them, and end the upload).
+    assert_eq!(s.list_uploads()[0].written, 0);
+    up.write_part(0, retry.clone()).await.unwrap();
+    up.commit().await.unwrap();
+    assert_eq!(s.get("o").await.unwrap(), retry);
+    s.close().await.unwrap();
+}

@@ -219,3 +219,26 @@ fn a_commit_racing_a_part_is_refused_and_the_upload_stays_whole() {
         s.close().unwrap();
     }
 }
+
+/// A handle kept after its upload ended does not keep the store open: the
+/// bindings keep handles until their garbage collector runs.
+#[test]
+fn an_ended_upload_handle_does_not_hold_the_store() {
+    let t = temp_path();
+    let s = Store::open(&t.path, opts(IoEngineKind::Auto)).unwrap();
+    let committed = s.begin_upload("a", 10).unwrap();
+    committed.write_part(0, vec![1u8; 10]).unwrap();
+    committed.commit().unwrap();
+    let aborted = s.begin_upload("b", 1 << 20).unwrap();
+    aborted.abort().unwrap();
+    drop(s);
+    // The lock went with the last handle on the store.
+    let s = Store::open(&t.path, opts(IoEngineKind::Auto)).unwrap();
+    assert_eq!(s.get("a").unwrap(), vec![1u8; 10]);
+    let e = committed.write_part(0, vec![2u8; 10]).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Closed);
+    assert!(e.to_string().contains("already committed"), "{e}");
+    assert_eq!(aborted.commit().unwrap_err().kind(), ErrorKind::Closed);
+    aborted.abort().unwrap();
+    s.close().unwrap();
+}

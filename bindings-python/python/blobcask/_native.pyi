@@ -123,7 +123,8 @@ class Upload:
         type, negative ttl) leaves the upload as it was, as does a commit
         while a ``write_part`` of this upload is still running
         (``InvalidArgumentError``: commit once every part has returned).
-        Once the upload ended, every call raises ``ClosedError``."""
+        Only parts that returned count as written. Once the upload ended,
+        ``write_part`` and ``commit`` raise ``ClosedError`` saying how."""
     def abort(self) -> None:
         """Abandons the upload and frees its space (a no-op once it ended)."""
     def __enter__(self) -> "Upload": ...

@@ -286,6 +286,20 @@ pub(crate) async fn write_range(
     offset: u64,
     data: &Bytes,
 ) -> Result<Vec<u32>> {
+    write_range_holding(shared, extent, offset, data, ()).await
+}
+
+/// [`write_range`], with `hold` kept (cloned into each device write) until
+/// every write it issued has landed, even when this future is dropped
+/// first: an upload part's claim on its range lasts as long as the device
+/// may still write into it.
+pub(crate) async fn write_range_holding<H: Clone + Send + Unpin + 'static>(
+    shared: &Shared,
+    extent: &Arc<Extent>,
+    offset: u64,
+    data: &Bytes,
+    hold: H,
+) -> Result<Vec<u32>> {
     debug_assert_eq!(offset % BLOCK_SIZE as u64, 0);
     let engine = &shared.engine;
     let mut parts = futures::stream::iter(spans(&extent.pieces, offset, data.len() as u64))
@@ -296,6 +310,7 @@ pub(crate) async fn write_range(
             shared
                 .device_bytes_written
                 .fetch_add(padded as u64, Ordering::Relaxed);
+            let hold = hold.clone();
             async move {
                 let copy = move || {
                     let buf = AlignedBuf::copy_from(&part);
@@ -308,7 +323,8 @@ pub(crate) async fn write_range(
                     copy()
                 };
                 buf.set_len(padded);
-                let r = HeldWrite::new(engine.write_at(buf, s.dev), extent.clone()).await;
+                let keep = (extent.clone(), hold);
+                let r = HeldWrite::new(engine.write_at(buf, s.dev), keep).await;
                 r.map_err(|e| {
                     Error::io(format!("writing object data at device byte {}", s.dev), e)
                 })?;

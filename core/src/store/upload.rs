@@ -10,7 +10,7 @@
 //! its space free (the allocator is rebuilt from committed objects).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::SystemTime;
 
@@ -42,31 +42,51 @@ struct Slot {
     started: SystemTime,
     /// `None` once committed or aborted: nothing more can be written.
     target: Mutex<Option<Target>>,
-    /// Why `target` was taken: [`OPEN`] (not taken, or by an abort),
-    /// [`COMMITTED`] or [`REFUSED`].
+    /// How the upload ended, once `target` is taken: [`OPEN`] (not taken,
+    /// or taken by an abort), [`COMMITTING`], [`COMMITTED`] or [`REFUSED`].
     outcome: AtomicU8,
-    /// `write_part` calls under way. Raised before a part looks at
-    /// `target` and lowered once its bits are set, so a commit that finds
-    /// it 0 under `target`'s lock finds every part before it whole and no
-    /// part after it able to write (they find `target` taken).
-    in_flight: AtomicUsize,
-    /// One bit per `PART_ALIGN` unit of the object: set once written.
+    /// Object ranges of heap parts still being written (disjoint: a part
+    /// overlapping one is refused). A part registers its range under
+    /// `target`'s lock and leaves it once every device write it issued has
+    /// landed, even if its call was dropped first ([`PartWriting`]), so a
+    /// commit that finds this empty under `target`'s lock seals no range
+    /// the device may still change, and no part can start after it (they
+    /// find `target` taken).
+    writing: Mutex<Vec<std::ops::Range<u64>>>,
+    /// One bit per `PART_ALIGN` unit of the object: set once written. A
+    /// heap part clears its units when it starts and sets them only once
+    /// all of it landed, so a part that fails or is dropped leaves a gap
+    /// (its units' bytes and checksums no longer agree).
     written: Mutex<Vec<u64>>,
 }
 
-/// A `write_part` under way ([`Slot::in_flight`]), for its whole call.
-struct PartInFlight<'a>(&'a AtomicUsize);
+/// A heap part's claim on its range ([`Slot::writing`]): held by the
+/// `write_part` call and by each device write it issued, released when the
+/// last of them ends.
+struct PartWriting {
+    slot: Arc<Slot>,
+    start: u64,
+}
 
-impl<'a> PartInFlight<'a> {
-    fn new(count: &'a AtomicUsize) -> Self {
-        count.fetch_add(1, Ordering::SeqCst);
-        PartInFlight(count)
+impl Drop for PartWriting {
+    fn drop(&mut self) {
+        self.slot.writing.lock().retain(|r| r.start != self.start);
     }
 }
 
-impl Drop for PartInFlight<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+impl Slot {
+    /// Sets (`on`) or clears the written bits of `start..end`.
+    fn mark(&self, start: u64, end: u64, on: bool) {
+        let mut bits = self.written.lock();
+        for unit in start / PART_ALIGN..end.div_ceil(PART_ALIGN) {
+            if let Some(word) = bits.get_mut((unit / 64) as usize) {
+                if on {
+                    *word |= 1 << (unit % 64);
+                } else {
+                    *word &= !(1 << (unit % 64));
+                }
+            }
+        }
     }
 }
 
@@ -121,7 +141,7 @@ impl Uploads {
             started: SystemTime::now(),
             target: Mutex::new(Some(target)),
             outcome: AtomicU8::new(OPEN),
-            in_flight: AtomicUsize::new(0),
+            writing: Mutex::new(Vec::new()),
             written: Mutex::new(vec![0; units.div_ceil(64) as usize]),
         });
         self.live.lock().insert(slot.id, Arc::downgrade(&slot));
@@ -185,28 +205,37 @@ fn aborted() -> Error {
 
 /// [`Slot::outcome`]: no commit took the target.
 const OPEN: u8 = 0;
-/// A commit took it (and made, or is making, the object visible).
-const COMMITTED: u8 = 1;
-/// A commit was refused and ended the upload.
-const REFUSED: u8 = 2;
+/// A commit took it and has not finished (or its call was dropped).
+const COMMITTING: u8 = 1;
+/// A commit made the object visible.
+const COMMITTED: u8 = 2;
+/// A commit was refused or failed, and ended the upload.
+const REFUSED: u8 = 3;
 
 impl Slot {
     /// Why nothing more can be done with the upload.
     fn ended(&self) -> Error {
         match self.outcome.load(Ordering::SeqCst) {
+            COMMITTING => Error::new(
+                ErrorKind::Closed,
+                "a commit of the upload is under way, or was abandoned",
+            ),
             COMMITTED => Error::new(ErrorKind::Closed, "the upload was already committed"),
             REFUSED => Error::new(
                 ErrorKind::Closed,
-                "the upload ended when its commit was refused",
+                "the upload ended when its commit was refused or failed",
             ),
             _ => aborted(),
         }
     }
 }
 
-/// An upload in progress; see [`Store::begin_upload`].
+/// An upload in progress; see [`Store::begin_upload`]. Used by reference
+/// from any number of tasks or threads.
 pub struct Upload {
-    store: Store,
+    /// The store, until the upload ends: a finished handle that is kept
+    /// (by a binding's object, say) does not keep the store open.
+    store: Mutex<Option<Store>>,
     slot: Arc<Slot>,
 }
 
@@ -222,7 +251,9 @@ impl std::fmt::Debug for Upload {
 
 impl Drop for Upload {
     fn drop(&mut self) {
-        self.store.shared().uploads.unregister(self.slot.id);
+        if let Some(store) = self.store.get_mut().take() {
+            store.shared().uploads.unregister(self.slot.id);
+        }
     }
 }
 
@@ -235,7 +266,22 @@ impl Upload {
             Target::Heap(data::allocate(store.shared(), key, size)?, vec![0; blocks])
         };
         let slot = store.shared().uploads.register(key, size, target);
-        Ok(Upload { store, slot })
+        Ok(Upload {
+            store: Mutex::new(Some(store)),
+            slot,
+        })
+    }
+
+    /// The store, while the upload has not ended.
+    fn store(&self) -> Result<Store> {
+        self.store.lock().clone().ok_or_else(|| self.slot.ended())
+    }
+
+    /// Lets go of the store and leaves its registry: the upload ended.
+    fn release(&self) {
+        if let Some(store) = self.store.lock().take() {
+            store.shared().uploads.unregister(self.slot.id);
+        }
     }
 
     /// This upload's id in [`Store::list_uploads`].
@@ -274,7 +320,8 @@ impl Upload {
     async fn write_part_inner(&self, offset: u64, bytes: Bytes, expect: Option<u32>) -> Result<()> {
         let size = self.slot.size;
         let ctx = || format!("write_part {} at {offset}", show_key(&self.slot.key));
-        self.store.check_open().map_err(|e| e.context(ctx()))?;
+        let store = self.store().map_err(|e| e.context(ctx()))?;
+        store.check_open().map_err(|e| e.context(ctx()))?;
         let len = bytes.len() as u64;
         let invalid = |m: String| Err(Error::new(ErrorKind::InvalidArgument, m).context(ctx()));
         if len == 0 {
@@ -296,7 +343,6 @@ impl Upload {
                 "a part that does not end the object must be a multiple of {PART_ALIGN} bytes long"
             ));
         }
-        let _in_flight = PartInFlight::new(&self.slot.in_flight);
         // A client's CRC32C is checked before anything is written (one pass
         // over the part, only when the client sent one).
         if let Some(want) = expect {
@@ -308,42 +354,61 @@ impl Upload {
                 ));
             }
         }
-        // Small objects are copied under the lock; heap parts are written
-        // with a handle on the pieces, so an abort meanwhile frees them
-        // only after this write.
-        let extent = match self.slot.target.lock().as_mut() {
-            None => return Err(self.slot.ended().context(ctx())),
-            Some(Target::Inline(buf)) => {
-                // The buffer holds `size` bytes and `end <= size` (above).
-                let Some(dst) = buf.get_mut(offset as usize..end as usize) else {
-                    return invalid(format!("part at {offset} runs past the object"));
-                };
-                dst.copy_from_slice(&bytes);
-                None
-            }
-            Some(Target::Heap(extent, _)) => Some(extent.clone()),
-        };
-        if let Some(extent) = extent {
-            let sums = data::write_range(self.store.shared(), &extent, offset, &bytes)
-                .await
-                .map_err(|e| e.context(ctx()))?;
-            // One checksum per block of the part, at the part's blocks.
-            let first = (offset / BLOCK_SIZE as u64) as usize;
-            match self.slot.target.lock().as_mut() {
-                Some(Target::Heap(_, table)) => {
-                    for (slot, sum) in table.iter_mut().skip(first).zip(sums) {
-                        *slot = sum;
-                    }
+        // Small objects are copied under the lock; heap parts claim their
+        // range (see `Slot::writing`) and are written with a handle on the
+        // pieces, so an abort meanwhile frees them only after this write.
+        let (extent, claim) = {
+            let mut target = self.slot.target.lock();
+            match target.as_mut() {
+                None => return Err(self.slot.ended().context(ctx())),
+                Some(Target::Inline(buf)) => {
+                    // The buffer holds `size` bytes and `end <= size` (above).
+                    let Some(dst) = buf.get_mut(offset as usize..end as usize) else {
+                        return invalid(format!("part at {offset} runs past the object"));
+                    };
+                    dst.copy_from_slice(&bytes);
+                    self.slot.mark(offset, end, true);
+                    return Ok(());
                 }
-                _ => return Err(self.slot.ended().context(ctx())),
+                Some(Target::Heap(extent, _)) => {
+                    let mut writing = self.slot.writing.lock();
+                    if let Some(r) = writing.iter().find(|r| r.start < end && offset < r.end) {
+                        return invalid(format!(
+                            "bytes {}..{} are still being written by another part \
+                             (or by one whose call was dropped): write this part once it ended",
+                            r.start, r.end
+                        ));
+                    }
+                    writing.push(offset..end);
+                    drop(writing);
+                    self.slot.mark(offset, end, false);
+                    let claim = PartWriting {
+                        slot: self.slot.clone(),
+                        start: offset,
+                    };
+                    (extent.clone(), Arc::new(claim))
+                }
             }
-        }
-        let mut bits = self.slot.written.lock();
-        for unit in offset / PART_ALIGN..end.div_ceil(PART_ALIGN) {
-            if let Some(word) = bits.get_mut((unit / 64) as usize) {
-                *word |= 1 << (unit % 64);
+        };
+        let shared = store.shared();
+        let sums = data::write_range_holding(shared, &extent, offset, &bytes, claim.clone())
+            .await
+            .map_err(|e| e.context(ctx()))?;
+        // One checksum per block of the part, at the part's blocks; the
+        // units count as written only now, with the claim still held.
+        let first = (offset / BLOCK_SIZE as u64) as usize;
+        let mut target = self.slot.target.lock();
+        match target.as_mut() {
+            Some(Target::Heap(_, table)) => {
+                for (slot, sum) in table.iter_mut().skip(first).zip(sums) {
+                    *slot = sum;
+                }
+                self.slot.mark(offset, end, true);
             }
+            _ => return Err(self.slot.ended().context(ctx())),
         }
+        drop(target);
+        drop(claim);
         Ok(())
     }
 
@@ -360,12 +425,14 @@ impl Upload {
     }
 
     /// Makes the object visible atomically, replacing any previous one.
-    /// Every byte must have been written (`InvalidArgument` otherwise, and
-    /// the upload ends). While a [`write_part`](Self::write_part) of this
-    /// upload is under way the commit is refused with `InvalidArgument`
-    /// and the upload stays as it was (commit once every part has
-    /// returned). Once it has ended (committed, refused, aborted), every
-    /// later call on the handle is `Closed`.
+    /// Every byte must have been written, by parts that returned `Ok`
+    /// (`InvalidArgument` otherwise, and the upload ends). While a part of
+    /// this upload may still be written (a [`write_part`](Self::write_part)
+    /// under way, or one whose call was dropped and whose device writes
+    /// have not landed) the commit is refused with `InvalidArgument` and
+    /// the upload stays as it was. Once the upload has ended (committed,
+    /// refused, aborted), `write_part` and `commit` are `Closed` and say
+    /// how it ended.
     pub async fn commit(&self) -> Result<ObjectInfo> {
         self.commit_with(PutOptions::default()).await
     }
@@ -384,100 +451,99 @@ impl Upload {
         }
     }
 
-    /// Ends the upload without committing: nothing more can be written,
-    /// and its space is freed (once no part holds it).
-    fn end(&self) {
-        let target = self.slot.target.lock().take();
-        self.store.shared().uploads.unregister(self.slot.id);
-        drop(target);
-    }
-
-    /// Ends the upload because its commit was refused.
-    fn refuse(&self) {
+    /// Ends the upload with `outcome` unless it already ended: nothing
+    /// more can be written, and its space is freed (once no part's device
+    /// write holds it).
+    fn end(&self, outcome: u8) {
         let mut target = self.slot.target.lock();
-        if target.take().is_some() {
-            self.slot.outcome.store(REFUSED, Ordering::SeqCst);
+        let taken = target.take();
+        if taken.is_some() {
+            self.slot.outcome.store(outcome, Ordering::SeqCst);
         }
         drop(target);
-        self.store.shared().uploads.unregister(self.slot.id);
+        self.release();
+        drop(taken);
     }
 
     /// [`commit_with`](Self::commit_with) with the options checked.
     pub(crate) async fn commit_spec(&self, spec: super::commit::PutSpec) -> Result<ObjectInfo> {
         let (key, size) = (&self.slot.key, self.slot.size);
         let ctx = format!("commit upload {}", show_key(key));
-        let usable = self
-            .store
+        let store = self.store().map_err(|e| e.context(&ctx))?;
+        let usable = store
             .check_open()
-            .and_then(|()| self.store.shared().check_failed());
+            .and_then(|()| store.shared().check_failed());
         if let Err(e) = usable {
-            self.refuse();
+            self.end(REFUSED);
             return Err(e.context(ctx));
         }
-        // Taken under the lock, and only with no part under way (see
-        // `Slot::in_flight`): the upload leaves the registry's reach (an
+        // Taken under the lock, and only with no part's range claimed (see
+        // `Slot::writing`): the upload leaves the registry's reach (an
         // abort now finds nothing to free; the commit owns the pieces).
         let target = {
             let mut target = self.slot.target.lock();
             if target.is_none() {
                 return Err(self.slot.ended().context(ctx));
             }
-            if self.slot.in_flight.load(Ordering::SeqCst) > 0 {
+            if let Some(r) = self.slot.writing.lock().first() {
                 return Err(Error::new(
                     ErrorKind::InvalidArgument,
-                    "parts are still being written: commit once every write_part has returned \
-                     (the upload is unchanged)",
+                    format!(
+                        "bytes {}..{} are still being written: commit once every part \
+                         has ended (the upload is unchanged)",
+                        r.start, r.end
+                    ),
                 )
                 .context(ctx));
             }
-            let gap = self.first_gap();
-            let taken = target.take();
-            let outcome = if gap.is_none() { COMMITTED } else { REFUSED };
-            self.slot.outcome.store(outcome, Ordering::SeqCst);
-            if let Some(gap) = gap {
+            if let Some(gap) = self.first_gap() {
                 drop(target);
-                self.store.shared().uploads.unregister(self.slot.id);
+                self.end(REFUSED);
                 return Err(Error::new(
                     ErrorKind::InvalidArgument,
                     format!("bytes from {gap} were never written; the upload is ended"),
                 )
                 .context(ctx));
             }
-            taken
+            self.slot.outcome.store(COMMITTING, Ordering::SeqCst);
+            target.take()
         };
-        self.store.shared().uploads.unregister(self.slot.id);
-        let data = match target {
-            None => return Err(self.slot.ended().context(ctx)),
-            Some(Target::Inline(buf)) => ObjectData::Inline(Bytes::from(buf)),
-            Some(Target::Heap(extent, table)) => {
-                let (sums, trailer) = data::seal(table.into());
-                if let Some(t) = &trailer {
-                    let written = data::write_table(self.store.shared(), &extent, size, t).await;
-                    if let Err(e) = written {
-                        self.slot.outcome.store(REFUSED, Ordering::SeqCst);
-                        return Err(e.context(&ctx));
+        self.release();
+        let committed = async {
+            let data = match target {
+                None => return Err(self.slot.ended()),
+                Some(Target::Inline(buf)) => ObjectData::Inline(Bytes::from(buf)),
+                Some(Target::Heap(extent, table)) => {
+                    let (sums, trailer) = data::seal(table.into());
+                    if let Some(t) = &trailer {
+                        data::write_table(store.shared(), &extent, size, t).await?;
+                    }
+                    // Synced before the tuple by the commit (not read back
+                    // at open: uploads may be large).
+                    ObjectData::Heap {
+                        extent,
+                        sums,
+                        unsynced: false,
                     }
                 }
-                // Synced before the tuple by the commit (not read back at
-                // open: uploads may be large).
-                ObjectData::Heap {
-                    extent,
-                    sums,
-                    unsynced: false,
-                }
-            }
-        };
-        let committed = self.store.commit_object(key, size, data, None, spec).await;
-        if committed.is_err() {
-            self.slot.outcome.store(REFUSED, Ordering::SeqCst);
+            };
+            store.commit_object(key, size, data, None, spec).await
         }
+        .await;
+        let outcome = if committed.is_ok() {
+            COMMITTED
+        } else {
+            REFUSED
+        };
+        self.slot.outcome.store(outcome, Ordering::SeqCst);
         committed.map_err(|e| e.context(ctx))
     }
 
-    /// Abandons the upload and frees its space (once no part holds it).
-    /// Dropping the handle does the same. A no-op once the upload ended.
+    /// Abandons the upload and frees its space (once no part's device
+    /// write holds it). Dropping the handle does the same. A no-op once the
+    /// upload ended.
     pub async fn abort(&self) -> Result<()> {
-        self.end();
+        self.end(OPEN);
         Ok(())
     }
 }
