@@ -201,7 +201,7 @@ export declare class Upload {
    * as does a commit while a `writePart` of this upload is still under
    * way (INVALID_ARGUMENT: commit once every part has resolved); a
    * commit the store refuses (a condition not met, bytes never written)
-   * ends it. Once it ended, every call rejects with CLOSED.
+   * ends it. Once it ended, `writePart` and `commit` reject with CLOSED.
    */
   commit(conditions?: PutConditions | undefined | null): Promise<ObjectInfo>
   /** Abandons the upload and frees its space (a no-op once it ended). */
