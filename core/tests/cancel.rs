@@ -85,10 +85,9 @@ impl IoEngine for LateWrites {
     }
 }
 
-/// Starts `op` with late writes, drops it once one of its writes is in
-/// flight, then fills the free space with new objects (acknowledged) and
-/// checks every one of them after the dropped write has landed.
-async fn drop_mid_write(what: &str) {
+/// A store on a fresh 16 MiB `LateWrites` device (writes on time until
+/// `late` is set).
+async fn late_store() -> (Arc<LateWrites>, Store) {
     let dev = Arc::new(LateWrites {
         bytes: Arc::new(Mutex::new(vec![0u8; 16 << 20])),
         late: AtomicBool::new(false),
@@ -97,6 +96,32 @@ async fn drop_mid_write(what: &str) {
     let s = Store::open_with_engine(dev.clone(), Options::new())
         .await
         .unwrap();
+    (dev, s)
+}
+
+/// Polls `op` until one of its writes is in flight on `dev` (then the
+/// caller drops it); panics if it ends first.
+fn poll_until_a_write_is_late<F: Future>(dev: &LateWrites, op: std::pin::Pin<&mut F>, what: &str) {
+    let mut op = op;
+    let waker = futures::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut polls = 0;
+    while dev.issued_late.load(Ordering::SeqCst) == 0 {
+        assert!(
+            op.as_mut().poll(&mut cx).is_pending(),
+            "{what}: ended before a write"
+        );
+        polls += 1;
+        assert!(polls < 100_000, "{what}: no write issued");
+        std::thread::yield_now();
+    }
+}
+
+/// Starts `op` with late writes, drops it once one of its writes is in
+/// flight, then fills the free space with new objects (acknowledged) and
+/// checks every one of them after the dropped write has landed.
+async fn drop_mid_write(what: &str) {
+    let (dev, s) = late_store().await;
     for i in 0..16u64 {
         s.put(format!("f{i:02}"), pattern(i, 64 << 10))
             .await
@@ -119,19 +144,8 @@ async fn drop_mid_write(what: &str) {
             }
         };
         futures::pin_mut!(op);
-        let waker = futures::task::noop_waker();
-        let mut cx = std::task::Context::from_waker(&waker);
         // Polled until a write of it is in flight, then dropped.
-        let mut polls = 0;
-        while dev.issued_late.load(Ordering::SeqCst) == 0 {
-            assert!(
-                op.as_mut().poll(&mut cx).is_pending(),
-                "{what}: ended before a write"
-            );
-            polls += 1;
-            assert!(polls < 100_000, "{what}: no write issued");
-            std::thread::yield_now();
-        }
+        poll_until_a_write_is_late(&dev, op, what);
     }
     dev.late.store(false, Ordering::SeqCst);
     let mut acked = Vec::new();
@@ -184,14 +198,7 @@ async fn a_dropped_compaction_never_writes_into_space_given_away() {
 /// acknowledged object that reads as corrupt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_upload_part_never_lands_in_a_committed_object() {
-    let dev = Arc::new(LateWrites {
-        bytes: Arc::new(Mutex::new(vec![0u8; 16 << 20])),
-        late: AtomicBool::new(false),
-        issued_late: AtomicU64::new(0),
-    });
-    let s = Store::open_with_engine(dev.clone(), Options::new())
-        .await
-        .unwrap();
+    let (dev, s) = late_store().await;
     let size = 2 << 20;
     let up = s.begin_upload("o", size).await.unwrap();
     up.write_part(0, pattern(1, size as usize)).await.unwrap();
@@ -199,15 +206,7 @@ async fn a_dropped_upload_part_never_lands_in_a_committed_object() {
     {
         let overwrite = up.write_part(0, pattern(2, size as usize));
         futures::pin_mut!(overwrite);
-        let waker = futures::task::noop_waker();
-        let mut cx = std::task::Context::from_waker(&waker);
-        let mut polls = 0;
-        while dev.issued_late.load(Ordering::SeqCst) == 0 {
-            assert!(overwrite.as_mut().poll(&mut cx).is_pending());
-            polls += 1;
-            assert!(polls < 100_000, "no write issued");
-            std::thread::yield_now();
-        }
+        poll_until_a_write_is_late(&dev, overwrite, "upload part");
     }
     dev.late.store(false, Ordering::SeqCst);
     let retry = pattern(3, size as usize);
