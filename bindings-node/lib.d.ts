@@ -294,7 +294,12 @@ export type Key = string | Uint8Array
 export declare class Upload {
   /** This upload's id in `listUploads` (for `abortUpload`); still readable once committed or aborted. */
   readonly id: number
-  /** Writes `data` at `offset` (a multiple of 4096). `data` is copied before this returns. */
+  /**
+   * Writes `data` at `offset` (a multiple of 4096). `data` is copied before
+   * this returns. A part overlapping one still being written rejects with
+   * INVALID_ARGUMENT (retry once that one settled); a part that rejects
+   * leaves its range unwritten.
+   */
   writePart(offset: number, data: Uint8Array, crc32c?: number): Promise<void>
   /**
    * Makes the object visible atomically. `conditions` as for `Store.put`: a

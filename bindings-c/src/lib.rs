@@ -856,8 +856,10 @@ pub extern "C" fn bc_upload_write(
 
 /// Commits the upload atomically and frees the handle (on failure too).
 /// `info` may be NULL. No `bc_upload_write` on the handle may be running
-/// (the handle is freed here); every write must have returned BC_OK, or the
-/// commit fails with BC_INVALID_ARGUMENT for the bytes never written.
+/// (the handle is freed here). Bytes count as written once a
+/// `bc_upload_write` of them returned BC_OK; a write that failed after it
+/// started leaves its range unwritten, and the commit then fails with
+/// BC_INVALID_ARGUMENT for the bytes never written.
 #[no_mangle]
 pub extern "C" fn bc_upload_commit(
     up: *mut bc_upload,

@@ -242,3 +242,19 @@ fn an_ended_upload_handle_does_not_hold_the_store() {
     aborted.abort().unwrap();
     s.close().unwrap();
 }
+
+/// An upload aborted from the store (`abort_upload`) lets go of the store
+/// too: a handle kept afterwards does not hold its lock.
+#[test]
+fn an_upload_aborted_from_the_store_does_not_hold_it() {
+    let t = temp_path();
+    let s = Store::open(&t.path, opts(IoEngineKind::Auto)).unwrap();
+    let up = s.begin_upload("b", 1 << 20).unwrap();
+    s.abort_upload(up.id()).unwrap();
+    drop(s);
+    let s = Store::open(&t.path, opts(IoEngineKind::Auto)).unwrap();
+    let e = up.write_part(0, vec![1u8; 4096]).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Closed);
+    assert!(e.to_string().contains("aborted"), "{e}");
+    s.close().unwrap();
+}

@@ -106,7 +106,10 @@ class Upload:
         ``Store.abort_upload``); still readable once committed or aborted."""
     def write_part(self, offset: int, data: _BytesLike, crc32c: int | None = None) -> None:
         """Writes ``data`` at ``offset`` (a multiple of PART_ALIGN); with
-        ``crc32c`` the bytes are checked against it before anything is written."""
+        ``crc32c`` the bytes are checked against it before anything is written.
+        A part overlapping one still being written raises
+        ``InvalidArgumentError`` (retry once that one returned); a part that
+        fails leaves its range unwritten."""
     def commit(
         self,
         *,

@@ -37,6 +37,11 @@ enum Target {
 /// What an upload and its store's registry share.
 struct Slot {
     id: u64,
+    /// The store, until the upload ends (however it ends: through its
+    /// handle or [`Store::abort_upload`]): a finished handle that is kept
+    /// (by a binding's object until its collector runs) does not keep the
+    /// store open. The registry holds slots weakly, so this makes no cycle.
+    store: Mutex<Option<Store>>,
     key: Box<[u8]>,
     size: u64,
     started: SystemTime,
@@ -118,7 +123,8 @@ pub struct UploadInfo {
     pub key: Bytes,
     /// The object size given at `begin_upload`.
     pub size: u64,
-    /// Bytes written so far (whole parts).
+    /// Bytes written so far, by parts that returned (a range being written
+    /// again does not count until that part returns).
     pub written: u64,
     /// When `begin_upload` was called.
     pub started: SystemTime,
@@ -132,10 +138,11 @@ pub(crate) struct Uploads {
 }
 
 impl Uploads {
-    fn register(&self, key: &[u8], size: u64, target: Target) -> Arc<Slot> {
+    fn register(&self, store: Store, key: &[u8], size: u64, target: Target) -> Arc<Slot> {
         let units = size.div_ceil(PART_ALIGN);
         let slot = Arc::new(Slot {
             id: self.next.fetch_add(1, Ordering::Relaxed) + 1,
+            store: Mutex::new(Some(store)),
             key: key.into(),
             size,
             started: SystemTime::now(),
@@ -192,6 +199,9 @@ impl Uploads {
             ));
         };
         drop(target);
+        // The handle lets go of the store too (the caller holds it).
+        let store = slot.store.lock().take();
+        drop(store);
         Ok(())
     }
 }
@@ -233,9 +243,6 @@ impl Slot {
 /// An upload in progress; see [`Store::begin_upload`]. Used by reference
 /// from any number of tasks or threads.
 pub struct Upload {
-    /// The store, until the upload ends: a finished handle that is kept
-    /// (by a binding's object, say) does not keep the store open.
-    store: Mutex<Option<Store>>,
     slot: Arc<Slot>,
 }
 
@@ -251,9 +258,7 @@ impl std::fmt::Debug for Upload {
 
 impl Drop for Upload {
     fn drop(&mut self) {
-        if let Some(store) = self.store.get_mut().take() {
-            store.shared().uploads.unregister(self.slot.id);
-        }
+        self.release();
     }
 }
 
@@ -265,23 +270,28 @@ impl Upload {
             let blocks = crate::meta::tuple::data_blocks(size) as usize;
             Target::Heap(data::allocate(store.shared(), key, size)?, vec![0; blocks])
         };
-        let slot = store.shared().uploads.register(key, size, target);
-        Ok(Upload {
-            store: Mutex::new(Some(store)),
-            slot,
-        })
+        let shared = store.clone();
+        let slot = shared.shared().uploads.register(store, key, size, target);
+        Ok(Upload { slot })
     }
 
     /// The store, while the upload has not ended.
     fn store(&self) -> Result<Store> {
-        self.store.lock().clone().ok_or_else(|| self.slot.ended())
+        self.slot
+            .store
+            .lock()
+            .clone()
+            .ok_or_else(|| self.slot.ended())
     }
 
-    /// Lets go of the store and leaves its registry: the upload ended.
+    /// Leaves the store's registry and lets go of the store (outside the
+    /// lock: the last handle on a store shuts it down): the upload ended.
     fn release(&self) {
-        if let Some(store) = self.store.lock().take() {
+        let store = self.slot.store.lock().take();
+        if let Some(store) = &store {
             store.shared().uploads.unregister(self.slot.id);
         }
+        drop(store);
     }
 
     /// This upload's id in [`Store::list_uploads`].
@@ -296,8 +306,13 @@ impl Upload {
 
     /// Writes `bytes` at `offset`. `offset` must be a multiple of
     /// [`PART_ALIGN`] and the part must end at a multiple of it or at the
-    /// object's end. Parts may come in any order, from many tasks at once;
-    /// writing a range twice keeps the later bytes.
+    /// object's end. Parts may come in any order, from many tasks at once.
+    /// A range may be written again once the part that wrote it ended; a
+    /// part overlapping one still being written (including one whose call
+    /// was dropped and whose device writes have not landed) is refused
+    /// with `InvalidArgument` and may be retried shortly. A part counts as
+    /// written only once it returned `Ok`: one that fails or is dropped
+    /// leaves its range unwritten, even if an earlier part had written it.
     pub async fn write_part(&self, offset: u64, bytes: impl Into<Bytes>) -> Result<()> {
         self.write_part_inner(offset, bytes.into(), None).await
     }
@@ -461,8 +476,9 @@ impl Upload {
             self.slot.outcome.store(outcome, Ordering::SeqCst);
         }
         drop(target);
-        self.release();
+        // The pieces go back before the store may shut down.
         drop(taken);
+        self.release();
     }
 
     /// [`commit_with`](Self::commit_with) with the options checked.
@@ -497,8 +513,13 @@ impl Upload {
                 .context(ctx));
             }
             if let Some(gap) = self.first_gap() {
+                // Ended under the same lock that found the gap: no part
+                // can fill it and no other commit succeed in between.
+                let taken = target.take();
+                self.slot.outcome.store(REFUSED, Ordering::SeqCst);
                 drop(target);
-                self.end(REFUSED);
+                drop(taken);
+                self.release();
                 return Err(Error::new(
                     ErrorKind::InvalidArgument,
                     format!("bytes from {gap} were never written; the upload is ended"),
