@@ -15,9 +15,7 @@
 //!
 //! The TypeScript types of these objects are in `lib.d.ts`.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use engine::report::{Figure, Record, Report};
+use engine::report::{unix_seconds, Figure, Record, Report};
 use napi::bindgen_prelude::*;
 
 /// `Number.MAX_SAFE_INTEGER`: counts up to it cross as exact numbers.
@@ -29,14 +27,6 @@ pub struct Js(Record);
 /// The report `r` as a JavaScript object.
 pub(crate) fn js(r: &impl Report) -> Js {
     Js(r.record())
-}
-
-/// Milliseconds since the Unix epoch (negative before it).
-fn unix_ms(t: SystemTime) -> f64 {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_secs_f64() * 1000.0,
-        Err(e) => -e.duration().as_secs_f64() * 1000.0,
-    }
 }
 
 /// `snake_case` as `camelCase`.
@@ -88,7 +78,7 @@ impl ToNapiValue for Js {
                 Figure::Key(k) => obj.set(name, Buffer::from(k.to_vec())),
                 Figure::Path(p) => obj.set(name, p.to_string_lossy().into_owned()),
                 Figure::Lines(l) => obj.set(name, l),
-                Figure::Time(t) => obj.set(name, unix_ms(t)),
+                Figure::Time(t) => obj.set(name, unix_seconds(t) * 1000.0),
                 Figure::Span(d) => obj.set(name + "Ms", d.as_secs_f64() * 1000.0),
                 Figure::Absent => obj.set(name, Null),
                 Figure::Record(inner) => obj.set(name, Js(inner)),

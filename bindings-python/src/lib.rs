@@ -18,10 +18,10 @@
 
 use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use engine::blocking;
-use engine::report::{Figure, Record, Report};
+use engine::report::{unix_seconds, Figure, Record, Report};
 use engine::{
     Bytes, Durability, Error, ErrorKind, IndexKind, IoEngineKind, Options, PutMode, PutOptions,
     ReadOptions,
@@ -607,14 +607,6 @@ fn record_out<'py>(py: Python<'py>, report: &impl Report) -> PyResult<Bound<'py,
             .call((), Some(&kwargs))
     }
     build(py, report.record())
-}
-
-/// Seconds since the Unix epoch (negative before it).
-fn unix_seconds(t: std::time::SystemTime) -> f64 {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => d.as_secs_f64(),
-        Err(e) => -e.duration().as_secs_f64(),
-    }
 }
 
 /// An open blob store. Thread-safe; every I/O call releases the GIL.

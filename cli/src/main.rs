@@ -897,10 +897,6 @@ fn main() -> ExitCode {
 fn report_json(r: &blobcask::report::Record) -> serde_json::Value {
     use blobcask::report::Figure;
     use serde_json::Value;
-    let seconds = |t: std::time::SystemTime| match t.duration_since(std::time::UNIX_EPOCH) {
-        Ok(d) => d.as_secs_f64(),
-        Err(e) => -e.duration().as_secs_f64(),
-    };
     let figures = r.figures.iter().map(|(name, figure)| {
         let value = match figure {
             Figure::Count(n) => Value::from(*n),
@@ -910,7 +906,7 @@ fn report_json(r: &blobcask::report::Record) -> serde_json::Value {
             Figure::Key(k) => Value::from(k.iter().map(|b| format!("{b:02x}")).collect::<String>()),
             Figure::Path(p) => Value::from(p.to_string_lossy().into_owned()),
             Figure::Lines(l) => Value::from(l.clone()),
-            Figure::Time(t) => Value::from(seconds(*t)),
+            Figure::Time(t) => Value::from(blobcask::report::unix_seconds(*t)),
             Figure::Span(d) => Value::from(d.as_secs_f64()),
             Figure::Record(inner) => report_json(inner),
             _ => Value::Null,

@@ -68,6 +68,15 @@ pub trait Report {
     fn record(&self) -> Record;
 }
 
+/// A [`Figure::Time`] as seconds since the Unix epoch (negative before
+/// it), the form every binding starts from.
+pub fn unix_seconds(t: SystemTime) -> f64 {
+    match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => d.as_secs_f64(),
+        Err(e) => -e.duration().as_secs_f64(),
+    }
+}
+
 fn real_or_absent(v: Option<f64>) -> Figure {
     v.map_or(Figure::Absent, Figure::Real)
 }
