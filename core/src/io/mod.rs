@@ -270,7 +270,8 @@ pub enum IoEngineKind {
     /// io_uring where the kernel allows it, else portable. The default.
     #[default]
     Auto,
-    /// io_uring (tokio-uring on a dedicated thread); fails where unavailable.
+    /// io_uring (one ring shared by the callers, no ring thread); fails
+    /// where unavailable.
     IoUring,
     /// pread/pwrite on a thread pool; works everywhere.
     Portable,

@@ -25,7 +25,9 @@
 //!   slot is then *abandoned* and freed by the reaper).
 //! * D2. Whoever consumes an eventfd signal reaps afterwards, and every reap
 //!   hands every completion to its slot: no completion waits for a signal
-//!   that was already consumed.
+//!   that was already consumed. The reaper wakes each completed
+//!   operation's task, except the operation whose own poll is reaping,
+//!   which takes its result at once.
 //! * D3. While any operation waits through a tokio runtime's reactor, one
 //!   of that runtime's waiters (its *registrant*) holds the runtime's
 //!   registration; when it finishes or is dropped it wakes another waiter
@@ -385,6 +387,16 @@ impl Driver {
     /// Hands every completion in the queue to its slot and wakes the
     /// waiting tasks (D2).
     pub fn reap(&self) {
+        self.reap_for(None);
+    }
+
+    /// [`reap`](Self::reap) by the poll of operation `polling`, which takes
+    /// its own result right after: its completion is recorded without a
+    /// wake-up of its waker. That waker is the polling task's own, and
+    /// waking a task from inside its poll makes the runtime poll it once
+    /// more for nothing (and on tokio's multi-thread runtime rouses another
+    /// worker to come and steal it).
+    fn reap_for(&self, polling: Option<usize>) {
         let mut done: Vec<(u64, i32)> = Vec::new();
         {
             // Wait for a concurrent reaper rather than skip: it may have
@@ -428,7 +440,9 @@ impl Driver {
                 match std::mem::replace(slot, Slot::Free) {
                     Slot::InFlight { waker, buf, mode } => {
                         *slot = Slot::Done { res, buf, mode };
-                        wake.extend(waker);
+                        if polling != Some(id) {
+                            wake.extend(waker);
+                        }
                     }
                     Slot::Abandoned { .. } => {
                         // Free already holds; put the slot back on the list.
@@ -528,20 +542,30 @@ impl Driver {
         }
         let ts = types::Timespec::new().nsec(1_000_000);
         loop {
-            if let Err(e) = self.submit() {
-                return op.fail(e);
-            }
-            self.reap();
+            self.reap_for(op.id);
             if let Some(r) = op.take_done(None) {
                 return r;
             }
+            // One enter both submits everything queued (this operation's
+            // entry included, unless another thread already did) and waits
+            // for a completion: one system call per operation, as `pread`.
+            let queued = self.unsubmitted.swap(0, Ordering::AcqRel);
             let args = types::SubmitArgs::new().timespec(&ts);
-            match self.ring.submitter().submit_with_args(1, &args) {
+            let r = self.ring.submitter().submit_with_args(1, &args);
+            if self.with_sq(|sq| !sq.is_empty()) {
+                // Entries the kernel did not take (or pushed meanwhile by
+                // threads that counted them already): the next enter.
+                self.unsubmitted.fetch_add(queued.max(1), Ordering::AcqRel);
+            }
+            match r {
                 Ok(_) => {}
                 Err(e)
                     if matches!(
                         e.raw_os_error(),
-                        Some(libc::ETIME) | Some(libc::EINTR) | Some(libc::EBUSY)
+                        Some(libc::ETIME)
+                            | Some(libc::EINTR)
+                            | Some(libc::EBUSY)
+                            | Some(libc::EAGAIN)
                     ) => {}
                 Err(e) => return op.fail(e),
             }
@@ -716,7 +740,7 @@ impl Future for Op {
             return Poll::Ready(self.fail(e));
         }
         loop {
-            driver.reap();
+            driver.reap_for(self.id);
             if let Some(r) = self.take_done(Some(cx.waker())) {
                 return Poll::Ready(r);
             }
@@ -760,8 +784,14 @@ impl Future for Op {
                     handoff.into_iter().for_each(Waker::wake);
                     match polled {
                         Poll::Ready(Ok(mut guard)) => {
+                            // tokio's reactor watches edge-triggered: every
+                            // later signal of the ring is a new edge, however
+                            // high the counter already is, so clearing the
+                            // readiness consumes the signal (D2) without a
+                            // read of the counter (one system call less per
+                            // wake-up). Level-triggered watchers (the
+                            // fallback thread, foreign loops) drain it.
                             guard.clear_ready();
-                            drain_eventfd(driver.eventfd.as_raw_fd());
                             continue;
                         }
                         Poll::Ready(Err(_)) => {
@@ -783,7 +813,7 @@ impl Future for Op {
                     }
                     // The fallback thread may have consumed the signal for
                     // this completion before we registered: look again.
-                    driver.reap();
+                    driver.reap_for(self.id);
                     if let Some(r) = self.take_done(Some(cx.waker())) {
                         return Poll::Ready(r);
                     }
