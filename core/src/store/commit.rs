@@ -3,9 +3,10 @@
 //!
 //! A change is queued with its reply channel; then its caller either waits
 //! for the reply or, if nobody leads, takes the lead: it drains the queue
-//! as one group, commits it, and lets go. Changes queued meanwhile wait for
-//! the next leader, one of their own callers, who takes them all as the
-//! next group; the followers of a group are woken together by their
+//! as one group, commits it, and (after one more group if changes were
+//! queued meanwhile: `LEAD_ONE_MORE`) lets go. Changes queued later wait
+//! for the next leader, one of their own callers, who takes them all as
+//! the next group; the followers of a group are woken together by their
 //! replies. The group in progress lives in the leadership slot, not in the
 //! leader's future, so a leader that is dropped half way leaves the group
 //! for the next holder to finish (invariant 1 in `INVARIANTS.md`).
@@ -65,6 +66,14 @@ use std::time::Duration;
 const IDLE_TICK: Duration = Duration::from_millis(100);
 /// Most requests folded into one group.
 const MAX_GROUP: usize = 1024;
+/// Groups a caller leads after the one holding its own change, while
+/// changes are queued, before it passes the lead on. The next group then
+/// starts as soon as the last one is durable, rather than when the
+/// summoned caller is next scheduled (measured, 16 writers of 16 KiB
+/// durable puts: 1.17–1.19 × the puts per second of passing the lead on
+/// at once; 3 more groups gained less). The caller's own reply waits for
+/// that one group longer.
+const LEAD_ONE_MORE: usize = 1;
 /// Largest zero-fill write when a metadata extent is added.
 const ZERO_CHUNK: usize = 1 << 20;
 
@@ -1884,7 +1893,7 @@ impl CommitPath {
         {
             let mut leading = self.take_lead();
             if let Some(lead) = leading.lead.as_mut() {
-                self.lead_groups(lead).await;
+                self.lead_groups(lead, LEAD_ONE_MORE).await;
             }
         }
         reply.await.ok()
@@ -1892,13 +1901,19 @@ impl CommitPath {
 
     /// With the lead held: finishes the group in progress, then commits
     /// what is queued as one group, and again while changes deferred by
-    /// it remain (so a deferred change never waits for another caller).
-    async fn lead_groups(&self, lead: &mut Lead) {
+    /// it remain (so a deferred change never waits for another caller),
+    /// and up to `more` times again while changes are queued.
+    async fn lead_groups(&self, lead: &mut Lead, mut more: usize) {
         while self.lead_one(lead).await {
             let deferred = matches!(lead, Lead::Idle(c) if !c.deferred.is_empty());
-            if !deferred {
-                break;
+            if deferred {
+                continue;
             }
+            if more > 0 && !self.queue.lock().requests.is_empty() {
+                more -= 1;
+                continue;
+            }
+            break;
         }
     }
 
@@ -1952,7 +1967,7 @@ impl CommitPath {
             };
             // One round at most: changes queued meanwhile have callers
             // to lead them (this is not a commit thread).
-            self.lead_groups(lead).await;
+            self.lead_groups(lead, 0).await;
             match lead {
                 Lead::Idle(c) => {
                     c.tick().await;
