@@ -313,6 +313,9 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
     #[cfg(target_os = "linux")]
     let uring = local_reader::LocalReader::start(store.clone(), &path);
     let (mut t_local, mut t_uring_raw): (Vec<Duration>, Vec<Duration>) = (vec![], vec![]);
+    let (mut cpu_local, mut cpu_uring_raw) = (Duration::ZERO, Duration::ZERO);
+    let current = current_thread_reader::CurrentThreadReader::start(store.clone());
+    let (mut t_current, mut cpu_current) = (vec![], Duration::ZERO);
     let (mut t_raw, mut t_raw2, mut t_bc, mut t_bc_unaligned, mut t_blocking) =
         (vec![], vec![], vec![], vec![], vec![]);
     // CPU time (user + system, every thread of the process) of the rows
@@ -377,10 +380,21 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
             let raw_offsets = (0..per)
                 .map(|_| rng.random_range(0..written_blocks) * 4096)
                 .collect();
-            let (local, raw) = uring.round(reads, raw_offsets).await;
+            let ((local, cpu_l), (raw, cpu_r)) = uring.round(reads, raw_offsets).await;
             t_local.extend(local);
             t_uring_raw.extend(raw);
+            cpu_local += cpu_l;
+            cpu_uring_raw += cpu_r;
         }
+        let reads = (0..per)
+            .map(|_| {
+                let key = format!("obj/{}", rng.random_range(0..objects));
+                (key, rng.random_range(0..(obj as u64 / 4096)) * 4096)
+            })
+            .collect();
+        let (times, cpu) = current.round(reads).await;
+        t_current.extend(times);
+        cpu_current += cpu;
     }
     for v in [
         &mut t_raw,
@@ -390,6 +404,7 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
         &mut t_blocking,
         &mut t_local,
         &mut t_uring_raw,
+        &mut t_current,
     ] {
         v.sort();
     }
@@ -417,6 +432,11 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
             &t_bc_unaligned,
             raw2_50,
         ),
+        (
+            "Store::read (async) on a tokio current-thread runtime",
+            &t_current,
+            raw50,
+        ),
     ];
     if !t_local.is_empty() {
         rows.push(("tokio-uring read_at O_DIRECT, 4 KiB", &t_uring_raw, raw50));
@@ -438,14 +458,98 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
     let n = t_raw.len() as f64;
     let per_read = |d: Duration| us(d) / n;
     println!(
-        "CPU per 4 KiB read (user + system, whole process): raw {:.1} µs; async Store::read {:.1} µs ({:.2} x raw); blocking {:.1} µs ({:.2} x raw)",
+        "CPU per 4 KiB read (user + system, whole process): raw {:.1} µs; async Store::read {:.1} µs ({:.2} x raw); blocking {:.1} µs ({:.2} x raw); async on a current-thread runtime {:.1} µs ({:.2} x raw)",
         per_read(cpu_raw),
         per_read(cpu_bc),
         per_read(cpu_bc) / per_read(cpu_raw),
         per_read(cpu_blocking),
         per_read(cpu_blocking) / per_read(cpu_raw),
+        per_read(cpu_current),
+        per_read(cpu_current) / per_read(cpu_raw),
     );
+    if !t_local.is_empty() {
+        println!(
+            "CPU per 4 KiB read on tokio-uring's runtime: its own read_at {:.1} µs ({:.2} x raw); LocalStore::read {:.1} µs ({:.2} x raw)",
+            per_read(cpu_uring_raw),
+            per_read(cpu_uring_raw) / per_read(cpu_raw),
+            per_read(cpu_local),
+            per_read(cpu_local) / per_read(cpu_raw),
+        );
+    }
     store.close().await.unwrap();
+}
+
+/// `Store::read` on a thread of its own running a tokio current-thread
+/// runtime, driven round by round like [`local_reader`]: the same reads
+/// as the async row without the multi-thread scheduler's hand-offs
+/// between workers.
+mod current_thread_reader {
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    use blobcask::Store;
+
+    /// (key, offset) of each 4 KiB read, and where its latencies and the
+    /// round's CPU time go.
+    type Round = (
+        Vec<(String, u64)>,
+        tokio::sync::oneshot::Sender<(Vec<Duration>, Duration)>,
+    );
+
+    pub struct CurrentThreadReader {
+        tx: Option<mpsc::Sender<Round>>,
+        thread: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl CurrentThreadReader {
+        pub fn start(store: Store) -> CurrentThreadReader {
+            let (tx, rx) = mpsc::channel::<Round>();
+            let thread = std::thread::Builder::new()
+                .name("bench-current-thread".into())
+                .spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("current-thread runtime");
+                    while let Ok((reads, reply)) = rx.recv() {
+                        let r = rt.block_on(async {
+                            let mut times = Vec::with_capacity(reads.len());
+                            let cpu = super::process_cpu();
+                            for (key, off) in reads {
+                                let t = Instant::now();
+                                let got = store.read(&key, off, 4096).await.unwrap();
+                                times.push(t.elapsed());
+                                assert_eq!(got.len(), 4096);
+                            }
+                            (times, super::process_cpu() - cpu)
+                        });
+                        let _ = reply.send(r);
+                    }
+                })
+                .expect("spawn the current-thread reader");
+            CurrentThreadReader {
+                tx: Some(tx),
+                thread: Some(thread),
+            }
+        }
+
+        pub async fn round(&self, reads: Vec<(String, u64)>) -> (Vec<Duration>, Duration) {
+            let (reply, rx) = tokio::sync::oneshot::channel();
+            if let Some(tx) = &self.tx {
+                tx.send((reads, reply)).expect("current-thread reader");
+            }
+            rx.await.expect("current-thread round")
+        }
+    }
+
+    impl Drop for CurrentThreadReader {
+        fn drop(&mut self) {
+            drop(self.tx.take());
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
 }
 
 /// `LocalStore::read` on its own thread inside `tokio_uring::start` (the
@@ -460,8 +564,9 @@ mod local_reader {
     use blobcask::io::AlignedBuf;
     use blobcask::Store;
 
-    /// Latencies of a round: `LocalStore::read`, tokio-uring's `read_at`.
-    type Times = (Vec<Duration>, Vec<Duration>);
+    /// Latencies and CPU time of a round: `LocalStore::read`, then
+    /// tokio-uring's `read_at`.
+    type Times = ((Vec<Duration>, Duration), (Vec<Duration>, Duration));
 
     /// One round: (key, offset) of each 4 KiB store read, the file offset
     /// of each raw one, and where the latencies go.
@@ -491,13 +596,16 @@ mod local_reader {
                         // nothing else to run.
                         while let Ok((reads, raw_offsets, reply)) = rx.recv() {
                             let mut times = Vec::with_capacity(reads.len());
+                            let cpu = super::process_cpu();
                             for (key, off) in reads {
                                 let t = Instant::now();
                                 let got = local.read(&key, off, 4096).await.unwrap();
                                 times.push(t.elapsed());
                                 assert_eq!(got.len(), 4096);
                             }
+                            let cpu_local = super::process_cpu() - cpu;
                             let mut raw_times = Vec::with_capacity(raw_offsets.len());
+                            let cpu = super::process_cpu();
                             for off in raw_offsets {
                                 let t = Instant::now();
                                 let (r, b) = raw.read_at(buf, off).await;
@@ -505,7 +613,8 @@ mod local_reader {
                                 assert_eq!(r.unwrap(), 4096);
                                 buf = b;
                             }
-                            let _ = reply.send((times, raw_times));
+                            let cpu_raw = super::process_cpu() - cpu;
+                            let _ = reply.send(((times, cpu_local), (raw_times, cpu_raw)));
                         }
                     })
                 })
@@ -659,7 +768,11 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
     let (store, path) = fresh(cfg, engine, 4 << 30).await;
     let value = blobcask::Bytes::from(vec![9u8; size]);
     let mut results = vec![];
+    // Per writer count: the groups the store wrote (puts, and 4 KiB
+    // tuple-block writes, per group), which the device floor replays.
+    let mut shapes = vec![];
     for writers in [1usize, 16, 64] {
+        let before = store.stats();
         let done = Arc::new(AtomicU64::new(0));
         let stop = Instant::now() + secs;
         let t = Instant::now();
@@ -685,6 +798,17 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
         }
         let rate = done.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64();
         results.push((writers, rate));
+        let after = store.stats();
+        let groups = (after.commit_groups - before.commit_groups).max(1) as f64;
+        let puts = done.load(Ordering::Relaxed) as f64;
+        let meta = (after.device_bytes_written - before.device_bytes_written)
+            .saturating_sub(after.user_bytes_written - before.user_bytes_written);
+        let blocks = meta as f64 / 4096.0;
+        shapes.push((
+            writers,
+            (puts / groups).round().max(1.0) as u64,
+            (blocks / groups).round().max(1.0) as u64,
+        ));
     }
     // The blocking API from one thread: data pwrite on the caller's thread.
     let blocking = blobcask::blocking::Store::from(store.clone());
@@ -699,6 +823,29 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
             n += 1;
         }
         n as f64 / t.elapsed().as_secs_f64()
+    })
+    .await
+    .unwrap();
+    // The same single writer on a tokio current-thread runtime (its own
+    // thread): what the multi-thread scheduler's hand-offs cost.
+    let (current, value_c) = (store.clone(), value.clone());
+    let current_rate = tokio::task::spawn_blocking(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("current-thread runtime");
+        rt.block_on(async {
+            let t = Instant::now();
+            let mut n = 0u64;
+            while t.elapsed() < secs {
+                current
+                    .put(format!("c/{}", n % 512), value_c.clone())
+                    .await
+                    .unwrap();
+                n += 1;
+            }
+            n as f64 / t.elapsed().as_secs_f64()
+        })
     })
     .await
     .unwrap();
@@ -731,6 +878,94 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
             "| Store::put (async), {w} writers | {r:.0} | {:.2} |",
             r / raw_rate
         );
+    }
+    println!(
+        "| Store::put (async) on a tokio current-thread runtime, 1 writer | {current_rate:.0} | {:.2} |",
+        current_rate / raw_rate
+    );
+    #[cfg(target_os = "linux")]
+    let shapes: Vec<_> = shapes.into_iter().filter(|&(w, _, _)| w > 1).collect();
+    for (name, rate) in uring_floor::rates(&path, secs, &shapes) {
+        println!("| {name} | {rate:.0} | {:.2} |", rate / raw_rate);
+    }
+}
+
+/// What io_uring itself gives on this machine, without the store: the
+/// floors the commit phase's rows are read against.
+#[cfg(target_os = "linux")]
+mod uring_floor {
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    use blobcask::io::AlignedBuf;
+
+    /// Offset of the `n`th 16 KiB write: written space of the store file
+    /// (the store is closed by then), 64 MiB in.
+    fn at(n: u64) -> u64 {
+        (64 << 20) + (n * 7919 % 4096) * 16384
+    }
+
+    /// (row name, puts per second) on tokio-uring's own runtime:
+    /// * one writer doing a 16 KiB write then `sync_data`, awaited (the
+    ///   runtime's floor for one durable put);
+    /// * per `(writers, puts, blocks)` of `shapes`, the groups the store
+    ///   wrote for that many writers: `puts` values of 16 KiB side by side
+    ///   and `blocks` 4 KiB tuple-block writes spread over the file,
+    ///   issued at once, then one `sync_data` (the device's floor for
+    ///   that row).
+    pub fn rates(path: &Path, secs: Duration, shapes: &[(usize, u64, u64)]) -> Vec<(String, f64)> {
+        let file = super::open_direct(path);
+        let shapes = shapes.to_vec();
+        std::thread::spawn(move || {
+            tokio_uring::start(async move {
+                let file = tokio_uring::fs::File::from_std(file);
+                let mut out = Vec::new();
+                let mut buf = AlignedBuf::zeroed(16384);
+                let (t, mut n) = (Instant::now(), 0u64);
+                while t.elapsed() < secs {
+                    let (r, b) = file.write_at(buf, at(n)).submit().await;
+                    r.expect("tokio-uring write");
+                    buf = b;
+                    file.sync_data().await.expect("tokio-uring sync");
+                    n += 1;
+                }
+                out.push((
+                    "tokio-uring write_at + sync_data, 1 writer (no store)".to_string(),
+                    n as f64 / t.elapsed().as_secs_f64(),
+                ));
+                for (writers, group, blocks) in shapes {
+                    let (t, mut puts) = (Instant::now(), 0u64);
+                    while t.elapsed() < secs {
+                        // Values side by side (as the allocator places a
+                        // group's values in a fresh store), tuple blocks
+                        // spread over the file.
+                        let values = (0..group).map(|i| {
+                            let off = (128 << 20) + ((puts + i) % 8192) * 16384;
+                            (16384, off)
+                        });
+                        let spread = (0..blocks).map(|i| (4096, at(puts * 2 + i)));
+                        let writes = values.chain(spread).map(|(size, off)| {
+                            file.write_at(AlignedBuf::zeroed(size), off).submit()
+                        });
+                        for (r, _) in futures::future::join_all(writes).await {
+                            r.expect("tokio-uring write");
+                        }
+                        file.sync_data().await.expect("tokio-uring sync");
+                        puts += group;
+                    }
+                    out.push((
+                        format!(
+                            "device floor of the {writers}-writer row: its groups ({group} x 16 KiB side by side + {blocks} x 4 KiB spread) at once, then sync_data (no store)"
+                        ),
+                        puts as f64 / t.elapsed().as_secs_f64(),
+                    ));
+                }
+                file.close().await.expect("close");
+                out
+            })
+        })
+        .join()
+        .expect("tokio-uring floor thread")
     }
 }
 
