@@ -292,6 +292,7 @@ impl Driver {
         Ok(Op {
             driver: self.clone(),
             id: Some(id),
+            data,
         })
     }
 
@@ -440,7 +441,7 @@ impl Driver {
                 match std::mem::replace(slot, Slot::Free) {
                     Slot::InFlight { waker, buf, mode } => {
                         *slot = Slot::Done { res, buf, mode };
-                        if polling != Some(id) {
+                        if polling != Some(id) && !together::holds_back(data) {
                             wake.extend(waker);
                         }
                     }
@@ -541,9 +542,15 @@ impl Driver {
             return op.fail(io::Error::other("io_uring operation already finished"));
         }
         let ts = types::Timespec::new().nsec(1_000_000);
+        let mut refused = 0u32;
         loop {
             self.reap_for(op.id);
             if let Some(r) = op.take_done(None) {
+                // Entries of other threads that an enter below left queued
+                // (counted again) must not wait for some later caller.
+                if self.unsubmitted.load(Ordering::Acquire) > 0 {
+                    let _ = self.submit();
+                }
                 return r;
             }
             // One enter both submits everything queued (this operation's
@@ -558,15 +565,21 @@ impl Driver {
                 self.unsubmitted.fetch_add(queued.max(1), Ordering::AcqRel);
             }
             match r {
-                Ok(_) => {}
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::ETIME)
-                            | Some(libc::EINTR)
-                            | Some(libc::EBUSY)
-                            | Some(libc::EAGAIN)
-                    ) => {}
+                Ok(_) => refused = 0,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR)) => {
+                    refused = 0;
+                }
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EBUSY) | Some(libc::EAGAIN)) => {
+                    // Completion backlog or no memory for requests right
+                    // now: the enter neither took entries nor waited. Reap
+                    // (at the top) and retry, as `submit` does, for a
+                    // while.
+                    refused += 1;
+                    if refused >= 1000 {
+                        return op.fail(e);
+                    }
+                    std::thread::yield_now();
+                }
                 Err(e) => return op.fail(e),
             }
         }
@@ -634,6 +647,9 @@ impl Drop for Driver {
 pub(crate) struct Op {
     driver: Arc<Driver>,
     id: Option<usize>,
+    /// The entry's user data (slot and generation): names this operation
+    /// and no later one in the same slot.
+    data: u64,
 }
 
 /// Output of an operation: the result and the buffer it owned.
@@ -693,6 +709,14 @@ impl Op {
             None => (None, None),
         };
         slots.set_registrant(rt, next);
+        // A sibling polled together with this operation registers in the
+        // next pass of the same poll (see `together`).
+        let sibling = next
+            .and_then(|n| slots.gens.get(n).map(|&g| user_data(n, g)))
+            .is_some_and(together::holds_back);
+        if sibling {
+            return None;
+        }
         waker
     }
 
@@ -732,6 +756,7 @@ impl Future for Op {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<OpOutput> {
         let driver = self.driver.clone();
+        together::join(self.data);
         if crate::io::in_block_on() {
             // A blocking caller: wait in the kernel on this thread.
             return Poll::Ready(driver.wait_blocking(&mut self));
@@ -852,6 +877,134 @@ impl Drop for Op {
         drop(slots);
         if let Some(w) = handoff {
             w.wake();
+        }
+    }
+}
+
+/// Operations awaited together by one task (a commit group's writes):
+/// while [`Together`] polls its futures, a completion or a registration
+/// hand-off for one of their operations, found by another of them, wakes
+/// nobody; it is noted instead, and `Together` polls every pending future
+/// again before it returns. Without this, each such find wakes the task
+/// that is being polled, which the runtime then polls once more for
+/// nothing (on tokio's multi-thread runtime rousing another worker to
+/// steal it).
+///
+/// Only operations polled inside that `Together` are held back (by their
+/// user data, which no later operation in the same slot shares), and only
+/// on the polling thread: every other wake-up is delivered as before (D2).
+pub(crate) mod together {
+    use std::cell::RefCell;
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    /// The operations of the `Together` being polled on this thread, and
+    /// whether a wake-up of one of them was held back in this pass.
+    #[derive(Default)]
+    struct Members {
+        ops: Vec<u64>,
+        held_back: bool,
+    }
+
+    thread_local! {
+        static CURRENT: RefCell<Option<Members>> = const { RefCell::new(None) };
+    }
+
+    /// Called by every operation's poll: joins the `Together` being polled
+    /// on this thread, if any.
+    pub(super) fn join(data: u64) {
+        CURRENT.with(|c| {
+            if let Some(m) = c.borrow_mut().as_mut() {
+                if !m.ops.contains(&data) {
+                    m.ops.push(data);
+                }
+            }
+        });
+    }
+
+    /// Whether the wake-up of operation `data` is held back (it was polled
+    /// in the `Together` being polled here); notes that one was.
+    pub(super) fn holds_back(data: u64) -> bool {
+        CURRENT.with(|c| match c.borrow_mut().as_mut() {
+            Some(m) if m.ops.contains(&data) => {
+                m.held_back = true;
+                true
+            }
+            _ => false,
+        })
+    }
+
+    /// Polls every future to its end, as `join_all`, with wake-ups among
+    /// their operations held back (see the module).
+    pub(crate) struct Together<F: Future> {
+        futures: Vec<Option<Pin<Box<F>>>>,
+        outputs: Vec<Option<F::Output>>,
+        /// The members of earlier polls: an operation polled once stays a
+        /// member (its completion may be found by a sibling first).
+        ops: Vec<u64>,
+    }
+
+    impl<F: Future> Together<F> {
+        pub(crate) fn new(futures: impl IntoIterator<Item = F>) -> Self {
+            let futures: Vec<_> = futures.into_iter().map(|f| Some(Box::pin(f))).collect();
+            let outputs = futures.iter().map(|_| None).collect();
+            Together {
+                futures,
+                outputs,
+                ops: Vec::new(),
+            }
+        }
+    }
+
+    impl<F: Future> Unpin for Together<F> {}
+
+    impl<F: Future> Future for Together<F> {
+        type Output = Vec<F::Output>;
+
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            let this = &mut *self;
+            loop {
+                let outer = CURRENT.with(|c| {
+                    c.replace(Some(Members {
+                        ops: std::mem::take(&mut this.ops),
+                        held_back: false,
+                    }))
+                });
+                // Restores the outer `Together` (nested ones, or none) even
+                // if a future panics.
+                struct Restore(Option<Option<Members>>);
+                impl Drop for Restore {
+                    fn drop(&mut self) {
+                        if let Some(outer) = self.0.take() {
+                            CURRENT.with(|c| *c.borrow_mut() = outer);
+                        }
+                    }
+                }
+                let mut restore = Restore(Some(outer));
+                for (slot, out) in this.futures.iter_mut().zip(this.outputs.iter_mut()) {
+                    if let Some(f) = slot {
+                        if let Poll::Ready(v) = f.as_mut().poll(cx) {
+                            *out = Some(v);
+                            *slot = None;
+                        }
+                    }
+                }
+                let mine = CURRENT.with(|c| c.borrow_mut().take()).unwrap_or_default();
+                if let Some(outer) = restore.0.take() {
+                    CURRENT.with(|c| *c.borrow_mut() = outer);
+                }
+                this.ops = mine.ops;
+                if this.futures.iter().all(Option::is_none) {
+                    let outputs = std::mem::take(&mut this.outputs);
+                    return Poll::Ready(outputs.into_iter().flatten().collect());
+                }
+                if !mine.held_back {
+                    // Every pending operation's waker is recorded and no
+                    // wake-up was held back: a completion wakes the task.
+                    return Poll::Pending;
+                }
+            }
         }
     }
 }

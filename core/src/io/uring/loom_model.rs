@@ -57,9 +57,12 @@ struct D2 {
     tail: AtomicUsize,
     /// The driver's `cq` lock, guarding the head that reapers advance.
     cq: Mutex<usize>,
-    /// The eventfd counter: the kernel adds one per completion, a drain
-    /// reads it to zero. (A lock, as in the kernel: each write and read of
-    /// an eventfd is atomic.)
+    /// The eventfd's unconsumed signals: the kernel adds one per
+    /// completion; a poller consumes them all at once. Under tokio that is
+    /// the reactor's readiness, set again by every signal (an edge under
+    /// EPOLLET, whatever the counter holds) and cleared by `clear_ready`;
+    /// elsewhere, a read of the counter to zero. (A lock, as in the kernel:
+    /// each write and read of an eventfd is atomic.)
     eventfd: Mutex<usize>,
     slots: Mutex<[D2Slot; OPS]>,
 }
@@ -73,11 +76,12 @@ impl D2 {
         *self.eventfd.lock().unwrap() += 1;
     }
 
-    /// `Driver::reap`: drain the queue under `cq`, then hand every
-    /// completion to its slot under `slots`, waking the waker it holds.
-    /// `skip_if_busy` is the old bug: give up when another reaper holds
-    /// `cq` instead of waiting for it.
-    fn reap(&self, skip_if_busy: bool) {
+    /// `Driver::reap_for`: drain the queue under `cq`, then hand every
+    /// completion to its slot under `slots`, waking the waker it holds,
+    /// except that of operation `polling`, whose own poll is reaping (it
+    /// takes its result right after). `skip_if_busy` is the old bug: give
+    /// up when another reaper holds `cq` instead of waiting for it.
+    fn reap(&self, skip_if_busy: bool, polling: usize) {
         let done: Vec<usize> = {
             let mut head = if skip_if_busy {
                 match self.cq.try_lock() {
@@ -100,7 +104,11 @@ impl D2 {
         let mut slots = self.slots.lock().unwrap();
         for op in done {
             match slots[op] {
-                D2Slot::InFlight { waker } => slots[op] = D2Slot::Done { woken: waker },
+                D2Slot::InFlight { waker } => {
+                    slots[op] = D2Slot::Done {
+                        woken: waker && op != polling,
+                    }
+                }
                 other => panic!("completion of operation {op} found its slot {other:?}"),
             }
         }
@@ -125,14 +133,13 @@ impl D2 {
     /// One `Op::poll` of operation `op` through the reactor: reap, look
     /// for the result, then ask the reactor. The reactor reports the
     /// eventfd readable while a signal is unconsumed; the poller then
-    /// drains it (`clear_ready`, `drain_eventfd`, one step here: reading
-    /// the counter to zero) and goes round again, so it reaps after every
-    /// signal it consumes. Without a signal the poll returns `Pending`.
+    /// consumes them (`clear_ready`, one step here) and goes round again,
+    /// so it reaps after every signal it consumes. Without a signal the poll returns `Pending`.
     /// Every round but the first consumes one of the `OPS` signals, so the
     /// loop is bounded. Returns whether the poll was `Ready`.
     fn poll(&self, op: usize, skip_if_busy: bool) -> bool {
         loop {
-            self.reap(skip_if_busy);
+            self.reap(skip_if_busy, op);
             if self.take_done(op) {
                 return true;
             }

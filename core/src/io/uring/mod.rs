@@ -204,6 +204,21 @@ impl IoEngine for UringEngine {
         }
     }
 
+    fn write_and_sync(self: Arc<Self>, writes: Vec<(AlignedBuf, u64)>) -> IoFuture<io::Result<()>> {
+        // As the default, with the writes polled together: a completion
+        // of one found by another's poll does not wake the task that is
+        // polling them both (`driver::together`).
+        let writes = driver::together::Together::new(
+            writes.into_iter().map(|(buf, at)| self.write_at(buf, at)),
+        );
+        Box::pin(async move {
+            for (r, _) in writes.await {
+                r?;
+            }
+            self.sync().await
+        })
+    }
+
     fn completion_source(&self) -> Option<super::CompletionSource> {
         Some(super::CompletionSource::new(self.driver.clone()))
     }
