@@ -11,14 +11,15 @@
 //    directory where `npm install lmdb` ran);
 //  * the event loop's delay (monitorEventLoopDelay, 1 ms resolution) while
 //    48 MiB gets are awaited, while 48 MiB puts are awaited (put copies the
-//    value before returning), and idle, for the machine's own noise.
+//    value before returning), idle, and while a `dd iflag=direct` process
+//    reads as many bytes of the file (the machine's floor).
 //
 //   (cd bindings-node && npm install --no-audit --no-fund)
 //   node benches/node_bench.mjs [DIR]
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
-import { execSync } from 'node:child_process'
+import { execSync, spawn } from 'node:child_process'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { createRequire } from 'node:module'
@@ -182,7 +183,21 @@ const puts48 = await loopDelay(async () => {
     await sleep(5)
   }
 })
+// The floor: the same monitor while a `dd iflag=direct` process reads as
+// many bytes of the same file, ROUNDS times (no blobcask call in this
+// process). One shell, started before the window, runs them all: spawning
+// from this process inside the window would delay the loop itself.
+const ddRounds = Array.from({ length: ROUNDS }, () =>
+  `dd if=${join(dir, 'store.blobcask')} of=/dev/null bs=${BIG} count=1 iflag=direct 2>/dev/null`).join('; ')
+const sh = spawn('sh', ['-c', `read go; ${ddRounds}`], { stdio: ['pipe', 'ignore', 'ignore'] })
+await sleep(100)
+const dd48 = await loopDelay(async () => {
+  const done = new Promise((resolve) => sh.on('exit', resolve))
+  sh.stdin.write('go\n')
+  await done
+})
 console.log(`event-loop delay (monitorEventLoopDelay, 1 ms resolution), ${ROUNDS} rounds each: ` +
-  `await get 48 MiB ${gets48}; await put 48 MiB ${puts48}; idle 500 ms ${idle}`)
+  `await get 48 MiB ${gets48}; await put 48 MiB ${puts48}; idle 500 ms ${idle}; ` +
+  `a dd iflag=direct process reading 48 MiB of the file ${dd48}`)
 await store.close()
 rmSync(dir, { recursive: true, force: true })

@@ -163,10 +163,14 @@ async def versus_lmdb():
             return txn.get(k.encode())
 
     a = blobcask.AsyncStore(store)
+    cache = store.stats()["cache"]
     ours = await concurrent_gets(a.get)
+    after = store.stats()["cache"]
+    hits = after["hits"] - cache["hits"]
+    gets = hits + after["misses"] - cache["misses"]
     theirs = await concurrent_gets(lambda k: asyncio.to_thread(lmdb_get, k))
     env.close()
-    return ours, theirs
+    return ours, theirs, hits, gets
 
 
 vs = asyncio.run(versus_lmdb())
@@ -174,7 +178,8 @@ if vs is None:
     print("64 concurrent awaited gets vs py-lmdb: skipped (pip install lmdb)")
 else:
     print(f"64 concurrent awaited 16 KiB gets/s: AsyncStore {vs[0]:.0f}, "
-          f"py-lmdb through asyncio.to_thread {vs[1]:.0f} ({vs[0] / vs[1]:.2f} x)")
+          f"py-lmdb through asyncio.to_thread {vs[1]:.0f} ({vs[0] / vs[1]:.2f} x); "
+          f"{vs[2]} of {vs[3]} blobcask gets were cache hits")
 
 def warm_versus_lmdb(size):
     """Warm gets of `size`-byte values, one call at a time, interleaved
