@@ -909,10 +909,10 @@ mod uring_floor {
     /// * one writer doing a 16 KiB write then `sync_data`, awaited (the
     ///   runtime's floor for one durable put);
     /// * per `(writers, puts, blocks)` of `shapes`, the groups the store
-    ///   wrote for that many writers: `puts` values of 16 KiB side by side
-    ///   and `blocks` 4 KiB tuple-block writes spread over the file,
-    ///   issued at once, then one `sync_data` (the device's floor for
-    ///   that row).
+    ///   wrote for that many writers: `puts` values of 16 KiB (spread over
+    ///   the file, then side by side) and `blocks` 4 KiB tuple-block
+    ///   writes spread over it, issued at once, then one `sync_data` (the
+    ///   device's floor for that row).
     pub fn rates(path: &Path, secs: Duration, shapes: &[(usize, u64, u64)]) -> Vec<(String, f64)> {
         let file = super::open_direct(path);
         let shapes = shapes.to_vec();
@@ -933,14 +933,23 @@ mod uring_floor {
                     "tokio-uring write_at + sync_data, 1 writer (no store)".to_string(),
                     n as f64 / t.elapsed().as_secs_f64(),
                 ));
-                for (writers, group, blocks) in shapes {
+                for ((writers, group, blocks), side_by_side) in shapes
+                    .iter()
+                    .flat_map(|&s| [(s, false), (s, true)])
+                {
                     let (t, mut puts) = (Instant::now(), 0u64);
                     while t.elapsed() < secs {
-                        // Values side by side (as the allocator places a
-                        // group's values in a fresh store), tuple blocks
-                        // spread over the file.
+                        // Values spread over the file (where overwrites
+                        // leave the free pieces a group's puts take), or
+                        // side by side (a fresh store's, merged by the
+                        // block layer into one request); tuple blocks
+                        // spread.
                         let values = (0..group).map(|i| {
-                            let off = (128 << 20) + ((puts + i) % 8192) * 16384;
+                            let off = if side_by_side {
+                                (128 << 20) + ((puts + i) % 8192) * 16384
+                            } else {
+                                at(1_000_003 + puts * 2 + i)
+                            };
                             (16384, off)
                         });
                         let spread = (0..blocks).map(|i| (4096, at(puts * 2 + i)));
@@ -953,9 +962,10 @@ mod uring_floor {
                         file.sync_data().await.expect("tokio-uring sync");
                         puts += group;
                     }
+                    let values = if side_by_side { "side by side" } else { "spread" };
                     out.push((
                         format!(
-                            "device floor of the {writers}-writer row: its groups ({group} x 16 KiB side by side + {blocks} x 4 KiB spread) at once, then sync_data (no store)"
+                            "device floor of the {writers}-writer row: its groups ({group} x 16 KiB {values} + {blocks} x 4 KiB spread) at once, then sync_data (no store)"
                         ),
                         puts as f64 / t.elapsed().as_secs_f64(),
                     ));
