@@ -311,10 +311,10 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
     let per = 1000;
     let blocking = blobcask::blocking::Store::from(store.clone());
     #[cfg(target_os = "linux")]
-    let uring = local_reader::LocalReader::start(store.clone(), &path);
+    let uring = local_reader(store.clone(), &path);
     let (mut t_local, mut t_uring_raw): (Vec<Duration>, Vec<Duration>) = (vec![], vec![]);
     let (mut cpu_local, mut cpu_uring_raw) = (Duration::ZERO, Duration::ZERO);
-    let current = current_thread_reader::CurrentThreadReader::start(store.clone());
+    let current = current_thread_reader(store.clone());
     let (mut t_current, mut cpu_current) = (vec![], Duration::ZERO);
     let (mut t_raw, mut t_raw2, mut t_bc, mut t_bc_unaligned, mut t_blocking) =
         (vec![], vec![], vec![], vec![], vec![]);
@@ -380,7 +380,7 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
             let raw_offsets = (0..per)
                 .map(|_| rng.random_range(0..written_blocks) * 4096)
                 .collect();
-            let ((local, cpu_l), (raw, cpu_r)) = uring.round(reads, raw_offsets).await;
+            let ((local, cpu_l), (raw, cpu_r)) = uring.round((reads, raw_offsets)).await;
             t_local.extend(local);
             t_uring_raw.extend(raw);
             cpu_local += cpu_l;
@@ -479,170 +479,130 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
     store.close().await.unwrap();
 }
 
-/// `Store::read` on a thread of its own running a tokio current-thread
-/// runtime, driven round by round like [`local_reader`]: the same reads
-/// as the async row without the multi-thread scheduler's hand-offs
-/// between workers.
-mod current_thread_reader {
-    use std::sync::mpsc;
-    use std::time::{Duration, Instant};
+/// A thread of its own that answers requests one at a time (a round of
+/// reads on another runtime), so that its rounds interleave with the read
+/// phase's others. Dropped, it ends the thread and waits for it.
+struct RoundThread<Req, Resp> {
+    tx: Option<std::sync::mpsc::Sender<(Req, tokio::sync::oneshot::Sender<Resp>)>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
 
-    use blobcask::Store;
+/// What a [`RoundThread`]'s body receives: each request and where its
+/// answer goes.
+type Rounds<Req, Resp> = std::sync::mpsc::Receiver<(Req, tokio::sync::oneshot::Sender<Resp>)>;
 
-    /// (key, offset) of each 4 KiB read, and where its latencies and the
-    /// round's CPU time go.
-    type Round = (
-        Vec<(String, u64)>,
-        tokio::sync::oneshot::Sender<(Vec<Duration>, Duration)>,
-    );
-
-    pub struct CurrentThreadReader {
-        tx: Option<mpsc::Sender<Round>>,
-        thread: Option<std::thread::JoinHandle<()>>,
-    }
-
-    impl CurrentThreadReader {
-        pub fn start(store: Store) -> CurrentThreadReader {
-            let (tx, rx) = mpsc::channel::<Round>();
-            let thread = std::thread::Builder::new()
-                .name("bench-current-thread".into())
-                .spawn(move || {
-                    let rt = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .expect("current-thread runtime");
-                    while let Ok((reads, reply)) = rx.recv() {
-                        let r = rt.block_on(async {
-                            let mut times = Vec::with_capacity(reads.len());
-                            let cpu = super::process_cpu();
-                            for (key, off) in reads {
-                                let t = Instant::now();
-                                let got = store.read(&key, off, 4096).await.unwrap();
-                                times.push(t.elapsed());
-                                assert_eq!(got.len(), 4096);
-                            }
-                            (times, super::process_cpu() - cpu)
-                        });
-                        let _ = reply.send(r);
-                    }
-                })
-                .expect("spawn the current-thread reader");
-            CurrentThreadReader {
-                tx: Some(tx),
-                thread: Some(thread),
-            }
-        }
-
-        pub async fn round(&self, reads: Vec<(String, u64)>) -> (Vec<Duration>, Duration) {
-            let (reply, rx) = tokio::sync::oneshot::channel();
-            if let Some(tx) = &self.tx {
-                tx.send((reads, reply)).expect("current-thread reader");
-            }
-            rx.await.expect("current-thread round")
+impl<Req: Send + 'static, Resp: Send + 'static> RoundThread<Req, Resp> {
+    /// Runs `body` on a thread named `name`; it answers every request it
+    /// receives until the channel closes.
+    fn start(name: &str, body: impl FnOnce(Rounds<Req, Resp>) + Send + 'static) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || body(rx))
+            .expect("spawn a bench thread");
+        RoundThread {
+            tx: Some(tx),
+            thread: Some(thread),
         }
     }
 
-    impl Drop for CurrentThreadReader {
-        fn drop(&mut self) {
-            drop(self.tx.take());
-            if let Some(t) = self.thread.take() {
-                let _ = t.join();
-            }
+    /// One request, answered on the thread.
+    async fn round(&self, req: Req) -> Resp {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        if let Some(tx) = &self.tx {
+            tx.send((req, reply)).expect("bench thread");
+        }
+        rx.await.expect("bench thread's answer")
+    }
+}
+
+impl<Req, Resp> Drop for RoundThread<Req, Resp> {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }
 
-/// `LocalStore::read` on its own thread inside `tokio_uring::start` (the
-/// runtime the handle is for), driven round by round from the read phase
-/// so that its rounds interleave with the others.
+/// Latencies of a round of reads, and the CPU time they took.
+type Timed = (Vec<Duration>, Duration);
+
+/// Reads 4 KiB at each (key, offset) with `read`, one at a time: their
+/// latencies and CPU time.
+async fn timed_reads(
+    reads: Vec<(String, u64)>,
+    read: impl AsyncFn(&str, u64) -> blobcask::Result<blobcask::Bytes>,
+) -> Timed {
+    let mut times = Vec::with_capacity(reads.len());
+    let cpu = process_cpu();
+    for (key, off) in reads {
+        let t = Instant::now();
+        let got = read(&key, off).await.unwrap();
+        times.push(t.elapsed());
+        assert_eq!(got.len(), 4096);
+    }
+    (times, process_cpu() - cpu)
+}
+
+/// `Store::read` on a tokio current-thread runtime of its own: the same
+/// reads as the async row without the multi-thread scheduler's hand-offs
+/// between workers. Each request is the (key, offset) of each 4 KiB read.
+fn current_thread_reader(store: Store) -> RoundThread<Vec<(String, u64)>, Timed> {
+    RoundThread::start(
+        "bench-current-thread",
+        move |rounds: Rounds<Vec<(String, u64)>, Timed>| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("current-thread runtime");
+            while let Ok((reads, reply)) = rounds.recv() {
+                let r = rt.block_on(timed_reads(reads, async |key, off| {
+                    store.read(key, off, 4096).await
+                }));
+                let _ = reply.send(r);
+            }
+        },
+    )
+}
+
+/// A round of [`local_reader`]: the (key, offset) of each 4 KiB store
+/// read and the file offset of each raw one.
 #[cfg(target_os = "linux")]
-mod local_reader {
-    use std::path::Path;
-    use std::sync::mpsc;
-    use std::time::{Duration, Instant};
+type LocalRound = (Vec<(String, u64)>, Vec<u64>);
 
-    use blobcask::io::AlignedBuf;
-    use blobcask::Store;
-
-    /// Latencies and CPU time of a round: `LocalStore::read`, then
-    /// tokio-uring's `read_at`.
-    type Times = ((Vec<Duration>, Duration), (Vec<Duration>, Duration));
-
-    /// One round: (key, offset) of each 4 KiB store read, the file offset
-    /// of each raw one, and where the latencies go.
-    type Round = (
-        Vec<(String, u64)>,
-        Vec<u64>,
-        tokio::sync::oneshot::Sender<Times>,
-    );
-
-    pub struct LocalReader {
-        tx: Option<mpsc::Sender<Round>>,
-        thread: Option<std::thread::JoinHandle<()>>,
-    }
-
-    impl LocalReader {
-        pub fn start(store: Store, path: &Path) -> LocalReader {
-            let raw = super::open_direct(path);
-            let (tx, rx) = mpsc::channel::<Round>();
-            let thread = std::thread::Builder::new()
-                .name("bench-tokio-uring".into())
-                .spawn(move || {
-                    tokio_uring::start(async move {
-                        let local = store.local().expect("LocalStore");
-                        let raw = tokio_uring::fs::File::from_std(raw);
-                        let mut buf = AlignedBuf::zeroed(4096);
-                        // Blocks the runtime between rounds, when it has
-                        // nothing else to run.
-                        while let Ok((reads, raw_offsets, reply)) = rx.recv() {
-                            let mut times = Vec::with_capacity(reads.len());
-                            let cpu = super::process_cpu();
-                            for (key, off) in reads {
-                                let t = Instant::now();
-                                let got = local.read(&key, off, 4096).await.unwrap();
-                                times.push(t.elapsed());
-                                assert_eq!(got.len(), 4096);
-                            }
-                            let cpu_local = super::process_cpu() - cpu;
-                            let mut raw_times = Vec::with_capacity(raw_offsets.len());
-                            let cpu = super::process_cpu();
-                            for off in raw_offsets {
-                                let t = Instant::now();
-                                let (r, b) = raw.read_at(buf, off).await;
-                                raw_times.push(t.elapsed());
-                                assert_eq!(r.unwrap(), 4096);
-                                buf = b;
-                            }
-                            let cpu_raw = super::process_cpu() - cpu;
-                            let _ = reply.send(((times, cpu_local), (raw_times, cpu_raw)));
-                        }
-                    })
-                })
-                .expect("spawn the tokio-uring thread");
-            LocalReader {
-                tx: Some(tx),
-                thread: Some(thread),
-            }
-        }
-
-        /// Runs one round of reads on the tokio-uring thread.
-        pub async fn round(&self, reads: Vec<(String, u64)>, raw: Vec<u64>) -> Times {
-            let (reply, rx) = tokio::sync::oneshot::channel();
-            if let Some(tx) = &self.tx {
-                tx.send((reads, raw, reply)).expect("tokio-uring thread");
-            }
-            rx.await.expect("tokio-uring round")
-        }
-    }
-
-    impl Drop for LocalReader {
-        fn drop(&mut self) {
-            drop(self.tx.take());
-            if let Some(t) = self.thread.take() {
-                let _ = t.join();
-            }
-        }
-    }
+/// `LocalStore::read` inside `tokio_uring::start` (the runtime the handle
+/// is for), then tokio-uring's own `read_at` of raw offsets.
+#[cfg(target_os = "linux")]
+fn local_reader(store: Store, path: &std::path::Path) -> RoundThread<LocalRound, (Timed, Timed)> {
+    let raw = open_direct(path);
+    RoundThread::start(
+        "bench-tokio-uring",
+        move |rounds: Rounds<LocalRound, (Timed, Timed)>| {
+            tokio_uring::start(async move {
+                let local = store.local().expect("LocalStore");
+                let raw = tokio_uring::fs::File::from_std(raw);
+                let mut buf = blobcask::io::AlignedBuf::zeroed(4096);
+                // Blocks the runtime between rounds, when it has nothing else
+                // to run.
+                while let Ok(((reads, raw_offsets), reply)) = rounds.recv() {
+                    let store_reads =
+                        timed_reads(reads, async |key, off| local.read(key, off, 4096).await).await;
+                    let mut raw_times = Vec::with_capacity(raw_offsets.len());
+                    let cpu = process_cpu();
+                    for off in raw_offsets {
+                        let t = Instant::now();
+                        let (r, b) = raw.read_at(buf, off).await;
+                        raw_times.push(t.elapsed());
+                        assert_eq!(r.unwrap(), 4096);
+                        buf = b;
+                    }
+                    let cpu_raw = process_cpu() - cpu;
+                    let _ = reply.send((store_reads, (raw_times, cpu_raw)));
+                }
+            })
+        },
+    )
 }
 
 async fn upload_phase(cfg: &Config, engine: IoEngineKind) {
