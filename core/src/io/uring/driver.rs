@@ -326,6 +326,12 @@ impl Driver {
         buf
     }
 
+    /// This driver's address: with an entry's user data, names one
+    /// operation among those of every driver (`together`).
+    fn identity(&self) -> usize {
+        std::ptr::from_ref(self) as usize
+    }
+
     /// The store file's descriptor, valid while the driver lives.
     pub fn fd(&self) -> RawFd {
         self.file.as_raw_fd()
@@ -441,7 +447,10 @@ impl Driver {
                 match std::mem::replace(slot, Slot::Free) {
                     Slot::InFlight { waker, buf, mode } => {
                         *slot = Slot::Done { res, buf, mode };
-                        if polling != Some(id) && !together::holds_back(data) {
+                        let held = waker
+                            .as_ref()
+                            .is_some_and(|w| together::holds_back(self.identity(), data, w));
+                        if polling != Some(id) && !held {
                             wake.extend(waker);
                         }
                     }
@@ -675,6 +684,7 @@ impl Op {
                 let handoff = self.leave(&mut slots, id);
                 drop(slots);
                 self.id = None;
+                together::leave(self.driver.identity(), self.data);
                 handoff.into_iter().for_each(Waker::wake);
                 let r = if res < 0 {
                     Err(io::Error::from_raw_os_error(-res))
@@ -711,9 +721,13 @@ impl Op {
         slots.set_registrant(rt, next);
         // A sibling polled together with this operation registers in the
         // next pass of the same poll (see `together`).
-        let sibling = next
-            .and_then(|n| slots.gens.get(n).map(|&g| user_data(n, g)))
-            .is_some_and(together::holds_back);
+        let sibling = match (
+            next.and_then(|n| slots.gens.get(n).map(|&g| user_data(n, g))),
+            &waker,
+        ) {
+            (Some(data), Some(w)) => together::holds_back(self.driver.identity(), data, w),
+            _ => false,
+        };
         if sibling {
             return None;
         }
@@ -756,7 +770,7 @@ impl Future for Op {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<OpOutput> {
         let driver = self.driver.clone();
-        together::join(self.data);
+        together::join(driver.identity(), self.data);
         if crate::io::in_block_on() {
             // A blocking caller: wait in the kernel on this thread.
             return Poll::Ready(driver.wait_blocking(&mut self));
@@ -882,28 +896,33 @@ impl Drop for Op {
 }
 
 /// Operations awaited together by one task (a commit group's writes):
-/// while [`Together`] polls its futures, a completion or a registration
-/// hand-off for one of their operations, found by another of them, wakes
-/// nobody; it is noted instead, and `Together` polls every pending future
-/// again before it returns. Without this, each such find wakes the task
-/// that is being polled, which the runtime then polls once more for
-/// nothing (on tokio's multi-thread runtime rousing another worker to
-/// steal it).
+/// while [`Together`](together::Together) polls its futures, a completion
+/// or a registration hand-off for one of their operations, found by
+/// another of them, wakes nobody; it is noted instead, and `Together`
+/// polls every pending future again before it returns. Without this, each
+/// such find wakes the task that is being polled, which the runtime then
+/// polls once more for nothing (on tokio's multi-thread runtime rousing
+/// another worker to steal it).
 ///
-/// Only operations polled inside that `Together` are held back (by their
-/// user data, which no later operation in the same slot shares), and only
-/// on the polling thread: every other wake-up is delivered as before (D2).
+/// A wake-up is held back only on the polling thread, only for an
+/// operation polled inside that `Together` (named by its driver and its
+/// user data, which no later operation in the same slot shares, and
+/// forgotten once its result is taken), and only when the waker it would
+/// wake is the `Together`'s own: an operation of another task, or of a
+/// child that polls it with a waker of its own (a `FuturesUnordered`
+/// inside a child), is woken as always (D2).
 pub(crate) mod together {
     use std::cell::RefCell;
     use std::future::Future;
     use std::pin::Pin;
-    use std::task::{Context, Poll};
+    use std::task::{Context, Poll, Waker};
 
-    /// The operations of the `Together` being polled on this thread, and
-    /// whether a wake-up of one of them was held back in this pass.
-    #[derive(Default)]
+    /// The `Together` being polled on this thread: its waker, its
+    /// operations (driver, user data), and whether a wake-up of one of
+    /// them was held back in this pass.
     struct Members {
-        ops: Vec<u64>,
+        waker: Waker,
+        ops: Vec<(usize, u64)>,
         held_back: bool,
     }
 
@@ -913,26 +932,38 @@ pub(crate) mod together {
 
     /// Called by every operation's poll: joins the `Together` being polled
     /// on this thread, if any.
-    pub(super) fn join(data: u64) {
-        CURRENT.with(|c| {
+    pub(super) fn join(driver: usize, data: u64) {
+        let _ = CURRENT.try_with(|c| {
             if let Some(m) = c.borrow_mut().as_mut() {
-                if !m.ops.contains(&data) {
-                    m.ops.push(data);
+                if !m.ops.contains(&(driver, data)) {
+                    m.ops.push((driver, data));
                 }
             }
         });
     }
 
-    /// Whether the wake-up of operation `data` is held back (it was polled
-    /// in the `Together` being polled here); notes that one was.
-    pub(super) fn holds_back(data: u64) -> bool {
-        CURRENT.with(|c| match c.borrow_mut().as_mut() {
-            Some(m) if m.ops.contains(&data) => {
-                m.held_back = true;
-                true
+    /// Called when an operation's result is taken: it is no member any
+    /// more.
+    pub(super) fn leave(driver: usize, data: u64) {
+        let _ = CURRENT.try_with(|c| {
+            if let Some(m) = c.borrow_mut().as_mut() {
+                m.ops.retain(|&op| op != (driver, data));
             }
-            _ => false,
-        })
+        });
+    }
+
+    /// Whether waking `waker` for operation `data` of `driver` is held
+    /// back (see the module); notes that one was.
+    pub(super) fn holds_back(driver: usize, data: u64, waker: &Waker) -> bool {
+        CURRENT
+            .try_with(|c| match c.borrow_mut().as_mut() {
+                Some(m) if m.ops.contains(&(driver, data)) && waker.will_wake(&m.waker) => {
+                    m.held_back = true;
+                    true
+                }
+                _ => false,
+            })
+            .unwrap_or(false)
     }
 
     /// Polls every future to its end, as `join_all`, with wake-ups among
@@ -941,8 +972,9 @@ pub(crate) mod together {
         futures: Vec<Option<Pin<Box<F>>>>,
         outputs: Vec<Option<F::Output>>,
         /// The members of earlier polls: an operation polled once stays a
-        /// member (its completion may be found by a sibling first).
-        ops: Vec<u64>,
+        /// member until its result is taken (its completion may be found
+        /// by a sibling first).
+        ops: Vec<(usize, u64)>,
     }
 
     impl<F: Future> Together<F> {
@@ -967,6 +999,7 @@ pub(crate) mod together {
             loop {
                 let outer = CURRENT.with(|c| {
                     c.replace(Some(Members {
+                        waker: cx.waker().clone(),
                         ops: std::mem::take(&mut this.ops),
                         held_back: false,
                     }))
@@ -990,16 +1023,17 @@ pub(crate) mod together {
                         }
                     }
                 }
-                let mine = CURRENT.with(|c| c.borrow_mut().take()).unwrap_or_default();
+                let mine = CURRENT.with(|c| c.borrow_mut().take());
                 if let Some(outer) = restore.0.take() {
                     CURRENT.with(|c| *c.borrow_mut() = outer);
                 }
-                this.ops = mine.ops;
+                let held_back = mine.as_ref().is_some_and(|m| m.held_back);
+                this.ops = mine.map(|m| m.ops).unwrap_or_default();
                 if this.futures.iter().all(Option::is_none) {
                     let outputs = std::mem::take(&mut this.outputs);
                     return Poll::Ready(outputs.into_iter().flatten().collect());
                 }
-                if !mine.held_back {
+                if !held_back {
                     // Every pending operation's waker is recorded and no
                     // wake-up was held back: a completion wakes the task.
                     return Poll::Pending;
