@@ -1,5 +1,6 @@
 //! loom models of the io_uring driver's completion protocol (invariants D2
-//! and D3 of [`super::driver`]). Run with
+//! and D3 of [`super::driver`], and the wake-ups `driver::together` holds
+//! back under D2). Run with
 //!
 //! ```text
 //! RUSTFLAGS="--cfg blobcask_loom" CARGO_TARGET_DIR=target/loom \
@@ -81,7 +82,12 @@ impl D2 {
     /// except that of operation `polling`, whose own poll is reaping (it
     /// takes its result right after). `skip_if_busy` is the old bug: give
     /// up when another reaper holds `cq` instead of waiting for it.
-    fn reap(&self, skip_if_busy: bool, polling: usize) {
+    ///
+    /// With `together` (the reaper polls its operations inside a
+    /// `driver::together::Together`, every operation of this model being
+    /// one of them), another operation's wake-up is held back instead, and
+    /// noted there.
+    fn reap(&self, skip_if_busy: bool, polling: usize, mut together: Option<&mut bool>) {
         let done: Vec<usize> = {
             let mut head = if skip_if_busy {
                 match self.cq.try_lock() {
@@ -105,8 +111,12 @@ impl D2 {
         for op in done {
             match slots[op] {
                 D2Slot::InFlight { waker } => {
+                    let held = waker && op != polling && together.is_some();
+                    if let Some(noted) = together.as_deref_mut() {
+                        *noted |= held;
+                    }
                     slots[op] = D2Slot::Done {
-                        woken: waker && op != polling,
+                        woken: waker && op != polling && !held,
                     }
                 }
                 other => panic!("completion of operation {op} found its slot {other:?}"),
@@ -137,9 +147,9 @@ impl D2 {
     /// so it reaps after every signal it consumes. Without a signal the poll returns `Pending`.
     /// Every round but the first consumes one of the `OPS` signals, so the
     /// loop is bounded. Returns whether the poll was `Ready`.
-    fn poll(&self, op: usize, skip_if_busy: bool) -> bool {
+    fn poll(&self, op: usize, skip_if_busy: bool, mut together: Option<&mut bool>) -> bool {
         loop {
-            self.reap(skip_if_busy, op);
+            self.reap(skip_if_busy, op, together.as_deref_mut());
             if self.take_done(op) {
                 return true;
             }
@@ -155,27 +165,37 @@ impl D2 {
 /// joined, either a signal is still unconsumed (the reactor will report
 /// it, and the reap that follows drains the whole queue), or every
 /// completion reached its slot and every task left `Pending` was woken.
-fn signal_then_reap(skip_if_busy: bool) {
-    model(move || {
-        let d = Arc::new(D2 {
+impl D2 {
+    /// Every operation in flight, nothing posted yet.
+    fn new() -> Arc<D2> {
+        Arc::new(D2 {
             entries: [AtomicUsize::new(usize::MAX), AtomicUsize::new(usize::MAX)],
             tail: AtomicUsize::new(0),
             cq: Mutex::new(0),
             eventfd: Mutex::new(0),
             slots: Mutex::new([D2Slot::InFlight { waker: false }; OPS]),
-        });
-        let kernel = {
-            let d = d.clone();
-            thread::spawn(move || {
-                for op in 0..OPS {
-                    d.complete(op);
-                }
-            })
-        };
+        })
+    }
+
+    /// A kernel thread completing every operation in turn.
+    fn kernel(d: &Arc<D2>) -> thread::JoinHandle<()> {
+        let d = d.clone();
+        thread::spawn(move || {
+            for op in 0..OPS {
+                d.complete(op);
+            }
+        })
+    }
+}
+
+fn signal_then_reap(skip_if_busy: bool) {
+    model(move || {
+        let d = D2::new();
+        let kernel = D2::kernel(&d);
         let waiters: Vec<_> = (0..OPS)
             .map(|op| {
                 let d = d.clone();
-                thread::spawn(move || d.poll(op, skip_if_busy))
+                thread::spawn(move || d.poll(op, skip_if_busy, None))
             })
             .collect();
         kernel.join().unwrap();
@@ -211,6 +231,63 @@ fn d2_every_consumed_signal_is_followed_by_a_reap() {
 #[should_panic(expected = "lost completion")]
 fn d2_reaper_giving_up_on_a_busy_queue_is_caught() {
     signal_then_reap(true);
+}
+
+/// One task awaits both operations together (`driver::together`): each
+/// pass polls every operation not yet done; a wake-up one poll held back
+/// for another makes the task pass again before it may return `Pending`
+/// (`broken`: it returns anyway). Once the kernel is done, either the task
+/// has both results, or a signal is still unconsumed (the reactor will
+/// poll the task again), or every result it lacks woke it.
+fn polled_together(broken: bool) {
+    model(move || {
+        let d = D2::new();
+        let kernel = D2::kernel(&d);
+        let task = {
+            let d = d.clone();
+            thread::spawn(move || {
+                let mut taken = [false; OPS];
+                // Bounded: each pass takes a result or consumes a signal,
+                // or ends the loop.
+                for _ in 0..=2 * OPS {
+                    let mut held = false;
+                    for (op, done) in taken.iter_mut().enumerate() {
+                        if !*done {
+                            *done = d.poll(op, false, Some(&mut held));
+                        }
+                    }
+                    if taken.iter().all(|&t| t) || !held || broken {
+                        break;
+                    }
+                }
+                taken
+            })
+        };
+        kernel.join().unwrap();
+        let taken = task.join().unwrap();
+        if taken.iter().all(|&t| t) || *d.eventfd.lock().unwrap() > 0 {
+            return;
+        }
+        let slots = *d.slots.lock().unwrap();
+        for (op, taken) in taken.into_iter().enumerate() {
+            assert!(
+                taken || slots[op] == (D2Slot::Done { woken: true }),
+                "lost wake-up: operation {op} done, held back and never polled again ({:?})",
+                slots[op]
+            );
+        }
+    });
+}
+
+#[test]
+fn d2_wake_ups_held_back_inside_a_together_poll_are_polled_again() {
+    polled_together(false);
+}
+
+#[test]
+#[should_panic(expected = "lost wake-up")]
+fn d2_a_together_poll_returning_with_a_held_back_wake_up_is_caught() {
+    polled_together(true);
 }
 
 // ---------------------------------------------------------------------------
