@@ -190,6 +190,31 @@ async fn watched<F: std::future::Future + Unpin>(mut fut: F, wakes: Arc<Wakes>) 
     .await
 }
 
+/// A commit group's writes, all filled with `fill`: 16 KiB at the first
+/// offset (a value), 4 KiB at the others (tuple blocks).
+fn group(fill: u8, at: &[u64]) -> Vec<(AlignedBuf, u64)> {
+    at.iter()
+        .enumerate()
+        .map(|(j, &at)| {
+            let mut b = AlignedBuf::zeroed(if j == 0 { 16384 } else { 4096 });
+            b.as_mut_slice().fill(fill);
+            (b, at)
+        })
+        .collect()
+}
+
+/// Reads 4 KiB back at each offset of `at`: every byte must be `fill`.
+async fn reads_back(e: &Arc<dyn IoEngine>, at: &[u64], fill: u8) {
+    for &at in at {
+        let (r, back) = e.read_at(AlignedBuf::zeroed(4096), at).await;
+        r.unwrap();
+        assert!(
+            back.as_slice().iter().all(|&b| b == fill),
+            "other bytes at {at}"
+        );
+    }
+}
+
 #[test]
 fn a_completion_reaped_by_its_own_poll_or_a_sibling_does_not_wake_its_task() {
     // Driver invariant D2's reap hands every completion to its slot; the
@@ -242,22 +267,13 @@ fn a_completion_reaped_by_its_own_poll_or_a_sibling_does_not_wake_its_task() {
             let wakes = Arc::new(Wakes::default());
             for i in 0..100u64 {
                 let fill = i as u8;
-                let writes = (0..3u64)
-                    .map(|j| {
-                        let mut b = AlignedBuf::zeroed(if j == 0 { 16384 } else { 4096 });
-                        b.as_mut_slice().fill(fill);
-                        (b, (4 << 20) + ((i * 3 + j) % 200) * 16384)
-                    })
+                let at: Vec<u64> = (0..3u64)
+                    .map(|j| (4 << 20) + ((i * 3 + j) % 200) * 16384)
                     .collect();
-                watched(e.clone().write_and_sync(writes), wakes.clone())
+                watched(e.clone().write_and_sync(group(fill, &at)), wakes.clone())
                     .await
                     .unwrap();
-                for j in 0..3u64 {
-                    let at = (4 << 20) + ((i * 3 + j) % 200) * 16384;
-                    let (r, back) = e.read_at(AlignedBuf::zeroed(4096), at).await;
-                    r.unwrap();
-                    assert!(back.as_slice().iter().all(|&b| b == fill), "write {i}/{j}");
-                }
+                reads_back(&e, &at, fill).await;
             }
             // (Counts the syncs' wake-ups too: it shows the groups waited
             // for the device, not that each write did.)
@@ -282,23 +298,11 @@ fn tasks_writing_groups_at_once_each_see_their_writes_and_none_hangs() {
                 tokio::spawn(async move {
                     for round in 0..40u64 {
                         let fill = (t * 40 + round) as u8;
-                        let at = |j: u64| (t << 23) + ((round * 4 + j) % 64) * 16384;
-                        let writes = (0..4u64)
-                            .map(|j| {
-                                let mut b = AlignedBuf::zeroed(if j == 0 { 16384 } else { 4096 });
-                                b.as_mut_slice().fill(fill);
-                                (b, at(j))
-                            })
+                        let at: Vec<u64> = (0..4u64)
+                            .map(|j| (t << 23) + ((round * 4 + j) % 64) * 16384)
                             .collect();
-                        e.clone().write_and_sync(writes).await.unwrap();
-                        for j in 0..4u64 {
-                            let (r, back) = e.read_at(AlignedBuf::zeroed(4096), at(j)).await;
-                            r.unwrap();
-                            assert!(
-                                back.as_slice().iter().all(|&b| b == fill),
-                                "task {t} round {round}"
-                            );
-                        }
+                        e.clone().write_and_sync(group(fill, &at)).await.unwrap();
+                        reads_back(&e, &at, fill).await;
                     }
                 })
             })
