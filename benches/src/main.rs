@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use blobcask::{IoEngineKind, Options, Store};
 use futures::StreamExt;
 
-use blobcask_bench::raw::{self, aligned, as_bytes, as_bytes_mut, open_direct};
+use blobcask_bench::raw::{self, aligned, as_bytes, as_bytes_mut, open_direct, WrittenBlocks};
 use rand::{Rng, SeedableRng};
 
 fn pct(sorted: &[Duration], p: f64) -> Duration {
@@ -165,7 +165,6 @@ async fn depth_phase(cfg: &Config, engine: IoEngineKind) {
         store.put(format!("obj/{i}"), value.clone()).await.unwrap();
     }
     let secs = Duration::from_secs(if cfg.quick { 3 } else { 10 });
-    let region = (objects * obj) as u64;
 
     let t = Instant::now();
     let done = Arc::new(AtomicU64::new(0));
@@ -187,18 +186,22 @@ async fn depth_phase(cfg: &Config, engine: IoEngineKind) {
     let bc_iops = done.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64();
     store.close().await.unwrap();
 
-    // 64 threads of pread in this process, on the same region.
+    // The baselines read written blocks only (see the read phase): 64
+    // threads of pread in this process among all of them, fio in the
+    // longest run of them (it takes one range).
     let file = Arc::new(open_direct(&path));
+    let written = Arc::new(WrittenBlocks::of(&file).expect("the file's written blocks"));
+    let (fio_offset, fio_size) = written.longest();
     let done = Arc::new(AtomicU64::new(0));
     let t = Instant::now();
     let threads: Vec<_> = (0..DEPTH as u64)
         .map(|i| {
-            let (file, done) = (file.clone(), done.clone());
+            let (file, done, written) = (file.clone(), done.clone(), written.clone());
             std::thread::spawn(move || {
                 let mut rng = rand::rngs::StdRng::seed_from_u64(100 + i);
                 let mut buf = aligned(4096);
                 while t.elapsed() < secs {
-                    let off = rng.random_range(0..region / 4096) * 4096;
+                    let off = written.sample(&mut rng, 1);
                     file.read_exact_at(&mut as_bytes_mut(&mut buf)[..4096], off)
                         .unwrap();
                     done.fetch_add(1, Ordering::Relaxed);
@@ -211,7 +214,7 @@ async fn depth_phase(cfg: &Config, engine: IoEngineKind) {
     }
     let pread_iops = done.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64();
 
-    // fio on the same file and region, if installed.
+    // fio on the same file, if installed.
     let fio = std::process::Command::new("fio")
         .args([
             "--name=depth",
@@ -225,7 +228,8 @@ async fn depth_phase(cfg: &Config, engine: IoEngineKind) {
             "--terse-version=3",
         ])
         .arg(format!("--filename={}", path.display()))
-        .arg(format!("--size={region}"))
+        .arg(format!("--offset={fio_offset}"))
+        .arg(format!("--size={fio_size}"))
         .arg(format!("--runtime={}", secs.as_secs()))
         .output()
         .ok()
@@ -238,8 +242,10 @@ async fn depth_phase(cfg: &Config, engine: IoEngineKind) {
                 .and_then(|v| v.trim().parse::<f64>().ok())
         });
     println!(
-        "depth: random 4 KiB reads, {DEPTH} in flight, {}s each",
-        secs.as_secs()
+        "depth: random 4 KiB reads, {DEPTH} in flight, {}s each; baselines on written blocks only ({} of them; fio on the longest run, {} MiB)",
+        secs.as_secs(),
+        written.blocks(),
+        fio_size >> 20
     );
     println!("| path | IOPS | ratio to fio | ratio to 64 pread threads |");
     println!("|---|---|---|---|");
@@ -302,13 +308,23 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
         store.put(format!("obj/{i}"), value.clone()).await.unwrap();
     }
     let raw = open_direct(&path);
-    // Only the written region: reads of fallocated-but-unwritten extents
-    // return zeros without touching the device and would flatter raw.
-    let written_blocks = (objects * obj) as u64 / 4096;
+    // Only written blocks: a read of a fallocated-but-unwritten extent
+    // returns zeros without touching the device and would flatter raw.
+    // (Until 2026-11-25 raw read the file's first 64 MiB, of which the
+    // store had written 78 %.)
+    let written = WrittenBlocks::of(&raw).expect("the file's written blocks");
+    println!(
+        "raw reads: random blocks among the file's {} written ones (of {})",
+        written.blocks(),
+        raw.metadata().unwrap().len() / 4096
+    );
     let mut rng = rand::rngs::StdRng::seed_from_u64(1);
     let mut buf = aligned(8192);
-    let rounds = if cfg.quick { 4 } else { 10 };
-    let per = 1000;
+    // The rows take turns every 50 reads (a few ms), so a drift of the
+    // device's latency (this machine's changes within seconds) falls on
+    // every row alike instead of on whichever ran then.
+    let rounds = if cfg.quick { 80 } else { 200 };
+    let per = 50;
     let blocking = blobcask::blocking::Store::from(store.clone());
     #[cfg(target_os = "linux")]
     let uring = local_reader(store.clone(), &path);
@@ -325,7 +341,7 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
     for _ in 0..rounds {
         let cpu = process_cpu();
         for _ in 0..per {
-            let off = rng.random_range(0..written_blocks) * 4096;
+            let off = written.sample(&mut rng, 1);
             let b = &mut as_bytes_mut(&mut buf)[..4096];
             let t = Instant::now();
             raw.read_exact_at(b, off).unwrap();
@@ -335,7 +351,7 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
         // The device work of a 4 KiB read at an unaligned offset: the two
         // blocks it straddles, in one request.
         for _ in 0..per {
-            let off = rng.random_range(0..written_blocks - 1) * 4096;
+            let off = written.sample(&mut rng, 2);
             let b = &mut as_bytes_mut(&mut buf)[..8192];
             let t = Instant::now();
             raw.read_exact_at(b, off).unwrap();
@@ -377,9 +393,7 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
                     (key, rng.random_range(0..(obj as u64 / 4096)) * 4096)
                 })
                 .collect();
-            let raw_offsets = (0..per)
-                .map(|_| rng.random_range(0..written_blocks) * 4096)
-                .collect();
+            let raw_offsets = (0..per).map(|_| written.sample(&mut rng, 1)).collect();
             let ((local, cpu_l), (raw, cpu_r)) = uring.round((reads, raw_offsets)).await;
             t_local.extend(local);
             t_uring_raw.extend(raw);

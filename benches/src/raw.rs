@@ -123,3 +123,81 @@ pub fn sequential_copy(src: &Path, dst: &Path, total: u64, chunk: u64, threads: 
     out.sync_data().unwrap();
     t.elapsed()
 }
+
+/// The blocks of a file that hold written data, found with
+/// `SEEK_DATA`/`SEEK_HOLE`: a baseline that reads a preallocated file must
+/// read only these. ext4 and XFS report an unwritten (fallocated) extent as
+/// a hole, and a read there returns zeros without touching the device,
+/// which would flatter the baseline.
+pub struct WrittenBlocks {
+    /// Half-open block ranges, in file order.
+    ranges: Vec<(u64, u64)>,
+}
+
+impl WrittenBlocks {
+    pub fn of(file: &File) -> std::io::Result<WrittenBlocks> {
+        use std::os::fd::AsRawFd;
+        let fd = file.as_raw_fd();
+        let end = file.metadata()?.len();
+        let mut ranges = Vec::new();
+        let mut at = 0u64;
+        while at < end {
+            // SAFETY: lseek on an open descriptor; no memory is passed.
+            #[allow(unsafe_code)]
+            let data = unsafe { libc::lseek(fd, at as libc::off_t, libc::SEEK_DATA) };
+            if data < 0 {
+                let e = std::io::Error::last_os_error();
+                // ENXIO: no data past `at`.
+                if e.raw_os_error() == Some(libc::ENXIO) {
+                    break;
+                }
+                return Err(e);
+            }
+            // SAFETY: as above.
+            #[allow(unsafe_code)]
+            let hole = unsafe { libc::lseek(fd, data, libc::SEEK_HOLE) };
+            if hole < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let (first, past) = ((data as u64).div_ceil(4096), hole as u64 / 4096);
+            if past > first {
+                ranges.push((first, past));
+            }
+            at = hole as u64;
+        }
+        Ok(WrittenBlocks { ranges })
+    }
+
+    /// How many written blocks there are.
+    pub fn blocks(&self) -> u64 {
+        self.ranges.iter().map(|(a, b)| b - a).sum()
+    }
+
+    /// The longest run of written blocks, as a byte offset and length (for
+    /// a tool such as fio that reads one range).
+    pub fn longest(&self) -> (u64, u64) {
+        let (a, b) = self
+            .ranges
+            .iter()
+            .copied()
+            .max_by_key(|(a, b)| b - a)
+            .unwrap_or((0, 0));
+        (a * 4096, (b - a) * 4096)
+    }
+
+    /// The byte offset of a run of `n` written blocks, uniform over every
+    /// such run (`n` = 2 for a read straddling two blocks).
+    pub fn sample(&self, rng: &mut impl rand::Rng, n: u64) -> u64 {
+        let starts = |(a, b): (u64, u64)| (b - a + 1).saturating_sub(n);
+        let total: u64 = self.ranges.iter().map(|r| starts(*r)).sum();
+        assert!(total > 0, "no run of {n} written blocks");
+        let mut pick = rng.random_range(0..total);
+        for &r in &self.ranges {
+            if pick < starts(r) {
+                return (r.0 + pick) * 4096;
+            }
+            pick -= starts(r);
+        }
+        unreachable!("pick < total")
+    }
+}

@@ -92,6 +92,10 @@ fn spans(pieces: &[Piece], offset: u64, len: u64) -> Vec<Span> {
             break;
         }
     }
+    if out.len() < 2 {
+        // Nothing to merge: one span, the common read.
+        return out;
+    }
     // Pieces that lie back to back on the device (the allocator places an
     // object's tail that way) are one request, up to IO_CHUNK.
     let mut merged: Vec<Span> = Vec::with_capacity(out.len());

@@ -68,4 +68,13 @@ impl Landing {
             listener.await;
         }
     }
+
+    /// [`wait`](Self::wait) for a blocking caller. A version already
+    /// written (the common case) returns at once, without starting the
+    /// event loop `io::block_on` hosts.
+    pub fn wait_blocking(&self, version: u64) {
+        if self.pending(version) {
+            crate::io::block_on(self.wait(version));
+        }
+    }
 }

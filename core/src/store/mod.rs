@@ -1263,7 +1263,7 @@ impl Store {
             match self.locate(key, offset, len, options)?.1 {
                 Located::Ready(b) => return Ok(b),
                 Located::Heap(h) => {
-                    crate::io::block_on(s.landing.wait(h.version));
+                    s.landing.wait_blocking(h.version);
                     let bytes = data::read_range_blocking(
                         s.engine.as_ref(),
                         Some(&s.tables),
