@@ -6,8 +6,10 @@
 //!
 //! Phases (each reports blobcask and its raw baseline on the same file):
 //! * `read`: random 4 KiB range reads, one in flight, through `Store::read`
-//!   vs `pread` with `O_DIRECT` at random offsets of the same store file;
-//!   rounds alternate between the two so machine noise hits both. On
+//!   (awaited in a task, and in `block_on`), `blocking::Store::read` and a
+//!   tokio current-thread runtime vs `pread` with `O_DIRECT` of random
+//!   written blocks of the same store file; the rows take turns every 50
+//!   reads so machine noise hits all of them. On
 //!   Linux also `LocalStore::read` on a thread running `tokio_uring::start`
 //!   (reads on that runtime's own ring), in the same rounds, next to
 //!   tokio-uring's own `read_at` of 4 KiB on the same file (`O_DIRECT`),
@@ -330,8 +332,19 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
     let uring = local_reader(store.clone(), &path);
     let (mut t_local, mut t_uring_raw): (Vec<Duration>, Vec<Duration>) = (vec![], vec![]);
     let (mut cpu_local, mut cpu_uring_raw) = (Duration::ZERO, Duration::ZERO);
-    let current = current_thread_reader(store.clone());
+    // The current-thread runtime reads a store of its own (the same
+    // objects): a ring whose eventfd this process's multi-thread runtime
+    // also watches wakes that runtime's reactor at every completion too,
+    // which is a cost of sharing one store between runtimes, not of a
+    // current-thread runtime.
+    let current = current_thread_reader(
+        cfg.dir.join("current-thread.blobcask"),
+        engine,
+        objects,
+        obj,
+    );
     let (mut t_current, mut cpu_current) = (vec![], Duration::ZERO);
+    let (mut t_task, mut t_task_unaligned, mut cpu_task) = (vec![], vec![], Duration::ZERO);
     let (mut t_raw, mut t_raw2, mut t_bc, mut t_bc_unaligned, mut t_blocking) =
         (vec![], vec![], vec![], vec![], vec![]);
     // CPU time (user + system, every thread of the process) of the rows
@@ -409,6 +422,33 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
         let (times, cpu) = current.round(reads).await;
         t_current.extend(times);
         cpu_current += cpu;
+        // The same in a task of this runtime (on a worker thread, which
+        // drives the reactor itself when it has nothing else to run; the
+        // rows above await in `block_on`, whose thread does not).
+        let reads = (0..per)
+            .map(|_| {
+                let key = format!("obj/{}", rng.random_range(0..objects));
+                (key, rng.random_range(0..(obj as u64 / 4096)) * 4096)
+            })
+            .collect();
+        let unaligned = (0..per)
+            .map(|_| {
+                let key = format!("obj/{}", rng.random_range(0..objects));
+                (key, rng.random_range(0..obj as u64 - 4096))
+            })
+            .collect();
+        let task_store = store.clone();
+        let ((times, cpu), (times_u, _)) = tokio::spawn(async move {
+            (
+                timed_store_reads(&task_store, reads).await,
+                timed_store_reads(&task_store, unaligned).await,
+            )
+        })
+        .await
+        .expect("reader task");
+        t_task.extend(times);
+        t_task_unaligned.extend(times_u);
+        cpu_task += cpu;
     }
     for v in [
         &mut t_raw,
@@ -419,6 +459,8 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
         &mut t_local,
         &mut t_uring_raw,
         &mut t_current,
+        &mut t_task,
+        &mut t_task_unaligned,
     ] {
         v.sort();
     }
@@ -435,14 +477,28 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
     let mut rows = vec![
         ("raw pread O_DIRECT, 4 KiB", &t_raw, raw50),
         ("raw pread O_DIRECT, 2 blocks (8 KiB)", &t_raw2, raw2_50),
-        ("Store::read (async), 4 KiB-aligned offset", &t_bc, raw50),
+        (
+            "Store::read (async) in a task, 4 KiB-aligned offset",
+            &t_task,
+            raw50,
+        ),
+        (
+            "Store::read (async) in a task, any offset (2 blocks)",
+            &t_task_unaligned,
+            raw2_50,
+        ),
         (
             "blocking::Store::read, 4 KiB-aligned offset",
             &t_blocking,
             raw50,
         ),
         (
-            "Store::read, any offset (2 blocks)",
+            "Store::read (async) in block_on, 4 KiB-aligned offset",
+            &t_bc,
+            raw50,
+        ),
+        (
+            "Store::read (async) in block_on, any offset (2 blocks)",
             &t_bc_unaligned,
             raw2_50,
         ),
@@ -472,8 +528,10 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
     let n = t_raw.len() as f64;
     let per_read = |d: Duration| us(d) / n;
     println!(
-        "CPU per 4 KiB read (user + system, whole process): raw {:.1} µs; async Store::read {:.1} µs ({:.2} x raw); blocking {:.1} µs ({:.2} x raw); async on a current-thread runtime {:.1} µs ({:.2} x raw)",
+        "CPU per 4 KiB read (user + system, whole process): raw {:.1} µs; async Store::read in a task {:.1} µs ({:.2} x raw), in block_on {:.1} µs ({:.2} x raw); blocking {:.1} µs ({:.2} x raw); async on a current-thread runtime {:.1} µs ({:.2} x raw)",
         per_read(cpu_raw),
+        per_read(cpu_task),
+        per_read(cpu_task) / per_read(cpu_raw),
         per_read(cpu_bc),
         per_read(cpu_bc) / per_read(cpu_raw),
         per_read(cpu_blocking),
@@ -559,10 +617,30 @@ async fn timed_reads(
     (times, process_cpu() - cpu)
 }
 
-/// `Store::read` on a tokio current-thread runtime of its own: the same
-/// reads as the async row without the multi-thread scheduler's hand-offs
-/// between workers. Each request is the (key, offset) of each 4 KiB read.
-fn current_thread_reader(store: Store) -> RoundThread<Vec<(String, u64)>, Timed> {
+/// [`timed_reads`] through `store.read`, as a future a task can run (an
+/// async closure borrowing the store is not `Send` for every lifetime).
+async fn timed_store_reads(store: &Store, reads: Vec<(String, u64)>) -> Timed {
+    let mut times = Vec::with_capacity(reads.len());
+    let cpu = process_cpu();
+    for (key, off) in reads {
+        let t = Instant::now();
+        let got = store.read(&key, off, 4096).await.unwrap();
+        times.push(t.elapsed());
+        assert_eq!(got.len(), 4096);
+    }
+    (times, process_cpu() - cpu)
+}
+
+/// `Store::read` on a tokio current-thread runtime of its own, of a store
+/// of its own at `path` holding the same objects as the read phase's: the
+/// async row without the multi-thread scheduler's hand-offs between
+/// workers. Each request is the (key, offset) of each 4 KiB read.
+fn current_thread_reader(
+    path: PathBuf,
+    engine: IoEngineKind,
+    objects: usize,
+    obj: usize,
+) -> RoundThread<Vec<(String, u64)>, Timed> {
     RoundThread::start(
         "bench-current-thread",
         move |rounds: Rounds<Vec<(String, u64)>, Timed>| {
@@ -570,12 +648,26 @@ fn current_thread_reader(store: Store) -> RoundThread<Vec<(String, u64)>, Timed>
                 .enable_all()
                 .build()
                 .expect("current-thread runtime");
+            let _ = std::fs::remove_file(&path);
+            let store = rt.block_on(async {
+                let capacity = objects as u64 * obj as u64 * 2;
+                let store = Store::open(&path, Options::new().capacity(capacity).io_engine(engine))
+                    .await
+                    .expect("open");
+                let value = blobcask::Bytes::from(vec![7u8; obj]);
+                for i in 0..objects {
+                    store.put(format!("obj/{i}"), value.clone()).await.unwrap();
+                }
+                store
+            });
             while let Ok((reads, reply)) = rounds.recv() {
                 let r = rt.block_on(timed_reads(reads, async |key, off| {
                     store.read(key, off, 4096).await
                 }));
                 let _ = reply.send(r);
             }
+            rt.block_on(store.close()).expect("close");
+            let _ = std::fs::remove_file(&path);
         },
     )
 }
