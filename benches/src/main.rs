@@ -16,8 +16,9 @@
 //!   which tells the runtime's cost from the store's.
 //! * `upload`: 64 MiB objects through `put` vs sequential `O_DIRECT`
 //!   `pwrite` of the same bytes (1 MiB requests, 16 in flight) + fdatasync.
-//! * `commit`: durable 16 KiB puts from 1 and 16 concurrent writers vs one
-//!   writer doing `O_DIRECT` write + fdatasync of 16 KiB.
+//! * `commit`: durable 16 KiB puts (overwrites: each key is put once,
+//!   untimed, first) from 1, 16 and 64 concurrent writers vs one writer
+//!   doing `O_DIRECT` write + fdatasync of 16 KiB into written space.
 //! * `warm`: whole 16 KiB gets of 256 objects (5 passes, p50) through
 //!   `blocking::Store::get` with the read cache off and with it warm, on
 //!   the same store file, in alternating rounds.
@@ -838,6 +839,23 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
     // tuple-block writes, per group), which the device floor replays.
     let mut shapes = vec![];
     for writers in [1usize, 16, 64] {
+        // Untimed, each writer's 512 keys once: the timed puts overwrite,
+        // so their values go into space written before, as the raw
+        // baseline's do (a put into never-written space pays the file
+        // system's extent conversion, measured apart in RESULTS.md).
+        let warm: Vec<_> = (0..writers)
+            .map(|w| {
+                let (store, value) = (store.clone(), value.clone());
+                tokio::spawn(async move {
+                    for i in 0..512 {
+                        store.put(format!("w{w}/{i}"), value.clone()).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in warm {
+            t.await.unwrap();
+        }
         let before = store.stats();
         let done = Arc::new(AtomicU64::new(0));
         let stop = Instant::now() + secs;
@@ -880,6 +898,10 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
     let blocking = blobcask::blocking::Store::from(store.clone());
     let value_b = value.clone();
     let blocking_rate = tokio::task::spawn_blocking(move || {
+        // Untimed first pass over the keys, as above.
+        for n in 0..512 {
+            blocking.put(format!("b/{n}"), value_b.clone()).unwrap();
+        }
         let t = Instant::now();
         let mut n = 0u64;
         while t.elapsed() < secs {
@@ -901,6 +923,12 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
             .build()
             .expect("current-thread runtime");
         rt.block_on(async {
+            for n in 0..512 {
+                current
+                    .put(format!("c/{n}"), value_c.clone())
+                    .await
+                    .unwrap();
+            }
             let t = Instant::now();
             let mut n = 0u64;
             while t.elapsed() < secs {
@@ -918,8 +946,16 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
     store.close().await.unwrap();
 
     // Raw: one writer, 16 KiB O_DIRECT write + fdatasync into already
-    // written space of the same file.
+    // written space of the same file (64 to 128 MiB in; the floors below
+    // write 64 to 256 MiB in). A write into an unwritten extent costs a
+    // file-system journal commit at its sync (about 2 x here), so a
+    // baseline there would flatter the store.
     let raw = open_direct(&path);
+    let written = WrittenBlocks::of(&raw).expect("the file's written blocks");
+    assert!(
+        written.covers(64 << 20, 192 << 20),
+        "the commit phase's baselines need 64..256 MiB of the store file written"
+    );
     let buf = aligned(size);
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);
     let mut n = 0u64;

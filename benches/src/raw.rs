@@ -168,6 +168,12 @@ impl WrittenBlocks {
         Ok(WrittenBlocks { ranges })
     }
 
+    /// Whether every byte of `[start, start + len)` is written.
+    pub fn covers(&self, start: u64, len: u64) -> bool {
+        let (first, past) = (start / 4096, (start + len).div_ceil(4096));
+        self.ranges.iter().any(|&(a, b)| a <= first && past <= b)
+    }
+
     /// How many written blocks there are.
     pub fn blocks(&self) -> u64 {
         self.ranges.iter().map(|(a, b)| b - a).sum()
