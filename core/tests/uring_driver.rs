@@ -26,6 +26,26 @@ fn engine(len: u64) -> (tempfile::TempDir, Arc<dyn IoEngine>) {
     (dir, Arc::new(UringEngine::new(f, false).unwrap()))
 }
 
+/// An engine on a file holding `contents`, opened `O_DIRECT`: reads of it
+/// complete on the device, after the poll that submitted them (a read
+/// served from the page cache or a hole completes inside the submission,
+/// before any waker is kept or the reactor is asked). Under the target
+/// directory: /tmp may be a tmpfs, which refuses O_DIRECT or serves it
+/// from memory.
+fn direct_engine(contents: &[u8]) -> (tempfile::TempDir, Arc<dyn IoEngine>) {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("dev");
+    std::fs::write(&path, contents).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&path)
+        .unwrap();
+    f.sync_all().unwrap();
+    (dir, Arc::new(UringEngine::new(f, true).unwrap()))
+}
+
 /// A two-worker tokio runtime with its reactor.
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -222,22 +242,7 @@ fn a_completion_reaped_by_its_own_poll_or_a_sibling_does_not_wake_its_task() {
     // once, so waking its task too would only make the runtime poll it
     // again for nothing (on tokio's multi-thread runtime, with another
     // worker roused to steal it).
-    // Direct reads of written blocks: they complete on the device, after
-    // the poll that submitted them (a read served from the page cache or
-    // a hole completes inside the submission, before any waker is kept).
-    // Under the target directory: /tmp may be a tmpfs, which refuses
-    // O_DIRECT or serves it from memory.
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let path = dir.path().join("dev");
-    std::fs::write(&path, vec![7u8; 8 << 20]).unwrap();
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(&path)
-        .unwrap();
-    f.sync_all().unwrap();
-    let e: Arc<dyn IoEngine> = Arc::new(UringEngine::new(f, true).unwrap());
+    let (_dir, e) = direct_engine(&vec![7u8; 8 << 20]);
     for rt in [
         runtime(),
         tokio::runtime::Builder::new_current_thread()
@@ -315,4 +320,90 @@ fn tasks_writing_groups_at_once_each_see_their_writes_and_none_hangs() {
             r.unwrap();
         }
     });
+}
+
+/// Reads block `i % 16` of a file whose block `b` is filled with `b`, `n`
+/// times, checking each.
+async fn read_blocks(e: &Arc<dyn IoEngine>, n: u64) {
+    for i in 0..n {
+        let b = i % 16;
+        let (r, buf) = e.read_at(AlignedBuf::zeroed(4096), b * 4096).await;
+        r.unwrap();
+        assert!(
+            buf.as_slice().iter().all(|&x| u64::from(x) == b),
+            "block {b} read back other bytes"
+        );
+    }
+}
+
+/// How many times thread `tid` of this process has gone to sleep and been
+/// woken (its voluntary context switches).
+fn sleeps_of(tid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("voluntary_ctxt_switches in /proc")
+}
+
+/// The reactor registration of a runtime that nothing waits through is
+/// dropped when another runtime registers, so the ring's completions stop
+/// waking that runtime's thread (D3 keeps a registration for every
+/// runtime with a waiter). Runtime A reads, then idles on its own thread
+/// while runtime B reads 200 blocks: A's thread must not wake for them.
+/// Then both read at once, A registering again: every read is checked,
+/// under a timeout (a lost registration would hang A).
+#[test]
+fn an_idle_runtime_is_not_woken_by_another_runtimes_completions() {
+    use std::time::Duration;
+
+    let blocks: Vec<u8> = (0..16u8).flat_map(|b| [b; 4096]).collect();
+    let (_dir, e) = direct_engine(&blocks);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let a = {
+        let e = e.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                read_blocks(&e, 20).await;
+                // SAFETY: gettid has no preconditions.
+                ready_tx.send(unsafe { libc::gettid() }).unwrap();
+                go_rx.await.unwrap();
+                read_blocks(&e, 100).await;
+            });
+            done_tx.send(()).unwrap();
+        })
+    };
+    let tid = ready_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("runtime A's first reads");
+    // A is asleep in its reactor by now.
+    std::thread::sleep(Duration::from_millis(100));
+    let b = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let before = sleeps_of(tid);
+    b.block_on(read_blocks(&e, 200));
+    let woken = sleeps_of(tid) - before;
+    assert!(
+        woken < 20,
+        "idle runtime A woke {woken} times during runtime B's 200 reads"
+    );
+    go_tx.send(()).unwrap();
+    b.block_on(async {
+        tokio::time::timeout(Duration::from_secs(60), read_blocks(&e, 200))
+            .await
+            .expect("runtime B's reads beside A's hung")
+    });
+    done_rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("runtime A's reads after registering again hung");
+    a.join().unwrap();
 }

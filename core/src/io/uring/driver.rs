@@ -34,7 +34,11 @@
 //!   of the same runtime to take over. Each runtime that polls an operation
 //!   registers the eventfd with its own reactor (thread-per-core setups
 //!   run one runtime per thread), so none of them needs the fallback
-//!   thread.
+//!   thread. A registration is kept only while it may be needed: when a
+//!   runtime registers, every other runtime's registration that no waiter
+//!   holds (no registrant) and no poll is using is dropped, so a runtime
+//!   gone idle is not woken at every completion of the others
+//!   (`an_idle_runtime_is_not_woken_by_another_runtimes_completions`).
 //! * D4. The ring outlives every operation in the kernel: operations hold
 //!   the driver, and dropping the driver waits for abandoned ones.
 #![allow(unsafe_code)]
@@ -488,6 +492,24 @@ impl Driver {
         if let Some(reg) = reactors.iter().find(|r| r.runtime == rt) {
             return reg.fd.clone().map(|fd| (rt, fd));
         }
+        // Another runtime's registration that nothing waits through (its
+        // runtime has no registrant, D3, and no poll holds it) goes: the
+        // eventfd is signalled at every completion, and each runtime whose
+        // reactor watches it wakes for it, needed or not. That runtime
+        // registers again at its next poll. (Lock order: reactors, then
+        // slots; dropped only after both are released, since dropping an
+        // `AsyncFd` drops the waker tokio kept for it.)
+        let idle: Vec<Reactor> = {
+            let slots = self.slots.lock();
+            let (idle, kept) = std::mem::take(&mut *reactors).into_iter().partition(|r| {
+                r.fd.as_ref().is_some_and(|fd| {
+                    Arc::strong_count(fd) == 1
+                        && !slots.registrants.iter().any(|(id, _)| *id == r.runtime)
+                })
+            });
+            *reactors = kept;
+            idle
+        };
         let eventfd = self.eventfd.clone();
         // tokio panics (rather than failing) when the runtime was built
         // without I/O; such a runtime is remembered and served by the
@@ -514,6 +536,8 @@ impl Driver {
             runtime: rt,
             fd: fd.clone(),
         });
+        drop(reactors);
+        drop(idle);
         fd.map(|fd| (rt, fd))
     }
 
