@@ -352,17 +352,19 @@ fn sleeps_of(tid: i32) -> u64 {
 /// waking that runtime's thread (D3 keeps a registration for every
 /// runtime with a waiter). Runtime A reads, then idles on its own thread
 /// while runtime B reads 200 blocks: A's thread must not wake for them.
-/// Then both read at once, A registering again: every read is checked,
-/// under a timeout (a lost registration would hang A).
+/// Then A reads alone (registering again: nothing else reaps for it), and
+/// then both at once. Every read is checked, every step under a timeout
+/// (a lost registration would hang).
 #[test]
 fn an_idle_runtime_is_not_woken_by_another_runtimes_completions() {
     use std::time::Duration;
 
     let blocks: Vec<u8> = (0..16u8).flat_map(|b| [b; 4096]).collect();
     let (_dir, e) = direct_engine(&blocks);
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
-    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+    let (step_tx, step_rx) = std::sync::mpsc::channel();
+    let (alone_tx, alone_rx) = tokio::sync::oneshot::channel::<()>();
+    let (both_tx, both_rx) = tokio::sync::oneshot::channel::<()>();
     let a = {
         let e = e.clone();
         std::thread::spawn(move || {
@@ -373,15 +375,19 @@ fn an_idle_runtime_is_not_woken_by_another_runtimes_completions() {
             rt.block_on(async {
                 read_blocks(&e, 20).await;
                 // SAFETY: gettid has no preconditions.
-                ready_tx.send(unsafe { libc::gettid() }).unwrap();
-                go_rx.await.unwrap();
+                tid_tx.send(unsafe { libc::gettid() }).unwrap();
+                alone_rx.await.unwrap();
+                read_blocks(&e, 50).await;
+                step_tx.send(()).unwrap();
+                both_rx.await.unwrap();
                 read_blocks(&e, 100).await;
+                step_tx.send(()).unwrap();
             });
-            done_tx.send(()).unwrap();
         })
     };
-    let tid = ready_rx
-        .recv_timeout(Duration::from_secs(60))
+    let minute = Duration::from_secs(60);
+    let tid = tid_rx
+        .recv_timeout(minute)
         .expect("runtime A's first reads");
     // A is asleep in its reactor by now.
     std::thread::sleep(Duration::from_millis(100));
@@ -389,21 +395,28 @@ fn an_idle_runtime_is_not_woken_by_another_runtimes_completions() {
         .enable_all()
         .build()
         .unwrap();
+    let b_reads = |n| {
+        b.block_on(async {
+            tokio::time::timeout(minute, read_blocks(&e, n))
+                .await
+                .expect("runtime B's reads hung")
+        })
+    };
     let before = sleeps_of(tid);
-    b.block_on(read_blocks(&e, 200));
+    b_reads(200);
     let woken = sleeps_of(tid) - before;
     assert!(
         woken < 20,
         "idle runtime A woke {woken} times during runtime B's 200 reads"
     );
-    go_tx.send(()).unwrap();
-    b.block_on(async {
-        tokio::time::timeout(Duration::from_secs(60), read_blocks(&e, 200))
-            .await
-            .expect("runtime B's reads beside A's hung")
-    });
-    done_rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("runtime A's reads after registering again hung");
+    alone_tx.send(()).unwrap();
+    step_rx
+        .recv_timeout(minute)
+        .expect("runtime A's reads alone, after its registration was dropped, hung");
+    both_tx.send(()).unwrap();
+    b_reads(200);
+    step_rx
+        .recv_timeout(minute)
+        .expect("runtime A's reads beside B's hung");
     a.join().unwrap();
 }

@@ -56,7 +56,8 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::io::AlignedBuf;
 
-/// Runtimes whose reactor registrations a driver remembers at most.
+/// Runtimes a driver remembers at most, beyond those whose reactor
+/// registrations are in use.
 const MAX_REACTORS: usize = 64;
 
 /// Entries in the submission queue.
@@ -496,9 +497,11 @@ impl Driver {
         // runtime has no registrant, D3, and no poll holds it) goes: the
         // eventfd is signalled at every completion, and each runtime whose
         // reactor watches it wakes for it, needed or not. That runtime
-        // registers again at its next poll. (Lock order: reactors, then
-        // slots; dropped only after both are released, since dropping an
-        // `AsyncFd` drops the waker tokio kept for it.)
+        // registers again at its next poll. Lock order: reactors, then
+        // slots. The registrations are dropped (taken off their epoll)
+        // after `slots` is released but before `reactors` is: a runtime
+        // registering again before that would be refused by epoll (the
+        // same descriptor, still there).
         let idle: Vec<Reactor> = {
             let slots = self.slots.lock();
             let (idle, kept) = std::mem::take(&mut *reactors).into_iter().partition(|r| {
@@ -510,6 +513,7 @@ impl Driver {
             *reactors = kept;
             idle
         };
+        drop(idle);
         let eventfd = self.eventfd.clone();
         // tokio panics (rather than failing) when the runtime was built
         // without I/O; such a runtime is remembered and served by the
@@ -523,21 +527,28 @@ impl Driver {
                     tokio::io::Interest::READABLE,
                 )
             }
-            .ok()
         });
-        let fd = registered.ok().flatten().map(Arc::new);
+        let fd = match registered {
+            Ok(Ok(fd)) => Some(Arc::new(fd)),
+            // A refused registration is not remembered: this operation
+            // waits through the fallback thread, the next one tries again.
+            Ok(Err(_)) => return None,
+            Err(_) => None,
+        };
         // Runtimes come and go (a test per runtime, short-lived runtimes in
-        // applications): forget the oldest beyond a bound. One forgotten
-        // while it still runs registers again at its next poll.
+        // applications): beyond a bound, forget the oldest runtime without
+        // a registration (one without I/O, or shut down). Every entry with
+        // a registration is in use (idle ones went above), and dropping one
+        // could strand its registrant.
         if reactors.len() >= MAX_REACTORS {
-            reactors.remove(0);
+            if let Some(i) = reactors.iter().position(|r| r.fd.is_none()) {
+                reactors.remove(i);
+            }
         }
         reactors.push(Reactor {
             runtime: rt,
             fd: fd.clone(),
         });
-        drop(reactors);
-        drop(idle);
         fd.map(|fd| (rt, fd))
     }
 
