@@ -16,6 +16,10 @@
 //! vacuous, the broken variant would start passing and the suite would
 //! fail.
 //!
+//! A second D3 model covers runtimes: another runtime's registering drops
+//! a registration only while no poll holds it and no waiter is its
+//! registrant.
+//!
 //! The D3 model first found a gap in the driver: a hand-off to a waiter
 //! whose own completion was reaped before it polled again left nobody
 //! registered. The driver now names the woken waiter as the registrant at
@@ -469,4 +473,98 @@ fn d3_registrant_leaving_without_a_handoff_is_caught() {
 #[should_panic(expected = "stranded")]
 fn d3_handoff_that_does_not_name_the_next_registrant_is_caught() {
     registrant_handoff(Handoff::WakeOnly, HANDED_TO_ONE_THAT_FINISHES);
+}
+
+// ---------------------------------------------------------------------------
+// D3, across runtimes: when a runtime registers, another runtime's
+// registration that no waiter holds (no registrant) and no poll is using
+// is dropped (`Driver::reactor`). A poll of that other runtime takes its
+// registration (a clone of the `Arc`, under the reactors lock), then names
+// itself registrant (under the slots lock) and returns `Pending`; the
+// registration must not be dropped in between, or the waiter is left with
+// nothing to wake it.
+// ---------------------------------------------------------------------------
+
+/// Runtime A's registration, under the driver's `reactors` lock.
+struct Registration {
+    /// In the list (registered with A's reactor).
+    registered: bool,
+    /// Polls holding a clone of it (`Arc::strong_count` − 1).
+    holders: usize,
+}
+
+/// Which registrations the other runtime's `reactor()` drops.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum IdleRule {
+    /// The driver's rule: no registrant and no poll holding it.
+    NoRegistrantNorHolder,
+    /// Broken: no registrant, whoever holds it.
+    NoRegistrant,
+}
+
+fn registration_dropped_while_idle(rule: IdleRule) {
+    model(move || {
+        let reactors = Arc::new(Mutex::new(Registration {
+            registered: true,
+            holders: 0,
+        }));
+        let slots = Arc::new(Mutex::new(D3State {
+            slots: vec![D3Slot::Left],
+            registrant: None,
+        }));
+        // Runtime A's operation, polled for the first time: `reactor()`,
+        // then the registrant named under `slots`, then `Pending` (the
+        // clone dropped at the end of the poll).
+        let a = {
+            let (reactors, slots) = (reactors.clone(), slots.clone());
+            thread::spawn(move || {
+                {
+                    let mut r = reactors.lock().unwrap();
+                    r.registered = true;
+                    r.holders += 1;
+                }
+                {
+                    let mut s = slots.lock().unwrap();
+                    s.slots[0] = D3Slot::Reactor;
+                    s.registrant = Some(0);
+                }
+                reactors.lock().unwrap().holders -= 1;
+            })
+        };
+        // Runtime B registering: A's registration goes if it is idle
+        // (lock order: reactors, then slots).
+        let b = {
+            let (reactors, slots) = (reactors.clone(), slots.clone());
+            thread::spawn(move || {
+                let mut r = reactors.lock().unwrap();
+                let s = slots.lock().unwrap();
+                let idle =
+                    s.registrant.is_none() && (rule == IdleRule::NoRegistrant || r.holders == 0);
+                if idle {
+                    r.registered = false;
+                }
+            })
+        };
+        a.join().unwrap();
+        b.join().unwrap();
+        let s = slots.lock().unwrap();
+        if s.slots[0] == D3Slot::Reactor {
+            assert!(
+                reactors.lock().unwrap().registered,
+                "waiter stranded: registrant {:?} but its runtime's registration was dropped",
+                s.registrant
+            );
+        }
+    });
+}
+
+#[test]
+fn d3_idle_registration_dropped_never_under_a_waiter() {
+    registration_dropped_while_idle(IdleRule::NoRegistrantNorHolder);
+}
+
+#[test]
+#[should_panic(expected = "stranded")]
+fn d3_registration_dropped_while_a_poll_holds_it_is_caught() {
+    registration_dropped_while_idle(IdleRule::NoRegistrant);
 }
