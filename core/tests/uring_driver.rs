@@ -352,9 +352,10 @@ fn sleeps_of(tid: i32) -> u64 {
 /// waking that runtime's thread (D3 keeps a registration for every
 /// runtime with a waiter). Runtime A reads, then idles on its own thread
 /// while runtime B reads 200 blocks: A's thread must not wake for them.
-/// Then A reads alone (registering again: nothing else reaps for it), and
-/// then both at once. Every read is checked, every step under a timeout
-/// (a lost registration would hang).
+/// Then A reads alone (it registers again; a registration left with no
+/// waiter to wake would hang it), and then both at once. Every read is
+/// checked, every step under a timeout. (Whether A's reads went through
+/// its reactor or the fallback thread is not seen here.)
 #[test]
 fn an_idle_runtime_is_not_woken_by_another_runtimes_completions() {
     use std::time::Duration;
