@@ -37,8 +37,10 @@
 //!   thread. A registration is kept only while it may be needed: when a
 //!   runtime registers, every other runtime's registration that no waiter
 //!   holds (no registrant) and no poll is using is dropped, so a runtime
-//!   gone idle is not woken at every completion of the others
-//!   (`an_idle_runtime_is_not_woken_by_another_runtimes_completions`).
+//!   gone idle by then is no longer woken at every completion of the
+//!   others (`an_idle_runtime_is_not_woken_by_another_runtimes_completions`).
+//!   One that goes idle later keeps its registration until some runtime
+//!   registers again.
 //! * D4. The ring outlives every operation in the kernel: operations hold
 //!   the driver, and dropping the driver waits for abandoned ones.
 #![allow(unsafe_code)]
