@@ -401,12 +401,7 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
         }
         #[cfg(target_os = "linux")]
         {
-            let reads = (0..per)
-                .map(|_| {
-                    let key = format!("obj/{}", rng.random_range(0..objects));
-                    (key, rng.random_range(0..(obj as u64 / 4096)) * 4096)
-                })
-                .collect();
+            let reads = random_reads(&mut rng, per, objects, obj, true);
             let raw_offsets = (0..per).map(|_| written.sample(&mut rng, 1)).collect();
             let ((local, cpu_l), (raw, cpu_r)) = uring.round((reads, raw_offsets)).await;
             t_local.extend(local);
@@ -414,35 +409,22 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
             cpu_local += cpu_l;
             cpu_uring_raw += cpu_r;
         }
-        let reads = (0..per)
-            .map(|_| {
-                let key = format!("obj/{}", rng.random_range(0..objects));
-                (key, rng.random_range(0..(obj as u64 / 4096)) * 4096)
-            })
-            .collect();
+        let reads = random_reads(&mut rng, per, objects, obj, true);
         let (times, cpu) = current.round(reads).await;
         t_current.extend(times);
         cpu_current += cpu;
         // The same in a task of this runtime (on a worker thread, which
         // drives the reactor itself when it has nothing else to run; the
         // rows above await in `block_on`, whose thread does not).
-        let reads = (0..per)
-            .map(|_| {
-                let key = format!("obj/{}", rng.random_range(0..objects));
-                (key, rng.random_range(0..(obj as u64 / 4096)) * 4096)
-            })
-            .collect();
-        let unaligned = (0..per)
-            .map(|_| {
-                let key = format!("obj/{}", rng.random_range(0..objects));
-                (key, rng.random_range(0..obj as u64 - 4096))
-            })
-            .collect();
+        let reads = random_reads(&mut rng, per, objects, obj, true);
+        let unaligned = random_reads(&mut rng, per, objects, obj, false);
         let task_store = store.clone();
         let ((times, cpu), (times_u, _)) = tokio::spawn(async move {
+            let s = &task_store;
+            let read = |key: String, off| async move { s.read(&key, off, 4096).await };
             (
-                timed_store_reads(&task_store, reads).await,
-                timed_store_reads(&task_store, unaligned).await,
+                timed_reads(reads, read).await,
+                timed_reads(unaligned, read).await,
             )
         })
         .await
@@ -601,31 +583,40 @@ impl<Req, Resp> Drop for RoundThread<Req, Resp> {
 /// Latencies of a round of reads, and the CPU time they took.
 type Timed = (Vec<Duration>, Duration);
 
-/// Reads 4 KiB at each (key, offset) with `read`, one at a time: their
-/// latencies and CPU time.
-async fn timed_reads(
-    reads: Vec<(String, u64)>,
-    read: impl AsyncFn(&str, u64) -> blobcask::Result<blobcask::Bytes>,
-) -> Timed {
-    let mut times = Vec::with_capacity(reads.len());
-    let cpu = process_cpu();
-    for (key, off) in reads {
-        let t = Instant::now();
-        let got = read(&key, off).await.unwrap();
-        times.push(t.elapsed());
-        assert_eq!(got.len(), 4096);
-    }
-    (times, process_cpu() - cpu)
+/// `n` random 4 KiB reads of the read phase's objects (`objects` of `obj`
+/// bytes, named `obj/{i}`): each a key and an offset, block-aligned or any.
+fn random_reads(
+    rng: &mut impl Rng,
+    n: usize,
+    objects: usize,
+    obj: usize,
+    aligned: bool,
+) -> Vec<(String, u64)> {
+    (0..n)
+        .map(|_| {
+            let key = format!("obj/{}", rng.random_range(0..objects));
+            let off = if aligned {
+                rng.random_range(0..(obj as u64 / 4096)) * 4096
+            } else {
+                rng.random_range(0..obj as u64 - 4096)
+            };
+            (key, off)
+        })
+        .collect()
 }
 
-/// [`timed_reads`] through `store.read`, as a future a task can run (an
-/// async closure borrowing the store is not `Send` for every lifetime).
-async fn timed_store_reads(store: &Store, reads: Vec<(String, u64)>) -> Timed {
+/// Reads 4 KiB at each (key, offset) with `read`, one at a time: their
+/// latencies and CPU time. (`read` takes the key by value, so that a
+/// future reading through a borrowed store can run in a spawned task.)
+async fn timed_reads<F>(reads: Vec<(String, u64)>, read: impl Fn(String, u64) -> F) -> Timed
+where
+    F: std::future::Future<Output = blobcask::Result<blobcask::Bytes>>,
+{
     let mut times = Vec::with_capacity(reads.len());
     let cpu = process_cpu();
     for (key, off) in reads {
         let t = Instant::now();
-        let got = store.read(&key, off, 4096).await.unwrap();
+        let got = read(key, off).await.unwrap();
         times.push(t.elapsed());
         assert_eq!(got.len(), 4096);
     }
@@ -662,8 +653,9 @@ fn current_thread_reader(
                 store
             });
             while let Ok((reads, reply)) = rounds.recv() {
-                let r = rt.block_on(timed_reads(reads, async |key, off| {
-                    store.read(key, off, 4096).await
+                let s = &store;
+                let r = rt.block_on(timed_reads(reads, |key, off| async move {
+                    s.read(&key, off, 4096).await
                 }));
                 let _ = reply.send(r);
             }
@@ -693,8 +685,11 @@ fn local_reader(store: Store, path: &std::path::Path) -> RoundThread<LocalRound,
                 // Blocks the runtime between rounds, when it has nothing else
                 // to run.
                 while let Ok(((reads, raw_offsets), reply)) = rounds.recv() {
-                    let store_reads =
-                        timed_reads(reads, async |key, off| local.read(key, off, 4096).await).await;
+                    let store_reads = timed_reads(reads, |key, off| {
+                        let local = &local;
+                        async move { local.read(&key, off, 4096).await }
+                    })
+                    .await;
                     let mut raw_times = Vec::with_capacity(raw_offsets.len());
                     let cpu = process_cpu();
                     for off in raw_offsets {
