@@ -443,7 +443,7 @@ fn a_max_capacity_off_the_block_size_is_rounded_and_stops_growth_once() {
     assert!(e.to_string().contains("max_capacity"), "{e}");
     assert_eq!(s.stats().capacity, 10_000_000 & !4095);
     // A refused put writes nothing (no superblock rewritten for nothing).
-    // (`sync` first: the last group's home slots are otherwise rewritten
+    // (`sync` first: home slots not yet rewritten are otherwise rewritten
     // in the background when the store is idle.)
     s.sync().unwrap();
     let written = s.stats().device_bytes_written;

@@ -122,8 +122,8 @@ impl ScannedBlock {
                 )),
             },
             // A journal image rolled back: the state before it is its home
-            // slot or the journal image of the group before (the journal
-            // keeps a group's images until its home writes are synced).
+            // slot or an older journal image (the journal keeps a block's
+            // image until a newer one is synced or its home write is).
             Layout::Journaled(_) => Ok(older),
         }
     }

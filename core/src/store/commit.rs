@@ -24,7 +24,8 @@
 //!    group writes itself (small puts whose data recovery checks against
 //!    their tuples), syncs once, and only then acknowledges the requests
 //!    and lets freed pieces go. The journaled blocks' home slots are
-//!    rewritten with the next group's writes (`meta::journal`).
+//!    rewritten later, with the writes of a group that finds the journal
+//!    half held, or when idle, at `sync()` or at close (`meta::journal`).
 //!
 //! Moving tuples: an overwrite whose new tuple no longer fits its block is
 //! placed in another block while the old tuple stays (as a stale copy) in
@@ -37,7 +38,7 @@
 //! maintenance, a group left behind by a cancelled caller) is done by a
 //! small maintenance thread that takes the lead only when nobody holds it.
 
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -74,6 +75,11 @@ const MAX_GROUP: usize = 1024;
 /// at once; 3 more groups gained less). The caller's own reply waits for
 /// that one group longer.
 const LEAD_ONE_MORE: usize = 1;
+/// Home slots a group that finds the journal crowded rewrites at least
+/// (the oldest images first); at least twice as many as it takes journal
+/// slots, so crowded groups free slots faster than they take them, while
+/// no one group writes every home at once.
+const PLACE_AT_LEAST: usize = 8;
 /// Largest zero-fill write when a metadata extent is added.
 const ZERO_CHUNK: usize = 1 << 20;
 
@@ -267,19 +273,22 @@ pub(crate) struct Committer {
     /// made ready when the open group outgrew the journal
     /// (`room_for_one`); the next group that journals blocks moves to it.
     spare: Option<Journal>,
-    /// Images of the last group's journaled blocks whose home slots are not
-    /// yet rewritten: they go out with the next group's writes, before its
-    /// sync (or when the store is idle, or closes). Readers read the
-    /// journal images meanwhile.
-    unplaced: Vec<Unplaced>,
+    /// Per journaled block whose home slot is not yet rewritten with its
+    /// newest image: that image (synced in the journal). The homes go out
+    /// with a group's writes once the journal is half held (before its
+    /// sync), or when the store is idle, at `sync()` and at close
+    /// (`place_homes`); a block changed again meanwhile skips the older
+    /// home write. Readers read the journal images meanwhile.
+    unplaced: BTreeMap<u32, Unplaced>,
 }
 
 /// A journaled block's image, synced in the journal, not yet in its home
 /// slot.
 struct Unplaced {
-    block: u32,
     home: u64,
     image: AlignedBuf,
+    /// Sequence of the group that wrote it: the oldest go home first.
+    seq: u64,
 }
 
 /// An open group: everything applied since the last tuple-block write.
@@ -322,7 +331,7 @@ impl Committer {
             },
             spare: None,
             table,
-            unplaced: Vec::new(),
+            unplaced: BTreeMap::new(),
         }
     }
 
@@ -457,7 +466,7 @@ impl Committer {
                 self.poison(&e);
             }
         }
-        // Idle: the last group's home slots need not wait for the next one,
+        // Idle: the home slots not yet rewritten need not wait any longer,
         // and a larger journal made ready but not used gives its space back.
         if self.pending.first.is_none() && self.shared.check_failed().is_ok() {
             if let Err(e) = self.place_homes().await {
@@ -726,6 +735,9 @@ impl Committer {
                     .sync()
                     .await
                     .map_err(|e| Error::io("sync", e));
+                if let (Ok(()), Some(j)) = (&result, self.journal.as_mut()) {
+                    j.synced();
+                }
             }
         } else if result.is_ok() && self.pending.first.is_some() && self.pending.since.is_none() {
             self.pending.since = Some(std::time::Instant::now());
@@ -1207,7 +1219,7 @@ impl Committer {
     /// Where an image goes: a two-slot block's spare slot; a journaled
     /// block never written, its home slot; any other journaled block, a
     /// free journal slot, where readers find it until its home slot is
-    /// rewritten with the next group's writes (`meta::journal`).
+    /// rewritten (`meta::journal`).
     async fn write_blocks_beside(
         &mut self,
         data_writes: Vec<DataWrite>,
@@ -1247,14 +1259,38 @@ impl Committer {
         for ((_, _, buf), &(_, at)) in homes.iter().zip(&journal_at) {
             writes.push((AlignedBuf::copy_from(buf.as_slice()), at));
         }
-        // The last group's home writes go out with this group's writes (and
-        // its sync makes them durable), unless this group rewrites the block.
-        let placed: Vec<Unplaced> = std::mem::take(&mut self.unplaced)
-            .into_iter()
-            .filter(|u| !blocks.contains(&u.block))
-            .collect();
-        let placed_at: Vec<(u32, u64)> = placed.iter().map(|u| (u.block, u.home)).collect();
-        writes.extend(placed.into_iter().map(|u| (u.image, u.home)));
+        // Once the journal is half held, homes not yet rewritten go out
+        // with this group's writes (the oldest images first) and its sync
+        // makes them durable; when this group moves the journal, all of
+        // them. Never those of blocks this group writes again: its newer
+        // images supersede them.
+        let place = if moved.is_some() {
+            usize::MAX
+        } else if self
+            .journal
+            .as_ref()
+            .is_some_and(|j| j.crowded(slots.len()))
+        {
+            (2 * slots.len()).max(PLACE_AT_LEAST)
+        } else {
+            0
+        };
+        let mut placed_at: Vec<(u32, u64)> = Vec::new();
+        if place > 0 {
+            let mut oldest: Vec<(u64, u32)> = self
+                .unplaced
+                .iter()
+                .filter(|(b, _)| !blocks.contains(b))
+                .map(|(&b, u)| (u.seq, b))
+                .collect();
+            oldest.sort_unstable();
+            for (_, block) in oldest.into_iter().take(place) {
+                if let Some(u) = self.unplaced.remove(&block) {
+                    placed_at.push((block, u.home));
+                    writes.push((u.image, u.home));
+                }
+            }
+        }
         let r = self.shared.engine.clone().write_and_sync(writes).await;
         // Every write is done: the extents may go (with the group's failure).
         drop(extents);
@@ -1263,24 +1299,26 @@ impl Committer {
             Some(new) => self.move_journal(new)?,
             None => None,
         };
+        let images: Vec<(u32, u32)> = homes.iter().map(|(b, _, _)| *b).zip(slots).collect();
         if let Some(j) = self.journal.as_mut() {
-            // This group's sync made the last group's home writes durable;
-            // this group's images are held until the next one.
+            // This group's sync made every home write before it durable
+            // (its own and `place_homes`'s); its images are held until they
+            // are superseded or placed in turn.
+            j.placed(placed_at.iter().map(|&(b, _)| b));
             j.synced();
-            j.hold(&slots);
+            j.hold(&images);
         }
         self.shared.device_bytes_written.fetch_add(
             // Each block once (spare, home or journal slot), and the homes
-            // of the last group's journaled blocks.
+            // placed with this group.
             ((blocks.len() + placed_at.len()) * BLOCK_SIZE) as u64,
             Ordering::Relaxed,
         );
         // Readers read the journaled blocks from the journal until their
-        // home slots are rewritten (with the next group).
-        self.unplaced = homes
-            .into_iter()
-            .map(|(block, home, image)| Unplaced { block, home, image })
-            .collect();
+        // home slots are rewritten.
+        for (block, home, image) in homes {
+            self.unplaced.insert(block, Unplaced { home, image, seq });
+        }
         self.blocks_written(blocks, &placed_at, &journal_at);
         // No reader is sent to the old journal any more: its space may go.
         if let Some(old) = old_journal {
@@ -1289,17 +1327,18 @@ impl Committer {
         Ok(())
     }
 
-    /// Rewrites the home slots of the last group's journaled blocks now
-    /// (not synced: the journal keeps their images until a later sync).
+    /// Rewrites every journaled block's home slot not yet rewritten with
+    /// its newest image now (not synced: the journal keeps their images
+    /// until a later sync).
     async fn place_homes(&mut self) -> Result<()> {
         let unplaced = std::mem::take(&mut self.unplaced);
         if unplaced.is_empty() {
             return Ok(());
         }
         let engine = &self.shared.engine;
-        let placed: Vec<(u32, u64)> = unplaced.iter().map(|u| (u.block, u.home)).collect();
+        let placed: Vec<(u32, u64)> = unplaced.iter().map(|(&b, u)| (b, u.home)).collect();
         let futs: Vec<_> = unplaced
-            .into_iter()
+            .into_values()
             .map(|u| engine.write_at(u.image, u.home))
             .collect();
         for (r, _) in futures::future::join_all(futs).await {
@@ -1308,6 +1347,9 @@ impl Committer {
         self.shared
             .device_bytes_written
             .fetch_add((placed.len() * BLOCK_SIZE) as u64, Ordering::Relaxed);
+        if let Some(j) = self.journal.as_mut() {
+            j.placed(placed.iter().map(|&(b, _)| b));
+        }
         let mut st = self.shared.state.write();
         for (block, home) in placed {
             st.set_slot(block, home);
@@ -1316,9 +1358,9 @@ impl Committer {
     }
 
     /// `n` free journal slots for a group, and the journal they are in when
-    /// it is a new one (`move_journal` once the group is synced): a sync
-    /// first when the last group holds too many, a larger journal when the
-    /// journal has fewer.
+    /// it is a new one (`move_journal` once the group is synced): every
+    /// home placed and a sync first when too many are held, a larger
+    /// journal when the journal has fewer.
     async fn journal_slots(&mut self, n: usize) -> Result<(Vec<u32>, Option<Journal>)> {
         if n == 0 {
             return Ok((Vec::new(), None));
@@ -1335,8 +1377,8 @@ impl Committer {
             return Ok((slots, None));
         }
         if n <= self.journal.as_ref().map_or(0, |j| j.slots() as usize) {
-            // The last group's slots are free once its homes are written
-            // and synced.
+            // The held slots are free once their homes are written and
+            // synced.
             self.place_homes().await?;
             self.shared
                 .engine
