@@ -16,6 +16,8 @@ use std::sync::Arc;
 use blobcask::blocking::Store;
 use blobcask::format::BLOCK_SIZE;
 use blobcask::io::fault::{CrashMode, MemDevice};
+use blobcask::meta::block::BLOCK_PAYLOAD;
+use blobcask::meta::tuple::inline_len;
 use blobcask::{ErrorKind, Options, RecoveryReport};
 use common::{pattern, superblock};
 use rand::rngs::StdRng;
@@ -43,16 +45,23 @@ fn build(name: &'static str, clean: bool, seed: u64) -> Image {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut history: History = BTreeMap::new();
     let sizes = [0, 1, 300, 600, 4096, 10_000, 65_536, 70_000, 300_000];
-    // Tuple blocks written once, first: long keys fill several blocks that
-    // nothing rewrites later, so the metadata journal no longer holds their
-    // images when the image is taken (a flipped byte there cannot be
-    // repaired from a journal copy and must be refused).
+    // Tuple blocks filled first: long keys fill several blocks to the last
+    // byte, so nothing written later goes there; `sync()` then rewrites
+    // their home slots, and the later groups take every journal slot in
+    // turn, so their state is in their home slots only: a flipped byte
+    // there cannot be repaired and must be refused.
+    const PER_BLOCK: usize = 4;
+    let key_len = format!("early00/{}", "e".repeat(600)).len();
+    let room = BLOCK_PAYLOAD - PER_BLOCK * inline_len(key_len, 0, false);
+    let value_len = |i: usize| room / PER_BLOCK + usize::from(i % PER_BLOCK < room % PER_BLOCK);
+    assert!(value_len(0) <= 1024, "inline at the default threshold");
     for i in 0..24u64 {
         let key = format!("early{i:02}/{}", "e".repeat(600));
-        let v = pattern(seed * 100 + i, 100);
+        let v = pattern(seed * 100 + i, value_len(i as usize));
         s.put(&key, v.clone()).unwrap();
         history.entry(key).or_default().push(Some(v));
     }
+    s.sync().unwrap();
     for i in 0..120u64 {
         let key = format!("k{:02}", rng.random_range(0..30));
         match rng.random_range(0..10) {

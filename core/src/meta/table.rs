@@ -83,8 +83,14 @@ pub(crate) struct TupleBlockTable {
     /// Block that took the last new tuple: filled first so a group touches
     /// as few blocks as possible.
     last_placed: Option<u32>,
-    /// Decoded contents of recently changed blocks.
+    /// Decoded contents of recently used blocks (at most `IMAGE_CACHE`
+    /// between groups).
     pub images: HashMap<u32, Vec<Tuple>>,
+    /// When each cached image was last used (`touch_image`): trimming
+    /// keeps the most recently used, so a working set of blocks that fits
+    /// is never read back from the device.
+    used: HashMap<u32, u64>,
+    clock: u64,
 }
 
 impl TupleBlockTable {
@@ -95,6 +101,8 @@ impl TupleBlockTable {
             by_free: BTreeSet::new(),
             last_placed: None,
             images: HashMap::new(),
+            used: HashMap::new(),
+            clock: 0,
         }
     }
 
@@ -177,21 +185,32 @@ impl TupleBlockTable {
         self.refresh(block);
     }
 
-    /// Drops cached contents beyond the cache size, keeping `keep`.
+    /// Notes that `block`'s cached image is in use now.
+    pub fn touch_image(&mut self, block: u32) {
+        self.clock += 1;
+        self.used.insert(block, self.clock);
+    }
+
+    /// Drops cached contents beyond the cache size, least recently used
+    /// first (never touched counts as oldest), keeping `keep`.
     pub fn trim_images(&mut self, keep: &BTreeSet<u32>) {
         if self.images.len() <= IMAGE_CACHE {
             return;
         }
         let excess = self.images.len() - IMAGE_CACHE;
-        let victims: Vec<u32> = self
+        let mut by_use: Vec<(u64, u32)> = self
             .images
             .keys()
-            .copied()
             .filter(|b| !keep.contains(b))
-            .take(excess)
+            .map(|&b| (self.used.get(&b).copied().unwrap_or(0), b))
             .collect();
-        for b in victims {
+        if excess < by_use.len() {
+            by_use.select_nth_unstable(excess);
+            by_use.truncate(excess);
+        }
+        for (_, b) in by_use {
             self.images.remove(&b);
+            self.used.remove(&b);
         }
     }
 
@@ -241,8 +260,27 @@ mod tests {
         });
         assert_eq!(t.images.len(), 512);
         let keep: BTreeSet<u32> = [0, 1, 511].into_iter().collect();
+        // Used in this order: 300..=310 last, and 5 before them.
+        for b in [5].into_iter().chain(300..=310) {
+            t.touch_image(b);
+        }
         t.trim_images(&keep);
         assert_eq!(t.images.len(), IMAGE_CACHE);
         assert!(keep.iter().all(|b| t.images.contains_key(b)));
+        assert!(t.images.contains_key(&5) && (300..=310).all(|b| t.images.contains_key(&b)));
+        // Every image used, in block order from 100: the least recently
+        // used go first.
+        for b in (100..512).chain(0..100) {
+            t.images.entry(b).or_default();
+            t.touch_image(b);
+        }
+        t.trim_images(&keep);
+        assert_eq!(t.images.len(), IMAGE_CACHE);
+        let mut kept: Vec<u32> = t.images.keys().copied().collect();
+        kept.sort_unstable();
+        // `keep` (0, 1, 511) and the 253 others used last: 2..100 and
+        // 356..511.
+        let expected: Vec<u32> = (0..100).chain(356..512).collect();
+        assert_eq!(kept, expected);
     }
 }

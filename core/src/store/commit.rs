@@ -972,6 +972,7 @@ impl Committer {
     /// Makes sure `block`'s content is in the image cache, reading its
     /// current slot when it is not.
     async fn load_image(&mut self, block: u32) -> Result<()> {
+        self.table.touch_image(block);
         if self.table.images.contains_key(&block) {
             return Ok(());
         }
