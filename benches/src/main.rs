@@ -889,55 +889,14 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
             (blocks / groups).round().max(1.0) as u64,
         ));
     }
-    // The blocking API from one thread: data pwrite on the caller's thread.
-    let blocking = blobcask::blocking::Store::from(store.clone());
-    let value_b = value.clone();
-    let blocking_rate = tokio::task::spawn_blocking(move || {
-        // Untimed first pass over the keys, as above.
-        for n in 0..512 {
-            blocking.put(format!("b/{n}"), value_b.clone()).unwrap();
-        }
-        let t = Instant::now();
-        let mut n = 0u64;
-        while t.elapsed() < secs {
-            blocking
-                .put(format!("b/{}", n % 512), value_b.clone())
-                .unwrap();
-            n += 1;
-        }
-        n as f64 / t.elapsed().as_secs_f64()
-    })
-    .await
-    .unwrap();
-    // The same single writer on a tokio current-thread runtime (its own
-    // thread): what the multi-thread scheduler's hand-offs cost.
-    let (current, value_c) = (store.clone(), value.clone());
-    let current_rate = tokio::task::spawn_blocking(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("current-thread runtime");
-        rt.block_on(async {
-            for n in 0..512 {
-                current
-                    .put(format!("c/{n}"), value_c.clone())
-                    .await
-                    .unwrap();
-            }
-            let t = Instant::now();
-            let mut n = 0u64;
-            while t.elapsed() < secs {
-                current
-                    .put(format!("c/{}", n % 512), value_c.clone())
-                    .await
-                    .unwrap();
-                n += 1;
-            }
-            n as f64 / t.elapsed().as_secs_f64()
-        })
-    })
-    .await
-    .unwrap();
+    // One writer, rows taking turns (the device drifts within seconds).
+    #[cfg(target_os = "linux")]
+    let turns = {
+        let (store, dir) = (store.clone(), cfg.dir.clone());
+        tokio::task::spawn_blocking(move || one_writer_in_turns(&store, &dir, secs))
+            .await
+            .unwrap()
+    };
     store.close().await.unwrap();
 
     // Raw: one writer, 16 KiB O_DIRECT write + fdatasync into already
@@ -966,25 +925,128 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
     println!("| path | ops/s | ratio to raw 1-writer write+fdatasync |");
     println!("|---|---|---|");
     println!("| raw O_DIRECT write + fdatasync, 1 writer | {raw_rate:.0} | 1.00 |");
-    println!(
-        "| blocking::Store::put, 1 writer | {blocking_rate:.0} | {:.2} |",
-        blocking_rate / raw_rate
-    );
     for (w, r) in results {
         println!(
             "| Store::put (async), {w} writers | {r:.0} | {:.2} |",
             r / raw_rate
         );
     }
-    println!(
-        "| Store::put (async) on a tokio current-thread runtime, 1 writer | {current_rate:.0} | {:.2} |",
-        current_rate / raw_rate
-    );
     #[cfg(target_os = "linux")]
     let shapes: Vec<_> = shapes.into_iter().filter(|&(w, _, _)| w > 1).collect();
     for (name, rate) in uring_floor::rates(&path, secs, &shapes) {
         println!("| {name} | {rate:.0} | {:.2} |", rate / raw_rate);
     }
+    #[cfg(target_os = "linux")]
+    {
+        println!(
+            "\ncommit: one durable writer of 16 KiB puts, rows taking turns every {TURN} puts"
+        );
+        println!("| path | p50 µs | ratio (raw p50 / row p50) |");
+        println!("|---|---|---|");
+        let base = turns.first().map_or(f64::NAN, |r| r.1);
+        for (name, p50) in turns {
+            println!("| {name} | {p50:.1} | {:.2} |", base / p50);
+        }
+    }
+}
+
+/// Puts (or raw writes) per turn of [`one_writer_in_turns`].
+#[cfg(target_os = "linux")]
+const TURN: usize = 50;
+
+/// One durable writer, every row in turn, `TURN` operations at a time, for
+/// about `secs` per row in all: (row, p50 µs), the raw baseline first.
+/// Raw rows write a file of their own (`dir/raw-writer.bin`, written once
+/// before, so no row pays for never-written space); store rows put the
+/// same 512 keys, each put once before.
+#[cfg(target_os = "linux")]
+fn one_writer_in_turns(store: &Store, dir: &std::path::Path, secs: Duration) -> Vec<(String, f64)> {
+    use raw::{Ring, SyncBy};
+    const RAW_FILE: u64 = 256 << 20;
+    let path = dir.join("raw-writer.bin");
+    let file = std::fs::File::create(&path).expect("raw writer file");
+    drop(file);
+    let chunk = aligned(1 << 20);
+    let file = open_direct(&path);
+    for at in (0..RAW_FILE).step_by(1 << 20) {
+        file.write_all_at(as_bytes(&chunk), at).unwrap();
+    }
+    file.sync_all().unwrap();
+    let mut ring = Ring::new(open_direct(&path));
+    let (value, image) = (aligned(16384), aligned(4096));
+    // Values over the first 64 MiB, tuple-block images over 4 MiB after.
+    let value_at = |n: u64| (n * 7919 % 4096) * 16384;
+    let image_at = |n: u64| (200 << 20) + (n * 31 % 1024) * 4096;
+
+    let blocking = blobcask::blocking::Store::from(store.clone());
+    let bytes = blobcask::Bytes::from(vec![9u8; 16384]);
+    for k in 0..512 {
+        blocking.put(format!("t/{k}"), bytes.clone()).unwrap();
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("current-thread runtime");
+    let names = [
+        "raw: pwrite 16 KiB + fdatasync",
+        "raw io_uring: write 16 KiB, then fsync through the ring",
+        "raw io_uring: 16 KiB + 4 KiB writes at once, then fdatasync(2) (the blocking put's I/O)",
+        "raw io_uring: 16 KiB + 4 KiB writes at once, then fsync through the ring (the async put's I/O)",
+        "blocking::Store::put, keys in turn",
+        "blocking::Store::put, random keys",
+        "Store::put (async) on a tokio current-thread runtime, keys in turn",
+    ];
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let (t, mut n) = (Instant::now(), 0u64);
+    while t.elapsed() < secs * names.len() as u32 {
+        for (row, times) in times.iter_mut().enumerate() {
+            for _ in 0..TURN {
+                n += 1;
+                let key = format!("t/{}", n % 512);
+                let start = Instant::now();
+                match row {
+                    0 => {
+                        file.write_all_at(as_bytes(&value), value_at(n)).unwrap();
+                        file.sync_data().unwrap();
+                    }
+                    1 => ring.write_then_sync(&[(&value, value_at(n))], SyncBy::Ring),
+                    2 | 3 => {
+                        let sync = if row == 2 {
+                            SyncBy::Syscall
+                        } else {
+                            SyncBy::Ring
+                        };
+                        ring.write_then_sync(&[(&value, value_at(n)), (&image, image_at(n))], sync);
+                    }
+                    4 => {
+                        blocking.put(key, bytes.clone()).unwrap();
+                    }
+                    5 => {
+                        let key = format!("t/{}", rng.random_range(0..512u32));
+                        blocking.put(key, bytes.clone()).unwrap();
+                    }
+                    _ => {
+                        rt.block_on(store.put(key, bytes.clone())).unwrap();
+                    }
+                }
+                times.push(start.elapsed().as_secs_f64() * 1e6);
+            }
+        }
+    }
+    drop(ring);
+    let _ = std::fs::remove_file(&path);
+    names
+        .iter()
+        .zip(times)
+        .map(|(name, mut t)| {
+            t.sort_by(f64::total_cmp);
+            (
+                name.to_string(),
+                t.get(t.len() / 2).copied().unwrap_or(f64::NAN),
+            )
+        })
+        .collect()
 }
 
 /// What io_uring itself gives on this machine, without the store: the

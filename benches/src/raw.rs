@@ -207,3 +207,78 @@ impl WrittenBlocks {
         unreachable!("pick < total")
     }
 }
+
+/// How [`Ring::write_then_sync`] syncs.
+#[cfg(target_os = "linux")]
+#[derive(Debug, Clone, Copy)]
+pub enum SyncBy {
+    /// `fdatasync(2)` on the calling thread.
+    Syscall,
+    /// A datasync `IORING_OP_FSYNC` (the kernel runs it on a worker).
+    Ring,
+}
+
+/// An io_uring of the bench's own, no store code: the floors of a durable
+/// put, which issues its value and its tuple-block image at once and then
+/// syncs.
+#[cfg(target_os = "linux")]
+pub struct Ring {
+    ring: io_uring::IoUring,
+    file: File,
+}
+
+#[cfg(target_os = "linux")]
+impl Ring {
+    pub fn new(file: File) -> Ring {
+        Ring {
+            ring: io_uring::IoUring::new(64).expect("io_uring"),
+            file,
+        }
+    }
+
+    /// Issues every write at once (one `io_uring_enter`), waits for all of
+    /// them, then syncs.
+    pub fn write_then_sync(&mut self, writes: &[(&[Block], u64)], sync: SyncBy) {
+        use io_uring::{opcode, types};
+        use std::os::fd::AsRawFd;
+        let fd = types::Fd(self.file.as_raw_fd());
+        let entries: Vec<_> = writes
+            .iter()
+            .map(|(blocks, at)| {
+                let bytes = as_bytes(blocks);
+                let len = u32::try_from(bytes.len()).expect("a write under 4 GiB");
+                opcode::Write::new(fd, bytes.as_ptr(), len)
+                    .offset(*at)
+                    .build()
+            })
+            .collect();
+        self.run(&entries);
+        match sync {
+            SyncBy::Syscall => self.file.sync_data().expect("fdatasync"),
+            SyncBy::Ring => self.run(&[opcode::Fsync::new(fd)
+                .flags(types::FsyncFlags::DATASYNC)
+                .build()]),
+        }
+    }
+
+    #[allow(unsafe_code)]
+    fn run(&mut self, entries: &[io_uring::squeue::Entry]) {
+        for e in entries {
+            // SAFETY: each entry's buffer is borrowed by the caller until
+            // this returns, and this waits for every completion.
+            unsafe { self.ring.submission().push(e) }.expect("room in the queue");
+        }
+        self.ring
+            .submit_and_wait(entries.len())
+            .expect("io_uring_enter");
+        let done: Vec<i32> = self.ring.completion().map(|c| c.result()).collect();
+        assert_eq!(done.len(), entries.len());
+        for r in done {
+            assert!(
+                r >= 0,
+                "io_uring op failed: {}",
+                std::io::Error::from_raw_os_error(-r)
+            );
+        }
+    }
+}
