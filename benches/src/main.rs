@@ -18,7 +18,9 @@
 //!   `pwrite` of the same bytes (1 MiB requests, 16 in flight) + fdatasync.
 //! * `commit`: durable 16 KiB puts (overwrites: each key is put once,
 //!   untimed, first) from 1, 16 and 64 concurrent writers vs one writer
-//!   doing `O_DIRECT` write + fdatasync of 16 KiB into written space.
+//!   doing `O_DIRECT` write + fdatasync of 16 KiB into written space;
+//!   with the io_uring engine, then one writer with every row taking turns
+//!   (raw, raw io_uring floors of a put's I/O, blocking and async puts).
 //! * `warm`: whole 16 KiB gets of 256 objects (5 passes, p50) through
 //!   `blocking::Store::get` with the read cache off and with it warm, on
 //!   the same store file, in alternating rounds.
@@ -890,12 +892,15 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
         ));
     }
     // One writer, rows taking turns (the device drifts within seconds).
+    // Its floors are the io_uring engine's I/O: only with that engine.
     #[cfg(target_os = "linux")]
-    let turns = {
+    let turns = if engine == IoEngineKind::IoUring {
         let (store, dir) = (store.clone(), cfg.dir.clone());
         tokio::task::spawn_blocking(move || one_writer_in_turns(&store, &dir, secs))
             .await
             .unwrap()
+    } else {
+        Vec::new()
     };
     store.close().await.unwrap();
 
@@ -937,7 +942,7 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
         println!("| {name} | {rate:.0} | {:.2} |", rate / raw_rate);
     }
     #[cfg(target_os = "linux")]
-    {
+    if !turns.is_empty() {
         println!(
             "\ncommit: one durable writer of 16 KiB puts, rows taking turns every {TURN} puts"
         );

@@ -242,27 +242,36 @@ impl Ring {
         use io_uring::{opcode, types};
         use std::os::fd::AsRawFd;
         let fd = types::Fd(self.file.as_raw_fd());
-        let entries: Vec<_> = writes
+        let (entries, lens): (Vec<_>, Vec<i32>) = writes
             .iter()
-            .map(|(blocks, at)| {
+            .enumerate()
+            .map(|(i, (blocks, at))| {
                 let bytes = as_bytes(blocks);
-                let len = u32::try_from(bytes.len()).expect("a write under 4 GiB");
-                opcode::Write::new(fd, bytes.as_ptr(), len)
+                let len = u32::try_from(bytes.len()).expect("a write under 2 GiB");
+                let entry = opcode::Write::new(fd, bytes.as_ptr(), len)
                     .offset(*at)
                     .build()
+                    .user_data(i as u64);
+                (entry, i32::try_from(len).expect("a write under 2 GiB"))
             })
-            .collect();
-        self.run(&entries);
+            .unzip();
+        self.run(&entries, &lens);
         match sync {
             SyncBy::Syscall => self.file.sync_data().expect("fdatasync"),
-            SyncBy::Ring => self.run(&[opcode::Fsync::new(fd)
-                .flags(types::FsyncFlags::DATASYNC)
-                .build()]),
+            SyncBy::Ring => self.run(
+                &[opcode::Fsync::new(fd)
+                    .flags(types::FsyncFlags::DATASYNC)
+                    .build()
+                    .user_data(0)],
+                &[0],
+            ),
         }
     }
 
+    /// Submits `entries` (user data: their index) and waits for all of
+    /// them; each must return `expect[index]` (a write: all its bytes).
     #[allow(unsafe_code)]
-    fn run(&mut self, entries: &[io_uring::squeue::Entry]) {
+    fn run(&mut self, entries: &[io_uring::squeue::Entry], expect: &[i32]) {
         for e in entries {
             // SAFETY: each entry's buffer is borrowed by the caller until
             // this returns, and this waits for every completion.
@@ -271,14 +280,20 @@ impl Ring {
         self.ring
             .submit_and_wait(entries.len())
             .expect("io_uring_enter");
-        let done: Vec<i32> = self.ring.completion().map(|c| c.result()).collect();
+        let done: Vec<(u64, i32)> = self
+            .ring
+            .completion()
+            .map(|c| (c.user_data(), c.result()))
+            .collect();
         assert_eq!(done.len(), entries.len());
-        for r in done {
+        for (i, r) in done {
             assert!(
                 r >= 0,
                 "io_uring op failed: {}",
                 std::io::Error::from_raw_os_error(-r)
             );
+            let want = usize::try_from(i).ok().and_then(|i| expect.get(i));
+            assert_eq!(Some(&r), want, "a short write");
         }
     }
 }

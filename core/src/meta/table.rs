@@ -83,8 +83,8 @@ pub(crate) struct TupleBlockTable {
     /// Block that took the last new tuple: filled first so a group touches
     /// as few blocks as possible.
     last_placed: Option<u32>,
-    /// Decoded contents of recently used blocks (at most `IMAGE_CACHE`
-    /// between groups).
+    /// Decoded contents of recently used blocks: trimmed to `IMAGE_CACHE`
+    /// when a group is written (more while an open group holds more).
     pub images: HashMap<u32, Vec<Tuple>>,
     /// When each cached image was last used (`touch_image`): trimming
     /// keeps the most recently used, so a working set of blocks that fits

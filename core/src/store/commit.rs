@@ -972,13 +972,14 @@ impl Committer {
     /// Makes sure `block`'s content is in the image cache, reading its
     /// current slot when it is not.
     async fn load_image(&mut self, block: u32) -> Result<()> {
-        self.table.touch_image(block);
         if self.table.images.contains_key(&block) {
+            self.table.touch_image(block);
             return Ok(());
         }
         match self.read_image(block).await {
             Ok(tuples) => {
                 self.table.images.insert(block, tuples);
+                self.table.touch_image(block);
                 Ok(())
             }
             Err(e) => {
@@ -1050,6 +1051,7 @@ impl Committer {
         for (b, r) in read {
             if let Ok(tuples) = r {
                 self.table.images.insert(b, tuples);
+                self.table.touch_image(b);
             }
         }
     }
