@@ -969,14 +969,9 @@ fn one_writer_in_turns(store: &Store, dir: &std::path::Path, secs: Duration) -> 
     use raw::{Ring, SyncBy};
     const RAW_FILE: u64 = 256 << 20;
     let path = dir.join("raw-writer.bin");
-    let file = std::fs::File::create(&path).expect("raw writer file");
-    drop(file);
-    let chunk = aligned(1 << 20);
+    std::fs::File::create(&path).expect("raw writer file");
+    raw::sequential_write(&path, 0, RAW_FILE, 1 << 20, 1);
     let file = open_direct(&path);
-    for at in (0..RAW_FILE).step_by(1 << 20) {
-        file.write_all_at(as_bytes(&chunk), at).unwrap();
-    }
-    file.sync_all().unwrap();
     let mut ring = Ring::new(open_direct(&path));
     let (value, image) = (aligned(16384), aligned(4096));
     // Values over the first 64 MiB, tuple-block images over 4 MiB after.
