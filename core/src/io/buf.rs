@@ -1,4 +1,5 @@
-//! Aligned, owned buffers for direct I/O, recycled when large.
+//! Aligned, owned buffers for direct I/O, recycled when large or of a small
+//! power-of-two size.
 //!
 //! Invariants:
 //! * the allocation is `BLOCK_SIZE`-aligned and the capacity is a multiple
@@ -10,7 +11,7 @@
 //! * the pointer never changes while the buffer lives, which is what io_uring
 //!   needs while the kernel owns the buffer.
 //!
-//! Large buffers (capacity from `POOL_MIN` to `POOL_MAX`) are allocated in
+//! Large buffers (capacity above `POOL_MIN / 2`, up to `POOL_MAX`) are allocated in
 //! power-of-two sizes and, when dropped, kept in a process-wide pool of at
 //! most `POOL_BYTES` for the next buffer of their size class: a fresh large
 //! allocation is fresh memory from the kernel, and every one of its pages
@@ -38,13 +39,15 @@ use parking_lot::Mutex;
 
 use crate::format::BLOCK_SIZE;
 
-/// Smallest large allocation (rounded up to its power of two), largest
-/// pooled allocation, and most bytes the pool keeps of all large
-/// allocations together and of each small class (`BLOCK_SIZE` up to
-/// `POOL_MIN / 2`, powers of two).
+/// Smallest large allocation: a capacity above half of it is rounded up to
+/// its power of two.
 const POOL_MIN: usize = 256 << 10;
+/// Largest pooled allocation.
 const POOL_MAX: usize = 8 << 20;
+/// Most bytes the pool keeps of all large allocations together.
 const POOL_BYTES: usize = 32 << 20;
+/// Most bytes the pool keeps of each small class (`BLOCK_SIZE` up to
+/// `POOL_MIN / 2`, powers of two, never rounded up).
 const SMALL_CLASS_BYTES: usize = 1 << 20;
 /// Size classes: BLOCK_SIZE, 2 × BLOCK_SIZE, … POOL_MAX; the first
 /// `SMALL_CLASSES` of them small.
@@ -74,7 +77,7 @@ fn budget(size: usize) -> (&'static AtomicUsize, usize) {
 }
 
 /// The allocation size for a buffer of capacity `cap`: its power-of-two
-/// class when pooled, else `cap` itself.
+/// class when large, else `cap` itself (pooled when a power of two).
 fn alloc_size(cap: usize) -> usize {
     if (POOL_MIN / 2 + 1..=POOL_MAX).contains(&cap) {
         cap.next_power_of_two().max(POOL_MIN)
@@ -90,19 +93,25 @@ fn layout(size: usize) -> Layout {
 /// How long a pool lock is waited for (it is held for a push or a pop).
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_micros(200);
 
-/// A class's free list, waited for at most `LOCK_WAIT`: past that the pool
-/// is skipped. So a child forked while another thread held the lock (which
-/// stays locked in the child forever) uses the allocator instead of
-/// hanging, while ordinary contention still finds the pool.
-fn lock(pool: &Mutex<Vec<usize>>) -> Option<parking_lot::MutexGuard<'_, Vec<usize>>> {
-    pool.try_lock_for(LOCK_WAIT)
+/// A class's free list, waited for at most `LOCK_WAIT` (large classes) or
+/// not at all (small ones, taken at every small read: there the allocator
+/// is cheaper than a wait): past that the pool is skipped. So a child
+/// forked while another thread held the lock (which stays locked in the
+/// child forever) uses the allocator instead of hanging, while ordinary
+/// contention still finds the pool.
+fn lock(size: usize, pool: &Mutex<Vec<usize>>) -> Option<parking_lot::MutexGuard<'_, Vec<usize>>> {
+    if size < POOL_MIN {
+        pool.try_lock()
+    } else {
+        pool.try_lock_for(LOCK_WAIT)
+    }
 }
 
 /// An allocation of `size` bytes (uninitialised, or holding an earlier
 /// buffer's bytes): the caller initialises what it exposes.
 fn allocate(size: usize) -> NonNull<u8> {
     if let Some(c) = class_of(size) {
-        if let Some(addr) = POOL.get(c).and_then(|p| lock(p)?.pop()) {
+        if let Some(addr) = POOL.get(c).and_then(|p| lock(size, p)?.pop()) {
             budget(size).0.fetch_sub(size, Ordering::Relaxed);
             // SAFETY (of the cast back): pooled addresses come from
             // `NonNull` allocations of this class (see `release`).
@@ -122,14 +131,19 @@ fn allocate(size: usize) -> NonNull<u8> {
 fn release(ptr: NonNull<u8>, size: usize) {
     if let Some(pool) = class_of(size).and_then(|c| POOL.get(c)) {
         let (pooled, bound) = budget(size);
-        let kept = pooled.fetch_add(size, Ordering::Relaxed);
-        if kept + size <= bound {
-            if let Some(mut free) = lock(pool) {
+        // Counted only while within the bound: the count never exceeds it.
+        let room = pooled
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |k| {
+                (k + size <= bound).then_some(k + size)
+            })
+            .is_ok();
+        if room {
+            if let Some(mut free) = lock(size, pool) {
                 free.push(ptr.as_ptr() as usize);
                 return;
             }
+            pooled.fetch_sub(size, Ordering::Relaxed);
         }
-        pooled.fetch_sub(size, Ordering::Relaxed);
     }
     // SAFETY: allocated by `allocate` with this exact layout.
     unsafe { alloc::dealloc(ptr.as_ptr(), layout(size)) }
@@ -198,7 +212,10 @@ impl AlignedBuf {
         let mut at = 0usize;
         for &(offset, bytes) in parts {
             assert!(
-                offset >= at && offset + bytes.len() <= len,
+                offset >= at
+                    && offset
+                        .checked_add(bytes.len())
+                        .is_some_and(|end| end <= len),
                 "gather parts out of order or range"
             );
             // SAFETY: [at, offset + bytes.len()) lies inside the allocation
@@ -342,6 +359,11 @@ mod tests {
     /// asked for, not the size class.
     #[test]
     fn recycled_buffers_are_overwritten_and_the_pool_is_bounded() {
+        // Small capacities are never rounded up; large ones are.
+        for cap in [BLOCK_SIZE, 3 * BLOCK_SIZE, POOL_MIN / 2] {
+            assert_eq!(alloc_size(cap), cap);
+        }
+        assert_eq!(alloc_size(POOL_MIN / 2 + BLOCK_SIZE), POOL_MIN);
         let caps = [
             BLOCK_SIZE,
             4 * BLOCK_SIZE,
@@ -362,10 +384,12 @@ mod tests {
             }
             drop(held);
             assert!(pooled.load(Ordering::Relaxed) <= bound, "{cap}");
+            let kept = POOL[class_of(size).unwrap()].lock().len() * size;
+            assert!(kept <= bound, "{cap}");
             if size < POOL_MIN {
                 // A small class has its own bound: whatever other classes
                 // hold, it took some of these.
-                assert!(!POOL[class_of(size).unwrap()].lock().is_empty(), "{cap}");
+                assert!(kept > 0, "{cap}");
             }
             for len in [cap, cap.saturating_sub(5000).max(1)] {
                 let b = AlignedBuf::zeroed(len);
