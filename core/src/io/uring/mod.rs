@@ -92,7 +92,7 @@ async fn read_rest(driver: Arc<Driver>, mut op: Op, total: usize, offset: u64) -
         if done >= total {
             return (Ok(()), full(buf));
         }
-        let entry = driver::read_entry(driver.fd(), &mut buf, done, offset + done as u64);
+        let entry = driver::read_entry(driver.file_ref(), &mut buf, done, offset + done as u64);
         op = match push(&driver, entry, buf) {
             Ok(op) => op,
             Err((e, buf)) => return (Err(e), full(buf)),
@@ -121,7 +121,7 @@ async fn write_rest(driver: Arc<Driver>, mut op: Op, offset: u64) -> BufResult<(
         if done >= buf.len() {
             return (Ok(()), buf);
         }
-        let entry = driver::write_entry(driver.fd(), &buf, done, offset + done as u64);
+        let entry = driver::write_entry(driver.file_ref(), &buf, done, offset + done as u64);
         op = match push(&driver, entry, buf) {
             Ok(op) => op,
             Err((e, buf)) => return (Err(e), buf),
@@ -138,7 +138,7 @@ async fn sync_rest(engine: Arc<Driver>, mut op: Op) -> io::Result<()> {
             r => return r.map(drop),
         }
         // SAFETY: a sync entry points at no memory.
-        op = unsafe { engine.push(driver::fdatasync_entry(engine.fd()), None) }
+        op = unsafe { engine.push(driver::fdatasync_entry(engine.file_ref()), None) }
             .map_err(|(e, _)| e)?;
     }
 }
@@ -146,17 +146,17 @@ async fn sync_rest(engine: Arc<Driver>, mut op: Op) -> io::Result<()> {
 impl UringEngine {
     fn start_read(&self, mut buf: AlignedBuf, offset: u64) -> Result<Op, (io::Error, AlignedBuf)> {
         buf.set_len(0);
-        let entry = driver::read_entry(self.driver.fd(), &mut buf, 0, offset);
+        let entry = driver::read_entry(self.driver.file_ref(), &mut buf, 0, offset);
         push(&self.driver, entry, buf)
     }
 
     fn start_write(&self, buf: AlignedBuf, offset: u64) -> Result<Op, (io::Error, AlignedBuf)> {
-        let entry = driver::write_entry(self.driver.fd(), &buf, 0, offset);
+        let entry = driver::write_entry(self.driver.file_ref(), &buf, 0, offset);
         push(&self.driver, entry, buf)
     }
 
     fn start_sync(&self) -> io::Result<Op> {
-        let entry = driver::fdatasync_entry(self.driver.fd());
+        let entry = driver::fdatasync_entry(self.driver.file_ref());
         // SAFETY: a sync entry points at no memory.
         unsafe { self.driver.push(entry, None) }.map_err(|(e, _)| e)
     }
