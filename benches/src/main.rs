@@ -159,7 +159,11 @@ async fn fresh(cfg: &Config, engine: IoEngineKind, capacity: u64) -> (Store, Pat
 /// Random 4 KiB reads with 64 in flight: `Store::read` futures driven 64 at
 /// a time, against fio (io_uring, iodepth 64, direct) on the same written
 /// region of the same file when fio is installed, and against 64 threads
-/// of O_DIRECT pread in this process.
+/// of O_DIRECT pread in this process. The three take turns, a window each
+/// per round, the first of each round rotating (this device's speed drifts
+/// by 20 % within seconds, so rows timed in one window each could not be
+/// compared); the table gives each row's median over the rounds, and the
+/// ratios are medians of the ratios within each round.
 async fn depth_phase(cfg: &Config, engine: IoEngineKind) {
     const DEPTH: usize = 64;
     let objects = if cfg.quick { 64 } else { 512 };
@@ -169,27 +173,8 @@ async fn depth_phase(cfg: &Config, engine: IoEngineKind) {
     for i in 0..objects {
         store.put(format!("obj/{i}"), value.clone()).await.unwrap();
     }
-    let secs = Duration::from_secs(if cfg.quick { 3 } else { 10 });
-
-    let t = Instant::now();
-    let done = Arc::new(AtomicU64::new(0));
-    let reads = futures::stream::iter(0u64..)
-        .take_while(|_| futures::future::ready(t.elapsed() < secs))
-        .map(|i| {
-            let (store, done) = (store.clone(), done.clone());
-            async move {
-                let mut rng = rand::rngs::StdRng::seed_from_u64(i);
-                let key = format!("obj/{}", rng.random_range(0..objects));
-                let off = rng.random_range(0..(obj as u64 / 4096)) * 4096;
-                let got = store.read(&key, off, 4096).await.unwrap();
-                assert_eq!(got.len(), 4096);
-                done.fetch_add(1, Ordering::Relaxed);
-            }
-        })
-        .buffer_unordered(DEPTH);
-    reads.for_each(|()| futures::future::ready(())).await;
-    let bc_iops = done.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64();
-    store.close().await.unwrap();
+    let secs = Duration::from_secs(if cfg.quick { 2 } else { 5 });
+    let rounds = if cfg.quick { 5 } else { 7 };
 
     // The baselines read written blocks only (see the read phase): 64
     // threads of pread in this process among all of them, fio in the
@@ -197,83 +182,148 @@ async fn depth_phase(cfg: &Config, engine: IoEngineKind) {
     let file = Arc::new(open_direct(&path));
     let written = Arc::new(WrittenBlocks::of(&file).expect("the file's written blocks"));
     let (fio_offset, fio_size) = written.longest();
-    let done = Arc::new(AtomicU64::new(0));
-    let t = Instant::now();
-    let threads: Vec<_> = (0..DEPTH as u64)
-        .map(|i| {
-            let (file, done, written) = (file.clone(), done.clone(), written.clone());
-            std::thread::spawn(move || {
-                let mut rng = rand::rngs::StdRng::seed_from_u64(100 + i);
-                let mut buf = aligned(4096);
-                while t.elapsed() < secs {
-                    let off = written.sample(&mut rng, 1);
-                    file.read_exact_at(&mut as_bytes_mut(&mut buf)[..4096], off)
-                        .unwrap();
-                    done.fetch_add(1, Ordering::Relaxed);
-                }
-            })
-        })
-        .collect();
-    for th in threads {
-        th.join().unwrap();
-    }
-    let pread_iops = done.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64();
 
+    let store_window = |seed: u64| {
+        let store = store.clone();
+        async move {
+            let t = Instant::now();
+            let done = Arc::new(AtomicU64::new(0));
+            let reads = futures::stream::iter(0u64..)
+                .take_while(|_| futures::future::ready(t.elapsed() < secs))
+                .map(|i| {
+                    let (store, done) = (store.clone(), done.clone());
+                    async move {
+                        let mut rng = rand::rngs::StdRng::seed_from_u64(seed << 40 | i);
+                        let key = format!("obj/{}", rng.random_range(0..objects));
+                        let off = rng.random_range(0..(obj as u64 / 4096)) * 4096;
+                        let got = store.read(&key, off, 4096).await.unwrap();
+                        assert_eq!(got.len(), 4096);
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+                .buffer_unordered(DEPTH);
+            reads.for_each(|()| futures::future::ready(())).await;
+            done.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64()
+        }
+    };
+    let pread_window = |seed: u64| {
+        let done = Arc::new(AtomicU64::new(0));
+        let t = Instant::now();
+        let threads: Vec<_> = (0..DEPTH as u64)
+            .map(|i| {
+                let (file, done, written) = (file.clone(), done.clone(), written.clone());
+                std::thread::spawn(move || {
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(seed << 40 | (100 + i));
+                    let mut buf = aligned(4096);
+                    while t.elapsed() < secs {
+                        let off = written.sample(&mut rng, 1);
+                        file.read_exact_at(&mut as_bytes_mut(&mut buf)[..4096], off)
+                            .unwrap();
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        for th in threads {
+            th.join().unwrap();
+        }
+        done.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64()
+    };
     // fio on the same file, if installed.
-    let fio = std::process::Command::new("fio")
-        .args([
-            "--name=depth",
-            "--rw=randread",
-            "--bs=4k",
-            "--iodepth=64",
-            "--ioengine=io_uring",
-            "--direct=1",
-            "--time_based",
-            "--output-format=terse",
-            "--terse-version=3",
-        ])
-        .arg(format!("--filename={}", path.display()))
-        .arg(format!("--offset={fio_offset}"))
-        .arg(format!("--size={fio_size}"))
-        .arg(format!("--runtime={}", secs.as_secs()))
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        // Terse v3: field 8 (1-based) is the read IOPS.
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .split(';')
-                .nth(7)
-                .and_then(|v| v.trim().parse::<f64>().ok())
-        });
+    let fio_window = || {
+        std::process::Command::new("fio")
+            .args([
+                "--name=depth",
+                "--rw=randread",
+                "--bs=4k",
+                "--iodepth=64",
+                "--ioengine=io_uring",
+                "--direct=1",
+                "--time_based",
+                "--output-format=terse",
+                "--terse-version=3",
+            ])
+            .arg(format!("--filename={}", path.display()))
+            .arg(format!("--offset={fio_offset}"))
+            .arg(format!("--size={fio_size}"))
+            .arg(format!("--runtime={}", secs.as_secs()))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            // Terse v3: field 8 (1-based) is the read IOPS.
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .split(';')
+                    .nth(7)
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+            })
+    };
+
+    // Per round: (store, pread threads, fio).
+    let mut runs: Vec<(f64, f64, Option<f64>)> = Vec::new();
+    for round in 0..rounds {
+        let (mut st, mut pr, mut fi) = (0.0, 0.0, None);
+        for turn in 0..3 {
+            match (round + turn) % 3 {
+                0 => st = store_window(round as u64).await,
+                1 => pr = pread_window(round as u64),
+                _ => fi = fio_window(),
+            }
+        }
+        runs.push((st, pr, fi));
+    }
+    store.close().await.unwrap();
+
+    let median = |mut v: Vec<f64>| -> f64 {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    let fio_all: Option<Vec<f64>> = runs.iter().map(|r| r.2).collect();
     println!(
-        "depth: random 4 KiB reads, {DEPTH} in flight, {}s each; baselines on written blocks only ({} of them; fio on the longest run, {} MiB)",
+        "depth: random 4 KiB reads, {DEPTH} in flight; {rounds} rounds of {}s windows taking turns; baselines on written blocks only ({} of them; fio on the longest run, {} MiB)",
         secs.as_secs(),
         written.blocks(),
         fio_size >> 20
     );
-    println!("| path | IOPS | ratio to fio | ratio to 64 pread threads |");
-    println!("|---|---|---|---|");
-    let ratio = |x: f64| {
-        fio.map(|f| format!("{:.2}", x / f))
-            .unwrap_or_else(|| "–".into())
+    println!("| path | median IOPS | median ratio to fio, same round | median ratio to 64 pread threads, same round | ratios to fio, each round |");
+    println!("|---|---|---|---|---|");
+    let to_fio = |pick: fn(&(f64, f64, Option<f64>)) -> f64| match &fio_all {
+        Some(_) => {
+            let each: Vec<f64> = runs
+                .iter()
+                .map(|r| pick(r) / r.2.unwrap_or(f64::NAN))
+                .collect();
+            let list = each
+                .iter()
+                .map(|x| format!("{x:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            (format!("{:.2}", median(each)), list)
+        }
+        None => ("–".into(), "–".into()),
     };
-    if let Some(f) = fio {
+    let to_pread = |pick: fn(&(f64, f64, Option<f64>)) -> f64| {
+        median(runs.iter().map(|r| pick(r) / r.1).collect())
+    };
+    if let Some(f) = &fio_all {
         println!(
-            "| fio io_uring iodepth=64, direct | {f:.0} | 1.00 | {:.2} |",
-            f / pread_iops
+            "| fio io_uring iodepth=64, direct | {:.0} | 1.00 | {:.2} | |",
+            median(f.clone()),
+            to_pread(|r| r.2.unwrap_or(f64::NAN))
         );
     } else {
-        println!("| fio (not installed: apt-get install fio) | – | – | – |");
+        println!("| fio (not installed: apt-get install fio) | – | – | – | |");
     }
+    let (pr_fio, pr_list) = to_fio(|r| r.1);
     println!(
-        "| 64 threads of O_DIRECT pread | {pread_iops:.0} | {} | 1.00 |",
-        ratio(pread_iops)
+        "| 64 threads of O_DIRECT pread | {:.0} | {pr_fio} | 1.00 | {pr_list} |",
+        median(runs.iter().map(|r| r.1).collect())
     );
+    let (st_fio, st_list) = to_fio(|r| r.0);
     println!(
-        "| Store::read (async), 64 futures in flight | {bc_iops:.0} | {} | {:.2} |",
-        ratio(bc_iops),
-        bc_iops / pread_iops
+        "| Store::read (async), 64 futures in flight | {:.0} | {st_fio} | {:.2} | {st_list} |",
+        median(runs.iter().map(|r| r.0).collect()),
+        to_pread(|r| r.0)
     );
 }
 
