@@ -263,9 +263,9 @@ impl Driver {
     /// the kernel takes it) or named by its descriptor in every entry.
     /// Registered, an operation skips the descriptor lookup and the file's
     /// reference count: 5–7 % less CPU per 4 KiB read at 64 in flight
-    /// (`benches/RESULTS.md`). Refused (kernels before 5.1, or a registered
-    /// file table over the process's descriptor limit), entries name the
-    /// descriptor.
+    /// (`benches/RESULTS.md`). Where the kernel refuses it (a seccomp or
+    /// LSM filter on `io_uring_register`, a descriptor limit too low for
+    /// the file table, no memory), entries name the descriptor.
     pub(crate) fn with_registration(
         file: std::fs::File,
         register: bool,
@@ -298,7 +298,9 @@ impl Driver {
     ///
     /// # Safety
     /// `entry` may only point into `buf`'s allocation (or at nothing), and
-    /// the descriptor it names must stay open while the driver lives.
+    /// the file it names (a descriptor, or a slot of this ring's registered
+    /// files, which the ring keeps open) must stay open while the driver
+    /// lives.
     pub unsafe fn push(
         self: &Arc<Self>,
         entry: squeue::Entry,
@@ -1171,11 +1173,16 @@ mod tests {
             file.set_len(1 << 16).expect("size");
             let driver =
                 Driver::with_registration(file.try_clone().expect("dup"), register).expect("ring");
-            assert_eq!(
-                matches!(driver.file_ref(), FileRef::Registered),
-                register,
-                "registration {register} (this kernel takes it)"
-            );
+            match (register, driver.file_ref()) {
+                (true, FileRef::Registered) | (false, FileRef::Fd(_)) => {}
+                (true, FileRef::Fd(_)) => {
+                    // A refusal is a supported fallback (the `false` round
+                    // covers that path); nothing to check here.
+                    eprintln!("skipped: this kernel refused the file registration");
+                    continue;
+                }
+                (false, FileRef::Registered) => panic!("registered though not asked to"),
+            }
             let mut data = AlignedBuf::zeroed(4096);
             data.as_mut_slice().fill(0xA5);
             // SAFETY: the entry points into `data`, which the slot owns.

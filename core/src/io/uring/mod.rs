@@ -50,7 +50,8 @@ fn push(
     buf: AlignedBuf,
 ) -> Result<Op, (io::Error, AlignedBuf)> {
     // SAFETY: every entry built in this module points into `buf` (which the
-    // slot owns from here on) and names the driver's own descriptor.
+    // slot owns from here on) and names the driver's file: slot 0 of its ring
+    // (kept open by the ring) or its own descriptor.
     unsafe { driver.push(entry, Some(buf)) }.map_err(|(e, b)| (e, b.unwrap_or_else(empty)))
 }
 
