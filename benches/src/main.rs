@@ -904,34 +904,10 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
             t.await.unwrap();
         }
         let before = store.stats();
-        let done = Arc::new(AtomicU64::new(0));
-        let stop = Instant::now() + secs;
-        let t = Instant::now();
-        let tasks: Vec<_> = (0..writers)
-            .map(|w| {
-                let (store, value, done) = (store.clone(), value.clone(), done.clone());
-                tokio::spawn(async move {
-                    let mut i = 0u64;
-                    while Instant::now() < stop {
-                        // A bounded key space: later rounds overwrite.
-                        store
-                            .put(format!("w{w}/{}", i % 512), value.clone())
-                            .await
-                            .unwrap();
-                        done.fetch_add(1, Ordering::Relaxed);
-                        i += 1;
-                    }
-                })
-            })
-            .collect();
-        for t in tasks {
-            t.await.unwrap();
-        }
-        let rate = done.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64();
+        let (rate, puts) = writers_window(&store, &value, writers, secs).await;
         results.push((writers, rate));
         let after = store.stats();
         let groups = (after.commit_groups - before.commit_groups).max(1) as f64;
-        let puts = done.load(Ordering::Relaxed) as f64;
         let meta = (after.device_bytes_written - before.device_bytes_written)
             .saturating_sub(after.user_bytes_written - before.user_bytes_written);
         let blocks = meta as f64 / 4096.0;
@@ -941,6 +917,15 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
             (blocks / groups).round().max(1.0) as u64,
         ));
     }
+    // Many writers against one raw writer, taking turns.
+    let many = many_writers_in_turns(
+        &store,
+        &value,
+        &cfg.dir,
+        secs,
+        if cfg.quick { 3 } else { 5 },
+    )
+    .await;
     // One writer, rows taking turns (the device drifts within seconds).
     // Its floors are the io_uring engine's I/O: only with that engine.
     #[cfg(target_os = "linux")]
@@ -991,6 +976,34 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
     for (name, rate) in uring_floor::rates(&path, secs, &shapes) {
         println!("| {name} | {rate:.0} | {:.2} |", rate / raw_rate);
     }
+    println!(
+        "\ncommit: many writers and one raw writer taking turns, {} rounds of {}s windows (order rotating); ratios within each round",
+        many.len(),
+        secs.as_secs()
+    );
+    println!("| path | median ops/s | median ratio to raw 1-writer write+fdatasync, same round | ratios, each round |");
+    println!("|---|---|---|---|");
+    let median = |mut v: Vec<f64>| -> f64 {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    println!(
+        "| raw O_DIRECT write + fdatasync, 1 writer | {:.0} | 1.00 | |",
+        median(many.iter().map(|r| r[0]).collect())
+    );
+    for (col, w) in [(1usize, 16), (2, 64)] {
+        let each: Vec<f64> = many.iter().map(|r| r[col] / r[0]).collect();
+        let list = each
+            .iter()
+            .map(|x| format!("{x:.2}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        println!(
+            "| Store::put (async), {w} writers | {:.0} | {:.2} | {list} |",
+            median(many.iter().map(|r| r[col]).collect()),
+            median(each)
+        );
+    }
     #[cfg(target_os = "linux")]
     if !turns.is_empty() {
         println!(
@@ -1003,6 +1016,91 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
             println!("| {name} | {p50:.1} | {:.2} |", base / p50);
         }
     }
+}
+
+/// `writers` tasks putting 16 KiB values (keys `w{w}/{0..512}`, each put
+/// once before) for `secs`: puts per second and puts done.
+async fn writers_window(
+    store: &Store,
+    value: &blobcask::Bytes,
+    writers: usize,
+    secs: Duration,
+) -> (f64, f64) {
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Instant::now() + secs;
+    let t = Instant::now();
+    let tasks: Vec<_> = (0..writers)
+        .map(|w| {
+            let (store, value, done) = (store.clone(), value.clone(), done.clone());
+            tokio::spawn(async move {
+                let mut i = 0u64;
+                while Instant::now() < stop {
+                    // A bounded key space: later rounds overwrite.
+                    store
+                        .put(format!("w{w}/{}", i % 512), value.clone())
+                        .await
+                        .unwrap();
+                    done.fetch_add(1, Ordering::Relaxed);
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let puts = done.load(Ordering::Relaxed) as f64;
+    (puts / t.elapsed().as_secs_f64(), puts)
+}
+
+/// Rounds of three windows in rotating order: one raw writer (16 KiB
+/// O_DIRECT write + `fdatasync` at random places of a file of its own,
+/// written in full before), 16 and 64 writers putting into `store` (whose
+/// keys for them were put before). Each round: [raw, 16, 64] ops/s.
+async fn many_writers_in_turns(
+    store: &Store,
+    value: &blobcask::Bytes,
+    dir: &std::path::Path,
+    secs: Duration,
+    rounds: usize,
+) -> Vec<[f64; 3]> {
+    const RAW_FILE: u64 = 64 << 20;
+    let path = dir.join("raw-writers.bin");
+    std::fs::File::create(&path).expect("raw writer file");
+    raw::sequential_write(&path, 0, RAW_FILE, 1 << 20, 1);
+    let file = Arc::new(open_direct(&path));
+    let mut out = Vec::new();
+    for round in 0..rounds {
+        let mut row = [0.0; 3];
+        for turn in 0..3 {
+            let which = (round + turn) % 3;
+            row[which] = match which {
+                0 => {
+                    let file = file.clone();
+                    tokio::task::spawn_blocking(move || {
+                        let buf = aligned(16 << 10);
+                        let mut rng = rand::rngs::StdRng::seed_from_u64(round as u64);
+                        let (t, mut n) = (Instant::now(), 0u64);
+                        while t.elapsed() < secs {
+                            let off = rng.random_range(0..RAW_FILE / (16 << 10)) * (16 << 10);
+                            file.write_all_at(as_bytes(&buf), off).unwrap();
+                            file.sync_data().unwrap();
+                            n += 1;
+                        }
+                        n as f64 / t.elapsed().as_secs_f64()
+                    })
+                    .await
+                    .unwrap()
+                }
+                1 => writers_window(store, value, 16, secs).await.0,
+                _ => writers_window(store, value, 64, secs).await.0,
+            };
+        }
+        out.push(row);
+    }
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    out
 }
 
 /// Puts (or raw writes) per turn of [`one_writer_in_turns`].
