@@ -274,10 +274,6 @@ async fn depth_phase(cfg: &Config, engine: IoEngineKind) {
     }
     store.close().await.unwrap();
 
-    let median = |mut v: Vec<f64>| -> f64 {
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-    };
     let fio_all: Option<Vec<f64>> = runs.iter().map(|r| r.2).collect();
     println!(
         "depth: random 4 KiB reads, {DEPTH} in flight; {rounds} rounds of {}s windows taking turns; baselines on written blocks only ({} of them; fio on the longest run, {} MiB)",
@@ -983,10 +979,6 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
     );
     println!("| path | median ops/s | median ratio to raw 1-writer write+fdatasync, same round | ratios, each round |");
     println!("|---|---|---|---|");
-    let median = |mut v: Vec<f64>| -> f64 {
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-    };
     println!(
         "| raw O_DIRECT write + fdatasync, 1 writer | {:.0} | 1.00 | |",
         median(many.iter().map(|r| r[0]).collect())
@@ -1016,6 +1008,13 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
             println!("| {name} | {p50:.1} | {:.2} |", base / p50);
         }
     }
+}
+
+/// The median of rates or ratios (the upper one of an even count); NaN
+/// for none.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// `writers` tasks putting 16 KiB values (keys `w{w}/{0..512}`, each put
