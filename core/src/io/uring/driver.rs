@@ -42,7 +42,9 @@
 //!   One that goes idle later keeps its registration until some runtime
 //!   registers again.
 //! * D4. The ring outlives every operation in the kernel: operations hold
-//!   the driver, and dropping the driver waits for abandoned ones.
+//!   the driver, and dropping the driver waits for abandoned ones, then
+//!   unregisters the store file, so no reference to it outlives the
+//!   driver (`close_lets_go_of_the_file` in `tests/lifecycle.rs`).
 #![allow(unsafe_code)]
 
 use std::future::Future;
@@ -718,6 +720,13 @@ impl Drop for Driver {
             let ts = types::Timespec::new().nsec(10_000_000);
             let args = types::SubmitArgs::new().timespec(&ts);
             let _ = self.ring.submitter().submit_with_args(1, &args);
+        }
+        // The ring holds its own reference to a registered file, and the
+        // kernel tears a closed ring down asynchronously: without this, the
+        // file stayed open for a moment after the store's `close` returned
+        // (a write lease on it was refused right after every close).
+        if self.registered {
+            let _ = self.ring.submitter().unregister_files();
         }
     }
 }
