@@ -24,7 +24,7 @@ mod cache;
 mod commit;
 mod compact;
 mod data;
-mod fork;
+pub(crate) mod fork;
 mod grow;
 mod landing;
 mod list;

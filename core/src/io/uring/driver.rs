@@ -224,6 +224,10 @@ pub(crate) struct Driver {
     file: std::fs::File,
     /// Whether `file` is registered with the ring (slot 0).
     registered: bool,
+    /// `fork::generation()` when the driver was made: a fork child shares
+    /// the parent's ring (its queues are shared memory) and must leave it
+    /// alone when its inherited copy is dropped.
+    fork_generation: u64,
     /// Serialises pushes to the submission queue.
     sq: Mutex<()>,
     /// Serialises reaping of the completion queue.
@@ -280,6 +284,7 @@ impl Driver {
             ring,
             file,
             registered,
+            fork_generation: crate::store::fork::generation(),
             sq: Mutex::new(()),
             cq: Mutex::new(()),
             unsubmitted: AtomicUsize::new(0),
@@ -708,6 +713,13 @@ fn fallback_thread(driver: Weak<Driver>, fd: Arc<OwnedFd>, ctl: Arc<FallbackCtl>
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        if crate::store::fork::generation() != self.fork_generation {
+            // A fork child's copy: the ring, its queues and its registered
+            // file are the parent's. Reaping here would take the parent's
+            // completions, unregistering would take its file away; only
+            // this process's descriptors and mappings go.
+            return;
+        }
         self.fallback.shutdown.store(true, Ordering::Release);
         self.fallback.wanted.notify_all();
         // D4: abandoned operations still own buffers the kernel writes to.
@@ -1171,6 +1183,56 @@ pub(crate) fn fdatasync_entry(file: FileRef) -> squeue::Entry {
 mod tests {
     use super::*;
     use std::os::unix::fs::FileExt;
+
+    /// Writes 4 KiB of `byte` at `at` through the ring, then reads them
+    /// back through it: the result of each.
+    fn write_and_read_back(driver: &Arc<Driver>, byte: u8, at: u64) -> io::Result<bool> {
+        let data = AlignedBuf::copy_from(&[byte; 4096]);
+        // SAFETY: the entry points into `data`, which the slot owns.
+        let mut op = unsafe {
+            let entry = write_entry(driver.file_ref(), &data, 0, at);
+            driver.push(entry, Some(data))
+        }
+        .map_err(|(e, _)| e)?;
+        driver.wait_blocking(&mut op).0?;
+        let mut buf = AlignedBuf::zeroed(4096);
+        // SAFETY: the entry points into `buf`, which the slot owns.
+        let mut op = unsafe {
+            let entry = read_entry(driver.file_ref(), &mut buf, 0, at);
+            driver.push(entry, Some(buf))
+        }
+        .map_err(|(e, _)| e)?;
+        let (r, buf) = driver.wait_blocking(&mut op);
+        r?;
+        let mut buf = buf.ok_or_else(|| io::Error::other("no buffer back"))?;
+        buf.set_len(4096);
+        Ok(buf.as_slice().iter().all(|&b| b == byte))
+    }
+
+    /// A fork child that drops its inherited copy of the driver leaves the
+    /// parent's ring working: the child's drop neither reaps the shared
+    /// completion queue nor unregisters the shared file (the parent's
+    /// next operation failed with `EBADF` when it did).
+    #[test]
+    fn a_fork_childs_drop_leaves_the_parents_ring_alone() {
+        let file = tempfile::tempfile().expect("temp file");
+        file.set_len(1 << 16).expect("size");
+        let driver = Driver::new(file).expect("ring");
+        assert!(write_and_read_back(&driver, 1, 0).expect("before the fork"));
+        // SAFETY: the child only drops the driver and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            drop(driver);
+            // SAFETY: ends the child without the test harness's exit path.
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for this test's own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+        assert!(write_and_read_back(&driver, 2, 8192).expect("after the child's drop"));
+    }
 
     /// A write, a sync and a read through the ring, with the file
     /// registered and named by its descriptor: each lands where it says,
