@@ -9,6 +9,7 @@ mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use blobcask::blocking::Store;
 use blobcask::{ErrorKind, IoEngineKind, Options};
@@ -215,9 +216,14 @@ fn a_read_never_returns_a_superseded_version() {
         // The newest acknowledged version number; u64::MAX while deleted.
         let acked = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
+        // Reads done by all readers: the writer lets a few happen between
+        // its puts (5 ms at most), so that a version is read more than
+        // once, admitted and hit, on a loaded machine too (with the writer
+        // flat out, a CI run under load once saw no hit at all).
+        let done = Arc::new(AtomicU64::new(0));
         let readers: Vec<_> = (0..3)
             .map(|r| {
-                let (s, acked, stop) = (s.clone(), acked.clone(), stop.clone());
+                let (s, acked, stop, done) = (s.clone(), acked.clone(), stop.clone(), done.clone());
                 std::thread::spawn(move || {
                     let mut last = 0u64;
                     let mut reads = 0u64;
@@ -236,6 +242,7 @@ fn a_read_never_returns_a_superseded_version() {
                         assert!(n >= last, "{engine:?} reader {r}: {n} after {last}");
                         last = n;
                         reads += 1;
+                        done.fetch_add(1, Ordering::Release);
                     }
                     reads
                 })
@@ -248,6 +255,11 @@ fn a_read_never_returns_a_superseded_version() {
             }
             s.put("k", value(n)).unwrap();
             acked.store(n, Ordering::Release);
+            let (from, t) = (done.load(Ordering::Acquire), Instant::now());
+            while done.load(Ordering::Acquire) < from + 4 && t.elapsed() < Duration::from_millis(5)
+            {
+                std::thread::yield_now();
+            }
         }
         stop.store(true, Ordering::Release);
         let reads: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
