@@ -257,7 +257,8 @@ impl EventLoop {
             .is_some_and(|size| size.saturating_sub(offset).min(len) >= OFFLOAD_BYTES);
         async move {
             if large {
-                blocking::unblock(move || store.read_blocking(&key, offset, len, options)).await
+                crate::store::fork::unblock(move || store.read_blocking(&key, offset, len, options))
+                    .await
             } else {
                 store.read_with(&key, offset, len, options).await
             }
@@ -285,7 +286,8 @@ impl EventLoop {
                     .precheck(&key, &options)
                     .map_err(|e| e.context(format!("put {}", crate::error::show_key(&key))))?;
                 let (writer, k) = (store.clone(), key.clone());
-                let data = blocking::unblock(move || writer.write_blocking(&k, &value)).await?;
+                let data =
+                    crate::store::fork::unblock(move || writer.write_blocking(&k, &value)).await?;
                 let committed = store.commit_object(&key, size, data, None, spec).await;
                 drop(staging);
                 committed

@@ -30,7 +30,7 @@ impl PortableEngine {
 impl IoEngine for PortableEngine {
     fn read_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>> {
         let file = self.file.clone();
-        Box::pin(blocking::unblock(move || {
+        Box::pin(crate::store::fork::unblock(move || {
             super::pread_full(&file, buf, offset)
         }))
     }
@@ -49,14 +49,14 @@ impl IoEngine for PortableEngine {
 
     fn write_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>> {
         let file = self.file.clone();
-        Box::pin(blocking::unblock(move || {
+        Box::pin(crate::store::fork::unblock(move || {
             super::pwrite_all(&file, buf, offset)
         }))
     }
 
     fn sync(&self) -> IoFuture<io::Result<()>> {
         let file = self.file.clone();
-        Box::pin(blocking::unblock(move || file.sync_data()))
+        Box::pin(crate::store::fork::unblock(move || file.sync_data()))
     }
 
     fn resizable(&self) -> bool {

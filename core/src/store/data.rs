@@ -269,11 +269,10 @@ impl<K: Send + Unpin + 'static> Drop for HeldWrite<K> {
     fn drop(&mut self) {
         if let Some(write) = self.write.take() {
             let keep = self.keep.take();
-            blocking::unblock(move || {
+            crate::store::fork::detach(move || {
                 let _ = crate::io::wait_here(write);
                 drop(keep);
-            })
-            .detach();
+            });
         }
     }
 }
@@ -322,7 +321,7 @@ pub(crate) async fn write_range_holding<H: Clone + Send + Unpin + 'static>(
                     (buf, sums)
                 };
                 let (mut buf, sums) = if s.len >= PARALLEL_COPY {
-                    blocking::unblock(copy).await
+                    crate::store::fork::unblock(copy).await
                 } else {
                     copy()
                 };
@@ -505,7 +504,7 @@ pub(crate) async fn write_segments(
                     AlignedBuf::gather(len, &parts)
                 };
                 let buf = if len as u64 >= PARALLEL_COPY {
-                    blocking::unblock(fill).await
+                    crate::store::fork::unblock(fill).await
                 } else {
                     fill()
                 };

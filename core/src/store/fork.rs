@@ -30,3 +30,66 @@ pub(crate) fn generation() -> u64 {
     });
     FORKS.load(Ordering::Relaxed)
 }
+
+/// Runs `f` on the `blocking` crate's thread pool, as `blocking::unblock`
+/// does, except in a fork child: a child of a process that used the pool
+/// inherits the pool's bookkeeping (its threads counted, some as idle) but
+/// none of its threads, so a task handed to the pool there waited forever
+/// (a child that opened a store of its own hung in `open`). In a child `f`
+/// runs on a thread of its own, started for it; a panic in `f` is resumed
+/// in the caller either way.
+pub(crate) async fn unblock<T, F>(f: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    if generation() == 0 {
+        return blocking::unblock(f).await;
+    }
+    let (tx, rx) = futures::channel::oneshot::channel();
+    on_a_thread_of_its_own(move || {
+        let _ = tx.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
+    });
+    match rx.await {
+        Ok(Ok(v)) => v,
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(_) => unreachable!("the thread sends before it ends"),
+    }
+}
+
+/// Runs `f` in the background, nobody waiting for it: on the `blocking`
+/// crate's pool, or in a fork child (see [`unblock`]) on a thread of its
+/// own.
+pub(crate) fn detach<F>(f: F)
+where
+    F: FnOnce() + Send + 'static,
+{
+    if generation() == 0 {
+        blocking::unblock(f).detach();
+    } else {
+        on_a_thread_of_its_own(f);
+    }
+}
+
+/// Starts a thread for `f`; where none can be had, runs `f` here rather
+/// than not at all.
+fn on_a_thread_of_its_own<F>(f: F)
+where
+    F: FnOnce() + Send + 'static,
+{
+    // The closure comes back from a failed spawn only through this slot.
+    let slot = std::sync::Arc::new(parking_lot::Mutex::new(Some(f)));
+    let theirs = slot.clone();
+    let started = std::thread::Builder::new()
+        .name("blobcask-forked".into())
+        .spawn(move || {
+            if let Some(f) = theirs.lock().take() {
+                f();
+            }
+        });
+    if started.is_err() {
+        if let Some(f) = slot.lock().take() {
+            f();
+        }
+    }
+}

@@ -859,7 +859,8 @@ impl Store {
     /// writing).
     pub async fn open(path: impl AsRef<Path>, options: Options) -> Result<Store> {
         let path = path.as_ref().to_path_buf();
-        blocking::unblock(move || crate::io::block_on(open::open_path(&path, options))).await
+        crate::store::fork::unblock(move || crate::io::block_on(open::open_path(&path, options)))
+            .await
     }
 
     /// Opens a store on a caller-supplied I/O engine (for example the
@@ -1731,11 +1732,12 @@ impl Store {
         while self.inner.staging.load(Ordering::Acquire) > 0
             && since.elapsed() < CLOSE_WAITS_FOR_PUTS
         {
-            blocking::unblock(|| std::thread::sleep(std::time::Duration::from_millis(1))).await;
+            crate::store::fork::unblock(|| std::thread::sleep(std::time::Duration::from_millis(1)))
+                .await;
         }
         let synced = self.sync().await;
         let inner = self.inner.clone();
-        blocking::unblock(move || inner.shut_down()).await;
+        crate::store::fork::unblock(move || inner.shut_down()).await;
         synced
     }
 }
