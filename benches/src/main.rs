@@ -157,9 +157,10 @@ async fn fresh(cfg: &Config, engine: IoEngineKind, capacity: u64) -> (Store, Pat
 }
 
 /// Random 4 KiB reads with 64 in flight: `Store::read` futures driven 64 at
-/// a time, against fio (io_uring, iodepth 64, direct) on the same written
-/// region of the same file when fio is installed, and against 64 threads
-/// of O_DIRECT pread in this process. The three take turns, a window each
+/// a time by one task, and 64 spawned tasks reading one at a time, against
+/// fio (io_uring, iodepth 64, direct) on the same written region of the
+/// same file when fio is installed, and against 64 threads of O_DIRECT
+/// pread in this process. The four take turns, a window each
 /// per round, the first of each round rotating (this device's speed drifts
 /// by 20 % within seconds, so rows timed in one window each could not be
 /// compared); the table gives each row's median over the rounds, and the
@@ -203,6 +204,36 @@ async fn depth_phase(cfg: &Config, engine: IoEngineKind) {
                 })
                 .buffer_unordered(DEPTH);
             reads.for_each(|()| futures::future::ready(())).await;
+            done.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64()
+        }
+    };
+    // The same reads as 64 spawned tasks, each reading one at a time, on
+    // the bench's multi-thread runtime (2 workers): completions, checks
+    // and copies spread over both workers, as in an application whose
+    // requests are tasks of their own.
+    let tasks_window = |seed: u64| {
+        let store = store.clone();
+        async move {
+            let t = Instant::now();
+            let done = Arc::new(AtomicU64::new(0));
+            let tasks: Vec<_> = (0..DEPTH as u64)
+                .map(|task| {
+                    let (store, done) = (store.clone(), done.clone());
+                    tokio::spawn(async move {
+                        let mut rng = rand::rngs::StdRng::seed_from_u64(seed << 40 | (200 + task));
+                        while t.elapsed() < secs {
+                            let key = format!("obj/{}", rng.random_range(0..objects));
+                            let off = rng.random_range(0..(obj as u64 / 4096)) * 4096;
+                            let got = store.read(&key, off, 4096).await.unwrap();
+                            assert_eq!(got.len(), 4096);
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
             done.load(Ordering::Relaxed) as f64 / t.elapsed().as_secs_f64()
         }
     };
@@ -259,18 +290,20 @@ async fn depth_phase(cfg: &Config, engine: IoEngineKind) {
             })
     };
 
-    // Per round: (store, pread threads, fio).
-    let mut runs: Vec<(f64, f64, Option<f64>)> = Vec::new();
+    // Per round: (store, pread threads, fio, store in spawned tasks).
+    type Round = (f64, f64, Option<f64>, f64);
+    let mut runs: Vec<Round> = Vec::new();
     for round in 0..rounds {
-        let (mut st, mut pr, mut fi) = (0.0, 0.0, None);
-        for turn in 0..3 {
-            match (round + turn) % 3 {
+        let (mut st, mut pr, mut fi, mut ta) = (0.0, 0.0, None, 0.0);
+        for turn in 0..4 {
+            match (round + turn) % 4 {
                 0 => st = store_window(round as u64).await,
                 1 => pr = pread_window(round as u64),
-                _ => fi = fio_window(),
+                2 => fi = fio_window(),
+                _ => ta = tasks_window(round as u64).await,
             }
         }
-        runs.push((st, pr, fi));
+        runs.push((st, pr, fi, ta));
     }
     store.close().await.unwrap();
 
@@ -283,7 +316,7 @@ async fn depth_phase(cfg: &Config, engine: IoEngineKind) {
     );
     println!("| path | median IOPS | median ratio to fio, same round | median ratio to 64 pread threads, same round | ratios to fio, each round |");
     println!("|---|---|---|---|---|");
-    let to_fio = |pick: fn(&(f64, f64, Option<f64>)) -> f64| match &fio_all {
+    let to_fio = |pick: fn(&Round) -> f64| match &fio_all {
         Some(_) => {
             let each: Vec<f64> = runs
                 .iter()
@@ -298,9 +331,7 @@ async fn depth_phase(cfg: &Config, engine: IoEngineKind) {
         }
         None => ("–".into(), "–".into()),
     };
-    let to_pread = |pick: fn(&(f64, f64, Option<f64>)) -> f64| {
-        median(runs.iter().map(|r| pick(r) / r.1).collect())
-    };
+    let to_pread = |pick: fn(&Round) -> f64| median(runs.iter().map(|r| pick(r) / r.1).collect());
     if let Some(f) = &fio_all {
         println!(
             "| fio io_uring iodepth=64, direct | {:.0} | 1.00 | {:.2} | |",
@@ -320,6 +351,12 @@ async fn depth_phase(cfg: &Config, engine: IoEngineKind) {
         "| Store::read (async), 64 futures in flight | {:.0} | {st_fio} | {:.2} | {st_list} |",
         median(runs.iter().map(|r| r.0).collect()),
         to_pread(|r| r.0)
+    );
+    let (ta_fio, ta_list) = to_fio(|r| r.3);
+    println!(
+        "| Store::read (async), 64 spawned tasks, 2 workers | {:.0} | {ta_fio} | {:.2} | {ta_list} |",
+        median(runs.iter().map(|r| r.3).collect()),
+        to_pread(|r| r.3)
     );
 }
 
