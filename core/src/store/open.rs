@@ -277,6 +277,13 @@ fn make_engine(file: io::OpenFile, kind: IoEngineKind) -> Result<Arc<dyn IoEngin
                 .map_err(|e| Error::io("duplicating the store descriptor", e))?;
             match io::UringEngine::new(dup, file.direct) {
                 Ok(e) => return Ok(Arc::new(e)),
+                // Out of descriptors or memory: the kernel has io_uring,
+                // this process lacks the resources for a ring right now, an
+                // error of its limits rather than of the platform. (`Auto`
+                // falls back to the portable engine, which needs neither.)
+                Err(e) if kind == IoEngineKind::IoUring && out_of_resources(&e) => {
+                    return Err(Error::io("setting up the io_uring ring", e))
+                }
                 Err(e) if kind == IoEngineKind::IoUring => {
                     return Err(Error::new(
                         ErrorKind::Unsupported,
@@ -295,6 +302,17 @@ fn make_engine(file: io::OpenFile, kind: IoEngineKind) -> Result<Arc<dyn IoEngin
         ));
     }
     Ok(Arc::new(PortableEngine::new(file.file, file.direct)))
+}
+
+/// Whether a failed ring setup ran out of descriptors (`EMFILE`, `ENFILE`)
+/// or memory (`ENOMEM`; locked memory for the rings on older kernels)
+/// rather than finding io_uring missing or disabled.
+#[cfg(target_os = "linux")]
+fn out_of_resources(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE) | Some(libc::ENFILE) | Some(libc::ENOMEM)
+    )
 }
 
 async fn read_blocks(engine: &dyn IoEngine, first: u64, count: usize) -> Result<AlignedBuf> {
