@@ -11,8 +11,9 @@
 //!    (`Retired`). Then one sync, so the copy never holds an object the
 //!    source could still lose.
 //! 2. **Copy.** A new store is created beside the destination, under a
-//!    temporary name (`.NAME.partial-PID-NANOS`), with the source's
-//!    capacity, index kind, inline threshold and engine. Objects are read
+//!    temporary name (`.NAME.partial-PID-NANOS`), with the source's size
+//!    (and the capacity it was asked for, so the source's options open the
+//!    copy), index kind, inline threshold and engine. Objects are read
 //!    from their pinned versions (every byte checked against its checksum,
 //!    as on any read) in source heap order, many at once, and written into
 //!    the copy by bulk load, in batches: the next batch is read while the
@@ -375,10 +376,17 @@ impl Store {
     /// object's 4 KiB blocks as read from the source, in snapshot order.
     async fn copy_to(&self, temp: &Path, snapshot: &[Pinned]) -> Result<Vec<Arc<[u32]>>> {
         let s = self.shared();
+        // The copy keeps the capacity the source was asked for (so the
+        // options that open the source open the copy too: a capacity below
+        // one asked for before is refused) and is then grown to the size
+        // the source has grown to. A source never asked for one is copied
+        // at its size.
+        let asked = s.settings.asked_capacity;
+        let size = s.capacity();
         let options = s
             .options
             .clone()
-            .capacity(s.capacity())
+            .capacity(if asked == 0 { size } else { asked.min(size) })
             .index(s.settings.index)
             .inline_threshold(s.settings.inline_threshold)
             .max_capacity(s.settings.max_capacity.unwrap_or(u64::MAX))
@@ -395,6 +403,12 @@ impl Store {
             ..options
         };
         let copy = Store::open(temp, options).await?;
+        if copy.shared().capacity() < size {
+            if let Err(e) = copy.grow(size).await {
+                let _ = copy.close().await;
+                return Err(e);
+            }
+        }
         let filled = self.fill(&copy, snapshot).await;
         let closed = copy.close().await;
         let crcs = filled?;
@@ -661,9 +675,11 @@ async fn verify(
         .create(false)
         .create_new(false)
         .cache_bytes(0);
-    // Counted with what expired since the snapshot.
+    // Counted with what expired since the snapshot; opened at the size it
+    // has, whatever capacity the source's options ask for.
     let options = Options {
         keep_expired: true,
+        capacity: None,
         ..options
     };
     let copy = Store::open(temp, options).await?;
