@@ -32,6 +32,7 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -484,6 +485,10 @@ pub struct Store {
     /// used there only; `open` builds the `Store` on a runtime thread with
     /// an empty one.
     hosting: JsThread<RefCell<Hosting>>,
+    /// Set when `close()` or `closeSync()` is called, and shared with the
+    /// store's `Upload`s, whose calls then reject with CLOSED too, even
+    /// while the close is still finishing.
+    closing: Arc<AtomicBool>,
 }
 
 impl Store {
@@ -491,11 +496,22 @@ impl Store {
         Store {
             inner,
             hosting: JsThread(RefCell::new(Hosting::default())),
+            closing: Arc::default(),
         }
     }
 
     fn blocking(&self) -> engine::blocking::Store {
         engine::blocking::Store::from(self.inner.clone())
+    }
+
+    /// CLOSED once `close()` or `closeSync()` was called, even while the
+    /// close is still finishing: every call but `close` checks this first
+    /// (`sync()` after an unawaited `close()` used to go through).
+    fn check_open(&self) -> Result<()> {
+        if self.closing.load(Ordering::Acquire) || self.inner.is_closed() {
+            return Err(host::closed());
+        }
+        Ok(())
     }
 
     /// The store's loop host, made on first use. `env` proves we are on
@@ -515,6 +531,7 @@ impl Store {
 
     /// A `getSync`/`readSync` on the calling thread.
     fn read_sync_range(&self, key: Bytes, offset: u64, length: u64) -> Result<ObjectBytes> {
+        self.check_open()?;
         let store = self.blocking();
         let options = read_options(&store, &key, offset, length);
         store
@@ -540,6 +557,7 @@ impl Store {
     /// Marks the store closed for the loop: later calls reject with
     /// CLOSED; the host stops once its pending tasks are done.
     fn close_host(&self) {
+        self.closing.store(true, Ordering::Release);
         let host = {
             let mut hosting = self.hosting.0.borrow_mut();
             hosting.closed = true;
@@ -627,9 +645,7 @@ impl Store {
     /// Whether `key` has an object (memory only, no I/O).
     #[napi]
     pub fn has(&self, key: Either<String, Uint8Array>) -> Result<bool> {
-        if self.inner.is_closed() {
-            return Err(host::closed());
-        }
+        self.check_open()?;
         Ok(self.inner.contains(key_of(key)))
     }
 
@@ -642,6 +658,7 @@ impl Store {
         after: Option<Uint8Array>,
         limit: u32,
     ) -> Result<Vec<Buffer>> {
+        self.check_open()?;
         let prefix = key_of(prefix);
         let keys = match after {
             None => self.inner.list(&prefix),
@@ -663,13 +680,16 @@ impl Store {
         key: Either<String, Uint8Array>,
         size: f64,
     ) -> Result<AsyncBlock<Upload>> {
+        self.check_open()?;
         let key = key_of(key);
         let size = offset_of(size, "size")?;
         let store = self.inner.clone();
+        let store_closing = self.closing.clone();
         AsyncBlockBuilder::new(async move {
             let up = store.begin_upload(key, size).await.map_err(js_err)?;
             Ok(Upload {
                 inner: Arc::new(up),
+                store_closing,
             })
         })
         .build(env)
@@ -680,9 +700,7 @@ impl Store {
     /// rejects (at `finish`) with UNSUPPORTED on a read-only store.
     #[napi]
     pub fn bulk_load(&self) -> Result<BulkLoad> {
-        if self.hosting.0.borrow().closed || self.inner.is_closed() {
-            return Err(host::closed());
-        }
+        self.check_open()?;
         let (feed, batches) = mpsc::sync_channel::<Batch>(FEED_BATCHES);
         let store = self.blocking();
         let load = std::thread::Builder::new()
@@ -703,9 +721,7 @@ impl Store {
     /// free. CLOSED after `close()`.
     #[napi(ts_return_type = "Array<UploadInfo>")]
     pub fn list_uploads(&self) -> Result<Vec<Js>> {
-        if self.inner.is_closed() {
-            return Err(host::closed());
-        }
+        self.check_open()?;
         Ok(self.inner.list_uploads().iter().map(js).collect())
     }
 
@@ -718,6 +734,7 @@ impl Store {
     /// non-negative integer. A commit already under way is not stopped.
     #[napi]
     pub fn abort_upload(&self, id: f64) -> Result<()> {
+        self.check_open()?;
         let id = offset_of(id, "id")?;
         self.inner.abort_upload(id).map_err(js_err)
     }
@@ -725,9 +742,7 @@ impl Store {
     /// Space and content figures.
     #[napi(ts_return_type = "Stats")]
     pub fn stats(&self) -> Result<Js> {
-        if self.inner.is_closed() {
-            return Err(host::closed());
-        }
+        self.check_open()?;
         Ok(js(&self.inner.stats()))
     }
 
@@ -742,9 +757,7 @@ impl Store {
     /// napi-rs's runtime.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn grow(&self, env: &Env, capacity: f64) -> Result<AsyncBlock<()>> {
-        if self.hosting.0.borrow().closed {
-            return Err(host::closed());
-        }
+        self.check_open()?;
         let capacity = offset_of(capacity, "capacity")?;
         let store = self.inner.clone();
         AsyncBlockBuilder::new(async move { store.grow(capacity).await.map_err(js_err) }).build(env)
@@ -753,6 +766,7 @@ impl Store {
     /// Barrier: resolves once everything acknowledged before is durable.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn sync(&self, env: &Env) -> Result<AsyncBlock<()>> {
+        self.check_open()?;
         let store = self.inner.clone();
         AsyncBlockBuilder::new(async move { store.sync().await.map_err(js_err) }).build(env)
     }
@@ -769,9 +783,7 @@ impl Store {
     /// made), NO_SPACE or IO. Runs on napi-rs's runtime.
     #[napi(ts_return_type = "Promise<BackupReport>")]
     pub fn backup(&self, env: &Env, dest: String) -> Result<AsyncBlock<Js>> {
-        if self.hosting.0.borrow().closed {
-            return Err(host::closed());
-        }
+        self.check_open()?;
         let store = self.inner.clone();
         AsyncBlockBuilder::new(
             async move { store.backup(dest).await.map(|r| js(&r)).map_err(js_err) },
@@ -787,9 +799,7 @@ impl Store {
     /// after `close()`, IO. Runs on napi-rs's runtime.
     #[napi(ts_return_type = "Promise<CompactReport>")]
     pub fn compact(&self, env: &Env) -> Result<AsyncBlock<Js>> {
-        if self.hosting.0.borrow().closed {
-            return Err(host::closed());
-        }
+        self.check_open()?;
         let store = self.inner.clone();
         AsyncBlockBuilder::new(async move { store.compact().await.map(|r| js(&r)).map_err(js_err) })
             .build(env)
@@ -813,6 +823,7 @@ impl Store {
         value: Uint8Array,
         conditions: Option<PutConditions>,
     ) -> Result<Js> {
+        self.check_open()?;
         let options = put_options(conditions)?;
         let (key, value) = (key_of(key), Bytes::copy_from_slice(&value));
         self.blocking()
@@ -846,6 +857,7 @@ impl Store {
     /// Synchronous `stat`.
     #[napi(ts_return_type = "ObjectInfo")]
     pub fn stat_sync(&self, key: Either<String, Uint8Array>) -> Result<Js> {
+        self.check_open()?;
         self.blocking()
             .stat(key_of(key))
             .map(|i| js(&i))
@@ -855,6 +867,7 @@ impl Store {
     /// Synchronous `delete`.
     #[napi]
     pub fn delete_sync(&self, key: Either<String, Uint8Array>) -> Result<()> {
+        self.check_open()?;
         self.blocking().delete(key_of(key)).map_err(js_err)
     }
 
@@ -862,6 +875,7 @@ impl Store {
     /// reserves the space; for scripts).
     #[napi]
     pub fn grow_sync(&self, capacity: f64) -> Result<()> {
+        self.check_open()?;
         let capacity = offset_of(capacity, "capacity")?;
         self.blocking().grow(capacity).map_err(js_err)
     }
@@ -869,6 +883,7 @@ impl Store {
     /// Synchronous `sync`.
     #[napi]
     pub fn sync_sync(&self) -> Result<()> {
+        self.check_open()?;
         self.blocking().sync().map_err(js_err)
     }
 
@@ -876,6 +891,7 @@ impl Store {
     /// scripts).
     #[napi(ts_return_type = "BackupReport")]
     pub fn backup_sync(&self, dest: String) -> Result<Js> {
+        self.check_open()?;
         self.blocking().backup(dest).map(|r| js(&r)).map_err(js_err)
     }
 
@@ -883,6 +899,7 @@ impl Store {
     /// objects; for scripts).
     #[napi(ts_return_type = "CompactReport")]
     pub fn compact_sync(&self) -> Result<Js> {
+        self.check_open()?;
         self.blocking().compact().map(|r| js(&r)).map_err(js_err)
     }
 
@@ -905,6 +922,9 @@ pub struct Upload {
     /// and leaves the upload as it was; once it ended, `writePart` and
     /// `commit` reject with CLOSED. An ended handle holds no store.
     inner: Arc<engine::Upload>,
+    /// Its store's `closing`: set, `writePart` and `commit` reject with
+    /// CLOSED.
+    store_closing: Arc<AtomicBool>,
 }
 
 #[napi]
@@ -931,6 +951,9 @@ impl Upload {
         data: Uint8Array,
         crc32c: Option<f64>,
     ) -> Result<AsyncBlock<()>> {
+        if self.store_closing.load(Ordering::Acquire) {
+            return Err(host::closed());
+        }
         let offset = offset_of(offset, "offset")?;
         let crc = match crc32c {
             None => None,
@@ -957,6 +980,9 @@ impl Upload {
     /// ends it. Once it ended, `writePart` and `commit` reject with CLOSED.
     #[napi(ts_return_type = "Promise<ObjectInfo>")]
     pub async fn commit(&self, conditions: Option<PutConditions>) -> Result<Js> {
+        if self.store_closing.load(Ordering::Acquire) {
+            return Err(host::closed());
+        }
         let options = put_options(conditions)?;
         let up = self.inner.clone();
         up.commit_with(options)

@@ -57,7 +57,9 @@ test('the table below covers every Store method', () => {
   }
 })
 
-for (const how of ['close', 'closeSync']) {
+// 'close, not awaited': calls made while close() is still finishing must
+// fail as well (sync() used to go through and resolve).
+for (const how of ['close', 'closeSync', 'close, not awaited']) {
   test(`after ${how}(), every call fails with CLOSED`, async () => {
     const t = tempPath()
     const dir = dirname(t.path)
@@ -65,8 +67,10 @@ for (const how of ['close', 'closeSync']) {
       const s = await Store.open(t.path, { capacity: 16 << 20, index: 'btree' })
       await s.put('k', Buffer.from('v'))
       const up = await s.beginUpload('u', 10)
+      let closing = Promise.resolve()
       if (how === 'close') await s.close()
-      else s.closeSync()
+      else if (how === 'closeSync') s.closeSync()
+      else closing = s.close()
       for (const [name, call] of Object.entries(storeCalls(s, dir))) {
         if (SYNC.has(name)) {
           assert.throws(call, (e) => e instanceof BlobcaskError && e.code === 'CLOSED', name)
@@ -81,6 +85,7 @@ for (const how of ['close', 'closeSync']) {
       await assert.rejects(up.writePart(0, Buffer.alloc(10)), { code: 'CLOSED' })
       await assert.rejects(up.commit(), { code: 'CLOSED' })
       await up.abort() // abandoning is always possible
+      await closing
       // Closing again does nothing, either way.
       await s.close()
       s.closeSync()
