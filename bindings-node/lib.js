@@ -171,6 +171,20 @@ function describe(v) {
   return typeof v
 }
 
+/**
+ * A key as the native layer takes it. A string with a lone surrogate
+ * (`'\ud800'`) has no UTF-8 form: converted, it would become U+FFFD and
+ * name the same object as `'\ufffd'` (and as every other such string), so
+ * it is INVALID_ARGUMENT instead, as Python refuses it. Anything else
+ * goes on as it is (the native layer checks types and sizes).
+ */
+function keyOf(key, site) {
+  if (typeof key === 'string' && !key.isWellFormed()) {
+    throw failure('INVALID_ARGUMENT', 'the key is not well-formed UTF-16 (it has a lone surrogate), so it has no UTF-8 form; encode it yourself (e.g. as a Buffer) if it must be kept', site)
+  }
+  return key
+}
+
 const PAGE = 1024
 
 /** A multipart upload; parts may be written in any order, concurrently. */
@@ -238,7 +252,7 @@ class Store {
    * (the object expires that long after its commit).
    */
   put(key, value, conditions) {
-    return call(() => this.#n.put(key, value, conditionsOf(conditions)))
+    return call(() => this.#n.put(keyOf(key, this.put), value, conditionsOf(conditions)))
   }
   /**
    * The whole object as a Buffer, the caller's own (writing into it changes
@@ -247,7 +261,7 @@ class Store {
    * asks without an error.
    */
   get(key) {
-    return call(() => this.#n.get(key))
+    return call(() => this.#n.get(keyOf(key, this.get)))
   }
   /**
    * `length` bytes from `offset` (to the end when omitted), clipped at the
@@ -255,22 +269,22 @@ class Store {
    * NOT_FOUND.
    */
   read(key, offset = 0, length) {
-    return call(() => this.#n.read(key, offset, length))
+    return call(() => this.#n.read(keyOf(key, this.read), offset, length))
   }
   /**
    * ObjectInfo `{ size, version, created, inline, expires }` (NOT_FOUND
    * when `key` has no object).
    */
   stat(key) {
-    return call(() => this.#n.stat(key))
+    return call(() => this.#n.stat(keyOf(key, this.stat)))
   }
   /** Deletes `key`; resolves once durable (NOT_FOUND when it has no object). */
   delete(key) {
-    return call(() => this.#n.delete(key))
+    return call(() => this.#n.delete(keyOf(key, this.delete)))
   }
   /** Whether `key` has an object (no I/O). */
   has(key) {
-    return callSync(() => this.#n.has(key))
+    return callSync(() => this.#n.has(keyOf(key, this.has)))
   }
   /**
    * Keys starting with `prefix`, in byte order, as an async iterator of
@@ -280,7 +294,7 @@ class Store {
   async *list(prefix = '') {
     let after = null
     for (;;) {
-      const page = callSync(() => this.#n.listPage(prefix, after, PAGE))
+      const page = callSync(() => this.#n.listPage(keyOf(prefix, this.list), after, PAGE))
       for (const key of page) yield key
       if (page.length < PAGE) return
       after = page[page.length - 1]
@@ -288,7 +302,7 @@ class Store {
   }
   /** Starts a multipart upload of exactly `size` bytes. */
   async beginUpload(key, size) {
-    return new Upload(await call(() => this.#n.beginUpload(key, size)))
+    return new Upload(await call(() => this.#n.beginUpload(keyOf(key, this.beginUpload), size)))
   }
   /**
    * Loads every `[key, value]` pair of `items` (an array, a Map, any
@@ -323,6 +337,9 @@ class Store {
         const [key, value] = item
         if (typeof key !== 'string' && !types.isUint8Array(key)) {
           throw bad(taken, `the key must be a string or a Uint8Array, not ${describe(key)}`)
+        }
+        if (typeof key === 'string' && !key.isWellFormed()) {
+          throw bad(taken, 'the key is not well-formed UTF-16 (it has a lone surrogate), so it has no UTF-8 form')
         }
         if (!types.isUint8Array(value)) throw bad(taken, `the value must be a Buffer or Uint8Array, not ${describe(value)}`)
         // Copied here: the iterable may reuse its Buffers.
@@ -406,19 +423,19 @@ class Store {
     return call(() => this.#n.close())
   }
   putSync(key, value, conditions) {
-    return callSync(() => this.#n.putSync(key, value, conditionsOf(conditions)))
+    return callSync(() => this.#n.putSync(keyOf(key, this.putSync), value, conditionsOf(conditions)))
   }
   getSync(key) {
-    return callSync(() => this.#n.getSync(key))
+    return callSync(() => this.#n.getSync(keyOf(key, this.getSync)))
   }
   readSync(key, offset = 0, length) {
-    return callSync(() => this.#n.readSync(key, offset, length))
+    return callSync(() => this.#n.readSync(keyOf(key, this.readSync), offset, length))
   }
   statSync(key) {
-    return callSync(() => this.#n.statSync(key))
+    return callSync(() => this.#n.statSync(keyOf(key, this.statSync)))
   }
   deleteSync(key) {
-    return callSync(() => this.#n.deleteSync(key))
+    return callSync(() => this.#n.deleteSync(keyOf(key, this.deleteSync)))
   }
   growSync(capacity) {
     return callSync(() => this.#n.growSync(capacity))

@@ -206,3 +206,42 @@ test('an exception of the caller\'s own passes through as it is', async () => {
     await assert.rejects(s.bulkLoad(items()), (e) => e === mine)
   })
 })
+
+test('a key with a lone surrogate is INVALID_ARGUMENT, never folded into U+FFFD', async () => {
+  await withStore({ index: 'btree' }, async (s) => {
+    // Converted to UTF-8 such a key became U+FFFD: '\ud800' and '\udc00'
+    // named the object stored under '\ufffd' (found by a hostile-user test).
+    await s.put('\ufffd', Buffer.from('replacement character'))
+    for (const bad of ['\ud800', 'a\udc00b', 'x\ud83d']) {
+      for (const [name, call] of Object.entries({
+        put: () => s.put(bad, Buffer.from('v')),
+        get: () => s.get(bad),
+        read: () => s.read(bad, 0, 1),
+        stat: () => s.stat(bad),
+        delete: () => s.delete(bad),
+        beginUpload: () => s.beginUpload(bad, 1),
+        list: async () => {
+          for await (const _ of s.list(bad)) break
+        },
+        bulkLoad: () => s.bulkLoad([[bad, Buffer.from('v')]]),
+      })) {
+        await assert.rejects(call(), (e) => isOurs(e, 'INVALID_ARGUMENT'), `${name} ${JSON.stringify(bad)}`)
+      }
+      for (const [name, call] of Object.entries({
+        has: () => s.has(bad),
+        putSync: () => s.putSync(bad, Buffer.from('v')),
+        getSync: () => s.getSync(bad),
+        readSync: () => s.readSync(bad, 0, 1),
+        statSync: () => s.statSync(bad),
+        deleteSync: () => s.deleteSync(bad),
+      })) {
+        assert.throws(call, (e) => isOurs(e, 'INVALID_ARGUMENT'), `${name} ${JSON.stringify(bad)}`)
+      }
+    }
+    // Nothing was written; the real U+FFFD key and a surrogate pair work.
+    assert.equal((await s.stats()).objects, 1)
+    assert.deepEqual(await s.get('\ufffd'), Buffer.from('replacement character'))
+    await s.put('\ud83d\ude00', Buffer.from('emoji'))
+    assert.deepEqual(s.getSync('😀'), Buffer.from('emoji'))
+  })
+})
