@@ -469,12 +469,10 @@ pub fn crc32c_of(data: Uint8Array) -> u32 {
     ::crc32c::crc32c(&data)
 }
 
-/// The loop host of a store and whether the store was closed (H1 in
-/// `host.rs`: JavaScript thread only).
+/// The loop host of a store (H1 in `host.rs`: JavaScript thread only).
 #[derive(Default)]
 struct Hosting {
     host: Option<Rc<Host>>,
-    closed: bool,
 }
 
 /// An open blob store.
@@ -517,10 +515,8 @@ impl Store {
     /// The store's loop host, made on first use. `env` proves we are on
     /// the JavaScript thread (H1).
     fn host(&self, env: &Env) -> Result<Rc<Host>> {
+        self.check_open()?;
         let mut hosting = self.hosting.0.borrow_mut();
-        if hosting.closed {
-            return Err(host::closed());
-        }
         if let Some(h) = &hosting.host {
             return Ok(h.clone());
         }
@@ -558,11 +554,7 @@ impl Store {
     /// CLOSED; the host stops once its pending tasks are done.
     fn close_host(&self) {
         self.closing.store(true, Ordering::Release);
-        let host = {
-            let mut hosting = self.hosting.0.borrow_mut();
-            hosting.closed = true;
-            hosting.host.take()
-        };
+        let host = self.hosting.0.borrow_mut().host.take();
         if let Some(h) = host {
             h.close();
         }
