@@ -179,10 +179,14 @@ function describe(v) {
  * goes on as it is (the native layer checks types and sizes).
  */
 function keyOf(key, site) {
-  if (typeof key === 'string' && !key.isWellFormed()) {
-    throw failure('INVALID_ARGUMENT', 'the key is not well-formed UTF-16 (it has a lone surrogate), so it has no UTF-8 form; encode it yourself (e.g. as a Buffer) if it must be kept', site)
-  }
+  if (illFormed(key)) throw failure('INVALID_ARGUMENT', `${ILL_FORMED}; encode it yourself (e.g. as a Buffer) if it must be kept`, site)
   return key
+}
+
+const ILL_FORMED = 'the key is not well-formed UTF-16 (it has a lone surrogate), so it has no UTF-8 form'
+
+function illFormed(key) {
+  return typeof key === 'string' && !key.isWellFormed()
 }
 
 const PAGE = 1024
@@ -338,9 +342,7 @@ class Store {
         if (typeof key !== 'string' && !types.isUint8Array(key)) {
           throw bad(taken, `the key must be a string or a Uint8Array, not ${describe(key)}`)
         }
-        if (typeof key === 'string' && !key.isWellFormed()) {
-          throw bad(taken, 'the key is not well-formed UTF-16 (it has a lone surrogate), so it has no UTF-8 form')
-        }
+        if (illFormed(key)) throw bad(taken, ILL_FORMED)
         if (!types.isUint8Array(value)) throw bad(taken, `the value must be a Buffer or Uint8Array, not ${describe(value)}`)
         // Copied here: the iterable may reuse its Buffers.
         const full = callSync(() => load.add(key, value))
