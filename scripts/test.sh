@@ -1,11 +1,47 @@
 #!/usr/bin/env bash
 # Every check of every language, in one command. Does its own set-up.
 # Usage: scripts/test.sh            (what CI runs)
+#        scripts/test.sh --quick    (the edit loop: fmt, clippy, the Rust
+#                                    tests; no loom, fuzz, bindings, docs)
 #        LONG=1 scripts/test.sh     (longer randomized runs where supported)
+# Each step prints its duration; the run ends with a table of them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+QUICK=0
+for arg in "$@"; do
+  case $arg in
+    --quick) QUICK=1 ;;
+    *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
+  esac
+done
+
+# Step timing: `step` closes the previous step and opens the next; the EXIT
+# trap closes the last one and prints every step's duration and the total
+# (also when a step fails, naming it).
+STEP_NAMES=() STEP_SECS=() STEP_NAME="" STEP_START=0 RUN_START=$SECONDS
+end_step() {
+  [ -n "$STEP_NAME" ] || return 0
+  local took=$((SECONDS - STEP_START))
+  STEP_NAMES+=("$STEP_NAME") STEP_SECS+=("$took")
+  printf '    (%dm%02ds)\n' $((took / 60)) $((took % 60))
+  STEP_NAME=""
+}
+step() { end_step; STEP_NAME=$1; STEP_START=$SECONDS; printf '\n==> %s\n' "$*"; }
+summary() {
+  local rc=$? failed=$STEP_NAME i
+  # Temporary directories a step registered for removal (the Node step's).
+  [ -z "${CLEANUP_DIR:-}" ] || rm -rf "$CLEANUP_DIR"
+  end_step
+  printf '\n%-8s %s\n' "time" "step"
+  for i in "${!STEP_NAMES[@]}"; do
+    printf '%3dm%02ds  %s\n' $((STEP_SECS[i] / 60)) $((STEP_SECS[i] % 60)) "${STEP_NAMES[i]:0:100}"
+  done
+  local total=$((SECONDS - RUN_START))
+  printf '%3dm%02ds  total%s\n' $((total / 60)) $((total % 60)) "$([ "$QUICK" = 1 ] && echo ' (--quick)')"
+  [ "$rc" -eq 0 ] || printf 'FAILED in step: %s\n' "$failed"
+}
+trap summary EXIT
 file_size() { numfmt --to=iec-i --suffix=B "$(stat -c %s "$1")"; }
 # Fails unless the ELF file has no DWARF (.debug_*) sections and no symbol table.
 no_debug_info() {
@@ -34,6 +70,12 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "cargo test (unit, behaviour, model, crash, loop device)"
 cargo test --workspace --locked
+
+if [ "$QUICK" = 1 ]; then
+  echo
+  echo "quick checks passed (loom, stresser, fuzz, docs, C, Python, Node, S3 and the demos: run without --quick)"
+  exit 0
+fi
 
 step "criterion micro benches in test mode (each runs once; no timing)"
 micro=$(cargo test --locked -q -p blobcask-bench -p blobcask-object-store --benches 2>&1) || { echo "$micro"; exit 1; }
@@ -110,7 +152,7 @@ step "Node package: npm install (builds the addon), npm pack, the tarball instal
 (cd bindings-node && npm install --no-audit --no-fund --loglevel=error)
 node examples/node/quickstart.mjs >/dev/null
 NODE_PKG=$(mktemp -d "${TMPDIR:-/tmp}/blobcask-npm.XXXXXX")
-trap 'rm -rf "$NODE_PKG"' EXIT
+CLEANUP_DIR=$NODE_PKG
 # prepack rebuilds the addon (a no-op here) so the tarball never ships a stale one.
 (cd bindings-node && npm pack --loglevel=error --pack-destination "$NODE_PKG" >/dev/null)
 tarballs=("$NODE_PKG"/blobcask-*.tgz)
@@ -129,7 +171,7 @@ no_debug_info "$installed"/blobcask.*.node
 cp -r bindings-node/test "$installed/test"
 (cd "$installed" && env PATH="$NOCARGO_PATH" npm test)
 rm -rf "$NODE_PKG"
-trap - EXIT
+CLEANUP_DIR=""
 
 step "DataFusion runs SQL over Parquet in blobcask (examples/datafusion; answers checked)"
 cargo run --locked -q -p blobcask-datafusion-example
