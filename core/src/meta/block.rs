@@ -46,7 +46,7 @@
 use bytes::Bytes;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{get_u32, get_u64, RecordReader, RecordWriter, BLOCK_SIZE};
+use crate::format::{get_u16, get_u32, get_u64, RecordWriter, BLOCK_SIZE};
 use crate::meta::tuple::Tuple;
 
 /// Slot magic, format 2.
@@ -55,17 +55,36 @@ pub const BLOCK_MAGIC: u32 = u32::from_le_bytes(*b"BCT2");
 pub const BLOCK_MAGIC_V1: u32 = u32::from_le_bytes(*b"BCTB");
 /// Slot magic, format 4 (journaled stores).
 pub const BLOCK_MAGIC_V4: u32 = u32::from_le_bytes(*b"BCT4");
-/// Header bytes before the tuples.
-pub const BLOCK_HEADER_LEN: usize = 48;
+// Slot layout: each field's offset, declared once (FORMAT.md, "Tuple
+// blocks"; `slot_offsets_match_format_md` holds the two together).
+/// Where the slot magic lives.
+const SLOT_MAGIC: usize = 0;
+/// Where the logical block number lives.
+pub(crate) const SLOT_BLOCK_NO: usize = 4;
+/// Where the store id lives.
+const SLOT_STORE_ID: usize = 8;
+/// Where the sequence (the writing group's largest version) lives.
+const SLOT_SEQ: usize = 16;
+/// Where the tuple count lives.
+const SLOT_COUNT: usize = 24;
+/// Where the payload length lives.
+const SLOT_PAYLOAD_LEN: usize = 26;
 /// Where the slot checksum lives; it covers every byte before it.
 const SLOT_CRC: usize = 28;
-/// Where the group stamp starts; the checksummed body runs from here to
-/// the end of the payload.
+/// Where the group stamp starts (the group's first version); the
+/// checksummed body runs from here to the end of the payload.
 const SLOT_GROUP: usize = 32;
+/// Where the group stamp's block count lives.
+const SLOT_GROUP_BLOCKS: usize = 40;
+/// Where the group stamp's flags live.
+const SLOT_GROUP_FLAGS: usize = 44;
+/// Header bytes before the tuples.
+pub const BLOCK_HEADER_LEN: usize = 48;
 /// Where the second copy of the sequence lives (formats 2 and 4).
-const SEQ_COPY: usize = BLOCK_SIZE - 8;
-/// Where the two more copies of the block number live (format 4).
-const BLOCK_COPIES: usize = BLOCK_SIZE - 16;
+pub(crate) const SEQ_COPY: usize = BLOCK_SIZE - 8;
+/// Where the two more copies of the block number live (format 4), one
+/// after the other.
+pub(crate) const BLOCK_COPIES: usize = BLOCK_SIZE - 16;
 /// Room for tuples in one format-2 slot.
 const BLOCK_PAYLOAD_V2: usize = SEQ_COPY - BLOCK_HEADER_LEN;
 /// Room for tuples in one tuple block, whatever its format: the format-4
@@ -145,19 +164,21 @@ fn encode(
     out: &mut [u8],
 ) {
     let mut head = Vec::with_capacity(SLOT_CRC);
-    RecordWriter::new(&mut head)
-        .u32(magic)
-        .u32(id.block_no)
-        .u64(id.store_id)
-        .u64(stamp.seq)
-        .u16(count as u16)
-        .u16(payload.len() as u16);
+    let mut w = RecordWriter::new(&mut head);
+    w.at(SLOT_MAGIC).u32(magic);
+    w.at(SLOT_BLOCK_NO).u32(id.block_no);
+    w.at(SLOT_STORE_ID).u64(id.store_id);
+    w.at(SLOT_SEQ).u64(stamp.seq);
+    w.at(SLOT_COUNT).u16(count as u16);
+    w.at(SLOT_PAYLOAD_LEN).u16(payload.len() as u16);
+    debug_assert_eq!(head.len(), SLOT_CRC);
+    // The body is its own record: its offsets are relative to SLOT_GROUP.
     let mut body = Vec::with_capacity(BLOCK_HEADER_LEN - SLOT_GROUP + payload.len());
-    RecordWriter::new(&mut body)
-        .u64(stamp.first)
-        .u32(stamp.blocks)
-        .u32(stamp.flags)
-        .bytes(payload);
+    let mut w = RecordWriter::new(&mut body);
+    w.u64(stamp.first);
+    w.at(SLOT_GROUP_BLOCKS - SLOT_GROUP).u32(stamp.blocks);
+    w.at(SLOT_GROUP_FLAGS - SLOT_GROUP).u32(stamp.flags);
+    w.at(BLOCK_HEADER_LEN - SLOT_GROUP).bytes(payload);
     let mut tail = Vec::with_capacity(BLOCK_SIZE - BLOCK_COPIES);
     if magic == BLOCK_MAGIC_V4 {
         RecordWriter::new(&mut tail)
@@ -206,18 +227,17 @@ struct SlotHeader {
 
 impl SlotHeader {
     fn read(b: &[u8]) -> Option<SlotHeader> {
-        let mut r = RecordReader::new(b);
         Some(SlotHeader {
-            magic: r.u32()?,
-            block_no: r.u32()?,
-            store_id: r.u64()?,
-            seq: r.u64()?,
-            count: r.u16()?,
-            payload_len: r.u16()?,
-            crc: r.u32()?,
-            group_first: r.u64()?,
-            group_blocks: r.u32()?,
-            group_flags: r.u32()?,
+            magic: get_u32(b, SLOT_MAGIC)?,
+            block_no: get_u32(b, SLOT_BLOCK_NO)?,
+            store_id: get_u64(b, SLOT_STORE_ID)?,
+            seq: get_u64(b, SLOT_SEQ)?,
+            count: get_u16(b, SLOT_COUNT)?,
+            payload_len: get_u16(b, SLOT_PAYLOAD_LEN)?,
+            crc: get_u32(b, SLOT_CRC)?,
+            group_first: get_u64(b, SLOT_GROUP)?,
+            group_blocks: get_u32(b, SLOT_GROUP_BLOCKS)?,
+            group_flags: get_u32(b, SLOT_GROUP_FLAGS)?,
         })
     }
 }
@@ -349,7 +369,7 @@ pub fn decode_slot(id: SlotIdentity, b: &[u8]) -> SlotContent {
 /// `None` when no two copies agree.
 pub fn journal_block(b: &[u8]) -> Option<u32> {
     let (x, y, z) = (
-        get_u32(b, 4)?,
+        get_u32(b, SLOT_BLOCK_NO)?,
         get_u32(b, BLOCK_COPIES)?,
         get_u32(b, BLOCK_COPIES + 4)?,
     );
@@ -410,7 +430,60 @@ pub fn choose_slot(slots: &[SlotContent; 2]) -> Result<Option<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::doc_tables::assert_matches;
     use crate::meta::tuple::{Piece, TupleValue};
+
+    #[test]
+    fn slot_offsets_match_format_md() {
+        assert_matches(
+            "Slot layout",
+            &[
+                ("SLOT_MAGIC", SLOT_MAGIC, "4"),
+                ("SLOT_BLOCK_NO", SLOT_BLOCK_NO, "4"),
+                ("SLOT_STORE_ID", SLOT_STORE_ID, "8"),
+                ("SLOT_SEQ", SLOT_SEQ, "8"),
+                ("SLOT_COUNT", SLOT_COUNT, "2"),
+                ("SLOT_PAYLOAD_LEN", SLOT_PAYLOAD_LEN, "2"),
+                ("SLOT_CRC", SLOT_CRC, "4"),
+                ("SLOT_GROUP", SLOT_GROUP, "8"),
+                ("SLOT_GROUP_BLOCKS", SLOT_GROUP_BLOCKS, "4"),
+                ("SLOT_GROUP_FLAGS", SLOT_GROUP_FLAGS, "4"),
+                ("BLOCK_HEADER_LEN", BLOCK_HEADER_LEN, "…"),
+                ("BLOCK_COPIES", BLOCK_COPIES, "4"),
+                ("BLOCK_COPIES + 4", BLOCK_COPIES + 4, "4"),
+                ("SEQ_COPY", SEQ_COPY, "8"),
+            ],
+        );
+    }
+
+    #[test]
+    fn an_encoded_slot_holds_each_field_at_its_named_offset() {
+        let stamp = GroupStamp {
+            seq: 0x1111_2222_3333_4444,
+            first: 0x5555_6666_7777_8888,
+            blocks: 0x99aa_bbcc,
+            flags: GROUP_ATOMIC,
+        };
+        let payload = [7u8; 40];
+        let mut out = vec![0u8; BLOCK_SIZE];
+        encode_journaled_slot(ID, stamp, 3, &payload, &mut out);
+        assert_eq!(get_u32(&out, SLOT_MAGIC), Some(BLOCK_MAGIC_V4));
+        assert_eq!(get_u32(&out, SLOT_BLOCK_NO), Some(ID.block_no));
+        assert_eq!(get_u64(&out, SLOT_STORE_ID), Some(ID.store_id));
+        assert_eq!(get_u64(&out, SLOT_SEQ), Some(stamp.seq));
+        assert_eq!(get_u16(&out, SLOT_COUNT), Some(3));
+        assert_eq!(get_u16(&out, SLOT_PAYLOAD_LEN), Some(40));
+        assert_eq!(get_u64(&out, SLOT_GROUP), Some(stamp.first));
+        assert_eq!(get_u32(&out, SLOT_GROUP_BLOCKS), Some(stamp.blocks));
+        assert_eq!(get_u32(&out, SLOT_GROUP_FLAGS), Some(stamp.flags));
+        assert_eq!(
+            out.get(BLOCK_HEADER_LEN..BLOCK_HEADER_LEN + 40),
+            Some(&payload[..])
+        );
+        assert_eq!(get_u32(&out, BLOCK_COPIES), Some(ID.block_no));
+        assert_eq!(get_u32(&out, BLOCK_COPIES + 4), Some(ID.block_no));
+        assert_eq!(get_u64(&out, SEQ_COPY), Some(stamp.seq));
+    }
 
     const ID: SlotIdentity = SlotIdentity {
         store_id: 99,
