@@ -68,7 +68,7 @@ cargo fmt --all -- --check
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-step "cargo test (unit, behaviour, model, crash, loop device)"
+step "cargo test (unit, behaviour, model, crash, loop device; DataFusion runs SQL over Parquet in blobcask, answers checked)"
 cargo test --workspace --locked
 
 if [ "$QUICK" = 1 ]; then
@@ -172,9 +172,6 @@ cp -r bindings-node/test "$installed/test"
 (cd "$installed" && env PATH="$NOCARGO_PATH" npm test)
 rm -rf "$NODE_PKG"
 CLEANUP_DIR=""
-
-step "DataFusion runs SQL over Parquet in blobcask (examples/datafusion; answers checked)"
-cargo run --locked -q -p blobcask-datafusion-example
 
 step "quickstart demo on this repository"
 cargo run --release --locked -q -p blobcask-examples --bin quickstart -- .

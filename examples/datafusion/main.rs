@@ -13,8 +13,8 @@
 //! file, and each range it asks for is one blobcask read.
 //!
 //! Every answer is checked against the same figures computed from the
-//! generated rows in Rust; a mismatch exits non-zero (scripts/test.sh runs
-//! this example).
+//! generated rows in Rust; a mismatch exits non-zero (`tests/sql.rs` runs
+//! this example under `cargo test`).
 
 use std::fmt;
 use std::ops::Range;
