@@ -5,7 +5,8 @@
 //! put flows downward, front → write → data → request → commit → meta, so
 //! nothing here imports `store::commit`. What this file keeps: every
 //! request is answered exactly once, through its own reply channel ([`Ack`]
-//! once its group is durable, or [`fail_request`]).
+//! once its group is durable, or [`fail_request`]); a failure copied to
+//! many callers keeps its kind and its whole message ([`copy_error`]).
 //! A put's value written by its group ([`DataWrite`]) holds its extent
 //! until the write is done (invariant 2 in `INVARIANTS.md`).
 
@@ -164,7 +165,7 @@ pub(crate) enum Ack {
 impl Ack {
     /// Answers the caller: its result, or the group's failure.
     pub(crate) fn send(self, err: Option<&Error>) {
-        let fail = |e: &Error| Error::new(e.kind(), e.message().to_string());
+        let fail = copy_error;
         match (self, err) {
             (Ack::Info(tx, info), None) => drop(tx.send(Ok(info))),
             (Ack::Info(tx, _), Some(e)) => drop(tx.send(Err(fail(e)))),
@@ -180,11 +181,21 @@ impl Ack {
 
 /// Answers a request that was not applied with the failure `e`.
 pub(crate) fn fail_request(req: Request, e: &Error) {
-    let err = || Error::new(e.kind(), e.message().to_string());
+    let err = || copy_error(e);
     match req {
         Request::Put { reply, .. } => drop(reply.send(Err(err()))),
         Request::Delete { reply, .. } | Request::Barrier { reply } => drop(reply.send(Err(err()))),
         Request::PutMany { reply, .. } => drop(reply.send((0, Some(err())))),
         Request::Relocate { reply, .. } => drop(reply.send(Err(err()))),
+    }
+}
+
+/// A copy of `e` for one more caller (an `Error` is not `Clone`: its
+/// source is an `std::io::Error`): the same kind, and the message with the
+/// source's text, so no caller loses why the operating system refused.
+pub(crate) fn copy_error(e: &Error) -> Error {
+    match std::error::Error::source(e) {
+        Some(source) => Error::new(e.kind(), format!("{}: {source}", e.message())),
+        None => Error::new(e.kind(), e.message().to_string()),
     }
 }

@@ -27,7 +27,7 @@ use super::unknown_block;
 
 impl Committer {
     pub(super) async fn commit_group(&mut self, batch: Vec<Request>) {
-        if let Err(e) = self.shared.check_failed() {
+        if let Err(e) = self.check_failed() {
             batch.into_iter().for_each(|r| fail_request(r, &e));
             return;
         }
@@ -177,7 +177,7 @@ impl Committer {
         // Buffered mode: acknowledge now; the group is written by
         // `max_delay` at the latest.
         let buffered = matches!(self.shared.options.durability, Durability::Buffered { .. });
-        let mut result = self.shared.check_failed();
+        let mut result = self.check_failed();
         if result.is_ok() && (!buffered || barrier) {
             result = self.flush().await;
             if result.is_ok() && barrier {

@@ -131,7 +131,7 @@ impl Committer {
     pub(super) async fn room_for_one(&mut self) -> Result<bool> {
         // A failed write leaves the store poisoned: nothing more is written
         // (above all no stale copy removed whose replacement did not land).
-        self.shared.check_failed()?;
+        self.check_failed()?;
         let Some(room) = self.journal_room() else {
             return Ok(false);
         };

@@ -166,7 +166,7 @@ impl Committer {
         }
         // Idle: the home slots not yet rewritten need not wait any longer,
         // and a larger journal made ready but not used gives its space back.
-        if self.pending.first.is_none() && self.shared.check_failed().is_ok() {
+        if self.pending.first.is_none() && self.check_failed().is_ok() {
             if let Err(e) = self.place_homes().await {
                 self.poison(&e);
             }
@@ -183,7 +183,7 @@ impl Committer {
         }
         // Expired versions, when nobody else commits: a group of their own
         // (`commit_group` reaps first).
-        if self.reap_due() && self.shared.check_failed().is_ok() {
+        if self.reap_due() && self.check_failed().is_ok() {
             self.commit_group(Vec::new()).await;
         }
         self.maintain_index();

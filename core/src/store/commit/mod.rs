@@ -38,6 +38,11 @@
 //! maintenance, a group left behind by a cancelled caller) is done by a
 //! small maintenance thread that takes the lead only when nobody holds it.
 //!
+//! A failed metadata write poisons the store (`Committer::poison`): nothing
+//! more is written until it is reopened, and every later change the commit
+//! path refuses says why, with the first failure's kind (a `Corrupt` block
+//! stays `Corrupt`, not a bare `Io`).
+//!
 //! One job per file, in the order a change meets them:
 //!
 //! * `leader.rs`: the queue and the lead (leader/follower, `CommitPath`);
@@ -68,6 +73,7 @@ use std::sync::Arc;
 use crate::error::{Error, ErrorKind};
 use crate::meta::journal::Journal;
 use crate::meta::table::TupleBlockTable;
+use crate::store::request::copy_error;
 pub(crate) use crate::store::request::{DataWrite, Request};
 use crate::store::{Entry, Shared};
 
@@ -109,6 +115,9 @@ pub(crate) struct Committer {
     /// (`place_homes`); a block changed again meanwhile skips the older
     /// home write. Readers read the journal images meanwhile.
     unplaced: BTreeMap<u32, Unplaced>,
+    /// The failure that poisoned the store (`poison`), the first one: what
+    /// every later refusal of the commit path gives as its reason.
+    poisoned: Option<Error>,
 }
 
 /// An open group: everything applied since the last tuple-block write.
@@ -152,6 +161,7 @@ impl Committer {
             spare: None,
             table,
             unplaced: BTreeMap::new(),
+            poisoned: None,
         }
     }
 
@@ -191,8 +201,30 @@ impl Committer {
         v
     }
 
-    pub(super) fn poison(&self, _cause: &Error) {
-        self.shared.failed.store(true, Ordering::Release);
+    /// Stops the store accepting changes after a failed metadata write:
+    /// what the device holds is not known any more (a group may be half
+    /// written), so nothing more is written until a reopen, whose recovery
+    /// finds out (invariants 1 and 6). The first `cause` is kept: later
+    /// refusals say why (`check_failed`).
+    pub(super) fn poison(&mut self, cause: &Error) {
+        // Only the failure that stopped the store is its reason: a refusal
+        // seen after that (or after a failed growth poisoned it) is not.
+        if !self.shared.failed.swap(true, Ordering::AcqRel) {
+            self.poisoned = Some(copy_error(cause));
+        }
+    }
+
+    /// Refuses a change on a read-only store or a poisoned one. A store
+    /// this committer poisoned is refused with the kind of the failure that
+    /// stopped it and that failure as the reason: a `Corrupt` tuple block
+    /// is reported as `Corrupt`, not as a bare `Io`. (A store poisoned
+    /// elsewhere, by a failed superblock publish while the heap grew, is
+    /// refused as `Shared::check_failed` says.)
+    pub(super) fn check_failed(&self) -> crate::error::Result<()> {
+        match &self.poisoned {
+            Some(cause) => Err(stopped_by(cause)),
+            None => self.shared.check_failed(),
+        }
     }
 
     /// Notes that the open group changes `block`.
@@ -206,6 +238,18 @@ impl Committer {
             self.pending.journaled += 1;
         }
     }
+}
+
+/// The refusal of a change once `cause` poisoned the store: of `cause`'s
+/// kind, with `cause` (kind and message) as the reason.
+fn stopped_by(cause: &Error) -> Error {
+    Error::new(
+        cause.kind(),
+        format!(
+            "the store stopped accepting changes after a failed metadata write; \
+             reopen it (the failure: {cause})"
+        ),
+    )
 }
 
 /// A block the table marks journaled in a store whose superblock names no
