@@ -203,6 +203,13 @@ impl Committer {
         if let Err(e) = &result {
             self.poison(e);
         }
+        // In sync mode, and for a barrier, nothing is acknowledged before
+        // its group is written and synced: `flush` took the whole open
+        // group (invariant 1).
+        assert!(
+            result.is_err() || (buffered && !barrier) || self.pending.first.is_none(),
+            "invariant 1: a group acknowledged before it was written and synced"
+        );
         for ack in acks {
             let committed = match &ack {
                 Ack::Info(_, info) => info.size,

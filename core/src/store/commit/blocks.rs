@@ -208,6 +208,12 @@ impl Committer {
         group_first: u64,
         flags: u32,
     ) -> Result<()> {
+        // A group's sequence is its last version, no smaller than its first
+        // (invariant 4: recovery orders a slot's writes by it).
+        assert!(
+            group_first <= seq,
+            "invariant 4: a group's versions decrease: first {group_first}, last {seq}"
+        );
         let images = self.encode_blocks(blocks, seq, group_first, flags)?;
         let mut extents = Vec::with_capacity(data_writes.len());
         let mut writes: Vec<(AlignedBuf, u64)> = data_writes
@@ -236,6 +242,13 @@ impl Committer {
                 .collect(),
             (None, None) => Vec::new(),
         };
+        // Every journaled image has its slot: one left out of the zip would
+        // be acknowledged without being written (invariant 1).
+        assert_eq!(
+            journal_at.len(),
+            homes.len(),
+            "invariant 1: a journaled tuple block of the group has no journal slot"
+        );
         for ((_, _, buf), &(_, at)) in homes.iter().zip(&journal_at) {
             writes.push((AlignedBuf::copy_from(buf.as_slice()), at));
         }
