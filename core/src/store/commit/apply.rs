@@ -1,7 +1,7 @@
 //! Applying a group: each request in commit order changes the index and
-//! the cached images of its tuple blocks (step 2 of the module doc), after
-//! step 0 (a moved tuple's stale copies removed) and before the group is
-//! written (`blocks.rs`).
+//! the cached images of its tuple blocks (step 2 of `commit`'s module
+//! doc), after step 0 (a moved tuple's stale copies removed) and before
+//! the group is written (`blocks.rs`).
 //!
 //! Invariants kept here: versions strictly increase in commit order and are
 //! never reused (invariant 4: the larger version wins at open); a block is

@@ -1,6 +1,6 @@
 //! Writing a group: its tuple blocks encoded from the cached images and
 //! written beside the values the group writes itself, then one sync
-//! (steps 1 and 3 of the module doc).
+//! (steps 1 and 3 of `commit`'s module doc).
 //!
 //! Invariants kept here: object bytes are durable before any tuple that
 //! points at them (a data sync first, or one sync for values and blocks

@@ -74,11 +74,12 @@ use crate::error::{Error, ErrorKind};
 use crate::meta::journal::Journal;
 use crate::meta::table::TupleBlockTable;
 use crate::store::request::copy_error;
-pub(crate) use crate::store::request::{DataWrite, Request};
 use crate::store::{Entry, Shared};
-
-pub(crate) use crate::store::request::{Expiry, PutSpec, Staged};
 use journal::Unplaced;
+
+// What the rest of `store/` reaches as `commit::X` (the requests' old
+// paths, kept so those files need not change).
+pub(crate) use crate::store::request::{DataWrite, Expiry, PutSpec, Request, Staged};
 pub(crate) use leader::CommitPath;
 pub(crate) use maintenance::Maintenance;
 
