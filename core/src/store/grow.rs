@@ -21,12 +21,12 @@
 
 use std::sync::atomic::Ordering;
 
-use super::Shared;
 use crate::alloc::BuddyAllocator;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{Superblock, BLOCK_SIZE, SUPER_BLOCKS};
 use crate::meta::superblock::publish_superblock;
 use crate::options::{MAX_GROWTH_STEP, MIN_CAPACITY};
+use crate::store::Shared;
 
 /// Runs `alloc` against the allocator; when it finds no room and the store
 /// can grow, grows the store by a step that fits `needed` more bytes and

@@ -33,6 +33,7 @@ mod local;
 #[cfg(all(test, blobcask_loom))]
 mod loom_models;
 mod open;
+mod request;
 mod scrub;
 mod upload;
 
