@@ -33,26 +33,25 @@ mod local;
 #[cfg(all(test, blobcask_loom))]
 mod loom_models;
 mod open;
+mod report;
 mod scrub;
+mod shared;
+mod state;
 mod upload;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use futures::channel::oneshot;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
 
-use crate::alloc::BuddyAllocator;
 use crate::error::{show_key, Error, ErrorKind, Result};
 use crate::format::BLOCK_SIZE;
-use crate::index::{EntryId, IndexKind, KeyIndex};
 use crate::io::{AlignedBuf, IoEngine};
 use crate::meta::block::{decode_slot, SlotContent, SlotIdentity};
-use crate::meta::recovery::RecoveryReport;
-use crate::meta::tuple::{self, Checksums, Piece, TupleValue, MAX_KEY_LEN};
+use crate::meta::tuple::{self, Checksums, TupleValue, MAX_KEY_LEN};
 use crate::options::{Options, PutMode, PutOptions, ReadOptions};
 pub use cache::CacheStats;
 
@@ -62,137 +61,13 @@ pub use compact::CompactReport;
 pub use list::{Keys, ListEntry};
 #[cfg(target_os = "linux")]
 pub use local::LocalStore;
+pub use report::{ObjectInfo, Stats};
 pub use scrub::ScrubReport;
 pub use upload::{Upload, UploadInfo, PART_ALIGN};
 
-/// What a commit produced, and what `stat` reports.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ObjectInfo {
-    /// Object size in bytes.
-    pub size: u64,
-    /// Version assigned at commit: strictly larger for every later commit
-    /// in this store, across reopens.
-    pub version: u64,
-    /// When this version was committed.
-    pub created: SystemTime,
-    /// Whether the value is stored inline in its tuple (small-value path).
-    pub inline: bool,
-    /// When this version expires (put with a
-    /// [`ttl`](crate::PutOptions::ttl)); `None`: never.
-    pub expires: Option<SystemTime>,
-}
-
-/// A snapshot of the store's space and content.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Stats {
-    /// Committed objects (not those expired, removed or not yet).
-    pub objects: u64,
-    /// Sum of the sizes of committed objects (expired ones left out).
-    pub logical_bytes: u64,
-    /// Heap bytes held by committed objects' pieces.
-    pub allocated_bytes: u64,
-    /// Bytes of the metadata area: tuple blocks (one home slot each, or two
-    /// slots in a format-3 store) and the metadata journal.
-    pub metadata_bytes: u64,
-    /// Bytes not allocated to anything.
-    pub free_bytes: u64,
-    /// Size of the largest free piece: the largest run a new object can
-    /// get in one piece.
-    pub largest_free_piece: u64,
-    /// Size of the store file or device (it grows; see
-    /// [`Options::max_capacity`]).
-    pub capacity: u64,
-    /// Largest size the store grows to by itself (`None`: no limit but the
-    /// file system; a block device keeps its size whatever this says).
-    pub max_capacity: Option<u64>,
-    /// Bytes written to the device since open (data, metadata, superblock).
-    pub device_bytes_written: u64,
-    /// Bytes of values committed since open.
-    pub user_bytes_written: u64,
-    /// Tuple-block group commits since open (each ends with one sync).
-    pub commit_groups: u64,
-    /// Name of the I/O engine in use.
-    pub io_engine: &'static str,
-    /// Whether reads and writes bypass the page cache.
-    pub direct_io: bool,
-    /// Index backend in use.
-    pub index: IndexKind,
-    /// What recovery found and did when the store was opened.
-    pub recovery: RecoveryReport,
-    /// The read cache since open.
-    pub cache: CacheStats,
-}
-
-impl Stats {
-    /// Bytes the store occupies on the device (everything not free) per
-    /// byte of committed values; `None` while empty.
-    pub fn space_amplification(&self) -> Option<f64> {
-        (self.logical_bytes > 0)
-            .then(|| (self.capacity - self.free_bytes) as f64 / self.logical_bytes as f64)
-    }
-
-    /// Device bytes written per user byte committed since open.
-    pub fn write_amplification(&self) -> Option<f64> {
-        (self.user_bytes_written > 0)
-            .then(|| self.device_bytes_written as f64 / self.user_bytes_written as f64)
-    }
-}
-
-/// Heap pieces of one object version. Dropping the last handle returns the
-/// pieces to the allocator. Handles are held by the index entry (until the
-/// change that unlinks it is durable) and by every read in flight, so the
-/// pieces are reused only after both let go (see `loom_models`).
-pub(crate) struct Extent {
-    pub pieces: Vec<Piece>,
-    alloc: crate::sync::Arc<crate::sync::Mutex<BuddyAllocator>>,
-}
-
-impl Drop for Extent {
-    fn drop(&mut self) {
-        let mut a = self.alloc.lock();
-        for p in self.pieces.drain(..) {
-            a.free(p);
-        }
-    }
-}
-
-impl Extent {
-    pub fn bytes(&self) -> u64 {
-        self.pieces.iter().map(Piece::len_bytes).sum()
-    }
-}
-
-/// Where an object's value is.
-#[derive(Clone)]
-pub(crate) enum ObjectData {
-    Inline(Bytes),
-    /// Heap pieces and the checksums of their bytes. `unsynced` is set when
-    /// the bytes were not synced before the tuple (small puts), so recovery
-    /// reads them back for the newest group.
-    Heap {
-        extent: Arc<Extent>,
-        sums: Checksums,
-        unsynced: bool,
-    },
-}
-
-impl ObjectData {
-    pub fn tuple_value(&self) -> TupleValue {
-        match self {
-            ObjectData::Inline(b) => TupleValue::Inline(b.clone()),
-            ObjectData::Heap {
-                extent,
-                sums,
-                unsynced,
-            } => TupleValue::Heap {
-                pieces: extent.pieces.clone(),
-                sums: sums.clone(),
-                unsynced: *unsynced,
-            },
-        }
-    }
-}
+// The moved items at the paths the other files of `store/` reach them by.
+pub(crate) use shared::{Geometry, Shared};
+pub(crate) use state::{heap, now_micros, Entry, Extent, HeapValue, ObjectData, State, Stored};
 
 /// Heap objects up to this size are not synced before their tuple: the
 /// group's one sync makes data and tuple durable together, and recovery
@@ -211,14 +86,6 @@ enum Staged {
     /// Pieces to write the value into; whether its data may skip the sync
     /// before its tuple.
     Write(Arc<Extent>, bool),
-}
-
-fn heap(extent: Arc<Extent>, sums: Checksums, unsynced: bool) -> ObjectData {
-    ObjectData::Heap {
-        extent,
-        sums,
-        unsynced,
-    }
 }
 
 /// A read resolved against the index.
@@ -264,429 +131,6 @@ impl HeapRead {
         }
     }
 }
-
-/// One committed object version, as the index sees it. The key itself is
-/// not here: it lives in the index (and on disk in the tuple), so a backend
-/// that compresses keys (FST) really saves their memory. Neither is an
-/// inline value once its tuple block is written: reads take it from the
-/// block, through the read cache. Kept small (48 bytes, `Option<Entry>`
-/// too): there is one per object.
-pub(crate) struct Entry {
-    pub version: u64,
-    pub created_micros: u64,
-    pub size: u64,
-    /// When it expires, µs since the epoch; 0: never.
-    expires: u64,
-    /// Tuple block holding this entry's tuple.
-    pub block: u32,
-    /// Keys are 1..=`MAX_KEY_LEN` bytes (and the zero left free makes
-    /// `Option<Entry>` no larger than an entry).
-    key_len: std::num::NonZeroU16,
-    pub data: Stored,
-}
-
-/// Where a committed version's value is (the entry's view of
-/// [`ObjectData`]): one pointer, null for an inline value on the device,
-/// which is read from the block's current slot (`State::slots`).
-pub(crate) struct Stored(Option<Box<Held>>);
-
-/// What an entry holds besides its fixed fields.
-enum Held {
-    /// An inline value whose tuple block is not written yet: the bytes,
-    /// until the commit path has written the block
-    /// (`Committer::blocks_written`).
-    Pending(Bytes),
-    /// A heap object.
-    Heap(HeapValue),
-}
-
-/// A heap object's pieces and the checksums of their bytes (see
-/// [`ObjectData::Heap`]).
-#[derive(Clone)]
-pub(crate) struct HeapValue {
-    pub extent: Arc<Extent>,
-    pub sums: Checksums,
-    pub unsynced: bool,
-}
-
-impl Stored {
-    /// An inline value in its written tuple block.
-    pub const INLINE: Stored = Stored(None);
-
-    /// The entry's form of a staged value: inline bytes are kept until
-    /// their block is written.
-    fn of(data: ObjectData) -> Stored {
-        Stored(Some(Box::new(match data {
-            ObjectData::Inline(b) => Held::Pending(b),
-            ObjectData::Heap {
-                extent,
-                sums,
-                unsynced,
-            } => Held::Heap(HeapValue {
-                extent,
-                sums,
-                unsynced,
-            }),
-        })))
-    }
-
-    /// An inline value whose block is not written yet (open: a block
-    /// recovery changed).
-    pub fn pending(b: Bytes) -> Stored {
-        Stored(Some(Box::new(Held::Pending(b))))
-    }
-
-    /// A heap object.
-    pub fn heap_object(h: HeapValue) -> Stored {
-        Stored(Some(Box::new(Held::Heap(h))))
-    }
-
-    /// The value as staged data, when it is at hand (heap, or inline
-    /// bytes not yet written); `None` for an inline value on the device.
-    pub fn at_hand(&self) -> Option<ObjectData> {
-        match self.0.as_deref()? {
-            Held::Pending(b) => Some(ObjectData::Inline(b.clone())),
-            Held::Heap(h) => Some(heap(h.extent.clone(), h.sums.clone(), h.unsynced)),
-        }
-    }
-
-    pub fn heap(&self) -> Option<&HeapValue> {
-        match self.0.as_deref() {
-            Some(Held::Heap(h)) => Some(h),
-            _ => None,
-        }
-    }
-
-    /// Whether the value is inline and its block not written yet.
-    pub fn is_pending(&self) -> bool {
-        matches!(self.0.as_deref(), Some(Held::Pending(_)))
-    }
-
-    fn heap_bytes(&self) -> u64 {
-        self.heap().map_or(0, |h| h.extent.bytes())
-    }
-}
-
-impl Entry {
-    pub fn new(
-        key_len: usize,
-        version: u64,
-        created_micros: u64,
-        size: u64,
-        expires_micros: Option<u64>,
-        data: Stored,
-        block: u32,
-    ) -> Entry {
-        Entry {
-            version,
-            created_micros,
-            size,
-            // 0 means "never": an expiry read as 0 (a hand-made tuple;
-            // the store writes creation + at least 1 µs) is kept as 1, as
-            // long past.
-            expires: expires_micros.map_or(0, |at| at.max(1)),
-            block,
-            // `check_key` and tuple decoding hold keys to 1..=1024 bytes.
-            key_len: std::num::NonZeroU16::new(key_len as u16).unwrap_or(std::num::NonZeroU16::MIN),
-            data,
-        }
-    }
-
-    pub fn key_len(&self) -> usize {
-        self.key_len.get() as usize
-    }
-
-    /// When it expires, µs since the epoch (`None`: never).
-    pub fn expires_micros(&self) -> Option<u64> {
-        (self.expires != 0).then_some(self.expires)
-    }
-
-    /// Length of its encoded tuple.
-    pub fn tuple_len(&self) -> usize {
-        let expires = self.expires != 0;
-        match self.data.heap() {
-            None => tuple::inline_len(self.key_len(), self.size, expires),
-            Some(h) => tuple::heap_len(self.key_len(), h.extent.pieces.len(), &h.sums, expires),
-        }
-    }
-
-    /// Whether this version is visible now: not expired by the wall clock
-    /// (the clock is read only for an entry that can expire).
-    pub fn live(&self) -> bool {
-        self.expires == 0 || now_micros() < self.expires
-    }
-
-    pub fn info(&self) -> ObjectInfo {
-        ObjectInfo {
-            size: self.size,
-            version: self.version,
-            created: UNIX_EPOCH + Duration::from_micros(self.created_micros),
-            inline: self.data.heap().is_none(),
-            expires: self
-                .expires_micros()
-                .map(|at| UNIX_EPOCH + Duration::from_micros(at)),
-        }
-    }
-}
-
-/// Reader-visible state: the index and the entry table.
-pub(crate) struct State {
-    pub index: Box<dyn KeyIndex>,
-    entries: Vec<Option<Entry>>,
-    free_ids: Vec<EntryId>,
-    pub logical_bytes: u64,
-    pub heap_bytes: u64,
-    /// Per tuple block, the device offset of the slot holding its written
-    /// state (`NO_SLOT`: none yet), where inline values are read from, and
-    /// how many writes of the block were published since open: a slot is
-    /// rewritten only after a publish made it the spare, so a read of a
-    /// block's slot during which its count did not change saw no write of
-    /// it. Changed only together with the entries it serves (one write
-    /// lock).
-    slots: Vec<(u64, u64)>,
-}
-
-/// `State::slots` of a block without written state.
-const NO_SLOT: (u64, u64) = (u64::MAX, 0);
-
-impl State {
-    fn new(index: Box<dyn KeyIndex>) -> Self {
-        State {
-            index,
-            entries: Vec::new(),
-            free_ids: Vec::new(),
-            logical_bytes: 0,
-            heap_bytes: 0,
-            slots: Vec::new(),
-        }
-    }
-
-    /// Device offset of the slot holding `block`'s written state, and the
-    /// block's write count.
-    pub fn slot_of(&self, block: u32) -> Option<(u64, u64)> {
-        self.slots
-            .get(block as usize)
-            .copied()
-            .filter(|&(at, _)| at != NO_SLOT.0)
-    }
-
-    /// Room for `blocks` blocks' slots, exactly (open: one per block for
-    /// the store's life, no doubling slack).
-    pub fn reserve_slots(&mut self, blocks: usize) {
-        self.slots
-            .reserve_exact(blocks.saturating_sub(self.slots.len()));
-    }
-
-    /// Records that `block`'s state is now the slot at `at` (written and
-    /// synced).
-    pub fn set_slot(&mut self, block: u32, at: u64) {
-        let i = block as usize;
-        if self.slots.len() <= i {
-            self.slots.resize(i + 1, NO_SLOT);
-        }
-        if let Some(s) = self.slots.get_mut(i) {
-            *s = (at, s.1 + 1);
-        }
-    }
-
-    /// The entry `id` if it still holds `version`, mutably (the commit
-    /// path, once the tuple block of a pending inline value is written).
-    pub fn entry_mut(&mut self, id: EntryId, version: u64) -> Option<&mut Entry> {
-        self.entries
-            .get_mut(id as usize)
-            .and_then(Option::as_mut)
-            .filter(|e| e.version == version)
-    }
-
-    /// `key`'s visible entry: none when it has none or it expired.
-    pub fn lookup(&self, key: &[u8]) -> Option<&Entry> {
-        self.lookup_any(key).filter(|e| e.live())
-    }
-
-    /// `key`'s entry, expired or not (the commit path, which must find an
-    /// expired tuple to replace or remove it).
-    pub fn lookup_any(&self, key: &[u8]) -> Option<&Entry> {
-        self.index.get(key).and_then(|id| self.entry(id))
-    }
-
-    pub fn entry(&self, id: EntryId) -> Option<&Entry> {
-        self.entries.get(id as usize).and_then(Option::as_ref)
-    }
-
-    /// Adds an entry and points `key` at it; returns the replaced entry.
-    pub fn link(&mut self, key: &[u8], entry: Entry) -> (EntryId, Option<Entry>) {
-        let id = self.add(entry);
-        let old = self.index.insert(key, id).and_then(|o| self.take(o));
-        (id, old)
-    }
-
-    /// Adds an entry to the table only (open links keys in bulk after).
-    pub fn add(&mut self, entry: Entry) -> EntryId {
-        self.logical_bytes += entry.size;
-        self.heap_bytes += entry.data.heap_bytes();
-        // A free id names a slot of `entries` emptied by `take`.
-        let free = self
-            .free_ids
-            .pop()
-            .and_then(|id| Some((id, self.entries.get_mut(id as usize)?)));
-        match free {
-            Some((id, slot)) => {
-                *slot = Some(entry);
-                id
-            }
-            None => {
-                self.entries.push(Some(entry));
-                self.entries.len() as EntryId - 1
-            }
-        }
-    }
-
-    /// Puts `entry` in place of entry `id` (same key: the index does not
-    /// change); returns the entry it replaces.
-    pub fn replace(&mut self, id: EntryId, entry: Entry) -> Option<Entry> {
-        let slot = self.entries.get_mut(id as usize)?;
-        if slot.is_none() {
-            // A free id: nothing to replace (the entry is dropped).
-            return None;
-        }
-        self.logical_bytes += entry.size;
-        self.heap_bytes += entry.data.heap_bytes();
-        let old = slot.replace(entry)?;
-        self.logical_bytes -= old.size;
-        self.heap_bytes -= old.data.heap_bytes();
-        Some(old)
-    }
-
-    /// Every entry with its id.
-    pub fn iter(&self) -> impl Iterator<Item = (EntryId, &Entry)> {
-        self.entries
-            .iter()
-            .enumerate()
-            .filter_map(|(id, e)| Some((id as EntryId, e.as_ref()?)))
-    }
-
-    /// Removes `key`'s entry from the index and the table.
-    pub fn unlink(&mut self, key: &[u8]) -> Option<(EntryId, Entry)> {
-        let id = self.index.remove(key)?;
-        self.take(id).map(|e| (id, e))
-    }
-
-    fn take(&mut self, id: EntryId) -> Option<Entry> {
-        let e = self.entries.get_mut(id as usize)?.take()?;
-        self.free_ids.push(id);
-        self.logical_bytes -= e.size;
-        self.heap_bytes -= e.data.heap_bytes();
-        Some(e)
-    }
-}
-
-/// Versions that expire: (expiry µs, version) → (key, size).
-pub(crate) type ExpiryQueue = std::collections::BTreeMap<(u64, u64), (Box<[u8]>, u64)>;
-
-/// Fixed facts about an open store.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Geometry {
-    pub store_id: u64,
-}
-
-/// What the store handles and the commit path share.
-pub(crate) struct Shared {
-    pub engine: Arc<dyn IoEngine>,
-    /// A duplicate of the engine's descriptor when the store was opened by
-    /// path (`None` on a caller-supplied engine): what `Store::local`
-    /// reads through on another ring.
-    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-    pub io_file: Option<std::fs::File>,
-    pub geometry: Geometry,
-    pub options: Options,
-    /// What the store runs with (the caller's options over the stored
-    /// settings): index kind, inline threshold, growth limit.
-    pub settings: crate::options::Settings,
-    /// The current superblock. Every publish after open holds this lock
-    /// (metadata growth, heap growth, clean close), so two never race for
-    /// a copy or a sequence.
-    pub superblock: parking_lot::Mutex<crate::format::Superblock>,
-    /// Bytes of the file covered by the store; only grows (`grow`).
-    pub capacity: AtomicU64,
-    /// Uploads in progress (`Store::list_uploads`).
-    pub uploads: upload::Uploads,
-    pub state: RwLock<State>,
-    pub alloc: crate::sync::Arc<crate::sync::Mutex<BuddyAllocator>>,
-    /// Set after a failed metadata write: the on-disk state is unknown, so
-    /// every later change is refused until the store is reopened.
-    pub failed: AtomicBool,
-    /// Set, under the superblock lock, once close has published the clean
-    /// superblock: nothing may publish after it (a growth that began
-    /// before close fails with `Closed` instead).
-    pub sealed: AtomicBool,
-    pub device_bytes_written: AtomicU64,
-    pub user_bytes_written: AtomicU64,
-    pub commit_groups: AtomicU64,
-    pub metadata_bytes: AtomicU64,
-    /// Trailer checksum tables of large objects, by version.
-    pub tables: data::TableCache,
-    /// Checked bytes of hot objects, by version.
-    pub cache: cache::ReadCache,
-    /// Versions whose values their commit group is still writing.
-    pub landing: landing::Landing,
-    /// What recovery did when the store was opened (and open's repairs
-    /// after it).
-    pub recovery: parking_lot::Mutex<RecoveryReport>,
-    /// Wakes the maintenance thread (a buffered group to write by its
-    /// deadline).
-    pub maintenance: Arc<commit::Maintenance>,
-    /// Held by the compaction in progress: one at a time.
-    pub compacting: futures::lock::Mutex<()>,
-    /// Versions that expire, by (expiry µs, version), with their key and
-    /// size: the reaper's queue (the commit path removes the due ones) and
-    /// what `stats` leaves out. An entry leaves when its version is
-    /// replaced or removed.
-    pub expiring: Mutex<ExpiryQueue>,
-    /// Inline values removed from their blocks while a backup fills its
-    /// snapshot.
-    pub retired: backup::Retired,
-    /// The allocator's `frees` count after the last compaction a put ran
-    /// in vain (`u64::MAX`: none): puts do not compact again until a piece
-    /// is freed.
-    pub futile_compaction: AtomicU64,
-}
-
-impl Shared {
-    pub fn wake_maintenance(&self) {
-        self.maintenance.poke();
-    }
-
-    /// Refuses a change: on a read-only store (`Unsupported`), or after a
-    /// failed metadata write (`Io`).
-    pub fn check_failed(&self) -> Result<()> {
-        if self.options.is_read_only() {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                "the store is open read-only",
-            ));
-        }
-        if self.failed.load(Ordering::Acquire) {
-            return Err(Error::new(
-                ErrorKind::Io,
-                "the store stopped accepting changes after a failed metadata write; reopen it",
-            ));
-        }
-        Ok(())
-    }
-
-    /// Bytes of the file the store covers now.
-    pub fn capacity(&self) -> u64 {
-        self.capacity.load(Ordering::Acquire)
-    }
-
-    pub fn new_extent(&self, pieces: Vec<Piece>) -> Arc<Extent> {
-        Arc::new(Extent {
-            pieces,
-            alloc: self.alloc.clone(),
-        })
-    }
-}
-
 struct Inner {
     shared: Arc<Shared>,
     commits: Arc<commit::CommitPath>,
@@ -824,13 +268,6 @@ fn owned(bytes: Bytes, options: ReadOptions) -> Bytes {
     } else {
         bytes
     }
-}
-
-pub(crate) fn now_micros() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
 }
 
 pub(crate) fn check_key(key: &[u8]) -> Result<()> {
@@ -1616,49 +1053,7 @@ impl Store {
 
     /// Space and content figures.
     pub fn stats(&self) -> Stats {
-        let s = self.shared();
-        let (objects, logical_bytes, allocated_bytes) = {
-            let st = s.state.read();
-            (st.index.len() as u64, st.logical_bytes, st.heap_bytes)
-        };
-        // Expired objects not yet removed are not counted: they are gone
-        // for every reader.
-        let (expired, expired_bytes) = if s.options.keep_expired {
-            (0, 0)
-        } else {
-            let expiring = s.expiring.lock();
-            expiring
-                .range(..=(now_micros(), u64::MAX))
-                .fold((0u64, 0u64), |(n, b), (_, (_, size))| (n + 1, b + size))
-        };
-        let objects = objects.saturating_sub(expired);
-        let logical_bytes = logical_bytes.saturating_sub(expired_bytes);
-        let (free_bytes, largest_free_piece) = {
-            let a = s.alloc.lock();
-            (
-                a.free_blocks() * BLOCK_SIZE as u64,
-                a.largest_free_order()
-                    .map_or(0, |k| (BLOCK_SIZE as u64) << k),
-            )
-        };
-        Stats {
-            objects,
-            logical_bytes,
-            allocated_bytes,
-            metadata_bytes: s.metadata_bytes.load(Ordering::Relaxed),
-            free_bytes,
-            largest_free_piece,
-            capacity: s.capacity(),
-            max_capacity: s.settings.max_capacity,
-            device_bytes_written: s.device_bytes_written.load(Ordering::Relaxed),
-            user_bytes_written: s.user_bytes_written.load(Ordering::Relaxed),
-            commit_groups: s.commit_groups.load(Ordering::Relaxed),
-            io_engine: s.engine.name(),
-            direct_io: s.engine.direct_io(),
-            index: s.settings.index,
-            recovery: s.recovery.lock().clone(),
-            cache: s.cache.stats(),
-        }
+        Stats::gather(self.shared())
     }
 
     /// The uploads in progress on this handle's store (begun and neither
@@ -1769,15 +1164,5 @@ mod tests {
         };
         let _ = |s: Store| assert_send(&f(s));
         let _ = |p: &'static str| assert_send(&Store::open(p, Options::new()));
-    }
-
-    /// RAM per object (issue 16): the entry table holds one `Option<Entry>`
-    /// per object, so its size is the floor of every backend's cost. The
-    /// inline bytes of a written block are not in it, and a heap object's
-    /// pieces and sums sit behind one pointer.
-    #[test]
-    fn an_entry_takes_48_bytes() {
-        assert_eq!(std::mem::size_of::<Option<Entry>>(), 48);
-        assert_eq!(std::mem::size_of::<Stored>(), 8);
     }
 }
