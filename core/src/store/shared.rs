@@ -1,0 +1,131 @@
+//! [`Shared`]: the engine state behind the `Arc` that every store handle,
+//! the commit path, the maintenance thread and the background jobs hold,
+//! and its small helpers (refusing changes, the capacity, new extents).
+//!
+//! Invariants kept here:
+//! * after a failed metadata write (`failed`) every later change is
+//!   refused until the store is reopened: the on-disk state is unknown
+//!   (invariants 1 and 4);
+//! * every publish of a superblock after open holds the `superblock`
+//!   lock, and none follows the clean one close published (`sealed`);
+//! * the capacity only grows;
+//! * a new extent returns its pieces to this store's allocator when its
+//!   last handle drops (invariant 2).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use super::state::{ExpiryQueue, Extent, State};
+use super::{backup, cache, commit, data, landing, upload};
+use crate::alloc::BuddyAllocator;
+use crate::error::{Error, ErrorKind, Result};
+use crate::io::IoEngine;
+use crate::meta::recovery::RecoveryReport;
+use crate::meta::tuple::Piece;
+use crate::options::Options;
+
+/// Fixed facts about an open store.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Geometry {
+    pub store_id: u64,
+}
+
+/// What the store handles and the commit path share.
+pub(crate) struct Shared {
+    pub engine: Arc<dyn IoEngine>,
+    /// A duplicate of the engine's descriptor when the store was opened by
+    /// path (`None` on a caller-supplied engine): what `Store::local`
+    /// reads through on another ring.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    pub io_file: Option<std::fs::File>,
+    pub geometry: Geometry,
+    pub options: Options,
+    /// What the store runs with (the caller's options over the stored
+    /// settings): index kind, inline threshold, growth limit.
+    pub settings: crate::options::Settings,
+    /// The current superblock. Every publish after open holds this lock
+    /// (metadata growth, heap growth, clean close), so two never race for
+    /// a copy or a sequence.
+    pub superblock: parking_lot::Mutex<crate::format::Superblock>,
+    /// Bytes of the file covered by the store; only grows (`grow`).
+    pub capacity: AtomicU64,
+    /// Uploads in progress (`Store::list_uploads`).
+    pub uploads: upload::Uploads,
+    pub state: RwLock<State>,
+    pub alloc: crate::sync::Arc<crate::sync::Mutex<BuddyAllocator>>,
+    /// Set after a failed metadata write: the on-disk state is unknown, so
+    /// every later change is refused until the store is reopened.
+    pub failed: AtomicBool,
+    /// Set, under the superblock lock, once close has published the clean
+    /// superblock: nothing may publish after it (a growth that began
+    /// before close fails with `Closed` instead).
+    pub sealed: AtomicBool,
+    pub device_bytes_written: AtomicU64,
+    pub user_bytes_written: AtomicU64,
+    pub commit_groups: AtomicU64,
+    pub metadata_bytes: AtomicU64,
+    /// Trailer checksum tables of large objects, by version.
+    pub tables: data::TableCache,
+    /// Checked bytes of hot objects, by version.
+    pub cache: cache::ReadCache,
+    /// Versions whose values their commit group is still writing.
+    pub landing: landing::Landing,
+    /// What recovery did when the store was opened (and open's repairs
+    /// after it).
+    pub recovery: parking_lot::Mutex<RecoveryReport>,
+    /// Wakes the maintenance thread (a buffered group to write by its
+    /// deadline).
+    pub maintenance: Arc<commit::Maintenance>,
+    /// Held by the compaction in progress: one at a time.
+    pub compacting: futures::lock::Mutex<()>,
+    /// Versions that expire, by (expiry µs, version), with their key and
+    /// size: the reaper's queue (the commit path removes the due ones) and
+    /// what `stats` leaves out. An entry leaves when its version is
+    /// replaced or removed.
+    pub expiring: Mutex<ExpiryQueue>,
+    /// Inline values removed from their blocks while a backup fills its
+    /// snapshot.
+    pub retired: backup::Retired,
+    /// The allocator's `frees` count after the last compaction a put ran
+    /// in vain (`u64::MAX`: none): puts do not compact again until a piece
+    /// is freed.
+    pub futile_compaction: AtomicU64,
+}
+
+impl Shared {
+    pub fn wake_maintenance(&self) {
+        self.maintenance.poke();
+    }
+
+    /// Refuses a change: on a read-only store (`Unsupported`), or after a
+    /// failed metadata write (`Io`).
+    pub fn check_failed(&self) -> Result<()> {
+        if self.options.is_read_only() {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "the store is open read-only",
+            ));
+        }
+        if self.failed.load(Ordering::Acquire) {
+            return Err(Error::new(
+                ErrorKind::Io,
+                "the store stopped accepting changes after a failed metadata write; reopen it",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Bytes of the file the store covers now.
+    pub fn capacity(&self) -> u64 {
+        self.capacity.load(Ordering::Acquire)
+    }
+
+    pub fn new_extent(&self, pieces: Vec<Piece>) -> Arc<Extent> {
+        Arc::new(Extent {
+            pieces,
+            alloc: self.alloc.clone(),
+        })
+    }
+}

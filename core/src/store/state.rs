@@ -1,0 +1,433 @@
+//! The in-memory state readers see: one [`Entry`] per committed object
+//! version in the [`State`] table that the index points into, where each
+//! value is ([`Stored`], [`ObjectData`]), and the [`Extent`] handles that
+//! keep a heap object's pieces allocated.
+//!
+//! Invariants kept here:
+//! * an extent's pieces return to the allocator only when its last handle
+//!   drops; the index holds one until the change that unlinked the extent
+//!   is durable, and every read in flight holds one, so space is never
+//!   reused under a reader nor before its tuple is gone (invariant 2);
+//! * a block's slot in `State::slots` changes only together with the
+//!   entries it serves (one write lock), and its write count moves with
+//!   every published write of the block, so a read that saw the count
+//!   unchanged read no rewrite of it (invariant 8);
+//! * `State::logical_bytes` and `State::heap_bytes` are the sums over the
+//!   table's entries: every way in and out of the table adjusts them.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+
+use super::ObjectInfo;
+use crate::alloc::BuddyAllocator;
+use crate::index::{EntryId, KeyIndex};
+use crate::meta::tuple::{self, Checksums, Piece, TupleValue};
+
+/// Heap pieces of one object version. Dropping the last handle returns the
+/// pieces to the allocator. Handles are held by the index entry (until the
+/// change that unlinks it is durable) and by every read in flight, so the
+/// pieces are reused only after both let go (see `loom_models`).
+pub(crate) struct Extent {
+    pub pieces: Vec<Piece>,
+    /// The allocator the pieces return to (the store's; a loom model's own).
+    pub alloc: crate::sync::Arc<crate::sync::Mutex<BuddyAllocator>>,
+}
+
+impl Drop for Extent {
+    fn drop(&mut self) {
+        let mut a = self.alloc.lock();
+        for p in self.pieces.drain(..) {
+            a.free(p);
+        }
+    }
+}
+
+impl Extent {
+    pub fn bytes(&self) -> u64 {
+        self.pieces.iter().map(Piece::len_bytes).sum()
+    }
+}
+
+/// Where an object's value is.
+#[derive(Clone)]
+pub(crate) enum ObjectData {
+    Inline(Bytes),
+    /// Heap pieces and the checksums of their bytes. `unsynced` is set when
+    /// the bytes were not synced before the tuple (small puts), so recovery
+    /// reads them back for the newest group.
+    Heap {
+        extent: Arc<Extent>,
+        sums: Checksums,
+        unsynced: bool,
+    },
+}
+
+impl ObjectData {
+    pub fn tuple_value(&self) -> TupleValue {
+        match self {
+            ObjectData::Inline(b) => TupleValue::Inline(b.clone()),
+            ObjectData::Heap {
+                extent,
+                sums,
+                unsynced,
+            } => TupleValue::Heap {
+                pieces: extent.pieces.clone(),
+                sums: sums.clone(),
+                unsynced: *unsynced,
+            },
+        }
+    }
+}
+
+/// A heap object's value: its pieces and the checksums of their bytes.
+pub(crate) fn heap(extent: Arc<Extent>, sums: Checksums, unsynced: bool) -> ObjectData {
+    ObjectData::Heap {
+        extent,
+        sums,
+        unsynced,
+    }
+}
+
+/// One committed object version, as the index sees it. The key itself is
+/// not here: it lives in the index (and on disk in the tuple), so a backend
+/// that compresses keys (FST) really saves their memory. Neither is an
+/// inline value once its tuple block is written: reads take it from the
+/// block, through the read cache. Kept small (48 bytes, `Option<Entry>`
+/// too): there is one per object.
+pub(crate) struct Entry {
+    pub version: u64,
+    pub created_micros: u64,
+    pub size: u64,
+    /// When it expires, µs since the epoch; 0: never.
+    expires: u64,
+    /// Tuple block holding this entry's tuple.
+    pub block: u32,
+    /// Keys are 1..=`MAX_KEY_LEN` bytes (and the zero left free makes
+    /// `Option<Entry>` no larger than an entry).
+    key_len: std::num::NonZeroU16,
+    pub data: Stored,
+}
+
+/// Where a committed version's value is (the entry's view of
+/// [`ObjectData`]): one pointer, null for an inline value on the device,
+/// which is read from the block's current slot (`State::slots`).
+pub(crate) struct Stored(Option<Box<Held>>);
+
+/// What an entry holds besides its fixed fields.
+enum Held {
+    /// An inline value whose tuple block is not written yet: the bytes,
+    /// until the commit path has written the block
+    /// (`Committer::blocks_written`).
+    Pending(Bytes),
+    /// A heap object.
+    Heap(HeapValue),
+}
+
+/// A heap object's pieces and the checksums of their bytes (see
+/// [`ObjectData::Heap`]).
+#[derive(Clone)]
+pub(crate) struct HeapValue {
+    pub extent: Arc<Extent>,
+    pub sums: Checksums,
+    pub unsynced: bool,
+}
+
+impl Stored {
+    /// An inline value in its written tuple block.
+    pub const INLINE: Stored = Stored(None);
+
+    /// The entry's form of a staged value: inline bytes are kept until
+    /// their block is written.
+    pub fn of(data: ObjectData) -> Stored {
+        Stored(Some(Box::new(match data {
+            ObjectData::Inline(b) => Held::Pending(b),
+            ObjectData::Heap {
+                extent,
+                sums,
+                unsynced,
+            } => Held::Heap(HeapValue {
+                extent,
+                sums,
+                unsynced,
+            }),
+        })))
+    }
+
+    /// An inline value whose block is not written yet (open: a block
+    /// recovery changed).
+    pub fn pending(b: Bytes) -> Stored {
+        Stored(Some(Box::new(Held::Pending(b))))
+    }
+
+    /// A heap object.
+    pub fn heap_object(h: HeapValue) -> Stored {
+        Stored(Some(Box::new(Held::Heap(h))))
+    }
+
+    /// The value as staged data, when it is at hand (heap, or inline
+    /// bytes not yet written); `None` for an inline value on the device.
+    pub fn at_hand(&self) -> Option<ObjectData> {
+        match self.0.as_deref()? {
+            Held::Pending(b) => Some(ObjectData::Inline(b.clone())),
+            Held::Heap(h) => Some(heap(h.extent.clone(), h.sums.clone(), h.unsynced)),
+        }
+    }
+
+    pub fn heap(&self) -> Option<&HeapValue> {
+        match self.0.as_deref() {
+            Some(Held::Heap(h)) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// Whether the value is inline and its block not written yet.
+    pub fn is_pending(&self) -> bool {
+        matches!(self.0.as_deref(), Some(Held::Pending(_)))
+    }
+
+    fn heap_bytes(&self) -> u64 {
+        self.heap().map_or(0, |h| h.extent.bytes())
+    }
+}
+
+impl Entry {
+    pub fn new(
+        key_len: usize,
+        version: u64,
+        created_micros: u64,
+        size: u64,
+        expires_micros: Option<u64>,
+        data: Stored,
+        block: u32,
+    ) -> Entry {
+        Entry {
+            version,
+            created_micros,
+            size,
+            // 0 means "never": an expiry read as 0 (a hand-made tuple;
+            // the store writes creation + at least 1 µs) is kept as 1, as
+            // long past.
+            expires: expires_micros.map_or(0, |at| at.max(1)),
+            block,
+            // `check_key` and tuple decoding hold keys to 1..=1024 bytes.
+            key_len: std::num::NonZeroU16::new(key_len as u16).unwrap_or(std::num::NonZeroU16::MIN),
+            data,
+        }
+    }
+
+    pub fn key_len(&self) -> usize {
+        self.key_len.get() as usize
+    }
+
+    /// When it expires, µs since the epoch (`None`: never).
+    pub fn expires_micros(&self) -> Option<u64> {
+        (self.expires != 0).then_some(self.expires)
+    }
+
+    /// Length of its encoded tuple.
+    pub fn tuple_len(&self) -> usize {
+        let expires = self.expires != 0;
+        match self.data.heap() {
+            None => tuple::inline_len(self.key_len(), self.size, expires),
+            Some(h) => tuple::heap_len(self.key_len(), h.extent.pieces.len(), &h.sums, expires),
+        }
+    }
+
+    /// Whether this version is visible now: not expired by the wall clock
+    /// (the clock is read only for an entry that can expire).
+    pub fn live(&self) -> bool {
+        self.expires == 0 || now_micros() < self.expires
+    }
+
+    pub fn info(&self) -> ObjectInfo {
+        ObjectInfo {
+            size: self.size,
+            version: self.version,
+            created: UNIX_EPOCH + Duration::from_micros(self.created_micros),
+            inline: self.data.heap().is_none(),
+            expires: self
+                .expires_micros()
+                .map(|at| UNIX_EPOCH + Duration::from_micros(at)),
+        }
+    }
+}
+
+/// Reader-visible state: the index and the entry table.
+pub(crate) struct State {
+    pub index: Box<dyn KeyIndex>,
+    entries: Vec<Option<Entry>>,
+    free_ids: Vec<EntryId>,
+    pub logical_bytes: u64,
+    pub heap_bytes: u64,
+    /// Per tuple block, the device offset of the slot holding its written
+    /// state (`NO_SLOT`: none yet), where inline values are read from, and
+    /// how many writes of the block were published since open: a slot is
+    /// rewritten only after a publish made it the spare, so a read of a
+    /// block's slot during which its count did not change saw no write of
+    /// it. Changed only together with the entries it serves (one write
+    /// lock).
+    slots: Vec<(u64, u64)>,
+}
+
+/// `State::slots` of a block without written state.
+const NO_SLOT: (u64, u64) = (u64::MAX, 0);
+
+impl State {
+    pub fn new(index: Box<dyn KeyIndex>) -> Self {
+        State {
+            index,
+            entries: Vec::new(),
+            free_ids: Vec::new(),
+            logical_bytes: 0,
+            heap_bytes: 0,
+            slots: Vec::new(),
+        }
+    }
+
+    /// Device offset of the slot holding `block`'s written state, and the
+    /// block's write count.
+    pub fn slot_of(&self, block: u32) -> Option<(u64, u64)> {
+        self.slots
+            .get(block as usize)
+            .copied()
+            .filter(|&(at, _)| at != NO_SLOT.0)
+    }
+
+    /// Room for `blocks` blocks' slots, exactly (open: one per block for
+    /// the store's life, no doubling slack).
+    pub fn reserve_slots(&mut self, blocks: usize) {
+        self.slots
+            .reserve_exact(blocks.saturating_sub(self.slots.len()));
+    }
+
+    /// Records that `block`'s state is now the slot at `at` (written and
+    /// synced).
+    pub fn set_slot(&mut self, block: u32, at: u64) {
+        let i = block as usize;
+        if self.slots.len() <= i {
+            self.slots.resize(i + 1, NO_SLOT);
+        }
+        if let Some(s) = self.slots.get_mut(i) {
+            *s = (at, s.1 + 1);
+        }
+    }
+
+    /// The entry `id` if it still holds `version`, mutably (the commit
+    /// path, once the tuple block of a pending inline value is written).
+    pub fn entry_mut(&mut self, id: EntryId, version: u64) -> Option<&mut Entry> {
+        self.entries
+            .get_mut(id as usize)
+            .and_then(Option::as_mut)
+            .filter(|e| e.version == version)
+    }
+
+    /// `key`'s visible entry: none when it has none or it expired.
+    pub fn lookup(&self, key: &[u8]) -> Option<&Entry> {
+        self.lookup_any(key).filter(|e| e.live())
+    }
+
+    /// `key`'s entry, expired or not (the commit path, which must find an
+    /// expired tuple to replace or remove it).
+    pub fn lookup_any(&self, key: &[u8]) -> Option<&Entry> {
+        self.index.get(key).and_then(|id| self.entry(id))
+    }
+
+    pub fn entry(&self, id: EntryId) -> Option<&Entry> {
+        self.entries.get(id as usize).and_then(Option::as_ref)
+    }
+
+    /// Adds an entry and points `key` at it; returns the replaced entry.
+    pub fn link(&mut self, key: &[u8], entry: Entry) -> (EntryId, Option<Entry>) {
+        let id = self.add(entry);
+        let old = self.index.insert(key, id).and_then(|o| self.take(o));
+        (id, old)
+    }
+
+    /// Adds an entry to the table only (open links keys in bulk after).
+    pub fn add(&mut self, entry: Entry) -> EntryId {
+        self.logical_bytes += entry.size;
+        self.heap_bytes += entry.data.heap_bytes();
+        // A free id names a slot of `entries` emptied by `take`.
+        let free = self
+            .free_ids
+            .pop()
+            .and_then(|id| Some((id, self.entries.get_mut(id as usize)?)));
+        match free {
+            Some((id, slot)) => {
+                *slot = Some(entry);
+                id
+            }
+            None => {
+                self.entries.push(Some(entry));
+                self.entries.len() as EntryId - 1
+            }
+        }
+    }
+
+    /// Puts `entry` in place of entry `id` (same key: the index does not
+    /// change); returns the entry it replaces.
+    pub fn replace(&mut self, id: EntryId, entry: Entry) -> Option<Entry> {
+        let slot = self.entries.get_mut(id as usize)?;
+        if slot.is_none() {
+            // A free id: nothing to replace (the entry is dropped).
+            return None;
+        }
+        self.logical_bytes += entry.size;
+        self.heap_bytes += entry.data.heap_bytes();
+        let old = slot.replace(entry)?;
+        self.logical_bytes -= old.size;
+        self.heap_bytes -= old.data.heap_bytes();
+        Some(old)
+    }
+
+    /// Every entry with its id.
+    pub fn iter(&self) -> impl Iterator<Item = (EntryId, &Entry)> {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter_map(|(id, e)| Some((id as EntryId, e.as_ref()?)))
+    }
+
+    /// Removes `key`'s entry from the index and the table.
+    pub fn unlink(&mut self, key: &[u8]) -> Option<(EntryId, Entry)> {
+        let id = self.index.remove(key)?;
+        self.take(id).map(|e| (id, e))
+    }
+
+    fn take(&mut self, id: EntryId) -> Option<Entry> {
+        let e = self.entries.get_mut(id as usize)?.take()?;
+        self.free_ids.push(id);
+        self.logical_bytes -= e.size;
+        self.heap_bytes -= e.data.heap_bytes();
+        Some(e)
+    }
+}
+
+/// Versions that expire: (expiry µs, version) → (key, size).
+pub(crate) type ExpiryQueue = std::collections::BTreeMap<(u64, u64), (Box<[u8]>, u64)>;
+
+/// Now, in µs since the epoch: the clock of entries' creation and expiry
+/// times (0 for a clock set before the epoch).
+pub(crate) fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RAM per object (issue 16): the entry table holds one `Option<Entry>`
+    /// per object, so its size is the floor of every backend's cost. The
+    /// inline bytes of a written block are not in it, and a heap object's
+    /// pieces and sums sit behind one pointer.
+    #[test]
+    fn an_entry_takes_48_bytes() {
+        assert_eq!(std::mem::size_of::<Option<Entry>>(), 48);
+        assert_eq!(std::mem::size_of::<Stored>(), 8);
+    }
+}
