@@ -65,6 +65,19 @@ fn a_store_stopped_by_a_corrupt_block_refuses_changes_as_corrupt() {
         later.message().contains("no longer reads back"),
         "the refusal lost its cause: {later}"
     );
+    // Calls refused before they reach the commit path (the store's own
+    // check) say the same: a put, a delete, an upload.
+    for refused in [
+        s.put("another", pattern(3, 100)).map(|_| ()).unwrap_err(),
+        s.delete(VICTIM).unwrap_err(),
+        s.begin_upload("big", 1 << 20).map(|_| ()).unwrap_err(),
+    ] {
+        assert_eq!(refused.kind(), ErrorKind::Corrupt, "{refused}");
+        assert!(
+            refused.message().contains("no longer reads back"),
+            "the refusal lost its cause: {refused}"
+        );
+    }
     drop(s);
 }
 

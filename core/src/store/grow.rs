@@ -159,7 +159,7 @@ fn grow_locked(shared: &Shared, sb: &mut Superblock, capacity: u64) -> Result<()
         Err(e) => {
             // A superblock copy may or may not hold the new size: refuse
             // further changes until a reopen reads which one won.
-            shared.failed.store(true, Ordering::Release);
+            shared.failed.poison(&e);
             return Err(e);
         }
     };

@@ -783,7 +783,7 @@ async fn recover(
         state: RwLock::new(State::new(crate::index::build(settings.index))),
         options,
         alloc: alloc.clone(),
-        failed: AtomicBool::new(false),
+        failed: Default::default(),
         sealed: AtomicBool::new(false),
         device_bytes_written: AtomicU64::new(0),
         user_bytes_written: AtomicU64::new(0),

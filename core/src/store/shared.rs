@@ -57,7 +57,7 @@ pub(crate) struct Shared {
     pub alloc: crate::sync::Arc<crate::sync::Mutex<BuddyAllocator>>,
     /// Set after a failed metadata write: the on-disk state is unknown, so
     /// every later change is refused until the store is reopened.
-    pub failed: AtomicBool,
+    pub failed: Failure,
     /// Set, under the superblock lock, once close has published the clean
     /// superblock: nothing may publish after it (a growth that began
     /// before close fails with `Closed` instead).
@@ -94,13 +94,61 @@ pub(crate) struct Shared {
     pub futile_compaction: AtomicU64,
 }
 
+/// Whether the store stopped accepting changes, and why: the first failure
+/// that stopped it, kept so every later refusal carries its kind and
+/// message (a `Corrupt` tuple block is refused as `Corrupt`, not as a bare
+/// `Io`).
+#[derive(Default)]
+pub(crate) struct Failure {
+    stopped: AtomicBool,
+    /// The first cause; written before `stopped` is set, so a refusal that
+    /// sees `stopped` finds it.
+    cause: Mutex<Option<Error>>,
+}
+
+impl Failure {
+    /// Stops the store accepting changes because of `cause` (only the first
+    /// cause is kept: a refusal seen after it is not the reason).
+    pub fn poison(&self, cause: &Error) {
+        let mut first = self.cause.lock();
+        if first.is_none() {
+            *first = Some(super::request::copy_error(cause));
+            self.stopped.store(true, Ordering::Release);
+        }
+    }
+
+    /// Whether a failure stopped the store.
+    pub fn is_set(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    /// The refusal of a change once the store stopped: of its cause's
+    /// kind, with the cause (kind and message) as the reason.
+    fn refusal(&self) -> Option<Error> {
+        if !self.is_set() {
+            return None;
+        }
+        let cause = self.cause.lock();
+        let (kind, why) = match &*cause {
+            Some(c) => (c.kind(), format!(" (the failure: {c})")),
+            None => (ErrorKind::Io, String::new()),
+        };
+        Some(Error::new(
+            kind,
+            format!(
+                "the store stopped accepting changes after a failed metadata write; reopen it{why}"
+            ),
+        ))
+    }
+}
+
 impl Shared {
     pub fn wake_maintenance(&self) {
         self.maintenance.poke();
     }
 
     /// Refuses a change: on a read-only store (`Unsupported`), or after a
-    /// failed metadata write (`Io`).
+    /// failed metadata write (of that failure's kind, naming it).
     pub fn check_failed(&self) -> Result<()> {
         if self.options.is_read_only() {
             return Err(Error::new(
@@ -108,11 +156,8 @@ impl Shared {
                 "the store is open read-only",
             ));
         }
-        if self.failed.load(Ordering::Acquire) {
-            return Err(Error::new(
-                ErrorKind::Io,
-                "the store stopped accepting changes after a failed metadata write; reopen it",
-            ));
+        if let Some(refusal) = self.failed.refusal() {
+            return Err(refusal);
         }
         Ok(())
     }

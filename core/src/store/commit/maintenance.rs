@@ -127,25 +127,25 @@ impl Committer {
         if self.shared.options.is_read_only() {
             return;
         }
-        if !self.shared.failed.load(Ordering::Acquire) {
+        if !self.shared.failed.is_set() {
             if let Err(e) = self.flush().await {
                 self.poison(&e);
             }
         }
-        if !self.stale.is_empty() && !self.shared.failed.load(Ordering::Acquire) {
+        if !self.stale.is_empty() && !self.shared.failed.is_set() {
             if let Err(e) = self.remove_stale().await {
                 self.poison(&e);
             }
         }
         // Home slots current before the clean mark (whose publish syncs).
-        if !self.shared.failed.load(Ordering::Acquire) {
+        if !self.shared.failed.is_set() {
             if let Err(e) = self.place_homes().await {
                 self.poison(&e);
             }
         }
         // Every group is synced: record that in the superblock, so the next
         // open need not read back the newest group's objects to verify them.
-        if !self.shared.failed.load(Ordering::Acquire) {
+        if !self.shared.failed.is_set() {
             let mut sb = self.shared.superblock.lock();
             let mut next = sb.clone();
             next.clean_seq = self.next_version - 1;

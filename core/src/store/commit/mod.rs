@@ -67,13 +67,11 @@ mod leader;
 mod maintenance;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::error::{Error, ErrorKind};
 use crate::meta::journal::Journal;
 use crate::meta::table::TupleBlockTable;
-use crate::store::request::copy_error;
 use crate::store::{Entry, Shared};
 use journal::Unplaced;
 
@@ -116,9 +114,6 @@ pub(crate) struct Committer {
     /// (`place_homes`); a block changed again meanwhile skips the older
     /// home write. Readers read the journal images meanwhile.
     unplaced: BTreeMap<u32, Unplaced>,
-    /// The failure that poisoned the store (`poison`), the first one: what
-    /// every later refusal of the commit path gives as its reason.
-    poisoned: Option<Error>,
 }
 
 /// An open group: everything applied since the last tuple-block write.
@@ -162,7 +157,6 @@ impl Committer {
             spare: None,
             table,
             unplaced: BTreeMap::new(),
-            poisoned: None,
         }
     }
 
@@ -208,24 +202,14 @@ impl Committer {
     /// finds out (invariants 1 and 6). The first `cause` is kept: later
     /// refusals say why (`check_failed`).
     pub(super) fn poison(&mut self, cause: &Error) {
-        // Only the failure that stopped the store is its reason: a refusal
-        // seen after that (or after a failed growth poisoned it) is not.
-        if !self.shared.failed.swap(true, Ordering::AcqRel) {
-            self.poisoned = Some(copy_error(cause));
-        }
+        self.shared.failed.poison(cause);
     }
 
-    /// Refuses a change on a read-only store or a poisoned one. A store
-    /// this committer poisoned is refused with the kind of the failure that
-    /// stopped it and that failure as the reason: a `Corrupt` tuple block
-    /// is reported as `Corrupt`, not as a bare `Io`. (A store poisoned
-    /// elsewhere, by a failed superblock publish while the heap grew, is
-    /// refused as `Shared::check_failed` says.)
+    /// Refuses a change on a read-only store or a poisoned one, with the
+    /// kind and message of the failure that stopped it
+    /// (`Shared::check_failed`).
     pub(super) fn check_failed(&self) -> crate::error::Result<()> {
-        match &self.poisoned {
-            Some(cause) => Err(stopped_by(cause)),
-            None => self.shared.check_failed(),
-        }
+        self.shared.check_failed()
     }
 
     /// Notes that the open group changes `block`.
@@ -239,18 +223,6 @@ impl Committer {
             self.pending.journaled += 1;
         }
     }
-}
-
-/// The refusal of a change once `cause` poisoned the store: of `cause`'s
-/// kind, with `cause` (kind and message) as the reason.
-fn stopped_by(cause: &Error) -> Error {
-    Error::new(
-        cause.kind(),
-        format!(
-            "the store stopped accepting changes after a failed metadata write; \
-             reopen it (the failure: {cause})"
-        ),
-    )
 }
 
 /// A block the table marks journaled in a store whose superblock names no
