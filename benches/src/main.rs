@@ -1149,7 +1149,8 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
         // Untimed, each writer's 512 keys once: the timed puts overwrite,
         // so their values go into space written before, as the raw
         // baseline's do (a put into never-written space pays the file
-        // system's extent conversion, measured apart in RESULTS.md).
+        // system's extent conversion, measured apart in
+        // benches/log/2026-11-25-baselines-written-space.md).
         let warm: Vec<_> = (0..writers)
             .map(|w| {
                 let (store, value) = (store.clone(), value.clone());
