@@ -308,13 +308,6 @@ def page(records: list[dict]) -> str:
         out.append("## Notes\n")
         out.extend(f"{i}. {n}" for i, n in enumerate(notes, 1))
         out.append("")
-    shown = {t.id for _, ts in TARGETS for t in ts}
-    other = sorted({r["figure"] for r in records} - shown)
-    if other:
-        out.append("## Other figures recorded\n")
-        out.append("Recorded by the benches but not a target of DESIGN.md: "
-                   + ", ".join(f"`{f}`" for f in other) + ".")
-        out.append("")
     return "\n".join(out)
 
 
