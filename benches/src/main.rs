@@ -1,8 +1,13 @@
 //! Core-engine benchmark: blobcask next to the raw device, in one run.
 //!
 //! ```text
-//! cargo run --release -p blobcask-bench -- [--dir DIR] [--quick] [--phase P] [--engine E]
+//! cargo run --release -p blobcask-bench -- [--dir DIR] [--quick] [--phase P] [--engine E] [--json FILE]
 //! ```
+//!
+//! `--json FILE` appends one JSON record per figure measured to FILE
+//! (`blobcask_bench::figures`); the printed tables are the same with or
+//! without it. `benches/results.py` makes `benches/RESULTS.md` from the
+//! records kept in `benches/results/figures/`.
 //!
 //! Phases (each reports blobcask and its raw baseline on the same file):
 //! * `read`: random 4 KiB range reads, one in flight, through `Store::read`
@@ -41,6 +46,7 @@ use std::time::{Duration, Instant};
 use blobcask::{IoEngineKind, Options, Store};
 use futures::StreamExt;
 
+use blobcask_bench::figures::{slug, Figure, Sink};
 use blobcask_bench::raw::{self, aligned, as_bytes, as_bytes_mut, open_direct, WrittenBlocks};
 use rand::{Rng, SeedableRng};
 
@@ -68,6 +74,17 @@ struct Config {
     quick: bool,
     phase: Option<String>,
     engine: Option<String>,
+    /// Where each figure is recorded (`--json FILE`), besides the tables.
+    figures: Arc<Sink>,
+}
+
+/// The engine's name as `--engine` takes it (records name the engine).
+fn engine_name(engine: IoEngineKind) -> &'static str {
+    match engine {
+        IoEngineKind::IoUring => "io_uring",
+        IoEngineKind::Portable => "portable",
+        _ => "auto",
+    }
 }
 
 fn main() {
@@ -76,7 +93,9 @@ fn main() {
         quick: false,
         phase: None,
         engine: None,
+        figures: Arc::new(Sink::none()),
     };
+    let mut json = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -84,13 +103,18 @@ fn main() {
             "--quick" => cfg.quick = true,
             "--phase" => cfg.phase = args.next(),
             "--engine" => cfg.engine = args.next(),
+            "--json" => json = Some(PathBuf::from(args.next().expect("--json FILE"))),
             _ => {
                 eprintln!(
-                    "usage: blobcask-bench [--dir DIR] [--quick] [--phase read|upload|commit|depth|warm|fs|space|backup|growth] [--engine io_uring|portable]"
+                    "usage: blobcask-bench [--dir DIR] [--quick] [--phase read|upload|commit|depth|warm|fs|space|backup|growth] [--engine io_uring|portable] [--json FILE]"
                 );
                 std::process::exit(2);
             }
         }
+    }
+    if let Some(path) = json {
+        cfg.figures =
+            Arc::new(Sink::append(&path, cfg.quick).expect("--json FILE: open for append"));
     }
     std::fs::create_dir_all(&cfg.dir).expect("bench dir");
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -358,6 +382,62 @@ async fn depth_phase(cfg: &Config, engine: IoEngineKind) {
         median(runs.iter().map(|r| r.3).collect()),
         to_pread(|r| r.3)
     );
+
+    // The same figures as records: median IOPS, the median of the rounds'
+    // ratios to fio (none without fio) and to the 64 pread threads.
+    let e = engine_name(engine);
+    let fio_median = fio_all.as_ref().map(|f| median(f.clone()));
+    if let Some(f) = fio_median {
+        let label = "fio io_uring iodepth=64, direct";
+        cfg.figures
+            .record(Figure::new("depth", "depth.qd64.fio", label, f, "IOPS").engine(e));
+    }
+    // (id, label, the row's IOPS in a round, runtime flavour)
+    type Row<'a> = (&'a str, &'a str, fn(&Round) -> f64, Option<&'a str>);
+    let rows: [Row; 3] = [
+        (
+            "pread_threads",
+            "64 threads of O_DIRECT pread",
+            |r| r.1,
+            None,
+        ),
+        (
+            "one_task",
+            "Store::read (async), 64 futures in flight",
+            |r| r.0,
+            Some("multi-thread, block_on: one task, 64 futures"),
+        ),
+        (
+            "spawned_tasks",
+            "Store::read (async), 64 spawned tasks, 2 workers",
+            |r| r.3,
+            Some("multi-thread: 64 spawned tasks"),
+        ),
+    ];
+    for (id, label, pick, runtime) in rows {
+        let iops = median(runs.iter().map(pick).collect());
+        let mut fig = Figure::new("depth", &format!("depth.qd64.{id}"), label, iops, "IOPS")
+            .engine(e)
+            .runtime(runtime);
+        if let Some(f) = fio_median {
+            let each = runs.iter().map(|r| pick(r) / r.2.unwrap_or(f64::NAN));
+            fig = fig
+                .baseline(f, "fio io_uring iodepth=64, direct (median)")
+                .ratio(median(each.collect()));
+        }
+        cfg.figures.record(fig);
+        if id != "pread_threads" {
+            let threads = median(runs.iter().map(|r| r.1).collect());
+            let id = format!("depth.qd64.{id}.vs_pread");
+            cfg.figures.record(
+                Figure::new("depth", &id, label, iops, "IOPS")
+                    .baseline(threads, "64 threads of O_DIRECT pread (median)")
+                    .ratio(to_pread(pick))
+                    .engine(e)
+                    .runtime(runtime),
+            );
+        }
+    }
 }
 
 /// Space used per byte of values for many objects of one size (only with
@@ -382,6 +462,18 @@ async fn space_phase(cfg: &Config) {
         println!(
             "| {size} | {objects} | {:.4} |",
             st.space_amplification().unwrap_or(0.0)
+        );
+        let amp = st.space_amplification().unwrap_or(f64::NAN);
+        let label = format!("{size}-byte objects, {objects} of them");
+        cfg.figures.record(
+            Figure::new(
+                "space",
+                &format!("space.{size}"),
+                &label,
+                amp,
+                "× value bytes",
+            )
+            .engine("portable"),
         );
         store.close().await.unwrap();
     }
@@ -542,55 +634,101 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
     println!("|---|---|---|---|---|");
     let raw50 = us(pct(&t_raw, 0.5));
     let raw2_50 = us(pct(&t_raw2, 0.5));
+    // Each row: (figure id, label, samples, p50 of raw reads of the same
+    // blocks, runtime flavour).
+    let (task, block_on) = (
+        Some("multi-thread, spawned task"),
+        Some("multi-thread, block_on"),
+    );
     let mut rows = vec![
-        ("raw pread O_DIRECT, 4 KiB", &t_raw, raw50),
-        ("raw pread O_DIRECT, 2 blocks (8 KiB)", &t_raw2, raw2_50),
+        ("raw", "raw pread O_DIRECT, 4 KiB", &t_raw, raw50, None),
         (
+            "raw_2_blocks",
+            "raw pread O_DIRECT, 2 blocks (8 KiB)",
+            &t_raw2,
+            raw2_50,
+            None,
+        ),
+        (
+            "async.task",
             "Store::read (async) in a task, 4 KiB-aligned offset",
             &t_task,
             raw50,
+            task,
         ),
         (
+            "async.task.unaligned",
             "Store::read (async) in a task, any offset (2 blocks)",
             &t_task_unaligned,
             raw2_50,
+            task,
         ),
         (
+            "blocking",
             "blocking::Store::read, 4 KiB-aligned offset",
             &t_blocking,
             raw50,
+            None,
         ),
         (
+            "async.block_on",
             "Store::read (async) in block_on, 4 KiB-aligned offset",
             &t_bc,
             raw50,
+            block_on,
         ),
         (
+            "async.block_on.unaligned",
             "Store::read (async) in block_on, any offset (2 blocks)",
             &t_bc_unaligned,
             raw2_50,
+            block_on,
         ),
         (
+            "async.current_thread",
             "Store::read (async) on a tokio current-thread runtime",
             &t_current,
             raw50,
+            Some("current-thread"),
         ),
     ];
     if !t_local.is_empty() {
-        rows.push(("tokio-uring read_at O_DIRECT, 4 KiB", &t_uring_raw, raw50));
         rows.push((
+            "tokio_uring.read_at",
+            "tokio-uring read_at O_DIRECT, 4 KiB",
+            &t_uring_raw,
+            raw50,
+            Some("tokio-uring"),
+        ));
+        rows.push((
+            "tokio_uring.local_store",
             "tokio-uring LocalStore::read, 4 KiB-aligned offset",
             &t_local,
             raw50,
+            Some("tokio-uring"),
         ));
     }
-    for (name, v, same) in rows {
+    let e = engine_name(engine);
+    for (id, name, v, same, runtime) in rows {
         println!(
             "| {name} | {:.1} | {:.1} | {:.2} | {:.2} |",
             us(pct(v, 0.5)),
             us(pct(v, 0.99)),
             us(pct(v, 0.5)) / raw50,
             us(pct(v, 0.5)) / same
+        );
+        let (p50, p99) = (us(pct(v, 0.5)), us(pct(v, 0.99)));
+        cfg.figures.record(
+            Figure::new("read", &format!("read.qd1.{id}"), name, p50, "µs p50")
+                .baseline(same, "raw pread O_DIRECT of the same blocks, p50")
+                .ratio(p50 / same)
+                .engine(e)
+                .runtime(runtime),
+        );
+        cfg.figures.record(
+            Figure::new("read", &format!("read.qd1.{id}.p99"), name, p99, "µs p99")
+                .engine(e)
+                .runtime(runtime),
         );
     }
     let n = t_raw.len() as f64;
@@ -607,6 +745,53 @@ async fn read_phase(cfg: &Config, engine: IoEngineKind) {
         per_read(cpu_current),
         per_read(cpu_current) / per_read(cpu_raw),
     );
+    let mut cpu_rows = vec![
+        ("raw", "raw pread O_DIRECT, 4 KiB", cpu_raw, None),
+        (
+            "async.task",
+            "Store::read (async) in a task",
+            cpu_task,
+            task,
+        ),
+        (
+            "async.block_on",
+            "Store::read (async) in block_on",
+            cpu_bc,
+            block_on,
+        ),
+        ("blocking", "blocking::Store::read", cpu_blocking, None),
+        (
+            "async.current_thread",
+            "Store::read (async) on a tokio current-thread runtime",
+            cpu_current,
+            Some("current-thread"),
+        ),
+    ];
+    if !t_local.is_empty() {
+        let uring = Some("tokio-uring");
+        cpu_rows.push((
+            "tokio_uring.read_at",
+            "tokio-uring read_at",
+            cpu_uring_raw,
+            uring,
+        ));
+        cpu_rows.push((
+            "tokio_uring.local_store",
+            "tokio-uring LocalStore::read",
+            cpu_local,
+            uring,
+        ));
+    }
+    for (id, name, cpu, runtime) in cpu_rows {
+        let id = format!("read.qd1.cpu.{id}");
+        cfg.figures.record(
+            Figure::new("read", &id, name, per_read(cpu), "µs CPU per read")
+                .baseline(per_read(cpu_raw), "raw pread O_DIRECT, CPU per read")
+                .ratio(per_read(cpu) / per_read(cpu_raw))
+                .engine(e)
+                .runtime(runtime),
+        );
+    }
     if !t_local.is_empty() {
         println!(
             "CPU per 4 KiB read on tokio-uring's runtime: its own read_at {:.1} µs ({:.2} x raw); LocalStore::read {:.1} µs ({:.2} x raw)",
@@ -838,6 +1023,27 @@ async fn upload_phase(cfg: &Config, engine: IoEngineKind) {
         mbs(bc) / mbs(rw_one_sync),
         mbs(bc) / mbs(rw_sync_each)
     );
+    for (id, raw, of) in [
+        (
+            "upload.put.sync_per_object",
+            rw_sync_each,
+            "raw O_DIRECT pwrite 1 MiB x16, fdatasync per 64 MiB",
+        ),
+        (
+            "upload.put.one_sync",
+            rw_one_sync,
+            "raw O_DIRECT pwrite 1 MiB x16, one fdatasync at the end",
+        ),
+    ] {
+        let label = format!("Store::put (durable), {count} x 64 MiB");
+        cfg.figures.record(
+            Figure::new("upload", id, &label, mbs(bc), "MiB/s")
+                .baseline(mbs(raw), of)
+                .ratio(mbs(bc) / mbs(raw))
+                .engine(engine_name(engine))
+                .runtime(Some("multi-thread, block_on")),
+        );
+    }
 }
 
 /// Whole 16 KiB gets, blocking API, same file: the read cache off (every
@@ -905,6 +1111,27 @@ fn warm_phase(cfg: &Config, engine: IoEngineKind) {
             miss / device,
             hit / device
         );
+        let off = "cache off (every get reads the device), p50";
+        cfg.figures.record(
+            Figure::new("warm", "warm.get16k.off", off, device, "µs p50")
+                .engine(engine_name(engine)),
+        );
+        for (id, label, p50) in [
+            ("warm.get16k.miss", "cache on, miss", miss),
+            ("warm.get16k.hit", "cache on, hit", hit),
+            (
+                "warm.get16k.hit_owned",
+                "cache on, hit, owned bytes",
+                hit_owned,
+            ),
+        ] {
+            cfg.figures.record(
+                Figure::new("warm", id, label, p50, "µs p50")
+                    .baseline(device, off)
+                    .ratio(p50 / device)
+                    .engine(engine_name(engine)),
+            );
+        }
     }
     let _ = std::fs::remove_file(&path);
 }
@@ -922,7 +1149,8 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
         // Untimed, each writer's 512 keys once: the timed puts overwrite,
         // so their values go into space written before, as the raw
         // baseline's do (a put into never-written space pays the file
-        // system's extent conversion, measured apart in RESULTS.md).
+        // system's extent conversion, measured apart in
+        // benches/log/2026-11-25-baselines-written-space.md).
         let warm: Vec<_> = (0..writers)
             .map(|w| {
                 let (store, value) = (store.clone(), value.clone());
@@ -998,16 +1226,32 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
     println!("| path | ops/s | ratio to raw 1-writer write+fdatasync |");
     println!("|---|---|---|");
     println!("| raw O_DIRECT write + fdatasync, 1 writer | {raw_rate:.0} | 1.00 |");
+    let e = engine_name(engine);
+    let raw_of = "raw O_DIRECT write + fdatasync, 1 writer";
+    // Rows with a window of their own, as records.
+    let window = |id: String, label: &str, rate: f64, runtime: Option<&str>| {
+        Figure::new("commit", &id, label, rate, "ops/s")
+            .baseline(raw_rate, raw_of)
+            .ratio(rate / raw_rate)
+            .engine(e)
+            .runtime(runtime)
+    };
     for (w, r) in results {
         println!(
             "| Store::put (async), {w} writers | {r:.0} | {:.2} |",
             r / raw_rate
         );
+        let label = format!("Store::put (async), {w} writers");
+        let spawned = Some("multi-thread, spawned tasks");
+        cfg.figures
+            .record(window(format!("commit.window.{w}w"), &label, r, spawned));
     }
     #[cfg(target_os = "linux")]
     let shapes: Vec<_> = shapes.into_iter().filter(|&(w, _, _)| w > 1).collect();
     for (name, rate) in uring_floor::rates(&path, secs, &shapes) {
         println!("| {name} | {rate:.0} | {:.2} |", rate / raw_rate);
+        let id = format!("commit.window.floor.{}", slug(&name));
+        cfg.figures.record(window(id, &name, rate, None));
     }
     println!(
         "\ncommit: many writers and one raw writer taking turns, {} rounds of {}s windows (order rotating); ratios within each round",
@@ -1032,6 +1276,19 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
             median(many.iter().map(|r| r[col]).collect()),
             median(each)
         );
+        let label = format!("Store::put (async), {w} writers, in turns with one raw writer");
+        let id = format!("commit.turns.{w}w");
+        let rate = median(many.iter().map(|r| r[col]).collect());
+        let raw = median(many.iter().map(|r| r[0]).collect());
+        let ratio = median(many.iter().map(|r| r[col] / r[0]).collect());
+        let of = "raw O_DIRECT write + fdatasync, 1 writer, same rounds (median)";
+        cfg.figures.record(
+            Figure::new("commit", &id, &label, rate, "ops/s")
+                .baseline(raw, of)
+                .ratio(ratio)
+                .engine(e)
+                .runtime(Some("multi-thread, spawned tasks")),
+        );
     }
     #[cfg(target_os = "linux")]
     if !turns.is_empty() {
@@ -1043,6 +1300,16 @@ async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
         let base = turns.first().map_or(f64::NAN, |r| r.1);
         for (name, p50) in turns {
             println!("| {name} | {p50:.1} | {:.2} |", base / p50);
+            // The ratio is raw p50 / row p50: a rate ratio, as above.
+            let runtime = name.contains("current-thread").then_some("current-thread");
+            let id = format!("commit.1w_turns.{}", slug(&name));
+            cfg.figures.record(
+                Figure::new("commit", &id, &name, p50, "µs p50")
+                    .baseline(base, "raw: pwrite 16 KiB + fdatasync, p50")
+                    .ratio(base / p50)
+                    .engine(e)
+                    .runtime(runtime),
+            );
         }
     }
 }
@@ -1393,6 +1660,18 @@ async fn fs_phase(cfg: &Config) {
                 "not dropped (not root): files read from RAM"
             }
         );
+        let label = format!(
+            "blobcask::blocking::Store::read of {} KiB objects (page cache {})",
+            size >> 10,
+            if dropped { "dropped" } else { "not dropped" }
+        );
+        let id = format!("fs.read4k.{}k", size >> 10);
+        cfg.figures.record(
+            Figure::new("fs", &id, &label, b50, "µs p50")
+                .baseline(f50, "file per object: open + pread + close, p50")
+                .ratio(f50 / b50)
+                .engine("auto (the default)"),
+        );
         store.close().unwrap();
         let _ = std::fs::remove_file(&path);
         let _ = std::fs::remove_dir_all(&dir);
@@ -1443,6 +1722,22 @@ async fn backup_phase(cfg: &Config) {
             mib / r.as_secs_f64(),
             mib / b.as_secs_f64(),
             r.as_secs_f64() / b.as_secs_f64(),
+        );
+        let label = format!("Store::backup of {n} objects of {} KiB", size >> 10);
+        cfg.figures.record(
+            Figure::new(
+                "backup",
+                &format!("backup.{}k", size >> 10),
+                &label,
+                mib / b.as_secs_f64(),
+                "MiB/s",
+            )
+            .baseline(
+                mib / r.as_secs_f64(),
+                "sequential copy of as many bytes (median)",
+            )
+            .ratio(r.as_secs_f64() / b.as_secs_f64())
+            .engine("io_uring"),
         );
         store.close().await.unwrap();
     }
@@ -1525,6 +1820,25 @@ async fn growth_phase(cfg: &Config) {
             med(&pre_open_t),
             med(&grow_t) / med(&pre_t),
             med(&grow_t) / med(&pre_open_t),
+        );
+        let label = format!(
+            "{n} puts of {} KiB from {writers} writers into a growing store",
+            size >> 10
+        );
+        cfg.figures.record(
+            Figure::new(
+                "growth",
+                &format!("growth.{}k", size >> 10),
+                &label,
+                med(&grow_t),
+                "s",
+            )
+            .baseline(
+                med(&pre_t),
+                "the same puts into a store created at its final size (median)",
+            )
+            .ratio(med(&grow_t) / med(&pre_t))
+            .engine("io_uring"),
         );
     }
 }
