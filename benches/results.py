@@ -185,8 +185,10 @@ figures got here, run by run, is in [`log/`](log/README.md).
 
 Machine: 2 vCPU VM, Linux, ext4 on a virtio disk the host caches; shared
 and noisy, so every blobcask figure is given as a ratio to a raw-device
-baseline measured in the same run on the same file. Release build
-(`debug = 1`).
+baseline measured in the same run on the same file. Release code (the
+figures dated before 2026-11-28's afternoon: the release profile with
+`debug = 1`; since then `--release` has no debug info and `--profile
+profiling` adds line tables; the generated code is the same).
 """
 
 

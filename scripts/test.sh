@@ -62,8 +62,9 @@ step "toolchain"
 command -v cargo >/dev/null || { echo "cargo is required (rustup stable)"; exit 1; }
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
-step "cargo fmt --check"
+step "cargo fmt --check; benches/RESULTS.md is what benches/results.py makes of the recorded figures"
 cargo fmt --all -- --check
+python3 benches/results.py --check
 
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings

@@ -6,8 +6,8 @@
 // carries a fresh addon.
 //
 // The addon is linked without debug info or symbol table (`-C strip=symbols`
-// on the addon crate only: the workspace's release profile keeps line tables
-// for profiling, and the dependencies stay shared with other release builds).
+// on the addon crate only: the release profile has no debug info, and the
+// dependencies stay shared with other release builds).
 //
 // A package installed from the tarball (`npm pack`) has no Rust sources: it
 // ships the prebuilt addon, and this script only checks that it is there; it
