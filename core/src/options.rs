@@ -20,8 +20,8 @@ pub const MIN_CAPACITY: u64 = 1 << 20;
 /// three 1 KiB values (with keys up to ~250 bytes) share a 4 KiB tuple
 /// block, where each would take a 4 KiB heap piece, and a kept block
 /// serves them without a copy. Larger values fit at most two to a block;
-/// the gain shrinks and overwrites cost more (`benches/RESULTS.md`,
-/// "Default inline threshold").
+/// the gain shrinks and overwrites cost more (`benches/log/
+/// 2026-11-24-inline-threshold-512.md`, `2026-11-24-extent-table.md`).
 pub const DEFAULT_INLINE_THRESHOLD: usize = 1024;
 /// The default for two-slot (format 1 to 3) stores that never stored their
 /// settings: what they were written under.

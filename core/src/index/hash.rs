@@ -6,7 +6,7 @@
 //! bucket, and a table is up to half empty after it doubles: ~52 bytes per
 //! key at 1M keys. Here a bucket is one id (4 bytes while ids fit, see
 //! `Ids`) and each key's pointer lives once, densely, in `keys` (the
-//! engine's entry ids are dense: it reuses freed ones): benches/RESULTS.md,
+//! engine's entry ids are dense: it reuses freed ones): `benches/log/2026-11-24-ram-per-object-1k-default.md`,
 //! "RAM per object".
 
 use std::borrow::Cow;

@@ -79,7 +79,7 @@ pub struct BulkOptions {
 impl Default for BulkOptions {
     /// 16384 objects or 256 MiB. Each group costs two syncs, which on a
     /// host-cached virtual disk stall the writes behind them; see
-    /// benches/RESULTS.md (bulk load) for the measurement.
+    /// `benches/log/2026-11-22-small-values-bulk-load.md` for the measurement.
     fn default() -> Self {
         BulkOptions {
             commit_objects: 16384,

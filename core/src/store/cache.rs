@@ -24,7 +24,7 @@
 //!   the bytes. An object read once, by a scan or a cold pass, is never
 //!   kept, so a cold read costs what it cost with the cache off: keeping
 //!   every first read took fresh memory whose first touch cost a 16 KiB
-//!   cold read 9-45 % more here (benches/RESULTS.md, "Read cache").
+//!   cold read 9-45 % more here (`benches/log/2026-11-23-read-cache.md`).
 //! * **Eviction** is `quick_cache`'s (CLOCK-PRO with ghost entries): what
 //!   is admitted but not read again leaves first, so a scan of objects read
 //!   twice does not flush the hot set either.

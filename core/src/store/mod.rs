@@ -8,7 +8,8 @@
 //! * `write.rs`: put staging, a put turned into a commit request;
 //! * `read.rs`: the read path (locate, read, verify, keep in the cache);
 //! * `report.rs`: the public [`ObjectInfo`] and [`Stats`];
-//! * `commit.rs`: the commit path; `open.rs`: open and recovery; the rest
+//! * `request.rs`: what a change asks of the commit path; `commit/`: the
+//!   commit path (a file per role); `open.rs`: open; the rest
 //!   one job each (uploads, bulk loads, backup, compaction, scrub, growth).
 //!
 //! The front keeps the handle's life: a call on a closed handle, or on one
@@ -18,7 +19,7 @@
 //! (invariant 1). Keys are checked here for every call (invariant 3).
 //!
 //! Concurrency protocol:
-//! * every metadata change goes through the commit path (`commit.rs`): one
+//! * every metadata change goes through the commit path (`commit/`): one
 //!   caller at a time leads, takes every queued change as a group, assigns
 //!   versions in order, writes tuple blocks and syncs once per group, and
 //!   only then acknowledges;

@@ -107,7 +107,7 @@ fn inline_kept(tuples: &[tuple::Tuple], key: &[u8], version: u64) -> Option<Byte
 /// from there on the slice itself, which keeps at most four times its
 /// length alive and saves a copy that costs more than the lookup (an
 /// allocation above the allocator's small-size caches: warm gets of
-/// 1.5 KiB inline values ran at 0.4 × the heap's; `benches/RESULTS.md`).
+/// 1.5 KiB inline values ran at 0.4 × the heap's; `benches/log/2026-11-24-warm-inline-gets.md`).
 fn lend_inline(bytes: Bytes, options: ReadOptions) -> Bytes {
     if options.owned || bytes.len() < LEND_INLINE {
         Bytes::copy_from_slice(&bytes)

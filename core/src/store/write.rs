@@ -2,7 +2,7 @@
 //! checked, its value placed (inline in its tuple, or in freshly allocated
 //! heap pieces with a checksum per block), the pieces written now or their
 //! write left to the commit group, and the request handed to the commit
-//! path (`commit.rs`), which makes it durable and visible.
+//! path (`request.rs`, `commit/`), which makes it durable and visible.
 //!
 //! Invariants kept here:
 //! * nothing of a put is visible before its commit: its value goes into

@@ -58,7 +58,7 @@ const SEGMENT: usize = 4 << 20;
 const WRITES_IN_FLIGHT: usize = 4;
 
 /// `get_ranges` reads ranges at most this far apart as one store read (and
-/// returns slices of it). Measured (benches/RESULTS.md, "get_ranges"):
+/// returns slices of it). Measured (`benches/log/2026-11-23-get-ranges.md`):
 /// adjacent ranges merged take 0.71x the time of separate concurrent
 /// reads, 4 KiB gaps 0.96x, 8 KiB gaps 0.99x, 16 KiB gaps 1.34x.
 const COALESCE_GAP: u64 = 4 << 10;

@@ -268,8 +268,8 @@ impl Driver {
     /// [`new`](Self::new), with the file registered with the ring (when
     /// the kernel takes it) or named by its descriptor in every entry.
     /// Registered, an operation skips the descriptor lookup and the file's
-    /// reference count: 5–7 % less CPU per 4 KiB read at 64 in flight
-    /// (`benches/RESULTS.md`). Where the kernel refuses it (a seccomp or
+    /// reference count: 4–7 % less CPU per 4 KiB read at 64 in flight
+    /// (`benches/log/2026-11-28-depth-in-turns.md`). Where the kernel refuses it (a seccomp or
     /// LSM filter on `io_uring_register`, a descriptor limit too low for
     /// the file table, no memory), entries name the descriptor.
     pub(crate) fn with_registration(
