@@ -86,6 +86,12 @@ fn alloc_size(cap: usize) -> usize {
     }
 }
 
+#[expect(
+    clippy::expect_used,
+    reason = "fails only for a size within 4 KiB of isize::MAX, which no \
+              store, object or read length reaches (they are bounded by \
+              the device's capacity and checked against it first)"
+)]
 fn layout(size: usize) -> Layout {
     Layout::from_size_align(size, BLOCK_SIZE).expect("aligned layout")
 }

@@ -303,7 +303,7 @@ impl Committer {
         if let Some(at) = expires_micros {
             self.track_expiry(tuple.key.clone(), at, tuple.version, size);
         }
-        let image = self.table.images.get_mut(&block).expect("image loaded");
+        let image = self.table.images.get_mut(&block).ok_or_else(|| image_missing(block))?;
         match old {
             Some((old_block, old_len, old_version)) if old_block == block => {
                 let at = image
@@ -352,7 +352,7 @@ impl Committer {
         };
         self.untrack(&entry);
         self.bump();
-        let image = self.table.images.get_mut(&block).expect("image loaded");
+        let image = self.table.images.get_mut(&block).ok_or_else(|| image_missing(block))?;
         if let Some(i) = image
             .iter()
             .position(|t| &*t.key == key && t.version == entry.version)
@@ -550,7 +550,7 @@ impl Committer {
         let mut blocks = BTreeSet::new();
         for (block, key, version) in stale {
             self.load_image(block).await?;
-            let image = self.table.images.get_mut(&block).expect("image loaded");
+            let image = self.table.images.get_mut(&block).ok_or_else(|| image_missing(block))?;
             if let Some(i) = image
                 .iter()
                 .position(|t| t.key == key && t.version == version)
@@ -568,4 +568,14 @@ impl Committer {
         self.stale_keys.clear();
         Ok(())
     }
+}
+
+/// A block's image missing from the committer's table right after
+/// `load_image` loaded it: in-memory state gone wrong, refused (the store is
+/// poisoned by the caller's failure) rather than a panic.
+fn image_missing(block: u32) -> Error {
+    Error::new(
+        ErrorKind::Corrupt,
+        format!("tuple block {block}'s image is not loaded; nothing was written"),
+    )
 }
