@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every check of every language, in one command. Does its own set-up.
 # Usage: scripts/test.sh            (what CI runs)
-#        scripts/test.sh --quick    (the edit loop: fmt, clippy, the Rust
-#                                    tests; no loom, fuzz, bindings, docs)
+#        scripts/test.sh --quick    (the core's edit loop, a few minutes:
+#                                    fmt, clippy and every test of the core
+#                                    crate; nothing else)
 #        LONG=1 scripts/test.sh     (longer randomized runs where supported)
 # Each step prints its duration; the run ends with a table of them.
 set -euo pipefail
@@ -66,17 +67,21 @@ step "cargo fmt --check; benches/RESULTS.md is what benches/results.py makes of 
 cargo fmt --all -- --check
 python3 benches/results.py --check
 
+if [ "$QUICK" = 1 ]; then
+  step "cargo clippy -p blobcask (warnings are errors)"
+  cargo clippy -p blobcask --all-targets --locked -- -D warnings
+  step "cargo test -p blobcask (unit, behaviour, model, crash, corruption, loop device)"
+  cargo test -p blobcask --locked
+  echo
+  echo "quick checks passed (the other crates, loom, stresser, fuzz, docs, C, Python, Node, S3 and the demo: run without --quick)"
+  exit 0
+fi
+
 step "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "cargo test (unit, behaviour, model, crash, loop device; DataFusion runs SQL over Parquet in blobcask, answers checked)"
 cargo test --workspace --locked
-
-if [ "$QUICK" = 1 ]; then
-  echo
-  echo "quick checks passed (loom, stresser, fuzz, docs, C, Python, Node, S3 and the demos: run without --quick)"
-  exit 0
-fi
 
 step "criterion micro benches in test mode (each runs once; no timing)"
 micro=$(cargo test --locked -q -p blobcask-bench -p blobcask-object-store --benches 2>&1) || { echo "$micro"; exit 1; }
