@@ -5,9 +5,9 @@
 
 use std::hint::black_box;
 
-use blobcask::alloc::BuddyAllocator;
-use blobcask::index::{self, IndexKind};
-use blobcask::meta::tuple::{Piece, Tuple, TupleValue};
+use blobcask::internals::BuddyAllocator;
+use blobcask::{internals::build_index, IndexKind};
+use blobcask::internals::tuple::{Piece, Tuple, TupleValue};
 use blobcask::{Bytes, IoEngineKind, Options};
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 
@@ -22,7 +22,7 @@ fn index_ops(c: &mut Criterion) {
     let keys = keys(100_000);
     let mut g = c.benchmark_group("index");
     for kind in [IndexKind::Hash, IndexKind::BTree, IndexKind::Fst] {
-        let mut idx = index::build(kind);
+        let mut idx = build_index(kind);
         idx.load(
             keys.iter()
                 .enumerate()
@@ -102,7 +102,7 @@ fn tuples(c: &mut Criterion) {
                     order: 0,
                 },
             ],
-            sums: blobcask::meta::tuple::Checksums::Blocks(vec![0xdead_beef; 5].into()),
+            sums: blobcask::internals::tuple::Checksums::Blocks(vec![0xdead_beef; 5].into()),
             unsynced: true,
         },
     };

@@ -14,7 +14,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
-use blobcask::index::{build, IndexKind};
+use blobcask::{internals::build_index as build, IndexKind};
 use blobcask::{Options, Store};
 use rand::{Rng, SeedableRng};
 
@@ -76,7 +76,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-fn lookups(ix: &dyn blobcask::index::KeyIndex, probe: &[Vec<u8>]) -> (Duration, usize) {
+fn lookups(ix: &dyn blobcask::internals::KeyIndex, probe: &[Vec<u8>]) -> (Duration, usize) {
     let mut batches = vec![];
     let mut found = 0;
     for chunk in probe.chunks(100) {

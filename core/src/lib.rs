@@ -22,20 +22,43 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
 #![warn(missing_docs)]
 
-pub mod alloc;
+// The engine's parts are the crate's own; what users reach is re-exported
+// below (and `blocking`, `event_loop`, `io`, `report`, the public modules).
+pub(crate) mod alloc;
 pub mod blocking;
 mod error;
 pub mod event_loop;
-pub mod format;
-pub mod index;
+pub(crate) mod format;
+pub(crate) mod index;
 pub mod io;
 #[cfg(all(test, blobcask_loom))]
 mod loom_check;
-pub mod meta;
+pub(crate) mod meta;
 mod options;
 pub mod report;
 mod store;
 mod sync;
+
+/// The codecs and parts that this repository's fuzz targets, benchmarks
+/// and format tests drive directly, below the [`Store`] API. Not part of
+/// the API: no stability promise, hidden from the docs.
+///
+/// * [`Superblock`](internals::Superblock) and the format constants: the
+///   superblock codec (fuzz target `superblock_decode`, fixtures);
+/// * [`block`](internals::block) and [`tuple`](internals::tuple): the
+///   tuple-block slot and tuple codecs (fuzz target `tuple_block_decode`,
+///   damage tests that find a key's block);
+/// * [`BuddyAllocator`](internals::BuddyAllocator): the heap allocator
+///   (fuzz target `buddy_allocator`, micro benches);
+/// * [`build_index`](internals::build_index) and
+///   [`KeyIndex`](internals::KeyIndex): the index backends (`index-bench`).
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::alloc::BuddyAllocator;
+    pub use crate::format::{Superblock, BLOCK_SIZE, FORMAT_VERSION, MAX_META_EXTENTS, SUPER_MAGIC};
+    pub use crate::index::{build as build_index, KeyIndex};
+    pub use crate::meta::{block, tuple};
+}
 
 pub use bytes::Bytes;
 pub use error::{Error, ErrorKind, Result};

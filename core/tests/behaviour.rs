@@ -549,10 +549,10 @@ async fn newer_format_version_is_unsupported() {
         .unwrap();
     s.close().await.unwrap();
     let mut bytes = std::fs::read(&t.path).unwrap();
-    let mut sb = blobcask::format::Superblock::decode(&bytes[..4096])
+    let mut sb = blobcask::internals::Superblock::decode(&bytes[..4096])
         .unwrap()
         .unwrap();
-    sb.format_version = blobcask::format::FORMAT_VERSION + 1;
+    sb.format_version = blobcask::internals::FORMAT_VERSION + 1;
     bytes[..4096].copy_from_slice(&sb.encode());
     std::fs::write(&t.path, &bytes).unwrap();
     let err = Store::open(&t.path, Options::new()).await.unwrap_err();

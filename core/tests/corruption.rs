@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use blobcask::blocking::Store;
-use blobcask::format::BLOCK_SIZE;
+use blobcask::internals::BLOCK_SIZE;
 use blobcask::io::fault::{CrashMode, MemDevice};
 use blobcask::{ErrorKind, Options};
 use common::{pattern, superblock};

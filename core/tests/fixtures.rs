@@ -121,7 +121,7 @@ fn opens_with_its_content_and_expiries(name: &str, version: u32) {
     }
     s.close().unwrap();
     let head = std::fs::read(&path).unwrap();
-    let sb = blobcask::format::Superblock::decode(&head[..4096])
+    let sb = blobcask::internals::Superblock::decode(&head[..4096])
         .unwrap()
         .unwrap();
     assert_eq!(sb.format_version, version);
@@ -181,7 +181,7 @@ fn v2_store_opens_with_its_content() {
     // Opened read-write, it is now a format-3 store (a format-2 build
     // refuses it rather than misreading an expiry).
     let head = std::fs::read(&path).unwrap();
-    let sb = blobcask::format::Superblock::decode(&head[..4096])
+    let sb = blobcask::internals::Superblock::decode(&head[..4096])
         .unwrap()
         .unwrap();
     assert_eq!(sb.format_version, 3);
@@ -227,7 +227,7 @@ fn v1_store_opens_with_its_content() {
     s.put("new", pattern(7, 3000)).unwrap();
     s.close().unwrap();
     let head = std::fs::read(&path).unwrap();
-    let sb = blobcask::format::Superblock::decode(&head[..4096])
+    let sb = blobcask::internals::Superblock::decode(&head[..4096])
         .unwrap()
         .unwrap();
     assert_eq!(sb.format_version, 3);

@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 
 use arbitrary::Arbitrary;
-use blobcask::alloc::BuddyAllocator;
-use blobcask::meta::tuple::Piece;
+use blobcask::internals::BuddyAllocator;
+use blobcask::internals::tuple::Piece;
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Arbitrary, Debug)]

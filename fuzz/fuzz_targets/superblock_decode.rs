@@ -2,7 +2,7 @@
 //! re-encodes to the same block. Half the inputs get the magic prepended so
 //! the fuzzer reaches the field checks behind it.
 #![no_main]
-use blobcask::format::{Superblock, MAX_META_EXTENTS, SUPER_MAGIC};
+use blobcask::internals::{Superblock, MAX_META_EXTENTS, SUPER_MAGIC};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

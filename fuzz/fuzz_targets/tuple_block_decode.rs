@@ -1,8 +1,8 @@
 //! Any bytes: decoding tuples and tuple-block slots never panics; a valid
 //! slot's tuples re-encode to the same payload.
 #![no_main]
-use blobcask::meta::block::{decode_slot, encode_slot, GroupStamp, SlotContent, SlotIdentity};
-use blobcask::meta::tuple::Tuple;
+use blobcask::internals::block::{decode_slot, encode_slot, GroupStamp, SlotContent, SlotIdentity};
+use blobcask::internals::tuple::Tuple;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -45,7 +45,7 @@ fuzz_target!(|data: &[u8]| {
         if let Ok((t, _)) = Tuple::decode(&data[8..]) {
             let mut payload = Vec::new();
             t.encode_into(&mut payload);
-            if payload.len() <= blobcask::meta::block::BLOCK_PAYLOAD {
+            if payload.len() <= blobcask::internals::block::BLOCK_PAYLOAD {
                 let mut out = vec![0u8; 4096];
                 let stamp = GroupStamp {
                     seq: u64::MAX,

@@ -105,11 +105,6 @@ impl FstIndex {
             }
         }
     }
-
-    /// Bytes of the FST itself (for reports).
-    pub fn fst_bytes(&self) -> usize {
-        self.base.as_fst().as_bytes().len()
-    }
 }
 
 /// A new FST holding `base` updated by `changes`.

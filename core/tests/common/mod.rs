@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 
-use blobcask::format::BLOCK_SIZE;
-use blobcask::meta::block::{choose_slot, decode_slot, journal_block, SlotContent, SlotIdentity};
-use blobcask::meta::tuple::{Tuple, TupleValue};
+use blobcask::internals::BLOCK_SIZE;
+use blobcask::internals::block::{choose_slot, decode_slot, journal_block, SlotContent, SlotIdentity};
+use blobcask::internals::tuple::{Tuple, TupleValue};
 use blobcask::{IndexKind, IoEngineKind, Options, Store};
 
 /// One configuration a behaviour runs against.
@@ -84,8 +84,8 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
 }
 
 /// The newest valid superblock copy of a store image.
-pub fn superblock(image: &[u8]) -> blobcask::format::Superblock {
-    use blobcask::format::Superblock;
+pub fn superblock(image: &[u8]) -> blobcask::internals::Superblock {
+    use blobcask::internals::Superblock;
     [0, BLOCK_SIZE]
         .iter()
         .filter_map(|&at| {
