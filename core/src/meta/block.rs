@@ -62,10 +62,12 @@ const SLOT_CRC: usize = 28;
 /// Where the group stamp starts; the checksummed body runs from here to
 /// the end of the payload.
 const SLOT_GROUP: usize = 32;
+/// Where the block number lives (every format).
+pub(crate) const SLOT_BLOCK_NO: usize = 4;
 /// Where the second copy of the sequence lives (formats 2 and 4).
-const SEQ_COPY: usize = BLOCK_SIZE - 8;
+pub(crate) const SEQ_COPY: usize = BLOCK_SIZE - 8;
 /// Where the two more copies of the block number live (format 4).
-const BLOCK_COPIES: usize = BLOCK_SIZE - 16;
+pub(crate) const BLOCK_COPIES: usize = BLOCK_SIZE - 16;
 /// Room for tuples in one format-2 slot.
 const BLOCK_PAYLOAD_V2: usize = SEQ_COPY - BLOCK_HEADER_LEN;
 /// Room for tuples in one tuple block, whatever its format: the format-4
@@ -349,7 +351,7 @@ pub fn decode_slot(id: SlotIdentity, b: &[u8]) -> SlotContent {
 /// `None` when no two copies agree.
 pub fn journal_block(b: &[u8]) -> Option<u32> {
     let (x, y, z) = (
-        get_u32(b, 4)?,
+        get_u32(b, SLOT_BLOCK_NO)?,
         get_u32(b, BLOCK_COPIES)?,
         get_u32(b, BLOCK_COPIES + 4)?,
     );
