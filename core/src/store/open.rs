@@ -2,12 +2,15 @@
 //!
 //! Open is recovery: there is no log to replay. The superblock gives the
 //! geometry, the metadata extents and (format 4) the metadata journal,
-//! whose images only stand in for home slots not yet rewritten (copied
-//! back after a crash: `restore_from_journal`); every tuple block is read; for each
-//! key the tuple with the largest version wins and the others are dropped
-//! (their blocks rewritten before the store is served); the allocator starts
-//! all free and every live piece is claimed again, a piece claimed twice
-//! meaning corruption.
+//! whose images only stand in for home slots not yet rewritten. Recovery
+//! (`meta::recovery::recover`, the same code `check` and a salvage open
+//! run) reads every tuple block and returns one `Recovered` value: the
+//! largest version of each key, the allocator with every live piece
+//! claimed again (a piece claimed twice meaning corruption), and what to
+//! rewrite. Open turns it into the store's state and, read-write, puts the
+//! device in order before anything is served: journal images copied home
+//! and the journal erased, losing duplicates and rolled-back slots
+//! rewritten.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -360,7 +363,7 @@ pub(crate) async fn open_engine(
             republish: false,
             repaired: Vec::new(),
         };
-        return recover(engine, files, options, head, size).await;
+        return rebuild(engine, files, options, head, size).await;
     }
     let head = match choose_superblock(head.as_slice())? {
         Some(h) => h,
@@ -381,7 +384,7 @@ pub(crate) async fn open_engine(
             }
         }
     };
-    recover(engine, files, options, head, size).await
+    rebuild(engine, files, options, head, size).await
 }
 
 /// Writes `sb`'s extent table to a new piece, syncs, publishes the
@@ -505,32 +508,11 @@ fn corrupt(msg: String) -> Error {
     Error::new(ErrorKind::Corrupt, msg)
 }
 
-/// After a crash, a journaled store's recovery: each block whose state is
-/// a journal image (`replay`: block, home slot, image) gets that image
-/// copied to its home slot as it is; once that is synced, readers find the
-/// block there, and every journal slot but those recovery's edits still
-/// need (`pinned`) is zeroed and synced, so no image of a group recovery
-/// rolled back can come back once newer groups follow. A cut at any point
-/// leaves the images not yet zeroed, and the homes copied so far equal to
-/// them: recovery decides again as before.
-async fn restore_from_journal(
-    shared: &Shared,
-    journal: MetaExtent,
-    replay: &[(u32, u64, u64)],
-    pinned: &[u64],
-) -> Result<()> {
-    let engine = shared.engine.as_ref();
-    recovery::journal::restore_homes(engine, replay).await?;
-    {
-        let mut st = shared.state.write();
-        for &(block, home, _) in replay {
-            st.set_slot(block, home);
-        }
-    }
-    recovery::journal::erase(engine, journal, pinned).await
-}
-
-async fn recover(
+/// Rebuilds the store `head` describes: its geometry and settings checked
+/// against `options`, recovery run, and its `Recovered` value turned into
+/// the store's state; read-write, the device is put in order before the
+/// store is served.
+async fn rebuild(
     engine: Arc<dyn IoEngine>,
     files: Option<PathFiles>,
     options: Options,
@@ -765,7 +747,22 @@ async fn recover(
     }
     let restore = !read_only && (rolled_back || !replay.is_empty());
     if let (true, Layout::Journaled(journal)) = (restore, sb.layout()) {
-        restore_from_journal(&shared, journal, &replay, &pinned).await?;
+        // After a crash: each block whose state is a journal image gets it
+        // copied home (synced), readers then find it there, and every
+        // journal slot but those recovery's edits still need is zeroed
+        // (synced), so no image of a group recovery rolled back can come
+        // back once newer groups follow. A cut at any point leaves the
+        // images not yet zeroed, and the homes copied so far equal to them:
+        // recovery decides again as before.
+        let engine = shared.engine.as_ref();
+        recovery::journal::restore_homes(engine, &replay).await?;
+        {
+            let mut st = shared.state.write();
+            for &(block, home, _) in &replay {
+                st.set_slot(block, home);
+            }
+        }
+        recovery::journal::erase(engine, journal, &pinned).await?;
     }
     committer.pin_journal(&pinned);
     if read_only {

@@ -52,7 +52,7 @@ mod plan;
 mod resolve;
 mod scan;
 
-pub(crate) use scan::scan;
+pub(crate) use scan::scan_live;
 
 /// Most object names listed in a report (the counts are exact).
 const REPORT_NAMES: usize = 100;
@@ -151,7 +151,7 @@ where
         BuddyAllocator::new(SUPER_BLOCKS, sb.total_blocks() - SUPER_BLOCKS, sb.max_order);
     let metadata_bytes = resolve::claim_metadata(&mut alloc, sb)?;
     let layout = sb.layout();
-    let mut scanned = scan(engine, sb.store_id, &sb.meta_extents, layout).await?;
+    let mut scanned = scan::scan(engine, sb.store_id, &sb.meta_extents, layout).await?;
     let plan = plan::plan(&mut scanned, sb.clean_seq, layout, salvage, verify).await?;
     resolve::resolve(scanned, plan, layout, alloc, metadata_bytes)
 }

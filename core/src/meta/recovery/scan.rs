@@ -8,9 +8,10 @@
 //! and a read-only open write nothing (invariant 7).
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{Layout, MetaExtent, BLOCK_SIZE};
+use crate::format::{Layout, MetaExtent, BLOCK_SIZE, SUPER_BLOCKS};
 use crate::io::{AlignedBuf, IoEngine};
 use crate::meta::block::{decode_slot, SlotContent, SlotIdentity};
+use crate::meta::superblock::{choose_superblock, read_extent_table};
 
 /// Most bytes read by one I/O while scanning.
 const SCAN_CHUNK: usize = 1 << 20;
@@ -64,6 +65,28 @@ pub(crate) async fn scan(
         super::journal::scan_journal(engine, store_id, &journal, &mut out).await?;
     }
     Ok(out)
+}
+
+/// The metadata area as the device holds it now, under a store that is
+/// open: what is wrong with one copy of its extent table
+/// (the other serving), and every tuple block's copies. For a scrub, which
+/// lists keys from the device (the hash index cannot list them); open
+/// reads the superblock itself, as a head that may be blank.
+pub(crate) async fn scan_live(
+    engine: &dyn IoEngine,
+) -> Result<(Option<String>, Vec<ScannedBlock>)> {
+    let (r, head) = engine
+        .read_at(AlignedBuf::zeroed(SUPER_BLOCKS as usize * BLOCK_SIZE), 0)
+        .await;
+    r.map_err(|e| Error::io("reading the superblock", e))?;
+    let mut sb = choose_superblock(head.as_slice())?
+        .ok_or_else(|| Error::new(ErrorKind::Corrupt, "superblock vanished"))?
+        .sb;
+    // Extents beyond the superblock's list (format 5), from the table as
+    // the device holds it now.
+    let table_damage = read_extent_table(engine, &mut sb).await?;
+    let blocks = scan(engine, sb.store_id, &sb.meta_extents, sb.layout()).await?;
+    Ok((table_damage, blocks))
 }
 
 /// Reads `extent` in large chunks, handing each chunk's blocks (and the
