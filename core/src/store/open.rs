@@ -2,12 +2,15 @@
 //!
 //! Open is recovery: there is no log to replay. The superblock gives the
 //! geometry, the metadata extents and (format 4) the metadata journal,
-//! whose images only stand in for home slots not yet rewritten (copied
-//! back after a crash: `restore_from_journal`); every tuple block is read; for each
-//! key the tuple with the largest version wins and the others are dropped
-//! (their blocks rewritten before the store is served); the allocator starts
-//! all free and every live piece is claimed again, a piece claimed twice
-//! meaning corruption.
+//! whose images only stand in for home slots not yet rewritten. Recovery
+//! (`meta::recovery::recover`, the same code `check` and a salvage open
+//! run) reads every tuple block and returns one `Recovered` value: the
+//! largest version of each key, the allocator with every live piece
+//! claimed again (a piece claimed twice meaning corruption), and what to
+//! rewrite. Open turns it into the store's state and, read-write, puts the
+//! device in order before anything is served: journal images copied home
+//! and the journal erased, losing duplicates and rolled-back slots
+//! rewritten.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -23,12 +26,10 @@ use crate::format::{
     Layout, MetaExtent, Superblock, BLOCK_SHIFT, BLOCK_SIZE, JOURNAL_ORDER, SUPER_BLOCKS,
 };
 use crate::io::{self, AlignedBuf, IoEngine, IoEngineKind, PortableEngine};
-use crate::meta::block::SlotContent;
 use crate::meta::recovery;
 use crate::meta::superblock::{
     choose_superblock, publish_superblock, read_extent_table, write_extent_table, Head,
 };
-use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{Piece, Tuple, TupleValue};
 use crate::options::{Options, DEFAULT_CAPACITY, MIN_CAPACITY};
 
@@ -362,7 +363,7 @@ pub(crate) async fn open_engine(
             republish: false,
             repaired: Vec::new(),
         };
-        return recover(engine, files, options, head, size).await;
+        return rebuild(engine, files, options, head, size).await;
     }
     let head = match choose_superblock(head.as_slice())? {
         Some(h) => h,
@@ -383,7 +384,7 @@ pub(crate) async fn open_engine(
             }
         }
     };
-    recover(engine, files, options, head, size).await
+    rebuild(engine, files, options, head, size).await
 }
 
 /// Writes `sb`'s extent table to a new piece, syncs, publishes the
@@ -507,64 +508,11 @@ fn corrupt(msg: String) -> Error {
     Error::new(ErrorKind::Corrupt, msg)
 }
 
-/// After a crash, a journaled store's recovery: each block whose state is
-/// a journal image (`replay`: block, home slot, image) gets that image
-/// copied to its home slot as it is; once that is synced, every journal
-/// slot but those recovery's edits still need (`pinned`) is zeroed and
-/// synced, so no image of a group recovery rolled back can come back once
-/// newer groups follow. A cut at any point leaves the images not yet
-/// zeroed, and the homes copied so far equal to them: recovery decides
-/// again as before.
-async fn restore_from_journal(
-    shared: &Shared,
-    journal: MetaExtent,
-    replay: &[(u32, u64, u64)],
-    pinned: &[u64],
-) -> Result<()> {
-    let engine = &shared.engine;
-    for &(_, home, at) in replay {
-        let (r, buf) = engine.read_at(AlignedBuf::zeroed(BLOCK_SIZE), at).await;
-        r.map_err(|e| Error::io("reading a tuple block's journal image", e))?;
-        let (r, _) = engine.write_at(buf, home).await;
-        r.map_err(|e| Error::io("restoring a tuple block from the journal", e))?;
-    }
-    engine
-        .sync()
-        .await
-        .map_err(|e| Error::io("syncing restored tuple blocks", e))?;
-    {
-        let mut st = shared.state.write();
-        for &(block, home, _) in replay {
-            st.set_slot(block, home);
-        }
-    }
-    // Runs of slots between pinned ones, one write each.
-    let mut run_start = journal.offset();
-    let end = journal.offset() + journal.len_bytes();
-    let mut cuts: Vec<u64> = pinned
-        .iter()
-        .copied()
-        .filter(|at| (run_start..end).contains(at))
-        .collect();
-    cuts.sort_unstable();
-    cuts.dedup();
-    cuts.push(end);
-    for at in cuts {
-        if at > run_start {
-            let (r, _) = engine
-                .write_at(AlignedBuf::zeroed((at - run_start) as usize), run_start)
-                .await;
-            r.map_err(|e| Error::io("erasing the metadata journal", e))?;
-        }
-        run_start = at + BLOCK_SIZE as u64;
-    }
-    engine
-        .sync()
-        .await
-        .map_err(|e| Error::io("syncing the erased metadata journal", e))
-}
-
-async fn recover(
+/// Rebuilds the store `head` describes: its geometry and settings checked
+/// against `options`, recovery run, and its `Recovered` value turned into
+/// the store's state; read-write, the device is put in order before the
+/// store is served.
+async fn rebuild(
     engine: Arc<dyn IoEngine>,
     files: Option<PathFiles>,
     options: Options,
@@ -641,36 +589,10 @@ async fn recover(
         }
         _ => None,
     };
-    let alloc = crate::sync::Arc::new(crate::sync::Mutex::new(BuddyAllocator::new(
-        SUPER_BLOCKS,
-        total - SUPER_BLOCKS,
-        sb.max_order,
-    )));
-    let mut metadata_bytes = 0;
-    for e in sb
-        .meta_extents
-        .iter()
-        .chain(&sb.journal)
-        .chain(&sb.extent_table)
-    {
-        if e.order == 0 {
-            return Err(corrupt(
-                "metadata extent smaller than one tuple block".into(),
-            ));
-        }
-        let piece = Piece {
-            start: e.start,
-            order: e.order,
-        };
-        alloc.lock().mark_allocated(piece)?;
-        metadata_bytes += piece.len_bytes();
-    }
-    let layout = sb.layout();
-    let mut scanned =
-        recovery::scan(engine.as_ref(), sb.store_id, &sb.meta_extents, layout).await?;
     let verify_engine = engine.clone();
     let salvage = options.salvage;
-    let mut plan = recovery::plan(&mut scanned, sb.clean_seq, layout, salvage, |t: Tuple| {
+    // The same recovery as `check` and a salvage open (both read-only opens).
+    let recovered = recovery::recover(engine.as_ref(), &sb, salvage, |t: Tuple| {
         let engine = verify_engine.clone();
         async move {
             if let TupleValue::Heap { pieces, .. } = &t.value {
@@ -685,84 +607,22 @@ async fn recover(
         }
     })
     .await?;
-    plan.report.repaired.splice(0..0, repaired);
-    let recovery::Plan {
-        chosen,
-        next_slots,
-        mut dirty,
-        edited,
-        max_seq,
-        report,
-    } = plan;
+    let recovery::Recovered {
+        alloc,
+        metadata_bytes,
+        table,
+        tuples,
+        state_at,
+        replay,
+        pinned,
+        dirty,
+        next_version,
+        mut report,
+    } = recovered;
+    report.repaired.splice(0..0, repaired);
     // Journal images of groups recovery rolled back must not outlive it.
-    let rolled_back = report.rolled_back_groups > 0 || report.rolled_back_objects > 0;
-
-    // Resolve duplicates: the largest version of each key wins. Sorting all
-    // tuples by key puts duplicates side by side without a second copy of
-    // every key, and hands the index its keys in order (entry ids follow
-    // key order too, which the FST stores more compactly).
-    let mut table = TupleBlockTable::new(layout);
-    let mut all: Vec<(u32, Tuple)> = Vec::new();
-    // Where readers find each block's state, until it is rewritten.
-    let mut state_at: Vec<Option<u64>> = Vec::with_capacity(scanned.len());
-    // Journaled blocks whose state is a journal image (home, image offset),
-    // and the journal slots that recovery's edits still need.
-    let mut replay: Vec<(u32, u64, u64)> = Vec::new();
-    let mut pinned: Vec<u64> = Vec::new();
-    // One entry per block, for the store's life: no doubling slack.
-    table.blocks.reserve_exact(scanned.len());
-    // The plan holds one entry per scanned block, in order.
-    for (no, ((block, next_slot), chosen)) in
-        scanned.iter_mut().zip(next_slots).zip(chosen).enumerate()
-    {
-        // A journaled block with state is written through the journal next;
-        // one without (never written, or its first write rolled back) goes
-        // straight to its home slot, which holds nothing to lose.
-        table.push_block(block.offset, next_slot, chosen.is_some());
-        if let Layout::Journaled(_) = layout {
-            if edited.contains(&(no as u32)) {
-                // The copies its edit came from: its state, and the state
-                // before it (the newest older copy).
-                let seq = |i: usize| block.slot(i).and_then(SlotContent::seq);
-                let state = chosen.and_then(seq).unwrap_or(0);
-                let before = (0..block.slots.len())
-                    .filter(|&i| seq(i).is_some_and(|q| q < state))
-                    .max_by_key(|&i| seq(i));
-                for i in chosen.into_iter().chain(before) {
-                    pinned.extend(block.slots.get(i).map(|(at, _)| *at));
-                }
-            } else if let Some(w) = chosen.filter(|&w| w > 0) {
-                if let Some((at, _)) = block.slots.get(w) {
-                    replay.push((no as u32, block.offset, *at));
-                }
-            }
-        }
-        let slot = chosen.and_then(|w| block.slots.get_mut(w));
-        state_at.push(slot.as_ref().map(|(at, _)| *at));
-        if let Some((_, slot)) = slot {
-            if let SlotContent::Valid { tuples, .. } = std::mem::replace(slot, SlotContent::Empty) {
-                all.extend(tuples.into_iter().map(|t| (no as u32, t)));
-            }
-        }
-    }
-    drop(scanned);
-    all.sort_unstable_by(|(_, a), (_, b)| a.key.cmp(&b.key).then(b.version.cmp(&a.version)));
-    let mut winners: Vec<(u32, Tuple)> = Vec::with_capacity(all.len());
-    for (no, t) in all {
-        match winners.last() {
-            Some((wb, w)) if w.key == t.key => {
-                if w.version == t.version {
-                    return Err(corrupt(format!(
-                        "two tuples of one key carry version {} (blocks {wb} and {no})",
-                        t.version
-                    )));
-                }
-                // Sorted newest first: this one lost.
-                dirty.insert(no);
-            }
-            _ => winners.push((no, t)),
-        }
-    }
+    let rolled_back = report.rolled_back();
+    let alloc = crate::sync::Arc::new(crate::sync::Mutex::new(alloc));
 
     let read_only = options.read_only;
     let (lock, io_file) = match files {
@@ -799,10 +659,6 @@ async fn recover(
         expiring: Default::default(),
         retired: Default::default(),
     });
-    // Blocks rewritten below hold exactly their winning tuples.
-    for &b in &dirty {
-        table.images.insert(b, Vec::new());
-    }
     // Versions that expire: the reaper's queue (`Committer::track_expiry`).
     let mut expiring = Vec::new();
     // Entries whose inline values wait for their block to be written.
@@ -816,13 +672,9 @@ async fn recover(
                 st.set_slot(no as u32, *at);
             }
         }
-        let mut keys = Vec::with_capacity(winners.len());
-        let mut used = vec![0usize; table.blocks.len()];
-        for (block, t) in winners {
-            let len = t.encoded_len();
-            if let Some(image) = table.images.get_mut(&block) {
-                image.push(t.clone());
-            }
+        let mut keys = Vec::with_capacity(tuples.len());
+        // Recovery claimed each object's pieces; each becomes one entry.
+        for (block, t) in tuples {
             let data = match t.value {
                 // The block as recovery left it is on the device only if
                 // recovery did not change it; a changed block holds its
@@ -834,25 +686,11 @@ async fn recover(
                     pieces,
                     sums,
                     unsynced,
-                } => {
-                    let mut a = alloc.lock();
-                    for (i, p) in pieces.iter().enumerate() {
-                        if let Err(e) = a.mark_allocated(*p) {
-                            for q in pieces.iter().take(i) {
-                                a.free(*q);
-                            }
-                            return Err(
-                                e.context(format!("object {}", crate::error::show_key(&t.key)))
-                            );
-                        }
-                    }
-                    drop(a);
-                    Stored::heap_object(super::HeapValue {
-                        extent: shared.new_extent(pieces),
-                        sums,
-                        unsynced,
-                    })
-                }
+                } => Stored::heap_object(super::HeapValue {
+                    extent: shared.new_extent(pieces),
+                    sums,
+                    unsynced,
+                }),
             };
             let pending = data.is_pending();
             let id = st.add(Entry::new(
@@ -871,17 +709,8 @@ async fn recover(
                 expiring.push((t.key.clone(), at, t.version, t.size));
             }
             keys.push((t.key, id));
-            // One entry per block of the table, which `block` is from.
-            if let Some(used) = used.get_mut(block as usize) {
-                *used += len;
-            }
         }
         st.index.load(keys);
-        for (block, bytes) in used.into_iter().enumerate() {
-            if bytes > 0 {
-                table.grow_used(block as u32, bytes, false);
-            }
-        }
     }
     if let (Some(why), Some(old)) = (&table_damage, sb.extent_table) {
         let done = match read_only {
@@ -909,7 +738,7 @@ async fn recover(
         up.settings = stored;
         *shared.superblock.lock() = publish_superblock(shared.engine.as_ref(), &up)?;
     }
-    let mut committer = Committer::new(shared.clone(), table, max_seq + 1);
+    let mut committer = Committer::new(shared.clone(), table, next_version);
     for (key, at, version, size) in expiring {
         committer.track_expiry(key, at, version, size);
     }
@@ -917,8 +746,23 @@ async fn recover(
         committer.hold_inline(id, version);
     }
     let restore = !read_only && (rolled_back || !replay.is_empty());
-    if let (true, Layout::Journaled(journal)) = (restore, layout) {
-        restore_from_journal(&shared, journal, &replay, &pinned).await?;
+    if let (true, Layout::Journaled(journal)) = (restore, sb.layout()) {
+        // After a crash: each block whose state is a journal image gets it
+        // copied home (synced), readers then find it there, and every
+        // journal slot but those recovery's edits still need is zeroed
+        // (synced), so no image of a group recovery rolled back can come
+        // back once newer groups follow. A cut at any point leaves the
+        // images not yet zeroed, and the homes copied so far equal to them:
+        // recovery decides again as before.
+        let engine = shared.engine.as_ref();
+        recovery::journal::restore_homes(engine, &replay).await?;
+        {
+            let mut st = shared.state.write();
+            for &(block, home, _) in &replay {
+                st.set_slot(block, home);
+            }
+        }
+        recovery::journal::erase(engine, journal, &pinned).await?;
     }
     committer.pin_journal(&pinned);
     if read_only {

@@ -7,9 +7,7 @@
 //! to writers without mistaking reused space for damage.
 
 use super::{data, Store};
-use crate::error::{show_key, Error, ErrorKind, Result};
-use crate::format::{BLOCK_SIZE, SUPER_BLOCKS};
-use crate::io::AlignedBuf;
+use crate::error::{show_key, Result};
 use crate::meta::block::SlotContent;
 use crate::meta::recovery;
 use crate::meta::tuple::{Checksums, Tuple, TupleValue};
@@ -36,23 +34,15 @@ impl Store {
     pub async fn scrub(&self) -> Result<ScrubReport> {
         self.check_open()?;
         let shared = self.shared();
-        let engine = shared.engine.as_ref();
-        let (r, head) = engine
-            .read_at(AlignedBuf::zeroed(SUPER_BLOCKS as usize * BLOCK_SIZE), 0)
-            .await;
-        r.map_err(|e| Error::io("reading the superblock", e))?;
         let mut report = ScrubReport::default();
-        let mut sb = crate::meta::superblock::choose_superblock(head.as_slice())?
-            .ok_or_else(|| Error::new(ErrorKind::Corrupt, "superblock vanished"))?
-            .sb;
-        // Extents beyond the superblock's list (format 5), from the table
-        // as the device holds it now.
-        if let Some(why) = crate::meta::superblock::read_extent_table(engine, &mut sb).await? {
+        // The metadata area as the device holds it now, read by recovery's
+        // own scan.
+        let (table_damage, blocks) = recovery::scan_live(shared.engine.as_ref()).await?;
+        if let Some(why) = table_damage {
             report.damaged.push(format!(
                 "metadata extent table {why} (the other copy is whole)"
             ));
         }
-        let blocks = recovery::scan(engine, sb.store_id, &sb.meta_extents, sb.layout()).await?;
         for (no, b) in blocks.into_iter().enumerate() {
             let no = no as u32;
             // The slot readers use (inline values are read from it), as

@@ -1,0 +1,157 @@
+//! Recovery: reading the metadata area and deciding, block by block, which
+//! state is the store's. One implementation, [`recover`], run read-write by
+//! open and read-only by `check` and a salvage open (both through a
+//! read-only open), so they cannot disagree. It returns one value,
+//! [`Recovered`], which open turns into the store's state.
+//!
+//! Every extent is read with large sequential reads; each logical block's
+//! copies are decoded: its two slots (format 3), or its home slot and every
+//! image of it in the metadata journal (format 4). Then:
+//!
+//! * `scan` (and `journal`, for the journal's slots) reads the copies;
+//! * `plan` decides **which copy holds each block's state**: the valid copy
+//!   with the largest sequence, unless another copy is damaged and may have
+//!   held newer state. A damaged copy is classified by the sequence it
+//!   still claims (`SlotContent::Invalid`): older than the state — a
+//!   superseded copy, nothing lost; newer, and written by a group no older
+//!   than the newest group the store shows (and after the last clean close)
+//!   — a write torn by the crash; anything else — **corruption**
+//!   (invariant 6): open refuses with `Corrupt` naming the block, never
+//!   falls back silently. Then **whether the newest group stays.** Only it
+//!   can have been cut before its sync. It rolls back as a whole when fewer
+//!   of its blocks landed than it declares (or one of them was torn).
+//!   Otherwise every object it wrote without a data sync (`unsynced`) is
+//!   read back against its checksums; one that fails rolls back alone to
+//!   its previous version (an intact object is not lost because another
+//!   one's bytes did not land), except in all-or-nothing groups (bulk
+//!   loads, buffered mode), which roll back as a whole;
+//! * `resolve` settles what lies between blocks: the largest version of
+//!   each key wins (the others' blocks are rewritten), and the allocator,
+//!   all free but the metadata, claims every live piece again (a piece
+//!   claimed twice is `Corrupt`).
+//!
+//! Keeps invariant 4 (the state rebuilt is exactly the last acknowledged
+//! one: one entry per key, every version below the next to assign, both
+//! asserted at the boundary), invariant 6 (see `plan`) and invariant 7
+//! (nothing here writes: open applies the [`Recovered`] value, and a
+//! read-only open never does).
+//!
+//! Everything rolled back or repaired is listed in the [`RecoveryReport`].
+
+use std::collections::BTreeSet;
+
+use crate::alloc::BuddyAllocator;
+use crate::error::Result;
+use crate::format::{Superblock, SUPER_BLOCKS};
+use crate::io::IoEngine;
+use crate::meta::table::TupleBlockTable;
+use crate::meta::tuple::Tuple;
+
+pub(crate) mod journal;
+mod plan;
+mod resolve;
+mod scan;
+
+pub(crate) use scan::scan_live;
+
+/// Most object names listed in a report (the counts are exact).
+const REPORT_NAMES: usize = 100;
+
+/// What recovery found when the store was opened: what it rolled back and
+/// what damage it repaired. Empty after a clean close of an intact store.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// The store had been closed cleanly: nothing could be torn.
+    pub clean: bool,
+    /// Commit groups rolled back whole (cut by a crash before their sync,
+    /// or bulk-load groups with an object whose bytes did not land).
+    pub rolled_back_groups: u64,
+    /// Objects whose newest version was rolled back to the previous one
+    /// (or removed, when new).
+    pub rolled_back_objects: u64,
+    /// Damage found that lost nothing, and what was done about it.
+    pub repaired: Vec<String>,
+    /// Human-readable lines: what was rolled back and why (at most 100
+    /// object names; the counts above are exact).
+    pub details: Vec<String>,
+    /// Damaged tuple blocks a salvage open skipped
+    /// ([`Options::salvage`](crate::Options::salvage)): their objects are
+    /// missing. Always empty otherwise (such damage refuses the open).
+    pub skipped: Vec<String>,
+}
+
+impl RecoveryReport {
+    /// Whether recovery had to do anything at all.
+    pub fn is_empty(&self) -> bool {
+        self.rolled_back_groups == 0
+            && self.rolled_back_objects == 0
+            && self.repaired.is_empty()
+            && self.skipped.is_empty()
+    }
+
+    /// Whether recovery rolled anything back (a group or an object).
+    pub(crate) fn rolled_back(&self) -> bool {
+        self.rolled_back_groups > 0 || self.rolled_back_objects > 0
+    }
+
+    fn object(&mut self, line: String) {
+        self.rolled_back_objects += 1;
+        if self.details.len() < REPORT_NAMES {
+            self.details.push(line);
+        }
+    }
+}
+
+/// The store's state as recovery rebuilt it, for open to serve (read-write
+/// or read-only) and `check` to report. Nothing of it is on the device yet
+/// where it differs from what is there (`dirty`, `replay`).
+pub(crate) struct Recovered {
+    /// The heap allocator: the metadata extents, the journal, the extent
+    /// table and every live object's pieces claimed, the rest free.
+    pub alloc: BuddyAllocator,
+    /// Bytes of the metadata pieces claimed.
+    pub metadata_bytes: u64,
+    /// The committer's block table: every block, its next slot, how full
+    /// it is, and the tuples of each `dirty` block (its image to write).
+    pub table: TupleBlockTable,
+    /// The live version of each key with its block, in key order: one per
+    /// key, its heap pieces claimed in `alloc`.
+    pub tuples: Vec<(u32, Tuple)>,
+    /// Per block, where readers find its state until it is rewritten.
+    pub state_at: Vec<Option<u64>>,
+    /// Journaled blocks whose state is a journal image: (block, home slot,
+    /// image), copied home by a read-write open
+    /// ([`journal::restore_homes`]).
+    pub replay: Vec<(u32, u64, u64)>,
+    /// Journal slots recovery's edits still need: kept when the journal is
+    /// erased ([`journal::erase`]) and by the committer until rewritten.
+    pub pinned: Vec<u64>,
+    /// Blocks to rewrite before the store is served.
+    pub dirty: BTreeSet<u32>,
+    /// The next version (and sequence) to assign: above every one seen.
+    pub next_version: u64,
+    pub report: RecoveryReport,
+}
+
+/// Recovers the store `sb` describes (its extent table read): scan, plan,
+/// resolve. `verify` reads one object of the newest group back against its
+/// checksums (`Some(why)` when its bytes are not what its tuple promises);
+/// `salvage` skips blocks whose state is lost instead of refusing.
+pub(crate) async fn recover<V, F>(
+    engine: &dyn IoEngine,
+    sb: &Superblock,
+    salvage: bool,
+    verify: V,
+) -> Result<Recovered>
+where
+    V: FnMut(Tuple) -> F,
+    F: std::future::Future<Output = Result<Option<String>>>,
+{
+    let mut alloc =
+        BuddyAllocator::new(SUPER_BLOCKS, sb.total_blocks() - SUPER_BLOCKS, sb.max_order);
+    let metadata_bytes = resolve::claim_metadata(&mut alloc, sb)?;
+    let layout = sb.layout();
+    let mut scanned = scan::scan(engine, sb.store_id, &sb.meta_extents, layout).await?;
+    let plan = plan::plan(&mut scanned, sb.clean_seq, layout, salvage, verify).await?;
+    resolve::resolve(scanned, plan, layout, alloc, metadata_bytes)
+}
