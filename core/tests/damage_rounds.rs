@@ -14,10 +14,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use blobcask::blocking::Store;
-use blobcask::internals::BLOCK_SIZE;
-use blobcask::io::fault::{CrashMode, MemDevice};
 use blobcask::internals::block::BLOCK_PAYLOAD;
 use blobcask::internals::tuple::inline_len;
+use blobcask::internals::BLOCK_SIZE;
+use blobcask::io::fault::{CrashMode, MemDevice};
 use blobcask::{ErrorKind, Options, RecoveryReport};
 use common::{pattern, superblock};
 use rand::rngs::StdRng;

@@ -11,9 +11,9 @@ mod common;
 use std::sync::Arc;
 
 use blobcask::blocking::Store;
+use blobcask::internals::tuple::{self, TupleValue};
 use blobcask::internals::BLOCK_SIZE;
 use blobcask::io::fault::{CrashMode, MemDevice};
-use blobcask::internals::tuple::{self, TupleValue};
 use blobcask::{ErrorKind, Options};
 use common::{device_offset, expect_corrupt, pattern, tuple_of};
 

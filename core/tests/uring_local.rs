@@ -16,8 +16,8 @@ mod common;
 
 use std::io::{Read, Seek, SeekFrom, Write};
 
-use blobcask::internals::BLOCK_SIZE;
 use blobcask::internals::tuple::{self, TupleValue};
+use blobcask::internals::BLOCK_SIZE;
 use blobcask::{ErrorKind, IoEngineKind, LocalStore, Options, Store};
 use common::{
     assert_no_fallback_thread, device_offset, expect_corrupt, pattern, temp_path, tuple_of,

@@ -12,6 +12,7 @@
 //! * a completed write is not durable until a later `sync` completes.
 
 mod buf;
+mod counted;
 pub mod fault;
 mod portable;
 #[cfg(target_os = "linux")]
@@ -25,6 +26,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 pub use buf::{round_up, AlignedBuf};
+pub(crate) use counted::Counted;
 pub use portable::PortableEngine;
 #[cfg(target_os = "linux")]
 pub use uring::UringEngine;

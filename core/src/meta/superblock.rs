@@ -131,20 +131,19 @@ pub(crate) async fn read_extent_table(
 
 /// Writes the extent table for `sb`'s extents beyond the superblock's own
 /// list into the new piece `to` (not synced, not yet named by any
-/// superblock); the bytes written. Growth and open's repair write it this
+/// superblock). Growth and open's repair write it this
 /// way, then sync and publish the superblock naming `to`.
 pub(crate) async fn write_extent_table(
     engine: &dyn IoEngine,
     sb: &Superblock,
     to: MetaExtent,
-) -> Result<u64> {
+) -> Result<()> {
     let rest = sb.meta_extents.get(MAX_META_EXTENTS..).unwrap_or_default();
     let bytes = crate::format::encode_extent_table(rest, sb.store_id, to.order);
     let (r, _) = engine
         .write_at(AlignedBuf::copy_from(&bytes), to.offset())
         .await;
-    r.map_err(|e| Error::io("writing the metadata extent table", e))?;
-    Ok(bytes.len() as u64)
+    r.map_err(|e| Error::io("writing the metadata extent table", e))
 }
 
 #[cfg(test)]

@@ -280,8 +280,6 @@ impl Store {
                 HeldWrite::new(write, target.clone())
                     .await
                     .map_err(|e| Error::io("compaction writing an object", e))?;
-                s.device_bytes_written
-                    .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
                 at += n;
             }
             bytes += len;

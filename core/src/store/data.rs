@@ -16,7 +16,6 @@
 //! trailer table is read once (concurrently with the data) and cached.
 
 use std::future::Future;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -310,9 +309,6 @@ pub(crate) async fn write_range_holding<H: Clone + Send + Unpin + 'static>(
             let at = (s.obj_pos - offset) as usize;
             let part = data.slice(at..at + s.len as usize);
             let padded = round_up(s.len as usize, BLOCK_SIZE);
-            shared
-                .device_bytes_written
-                .fetch_add(padded as u64, Ordering::Relaxed);
             let hold = hold.clone();
             async move {
                 let copy = move || {
@@ -383,7 +379,7 @@ pub(crate) fn write_object_blocking(
     extent: &Arc<Extent>,
     value: &Bytes,
 ) -> Result<Checksums> {
-    let Some((dev, buf, sums)) = one_request(shared, extent, value) else {
+    let Some((dev, buf, sums)) = one_request(extent, value) else {
         return crate::io::block_on(write_object(shared, extent, value));
     };
     let (r, _) = shared.engine.write_at_blocking(buf, dev);
@@ -394,11 +390,7 @@ pub(crate) fn write_object_blocking(
 /// A value that is one device request with no trailer table: where it goes,
 /// its aligned copy (padded to whole blocks) and its checksums. `None` for
 /// other values.
-fn one_request(
-    shared: &Shared,
-    extent: &Extent,
-    value: &Bytes,
-) -> Option<(u64, AlignedBuf, Checksums)> {
+fn one_request(extent: &Extent, value: &Bytes) -> Option<(u64, AlignedBuf, Checksums)> {
     let parts = spans(&extent.pieces, 0, value.len() as u64);
     let ([s], 0) = (&parts[..], tuple::table_len(value.len() as u64)) else {
         return None;
@@ -407,24 +399,20 @@ fn one_request(
     let sums = tuple::block_sums(buf.as_slice());
     let padded = round_up(s.len as usize, BLOCK_SIZE);
     buf.set_len(padded);
-    shared
-        .device_bytes_written
-        .fetch_add(padded as u64, Ordering::Relaxed);
     Some((s.dev, buf, seal(sums.into()).0))
 }
 
 /// Prepares the write of a value of one device request (no trailer table):
 /// its checksums and the write for the commit group to issue beside its
-/// tuple blocks (`commit::DataWrite`); `None` for other values.
+/// tuple blocks (`request::DataWrite`); `None` for other values.
 pub(crate) fn prepare_write(
-    shared: &Shared,
     extent: &Arc<Extent>,
     value: &Bytes,
-) -> Option<(Checksums, super::commit::DataWrite)> {
-    let (at, buf, sums) = one_request(shared, extent, value)?;
+) -> Option<(Checksums, super::request::DataWrite)> {
+    let (at, buf, sums) = one_request(extent, value)?;
     Some((
         sums,
-        super::commit::DataWrite {
+        super::request::DataWrite {
             buf,
             at,
             extent: extent.clone(),
@@ -491,9 +479,6 @@ pub(crate) async fn write_segments(
                 .map(|(dev, b)| dev + (b.len() as u64).div_ceil(block) * block)
                 .unwrap_or(start);
             let len = (end - start) as usize;
-            shared
-                .device_bytes_written
-                .fetch_add(len as u64, Ordering::Relaxed);
             let keep = keep.clone();
             async move {
                 let fill = move || {

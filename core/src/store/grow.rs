@@ -169,8 +169,5 @@ fn grow_locked(shared: &Shared, sb: &mut Superblock, capacity: u64) -> Result<()
         .lock()
         .grow((capacity >> crate::format::BLOCK_SHIFT) - SUPER_BLOCKS);
     shared.capacity.store(capacity, Ordering::Release);
-    shared
-        .device_bytes_written
-        .fetch_add(2 * BLOCK_SIZE as u64, Ordering::Relaxed);
     Ok(())
 }

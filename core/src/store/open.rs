@@ -630,6 +630,12 @@ async fn rebuild(
         None => (None, None),
     };
     let cache_bytes = options.cache_bytes;
+    // From here on every write goes through one counter, below every
+    // writer: `Stats::device_bytes_written` is what the device was asked
+    // to write since the store opened, counted once.
+    let device_bytes_written = Arc::new(AtomicU64::new(0));
+    let engine: Arc<dyn IoEngine> =
+        Arc::new(io::Counted::new(engine, device_bytes_written.clone()));
     let shared = Arc::new(Shared {
         engine,
         io_file,
@@ -645,7 +651,7 @@ async fn rebuild(
         alloc: alloc.clone(),
         failed: Default::default(),
         sealed: AtomicBool::new(false),
-        device_bytes_written: AtomicU64::new(0),
+        device_bytes_written,
         user_bytes_written: AtomicU64::new(0),
         commit_groups: AtomicU64::new(0),
         metadata_bytes: AtomicU64::new(metadata_bytes),

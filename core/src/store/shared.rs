@@ -62,7 +62,9 @@ pub(crate) struct Shared {
     /// superblock: nothing may publish after it (a growth that began
     /// before close fails with `Closed` instead).
     pub sealed: AtomicBool,
-    pub device_bytes_written: AtomicU64,
+    /// Bytes written to the device since open, counted by the engine
+    /// decorator every write goes through (`io::Counted`).
+    pub device_bytes_written: Arc<AtomicU64>,
     pub user_bytes_written: AtomicU64,
     pub commit_groups: AtomicU64,
     pub metadata_bytes: AtomicU64,

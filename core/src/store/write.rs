@@ -114,7 +114,7 @@ impl Store {
         if !(unsynced && sync_mode) {
             return None;
         }
-        data::prepare_write(self.shared(), extent, value)
+        data::prepare_write(extent, value)
     }
 
     /// [`put`](Self::put) for blocking callers: a value that fits one device

@@ -3,9 +3,11 @@
 
 use std::path::PathBuf;
 
-use blobcask::internals::BLOCK_SIZE;
-use blobcask::internals::block::{choose_slot, decode_slot, journal_block, SlotContent, SlotIdentity};
+use blobcask::internals::block::{
+    choose_slot, decode_slot, journal_block, SlotContent, SlotIdentity,
+};
 use blobcask::internals::tuple::{Tuple, TupleValue};
+use blobcask::internals::BLOCK_SIZE;
 use blobcask::{IndexKind, IoEngineKind, Options, Store};
 
 /// One configuration a behaviour runs against.

@@ -303,7 +303,11 @@ impl Committer {
         if let Some(at) = expires_micros {
             self.track_expiry(tuple.key.clone(), at, tuple.version, size);
         }
-        let image = self.table.images.get_mut(&block).ok_or_else(|| image_missing(block))?;
+        let image = self
+            .table
+            .images
+            .get_mut(&block)
+            .ok_or_else(|| image_missing(block))?;
         match old {
             Some((old_block, old_len, old_version)) if old_block == block => {
                 let at = image
@@ -352,7 +356,11 @@ impl Committer {
         };
         self.untrack(&entry);
         self.bump();
-        let image = self.table.images.get_mut(&block).ok_or_else(|| image_missing(block))?;
+        let image = self
+            .table
+            .images
+            .get_mut(&block)
+            .ok_or_else(|| image_missing(block))?;
         if let Some(i) = image
             .iter()
             .position(|t| &*t.key == key && t.version == entry.version)
@@ -550,7 +558,11 @@ impl Committer {
         let mut blocks = BTreeSet::new();
         for (block, key, version) in stale {
             self.load_image(block).await?;
-            let image = self.table.images.get_mut(&block).ok_or_else(|| image_missing(block))?;
+            let image = self
+                .table
+                .images
+                .get_mut(&block)
+                .ok_or_else(|| image_missing(block))?;
             if let Some(i) = image
                 .iter()
                 .position(|t| t.key == key && t.version == version)

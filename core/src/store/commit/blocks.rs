@@ -301,12 +301,6 @@ impl Committer {
             j.synced();
             j.hold(&images);
         }
-        self.shared.device_bytes_written.fetch_add(
-            // Each block once (spare, home or journal slot), and the homes
-            // placed with this group.
-            ((blocks.len() + placed_at.len()) * BLOCK_SIZE) as u64,
-            Ordering::Relaxed,
-        );
         // Readers read the journaled blocks from the journal until their
         // home slots are rewritten.
         for (block, home, image) in homes {

@@ -34,9 +34,6 @@ impl Committer {
             r.map_err(|e| Error::io("zeroing a new metadata extent", e))?;
             done += len;
         }
-        self.shared
-            .device_bytes_written
-            .fetch_add(total as u64, Ordering::Relaxed);
         Ok(())
     }
 
@@ -126,10 +123,7 @@ impl Committer {
             // published below (other fields may change meanwhile).
             let mut with_new = self.shared.superblock.lock().clone();
             with_new.meta_extents.push(extent);
-            let written = write_extent_table(engine.as_ref(), &with_new, to).await?;
-            self.shared
-                .device_bytes_written
-                .fetch_add(written, Ordering::Relaxed);
+            write_extent_table(engine.as_ref(), &with_new, to).await?;
         }
         engine
             .sync()
@@ -146,9 +140,6 @@ impl Committer {
         *sb = publish_superblock(engine.as_ref(), &next)?;
         drop(sb);
         // The zeros are counted by `zero`; this is the superblock.
-        self.shared
-            .device_bytes_written
-            .fetch_add(BLOCK_SIZE as u64, Ordering::Relaxed);
         if let Some(new) = table {
             self.shared
                 .metadata_bytes

@@ -46,9 +46,6 @@ impl Committer {
         for (r, _) in futures::future::join_all(futs).await {
             r.map_err(|e| Error::io("writing tuple blocks to their home slots", e))?;
         }
-        self.shared
-            .device_bytes_written
-            .fetch_add((placed.len() * BLOCK_SIZE) as u64, Ordering::Relaxed);
         if let Some(j) = self.journal.as_mut() {
             j.placed(placed.iter().map(|&(b, _)| b));
         }
