@@ -5,9 +5,9 @@
 
 use std::hint::black_box;
 
+use blobcask::internals::tuple::{Piece, Tuple, TupleValue};
 use blobcask::internals::BuddyAllocator;
 use blobcask::{internals::build_index, IndexKind};
-use blobcask::internals::tuple::{Piece, Tuple, TupleValue};
 use blobcask::{Bytes, IoEngineKind, Options};
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
 

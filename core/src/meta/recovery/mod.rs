@@ -47,10 +47,11 @@ use crate::io::IoEngine;
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::Tuple;
 
-pub(crate) mod journal;
-mod plan;
+/// The journal's side of recovery lives beside the journal.
+pub(crate) use crate::meta::journal::recovery as journal;
+pub(crate) mod plan;
 mod resolve;
-mod scan;
+pub(crate) mod scan;
 
 pub(crate) use scan::scan_live;
 

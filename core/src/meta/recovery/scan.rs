@@ -91,7 +91,7 @@ pub(crate) async fn scan_live(
 
 /// Reads `extent` in large chunks, handing each chunk's blocks (and the
 /// byte offset of the first) to `f`.
-pub(super) async fn read_extent(
+pub(crate) async fn read_extent(
     engine: &dyn IoEngine,
     extent: &MetaExtent,
     mut f: impl FnMut(u64, &[[u8; BLOCK_SIZE]]),

@@ -21,6 +21,10 @@
 //! slots than the journal has moves to a larger journal extent
 //! (`Committer`), rewriting every held slot's home with its writes.
 
+/// Reading the journal back at open: its slots scanned, images restored
+/// home, the journal erased after a rollback (run by `meta::recovery`).
+pub(crate) mod recovery;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::format::{MetaExtent, BLOCK_SIZE};

@@ -19,11 +19,11 @@ use crate::meta::block::{
     decode_slot, journal_block, SlotContent, SlotIdentity, BLOCK_COPIES, SEQ_COPY, SLOT_BLOCK_NO,
 };
 
-use super::scan::{read_extent, ScannedBlock};
+use crate::meta::recovery::scan::{read_extent, ScannedBlock};
 
 /// Reads every journal slot and adds each image to the copies of the
 /// block it names (`out`, indexed by block number).
-pub(super) async fn scan_journal(
+pub(crate) async fn scan_journal(
     engine: &dyn IoEngine,
     store_id: u64,
     journal: &MetaExtent,
