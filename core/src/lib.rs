@@ -19,7 +19,10 @@
 //! # Ok(()) }
 //! ```
 #![deny(unsafe_code)]
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::indexing_slicing))]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
+)]
 #![warn(missing_docs)]
 
 // The engine's parts are the crate's own; what users reach is re-exported

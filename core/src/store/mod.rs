@@ -225,11 +225,14 @@ impl Store {
         open::open_engine(engine, None, options, if_blank).await
     }
 
+    /// Starts an opened store: its commit path and maintenance thread. A
+    /// thread the system refuses (out of threads or memory) is an `Io`
+    /// error of the open, not a panic.
     pub(crate) fn start(
         shared: Arc<Shared>,
         committer: commit::Committer,
         lock: Option<std::fs::File>,
-    ) -> Store {
+    ) -> Result<Store> {
         let commits = Arc::new(commit::CommitPath::new(
             committer,
             shared.maintenance.clone(),
@@ -239,9 +242,9 @@ impl Store {
             std::thread::Builder::new()
                 .name("blobcask-maintenance".into())
                 .spawn(move || commits.maintain())
-                .expect("spawn maintenance thread")
+                .map_err(|e| Error::io("starting the store's maintenance thread", e))?
         };
-        Store {
+        Ok(Store {
             inner: Arc::new(Inner {
                 shared,
                 commits,
@@ -252,7 +255,7 @@ impl Store {
                 fork_generation: fork::generation(),
                 staging: AtomicUsize::new(0),
             }),
-        }
+        })
     }
 
     /// The descriptor an event loop watches to complete this store's I/O

@@ -796,7 +796,7 @@ async fn rebuild(
         let seq = committer.bump();
         committer.write_blocks(&dirty, seq, seq, 0).await?;
     }
-    let store = Store::start(shared, committer, lock);
+    let store = Store::start(shared, committer, lock)?;
     if let Some(c) = grow_to {
         super::grow::grow_to(store.shared(), c)?;
     }
