@@ -54,7 +54,7 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 
 use super::bulk::LoadItem;
-use super::commit::{Expiry, PutSpec};
+use super::request::{Expiry, PutSpec};
 use super::{data, BulkOptions, HeapRead, ObjectData, Store};
 use crate::error::{show_key, Error, ErrorKind, Result};
 use crate::format::BLOCK_SIZE;

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::stream::{FuturesOrdered, StreamExt};
 
-use super::commit::Staged;
+use super::request::Staged;
 use super::{check_key, data, ObjectData, Store};
 use crate::error::{show_key, Result};
 use crate::format::BLOCK_SIZE;

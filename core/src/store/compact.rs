@@ -44,7 +44,7 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 
 use super::data::HeldWrite;
-use super::{commit, heap, ObjectData, Store};
+use super::{heap, request, ObjectData, Store};
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::BLOCK_SIZE;
 use crate::index::EntryId;
@@ -298,7 +298,7 @@ impl Store {
         let results = join_all(batch.into_iter().map(|m| async move {
             let bytes = m.bytes;
             let moved = self
-                .submit(|reply| commit::Request::Relocate {
+                .submit(|reply| request::Request::Relocate {
                     id: m.id,
                     version: m.version,
                     data: m.data,

@@ -1,7 +1,7 @@
 //! Readers wait for values still being written by their commit group.
 //!
 //! A put whose value is written by its commit group beside the tuple blocks
-//! (`commit::DataWrite`) is linked into the index when the group applies
+//! (`request::DataWrite`) is linked into the index when the group applies
 //! it, before the group's writes are issued: from then until the writes
 //! complete, the index points at blocks that do not hold the value yet. A
 //! read in that window must not go to the device (it would find the old

@@ -299,7 +299,7 @@ impl Store {
 
     async fn submit<T>(
         &self,
-        make: impl FnOnce(oneshot::Sender<Result<T>>) -> commit::Request,
+        make: impl FnOnce(oneshot::Sender<Result<T>>) -> request::Request,
     ) -> Result<T> {
         // Every change passes here: none from an inherited handle (`fork`).
         self.check_open()?;
@@ -413,7 +413,7 @@ impl Store {
         check_key(key).map_err(|e| e.context(ctx()))?;
         self.shared().check_failed().map_err(|e| e.context(ctx()))?;
         let key: Box<[u8]> = key.into();
-        self.submit(|reply| commit::Request::Delete { key, reply })
+        self.submit(|reply| request::Request::Delete { key, reply })
             .await
             .map_err(|e| e.context(ctx()))
     }
@@ -492,7 +492,7 @@ impl Store {
         if self.shared().options.is_read_only() {
             return Ok(());
         }
-        self.submit(|reply| commit::Request::Barrier { reply })
+        self.submit(|reply| request::Request::Barrier { reply })
             .await
     }
 

@@ -460,7 +460,7 @@ impl Upload {
     /// upload's space. A [`ttl`](PutOptions::ttl) counts from the commit; a
     /// bad one is `InvalidArgument` and leaves the upload as it was.
     pub async fn commit_with(&self, options: PutOptions) -> Result<ObjectInfo> {
-        match super::commit::PutSpec::of(&options) {
+        match super::request::PutSpec::of(&options) {
             Ok(spec) => self.commit_spec(spec).await,
             Err(e) => Err(e.context(format!("commit upload {}", show_key(&self.slot.key)))),
         }
@@ -482,7 +482,7 @@ impl Upload {
     }
 
     /// [`commit_with`](Self::commit_with) with the options checked.
-    pub(crate) async fn commit_spec(&self, spec: super::commit::PutSpec) -> Result<ObjectInfo> {
+    pub(crate) async fn commit_spec(&self, spec: super::request::PutSpec) -> Result<ObjectInfo> {
         let (key, size) = (&self.slot.key, self.slot.size);
         let ctx = format!("commit upload {}", show_key(key));
         let store = self.store().map_err(|e| e.context(&ctx))?;

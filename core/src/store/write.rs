@@ -22,7 +22,7 @@ use bytes::Bytes;
 use futures::channel::oneshot;
 
 use super::state::{heap, Extent, ObjectData};
-use super::{check_key, commit, data, ObjectInfo, Store, Upload};
+use super::{check_key, data, request, ObjectInfo, Store, Upload};
 use crate::error::{show_key, Error, ErrorKind, Result};
 use crate::meta::tuple::Checksums;
 use crate::options::{PutMode, PutOptions};
@@ -40,7 +40,7 @@ pub(crate) const UNSYNCED_LIMIT: u64 = 1 << 20;
 enum Staged {
     /// What to commit, and the value's write when the commit group issues
     /// it (`Store::prepare_write`).
-    Ready(ObjectData, Option<commit::DataWrite>),
+    Ready(ObjectData, Option<request::DataWrite>),
     /// Pieces to write the value into; whether its data may skip the sync
     /// before its tuple.
     Write(Arc<Extent>, bool),
@@ -86,8 +86,8 @@ impl Store {
     /// Checks a put's options, and refuses a conditional put that already
     /// fails against the index before its value is written (the commit
     /// path decides for real).
-    pub(crate) fn precheck(&self, key: &[u8], options: &PutOptions) -> Result<commit::PutSpec> {
-        let spec = commit::PutSpec::of(options)?;
+    pub(crate) fn precheck(&self, key: &[u8], options: &PutOptions) -> Result<request::PutSpec> {
+        let spec = request::PutSpec::of(options)?;
         if spec.mode == PutMode::Overwrite {
             return Ok(spec);
         }
@@ -109,7 +109,7 @@ impl Store {
         extent: &Arc<Extent>,
         value: &Bytes,
         unsynced: bool,
-    ) -> Option<(Checksums, commit::DataWrite)> {
+    ) -> Option<(Checksums, request::DataWrite)> {
         let sync_mode = matches!(self.shared().options.durability, crate::Durability::Sync);
         if !(unsynced && sync_mode) {
             return None;
@@ -205,11 +205,11 @@ impl Store {
         key: &[u8],
         size: u64,
         data: ObjectData,
-        data_write: Option<commit::DataWrite>,
-        spec: commit::PutSpec,
+        data_write: Option<request::DataWrite>,
+        spec: request::PutSpec,
     ) -> Result<ObjectInfo> {
         let key: Box<[u8]> = key.into();
-        self.submit(|reply| commit::Request::Put {
+        self.submit(|reply| request::Request::Put {
             key,
             size,
             data,
@@ -223,10 +223,10 @@ impl Store {
     /// Sends many staged puts as one commit request.
     pub(crate) async fn submit_many(
         &self,
-        items: Vec<commit::Staged>,
+        items: Vec<request::Staged>,
     ) -> Result<(usize, Option<Error>)> {
         let (tx, rx) = oneshot::channel();
-        let req = commit::Request::PutMany { items, reply: tx };
+        let req = request::Request::PutMany { items, reply: tx };
         let Ok(role) = self.inner.commits.push(req) else {
             return Err(Error::new(ErrorKind::Closed, "the store is closed"));
         };

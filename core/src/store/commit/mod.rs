@@ -77,7 +77,7 @@ use journal::Unplaced;
 
 // What the rest of `store/` reaches as `commit::X` (the requests' old
 // paths, kept so those files need not change).
-pub(crate) use crate::store::request::{DataWrite, Expiry, PutSpec, Request, Staged};
+use crate::store::request::{DataWrite, Request};
 pub(crate) use leader::CommitPath;
 pub(crate) use maintenance::Maintenance;
 
