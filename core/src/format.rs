@@ -141,7 +141,7 @@ pub struct Superblock {
     pub journal: Option<MetaExtent>,
     /// Where the metadata extents beyond the first `MAX_META_EXTENTS` are
     /// listed (format 5): a piece holding two copies of the extent table
-    /// (see [`encode_extent_table`]).
+    /// (see `encode_extent_table`).
     pub extent_table: Option<MetaExtent>,
     /// Extents listed in the extent table that are not in `meta_extents`
     /// yet: set by [`decode`](Self::decode), cleared once the table is read
