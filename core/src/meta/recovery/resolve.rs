@@ -194,22 +194,12 @@ fn claim_pieces(alloc: &mut BuddyAllocator, pieces: &[Piece], key: &[u8]) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::meta::tuple::Checksums;
     use std::collections::BTreeSet;
 
+    /// A heap tuple of one 4 KiB piece at `start` (plan's test tuple:
+    /// resolve never reads its `unsynced` flag).
     fn heap(key: &str, version: u64, start: u64) -> Tuple {
-        Tuple {
-            key: key.as_bytes().into(),
-            version,
-            created_micros: 0,
-            size: 4096,
-            expires_micros: None,
-            value: TupleValue::Heap {
-                pieces: vec![Piece { start, order: 0 }],
-                sums: Checksums::Blocks(vec![0].into()),
-                unsynced: false,
-            },
-        }
+        crate::meta::recovery::plan::tests::tuple(key, version, start)
     }
 
     fn block(offset: u64, seq: u64, tuples: Vec<Tuple>) -> ScannedBlock {
