@@ -38,6 +38,8 @@ BB = "target/release/blobcask-bench --engine io_uring --json benches/results/fig
 PY = "target/py-venv/bin/python benches/python_bench.py /tmp/pyb"
 NODE = "LMDB_JS_DIR=/tmp/lmdbjs node benches/node_bench.mjs /tmp/nb"
 IB = "target/release/index-bench --store-only"
+SCALE = ("target/release/scale-bench --n 1M,10M --engines blobcask,lmdb,sqlite"
+         " --json benches/results/figures/DATE-scale.jsonl (built with --features lmdb,sqlite)")
 CMP = ("target/release/compare --dir /work/cmp --engines blobcask-uring,lmdb --sizes 16K --budget 64M"
        " (built with --features lmdb,redb)")
 
@@ -115,18 +117,27 @@ TARGETS: list[tuple[str, list[Target]]] = [
         Target("the same, 100,000 objects", "≤ 1.6", "index.space.100b.100000", "value", "<=", 1.6, "×",
                f"{IB} --open-keys 100000 --value-size 100", engine=None),
         Target("open after a clean close, 1M objects of 1 KiB, hash index", "≤ 50 ms",
-               "index.open.1024b.1000000.hash", "value", "<=", 0.05, "s", f"{IB} --value-size 1024",
+               "index.open.1024b.1000000.hash", "value", "<=", 0.05, "s", SCALE.replace("--n", "--value 1024 --n"),
                engine=None),
         Target("the same, 1M objects of 100 B", "≤ 50 ms", "index.open.100b.1000000.hash", "value", "<=", 0.05,
-               "s", f"{IB} --value-size 100", engine=None),
+               "s", SCALE, engine=None),
         Target("open after a clean close, 100M objects", "≤ 1.5 s", "index.open.100b.100000000.hash", "value",
-               "<=", 1.5, "s", f"{IB} --open-keys 100000000 --value-size 100", engine=None),
-        Target("RSS per object, hash index, keys on the device", "≤ 32 B", "rss.per_object.hash", "value", "<=",
-               32, "B", "no bench measures RSS yet (index-bench counts the allocator's live bytes)", engine=None),
+               "<=", 1.5, "s", SCALE.replace("1M,10M", "100M"), engine=None),
+        Target("open after kill -9, 1M objects of 100 B (its clean open, same run)",
+               "≤ 2 × the clean open + one checkpoint interval", "scale.open_kill.100b.1000000.hash", "ratio",
+               "<=", 2.0, "×", SCALE, engine=None),
+        Target("RSS per object, hash index, keys on the device (largest N run)", "≤ 32 B", "rss.per_object.hash",
+               "value", "<=", 32, "B", SCALE, engine=None),
+        Target("the same, 1M objects", "≤ 48 B", "rss.per_object.hash.1000000", "value", "<=", 48, "B", SCALE,
+               engine=None),
         Target("RSS per object, FST index, keys included", "≤ 24 B", "rss.per_object.fst", "value", "<=", 24,
-               "B", "no bench measures RSS yet (index-bench counts the allocator's live bytes)", engine=None),
+               "B", SCALE + " --index fst", engine=None),
         Target("RSS per object, BTree index, minus key bytes", "≤ 48 B", "rss.per_object.btree", "value", "<=",
-               48, "B", "no bench measures RSS yet (index-bench counts the allocator's live bytes)", engine=None),
+               48, "B", SCALE + " --index btree", engine=None),
+        Target("bytes on disk per 100 B object, 1M objects (LMDB's, same run)", "≤ 1.1 × LMDB's",
+               "scale.disk_per_object.100b.1000000.hash", "ratio", "<=", 1.1, "×", SCALE, engine=None),
+        Target("bulk load of 10M objects of 100 B (LMDB's rate, same run)", "≥ LMDB's rate",
+               "scale.load_rate.100b.10000000.hash", "ratio", ">=", 1.0, "×", SCALE, engine=None),
         Target("get right after a reopen, small objects that fit the cache, from Python, p50", "≤ 3 µs",
                "py.get.after_reopen", "value", "<=", 3.0, "µs",
                "no bench measures it yet (python_bench.py times gets of objects read twice first)", engine=None),

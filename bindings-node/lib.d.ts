@@ -245,6 +245,8 @@ export interface Recovery {
   details: Array<string>
   /** Damaged tuple blocks a `salvage` open skipped (their objects are missing); empty otherwise. */
   skipped: Array<string>
+  /** The state was loaded from the index image the last clean close wrote (no tuple block was read). */
+  fromImage: boolean
 }
 
 /** The `code` of every error blobcask throws or rejects with. */

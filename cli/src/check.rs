@@ -4,6 +4,8 @@
 //! memory exactly as a read-write open would run it (same code), and what
 //! it would roll back or repair is reported instead of done. `--data` then
 //! reads every object back against its checksums. Nothing is written.
+//! The tuple blocks are always read (`Options::scan_metadata`), and an
+//! index image the last clean close wrote is compared with them.
 //! Exit code 0 only when nothing is wrong.
 
 use std::path::Path;
@@ -23,7 +25,9 @@ pub fn run(path: &Path, data: bool, salvage: bool, human: impl Fn(u64) -> String
     let options = Options::new()
         .create(false)
         .read_only(true)
-        .salvage(salvage);
+        .salvage(salvage)
+        // Every tuple block read, and the index image held to them.
+        .scan_metadata(true);
     let store = match Store::open(path, options) {
         Ok(s) => s,
         Err(e) => {

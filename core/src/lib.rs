@@ -59,7 +59,7 @@ mod sync;
 pub mod internals {
     pub use crate::alloc::BuddyAllocator;
     pub use crate::format::{
-        Superblock, BLOCK_SIZE, FORMAT_VERSION, MAX_META_EXTENTS, SUPER_MAGIC,
+        ImageRef, Superblock, BLOCK_SIZE, FORMAT_VERSION, MAX_META_EXTENTS, SUPER_MAGIC,
     };
     pub use crate::index::{build as build_index, KeyIndex};
     pub use crate::meta::{block, tuple};

@@ -100,6 +100,7 @@ pub struct Options {
     /// Skip tuple blocks whose newest copy is damaged instead of refusing
     /// the open (read-only opens only).
     pub(crate) salvage: bool,
+    pub(crate) scan_metadata: bool,
     pub(crate) durability: Durability,
     pub(crate) cache_bytes: u64,
     /// Expired objects stay until a later open removes them (a backup's
@@ -124,6 +125,7 @@ impl Default for Options {
             create_new: false,
             read_only: false,
             salvage: false,
+            scan_metadata: false,
             durability: Durability::Sync,
             cache_bytes: DEFAULT_CACHE_BYTES,
             keep_expired: false,
@@ -313,6 +315,17 @@ impl Options {
     /// Defaults to `false`.
     pub fn salvage(mut self, yes: bool) -> Self {
         self.salvage = yes;
+        self
+    }
+
+    /// Read every tuple block at open even when the store was closed
+    /// cleanly with an index image (which an open otherwise loads instead,
+    /// in a fraction of the time), and compare the image with them: a
+    /// difference, or a damaged image, is listed in
+    /// [`Stats::recovery`](crate::Stats)`.repaired` and the tuple blocks
+    /// serve. What `blobcask check` does. Defaults to `false`.
+    pub fn scan_metadata(mut self, yes: bool) -> Self {
+        self.scan_metadata = yes;
         self
     }
 

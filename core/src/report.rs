@@ -170,6 +170,7 @@ impl Report for RecoveryReport {
             repaired,
             details,
             skipped,
+            from_image,
         } = self;
         Record {
             kind: "RecoveryReport",
@@ -180,6 +181,7 @@ impl Report for RecoveryReport {
                 ("repaired", Lines(repaired.clone())),
                 ("details", Lines(details.clone())),
                 ("skipped", Lines(skipped.clone())),
+                ("from_image", Flag(*from_image)),
             ],
         }
     }

@@ -1,4 +1,4 @@
-//! Format fixtures: stores written by format versions 1 to 5, checked in,
+//! Format fixtures: stores written by format versions 1 to 6, checked in,
 //! must keep opening with the same content (and the corrupt ones must keep
 //! being refused or refusing their damaged object), so a format change
 //! cannot silently break existing stores (invariant 4, `core/INVARIANTS.md`).
@@ -45,9 +45,11 @@ fn contents() -> Vec<(String, Vec<u8>)> {
 /// v4 one by `write_fixture` with no fill): the v2 content, and objects
 /// with an expiry, one far ahead and one already past.
 fn write_fixtures() {
-    // Format 5: 8 KiB pieces, so that 13,000 small objects take more than
-    // the superblock's 200 metadata extents (an extent table).
-    write_fixture("v5-good.blobcask", options().max_piece_size(8 << 10), FILL);
+    // Format 6: the v4 content, closed cleanly with its index image. (The
+    // v5 file was written by the build before format 6 with 8 KiB pieces,
+    // so that 13,000 small objects took more than the superblock's 200
+    // metadata extents: `options().max_piece_size(8 << 10)`, `FILL`.)
+    write_fixture("v6-good.blobcask", options(), 0);
 }
 
 /// Small objects that push the v5 fixture's metadata past 200 extents.
@@ -86,9 +88,16 @@ fn copy(name: &str) -> (tempfile::TempDir, PathBuf) {
 
 /// A store with the v3/v4 fixture content opens read-only with it (the
 /// expired object invisible), and read-write its reaper removes the expired
-/// object; it keeps its format version `version`.
-fn opens_with_its_content_and_expiries(name: &str, version: u32) {
+/// object; it keeps its layout, and is closed as version `closed`: a
+/// format-3 store stays 3, a journaled one gets an index image (version 6)
+/// when there is room for one.
+fn opens_with_its_content_and_expiries(name: &str, version: u32, closed: u32) {
     let (_tmp, path) = copy(name);
+    let head = std::fs::read(&path).unwrap();
+    let as_written = blobcask::internals::Superblock::decode(&head[..4096])
+        .unwrap()
+        .unwrap();
+    assert_eq!(as_written.format_version, version, "{name}");
     let s = Store::open(&path, options().read_only(true)).unwrap();
     for (k, v) in contents() {
         assert_eq!(s.get(&k).unwrap(), v[..], "{k}");
@@ -124,8 +133,9 @@ fn opens_with_its_content_and_expiries(name: &str, version: u32) {
     let sb = blobcask::internals::Superblock::decode(&head[..4096])
         .unwrap()
         .unwrap();
-    assert_eq!(sb.format_version, version);
+    assert_eq!(sb.format_version, closed);
     let s = Store::open(&path, options()).unwrap();
+    assert_eq!(s.stats().recovery.from_image, closed == 6);
     for i in 0..50u64 {
         assert_eq!(s.get(format!("more/{i}")).unwrap(), pattern(100 + i, 700));
     }
@@ -137,20 +147,19 @@ fn opens_with_its_content_and_expiries(name: &str, version: u32) {
 
 #[test]
 fn v4_store_opens_with_its_content_and_expiries() {
-    opens_with_its_content_and_expiries("v4-good.blobcask", 4);
+    opens_with_its_content_and_expiries("v4-good.blobcask", 4, 6);
 }
 
 /// Format 5: the v4 content over 13,000 small objects whose metadata needs
 /// an extent table; all of it opens, and it stays version 5.
 #[test]
 fn v5_store_with_an_extent_table_opens_with_its_content_and_expiries() {
-    if std::env::var("BLOBCASK_WRITE_FIXTURES").is_ok_and(|v| v == "1") {
-        write_fixtures();
-    }
     let head = std::fs::read(dir().join("v5-good.blobcask")).unwrap();
     let count = u16::from_le_bytes([head[56], head[57]]);
     assert!(count > 200, "the v5 fixture has {count} extents");
-    opens_with_its_content_and_expiries("v5-good.blobcask", 5);
+    // Its 2 MiB are nearly full: no room for an index image, so it closes
+    // as version 5 (an open then reads every tuple block, as before).
+    opens_with_its_content_and_expiries("v5-good.blobcask", 5, 5);
     let (_tmp, path) = copy("v5-good.blobcask");
     let s = Store::open(&path, options().read_only(true)).unwrap();
     for i in 0..FILL {
@@ -159,9 +168,32 @@ fn v5_store_with_an_extent_table_opens_with_its_content_and_expiries() {
     }
 }
 
+/// Format 6: a journaled store closed cleanly with its index image, loaded
+/// by the open (no tuple block read).
+#[test]
+fn v6_store_with_an_index_image_opens_from_it_with_its_content() {
+    if std::env::var("BLOBCASK_WRITE_FIXTURES").is_ok_and(|v| v == "1") {
+        write_fixtures();
+    }
+    let (_tmp, path) = copy("v6-good.blobcask");
+    let head = std::fs::read(&path).unwrap();
+    let sb = blobcask::internals::Superblock::decode(&head[..4096])
+        .unwrap()
+        .unwrap();
+    assert_eq!(sb.format_version, 6);
+    assert!(sb.index_image.is_some());
+    let s = Store::open(&path, options().read_only(true)).unwrap();
+    assert!(s.stats().recovery.from_image);
+    for (k, v) in contents() {
+        assert_eq!(s.get(&k).unwrap(), v[..], "{k}");
+    }
+    drop(s);
+    opens_with_its_content_and_expiries("v6-good.blobcask", 6, 6);
+}
+
 #[test]
 fn v3_store_opens_with_its_content_and_expiries() {
-    opens_with_its_content_and_expiries("v3-good.blobcask", 3);
+    opens_with_its_content_and_expiries("v3-good.blobcask", 3, 3);
 }
 
 #[test]

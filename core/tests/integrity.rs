@@ -157,8 +157,11 @@ fn a_flipped_data_byte_is_corrupt_on_every_read_path() {
     assert!(reads > 300);
 }
 
+/// A cleanly closed store opens from its index image without reading a
+/// tuple block: a damaged inline value is then refused by the read that
+/// would return it, and by `check`'s open, which reads every block.
 #[test]
-fn a_flipped_inline_value_byte_is_refused_at_open() {
+fn a_flipped_inline_value_byte_is_refused_by_a_scanning_open_and_by_its_read() {
     let dev = Arc::new(MemDevice::new(4 << 20));
     let s = Store::open_with_engine(dev.clone(), Options::new()).unwrap();
     let v = pattern(9, 300);
@@ -167,10 +170,21 @@ fn a_flipped_inline_value_byte_is_refused_at_open() {
     let mut image = dev.volatile_image();
     let at = image.windows(32).position(|w| w == &v[100..132]).unwrap();
     image[at] ^= 1;
-    let err = Store::open_with_engine(Arc::new(MemDevice::from_image(image)), Options::new())
-        .unwrap_err();
+    let err = Store::open_with_engine(
+        Arc::new(MemDevice::from_image(image.clone())),
+        Options::new().scan_metadata(true),
+    )
+    .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
     assert!(err.to_string().contains("tuple block"), "{err}");
+    let s = Store::open_with_engine(
+        Arc::new(MemDevice::from_image(image)),
+        Options::new().cache_bytes(0),
+    )
+    .unwrap();
+    assert!(s.stats().recovery.from_image);
+    let err = s.get("small").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
 }
 
 /// Invariant 5 for inline values, which are not kept in RAM: a read takes

@@ -176,7 +176,9 @@ class RecoveryReport(_Figures):
     found that lost nothing, and what was done; ``details``: what was rolled
     back and why (at most 100 object names); ``skipped``: damaged tuple
     blocks a ``salvage=True`` open left out, their objects missing (always
-    empty otherwise: such damage refuses the open).
+    empty otherwise: such damage refuses the open); ``from_image``: the
+    state was loaded from the index image the last clean close wrote (no
+    tuple block was read).
     """
 
     clean: bool
@@ -185,6 +187,7 @@ class RecoveryReport(_Figures):
     repaired: tuple[str, ...]
     details: tuple[str, ...]
     skipped: tuple[str, ...]
+    from_image: bool
 
 
 @dataclass(frozen=True, slots=True)

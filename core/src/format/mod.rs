@@ -21,11 +21,18 @@ pub const BLOCK_SIZE: usize = 4096;
 pub const BLOCK_SHIFT: u32 = 12;
 /// Superblock magic (8 bytes).
 pub const SUPER_MAGIC: &[u8; 8] = b"BLOBCASK";
-/// The newest format version this build reads: 5, a format-4 store whose
-/// metadata extents outgrew the superblock's list (the rest are in an
-/// extent table). A store is written as 5 only from then on, so builds that
-/// read up to 4 keep opening every store that does not need it.
-pub const FORMAT_VERSION: u32 = 5;
+/// The newest format version this build reads: 6, a journaled store closed
+/// cleanly with an index image (`meta::image`) named in its superblock.
+/// A store is 6 only while it names one: a read-write open drops the image
+/// (and the version goes back to 4 or 5) before anything changes, which a
+/// build that does not know the image would not do, so such builds must
+/// refuse it.
+pub const FORMAT_VERSION: u32 = 6;
+/// The version of a journaled store whose metadata extents outgrew the
+/// superblock's list (the rest are in an extent table). A store is written
+/// as 5 only from then on, so builds that read up to 4 keep opening every
+/// store that does not need it.
+pub const EXTENT_TABLE_FORMAT_VERSION: u32 = 5;
 /// The version of a new store (one slot per tuple block and a metadata
 /// journal), until its extent table is first written.
 pub const JOURNALED_FORMAT_VERSION: u32 = 4;
@@ -143,11 +150,27 @@ pub struct Superblock {
     /// listed (format 5): a piece holding two copies of the extent table
     /// (see `encode_extent_table`).
     pub extent_table: Option<MetaExtent>,
+    /// The index image written at the last clean close (format 6): its
+    /// first piece and the clean sequence it reflects (see `meta::image`).
+    pub index_image: Option<ImageRef>,
     /// Extents listed in the extent table that are not in `meta_extents`
     /// yet: set by [`decode`](Self::decode), cleared once the table is read
     /// ([`Self::add_table`]). A superblock is encoded only with none
     /// outstanding.
     pub unread_extents: usize,
+}
+
+/// Where a store's index image starts and which state it reflects: the
+/// superblock's reference to it (format 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageRef {
+    /// The image's first piece, whose first block is the image header.
+    pub start: u64,
+    /// That piece's buddy order.
+    pub order: u8,
+    /// The clean sequence the image reflects (the superblock's
+    /// `clean_seq` when it was written).
+    pub seq: u64,
 }
 
 /// Settings chosen at creation (or changed explicitly at a later open) that
@@ -201,6 +224,9 @@ const SB_SETTINGS_ASKED_CAPACITY: usize = SB_SETTINGS + 16;
 const SB_JOURNAL: usize = SB_SETTINGS + 24;
 /// The extent table's piece (format 5): start u64, order u8.
 const SB_EXTENT_TABLE: usize = SB_JOURNAL + 9;
+/// The index image (format 6): first piece start u64, order u8, the clean
+/// sequence it reflects u64.
+const SB_INDEX_IMAGE: usize = SB_EXTENT_TABLE + 9;
 /// Settings-record flag: the record is present.
 const SETTINGS_PRESENT: u8 = 1;
 const SB_CRC: usize = BLOCK_SIZE - 4;
@@ -240,6 +266,9 @@ impl Superblock {
         }
         if let Some(t) = &self.extent_table {
             w.at(SB_EXTENT_TABLE).u64(t.start).u8(t.order);
+        }
+        if let Some(i) = &self.index_image {
+            w.at(SB_INDEX_IMAGE).u64(i.start).u8(i.order).u64(i.seq);
         }
         w.at(SB_CRC);
         let crc = crc32c::crc32c(&b);
@@ -371,6 +400,20 @@ impl Superblock {
             }
             (true, _, _) => Some(table),
         };
+        let image = ImageRef {
+            start: u64_at(SB_INDEX_IMAGE)?,
+            order: u8_at(SB_INDEX_IMAGE + 8)?,
+            seq: u64_at(SB_INDEX_IMAGE + 9)?,
+        };
+        let index_image = match (format_version >= 6, image.start) {
+            (false, 0) => None,
+            (false, _) => return Err(corrupt("of a version before 6 names an index image")),
+            (true, 0) => return Err(corrupt("of version 6 names no index image")),
+            (true, s) if s < SUPER_BLOCKS || image.order > max_order => {
+                return Err(corrupt("index image out of range"))
+            }
+            (true, _) => Some(image),
+        };
         Ok(Some(Superblock {
             format_version,
             block_size,
@@ -384,6 +427,7 @@ impl Superblock {
             settings,
             journal,
             extent_table,
+            index_image,
             unread_extents: count.saturating_sub(MAX_META_EXTENTS),
         }))
     }
@@ -469,14 +513,15 @@ impl Superblock {
         self.journal.map_or(Layout::Paired, Layout::Journaled)
     }
 
-    /// The format version this build writes for this store: 5 once it has
-    /// an extent table, 4 with a journal, else 3 (two-slot stores are not
-    /// converted).
+    /// The format version this build writes for this store: 6 while it
+    /// names an index image, 5 once it has an extent table, 4 with a
+    /// journal, else 3 (two-slot stores are not converted).
     pub fn current_version(&self) -> u32 {
-        match (self.layout(), self.extent_table) {
-            (_, Some(_)) => FORMAT_VERSION,
-            (Layout::Paired, None) => PAIRED_FORMAT_VERSION,
-            (Layout::Journaled(_), None) => JOURNALED_FORMAT_VERSION,
+        match (self.layout(), self.extent_table, self.index_image) {
+            (_, _, Some(_)) => FORMAT_VERSION,
+            (_, Some(_), None) => EXTENT_TABLE_FORMAT_VERSION,
+            (Layout::Paired, None, None) => PAIRED_FORMAT_VERSION,
+            (Layout::Journaled(_), None, None) => JOURNALED_FORMAT_VERSION,
         }
     }
 

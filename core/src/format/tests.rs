@@ -4,7 +4,7 @@ use super::*;
 
 fn sample() -> Superblock {
     Superblock {
-        format_version: FORMAT_VERSION,
+        format_version: EXTENT_TABLE_FORMAT_VERSION,
         block_size: BLOCK_SIZE as u32,
         capacity: 1 << 30,
         max_order: 12,
@@ -24,6 +24,7 @@ fn sample() -> Superblock {
         }),
         journal: Some(MetaExtent { start: 2, order: 8 }),
         extent_table: None,
+        index_image: None,
         unread_extents: 0,
     }
 }
@@ -84,7 +85,7 @@ fn the_metadata_area_grows_by_an_eighth_and_is_never_much_too_large() {
 #[test]
 fn extents_beyond_the_superblock_round_trip_through_the_table() {
     let mut sb = sample();
-    sb.format_version = FORMAT_VERSION;
+    sb.format_version = EXTENT_TABLE_FORMAT_VERSION;
     sb.meta_extents = (0..450u64)
         .map(|i| MetaExtent {
             start: 1000 + i * 64,
@@ -179,6 +180,35 @@ fn superblock_truncated_is_corrupt() {
 #[test]
 fn foreign_block_is_not_a_superblock() {
     assert_eq!(Superblock::decode(&[0x7fu8; BLOCK_SIZE]).unwrap(), None);
+}
+
+#[test]
+fn an_index_image_reference_round_trips_and_sets_version_6() {
+    let mut sb = sample();
+    sb.index_image = Some(ImageRef {
+        start: 4000,
+        order: 5,
+        seq: 77,
+    });
+    sb.format_version = sb.current_version();
+    assert_eq!(sb.format_version, 6);
+    assert_eq!(Superblock::decode(&sb.encode()).unwrap().unwrap(), sb);
+    // Version 6 without an image, and an earlier version with one, are
+    // not what any build writes.
+    let mut none = sb.clone();
+    none.index_image = None;
+    assert_eq!(
+        Superblock::decode(&none.encode()).unwrap_err().kind(),
+        ErrorKind::Corrupt
+    );
+    let mut older = sb.clone();
+    older.format_version = EXTENT_TABLE_FORMAT_VERSION;
+    assert_eq!(
+        Superblock::decode(&older.encode()).unwrap_err().kind(),
+        ErrorKind::Corrupt
+    );
+    // Dropped, the store goes back to the version of its layout.
+    assert_eq!(none.current_version(), JOURNALED_FORMAT_VERSION);
 }
 
 #[test]

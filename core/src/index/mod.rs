@@ -7,7 +7,8 @@
 //! lets a compressing backend really save the keys' memory. Backends are
 //! picked with [`IndexKind`] and built by [`build`] behind the [`KeyIndex`]
 //! trait; the same store file opens with any backend because the index is
-//! rebuilt from the tuple blocks at open.
+//! built at open from the tuple blocks, or from the index image a clean
+//! close wrote (`meta::image`), whose keys are sorted whatever the backend.
 
 mod btree;
 mod fst;

@@ -164,6 +164,7 @@ mod tests {
             settings: None,
             journal: Some(MetaExtent { start: 2, order: 4 }),
             extent_table: None,
+            index_image: None,
             unread_extents: 0,
             meta_extents: (0..extents)
                 .map(|i| MetaExtent {

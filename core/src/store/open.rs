@@ -485,6 +485,7 @@ async fn create(engine: &dyn IoEngine, size: u64, options: &Options) -> Result<S
         settings: Some(options.settings(None).stored()),
         journal,
         extent_table: None,
+        index_image: None,
         unread_extents: 0,
     };
     if journal.is_none() {
@@ -592,7 +593,12 @@ async fn rebuild(
     let verify_engine = engine.clone();
     let salvage = options.salvage;
     // The same recovery as `check` and a salvage open (both read-only opens).
-    let recovered = recovery::recover(engine.as_ref(), &sb, salvage, |t: Tuple| {
+    let image_use = if options.scan_metadata {
+        recovery::ImageUse::Verify
+    } else {
+        recovery::ImageUse::Load
+    };
+    let recovered = recovery::recover(engine.as_ref(), &sb, salvage, image_use, |t: Tuple| {
         let engine = verify_engine.clone();
         async move {
             if let TupleValue::Heap { pieces, .. } = &t.value {
@@ -618,6 +624,7 @@ async fn rebuild(
         dirty,
         next_version,
         mut report,
+        image_pieces,
     } = recovered;
     report.repaired.splice(0..0, repaired);
     // Journal images of groups recovery rolled back must not outlive it.
@@ -736,15 +743,26 @@ async fn rebuild(
         ));
     }
     let stored = Some(settings.stored());
-    if (republish || sb.settings != stored) && !read_only {
+    // An index image open did not load (damaged, stale) is dropped now; one
+    // it loaded stays named until the first change (`Committer::drop_image`),
+    // so an open and close that change nothing write nothing.
+    let loaded = !image_pieces.is_empty();
+    let drop_image = sb.index_image.is_some() && !loaded;
+    if (republish || sb.settings != stored || drop_image) && !read_only {
         // Both copies current, in this build's format and with the settings
         // in effect, before anything of this format is written.
         let mut up = sb.clone();
+        if drop_image {
+            up.index_image = None;
+        }
         up.format_version = up.current_version();
         up.settings = stored;
         *shared.superblock.lock() = publish_superblock(shared.engine.as_ref(), &up)?;
     }
     let mut committer = Committer::new(shared.clone(), table, next_version);
+    if loaded && !read_only {
+        committer.keep_image(image_pieces);
+    }
     for (key, at, version, size) in expiring {
         committer.track_expiry(key, at, version, size);
     }
@@ -773,6 +791,9 @@ async fn rebuild(
     committer.pin_journal(&pinned);
     if read_only {
         // Recovery's decisions hold in memory only: nothing is written.
+    } else if loaded {
+        // Loaded from the index image of a clean close: everything it
+        // reflects was synced before the image was named.
     } else if dirty.is_empty() {
         // What was verified may so far sit only in a volatile cache (the
         // previous process died before its sync): make it durable before

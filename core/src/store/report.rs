@@ -46,7 +46,9 @@ pub struct Stats {
     /// Heap bytes held by committed objects' pieces.
     pub allocated_bytes: u64,
     /// Bytes of the metadata area: tuple blocks (one home slot each, or two
-    /// slots in a format-3 store) and the metadata journal.
+    /// slots in a format-3 store) and the metadata journal, and the index
+    /// image of the last clean close while the store still names it (until
+    /// its first change after an open).
     pub metadata_bytes: u64,
     /// Bytes not allocated to anything.
     pub free_bytes: u64,

@@ -53,6 +53,7 @@ pub(crate) mod plan;
 mod resolve;
 pub(crate) mod scan;
 
+pub(crate) use resolve::claim_metadata;
 pub(crate) use scan::scan_live;
 
 /// Most object names listed in a report (the counts are exact).
@@ -79,6 +80,9 @@ pub struct RecoveryReport {
     /// ([`Options::salvage`](crate::Options::salvage)): their objects are
     /// missing. Always empty otherwise (such damage refuses the open).
     pub skipped: Vec<String>,
+    /// The state was loaded from the index image the last clean close
+    /// wrote: no tuple block was read (format 6, `core/FORMAT.md`).
+    pub from_image: bool,
 }
 
 impl RecoveryReport {
@@ -132,6 +136,20 @@ pub(crate) struct Recovered {
     /// The next version (and sequence) to assign: above every one seen.
     pub next_version: u64,
     pub report: RecoveryReport,
+    /// The index image's pieces, claimed in `alloc`, when the state was
+    /// loaded from it: freed once a read-write open has dropped it from
+    /// the superblock.
+    pub image_pieces: Vec<crate::meta::tuple::Piece>,
+}
+
+/// What recovery does with an index image the superblock names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ImageUse {
+    /// Load it instead of scanning when it is current and whole; scan
+    /// (and report why) otherwise.
+    Load,
+    /// Scan, then load it too and report any difference (`check`).
+    Verify,
 }
 
 /// Recovers the store `sb` describes (its extent table read): scan, plan,
@@ -139,6 +157,42 @@ pub(crate) struct Recovered {
 /// checksums (`Some(why)` when its bytes are not what its tuple promises);
 /// `salvage` skips blocks whose state is lost instead of refusing.
 pub(crate) async fn recover<V, F>(
+    engine: &dyn IoEngine,
+    sb: &Superblock,
+    salvage: bool,
+    image: ImageUse,
+    verify: V,
+) -> Result<Recovered>
+where
+    V: FnMut(Tuple) -> F,
+    F: std::future::Future<Output = Result<Option<String>>>,
+{
+    // A salvage open reads every block: it is for stores already damaged.
+    let mut image_damage = None;
+    if sb.index_image.is_some() && !salvage && image == ImageUse::Load {
+        match crate::meta::image::load(engine, sb).await {
+            Ok(r) => return Ok(r),
+            Err(why) => image_damage = Some(why),
+        }
+    }
+    let mut recovered = scan_and_resolve(engine, sb, salvage, verify).await?;
+    if sb.index_image.is_some() && image == ImageUse::Verify {
+        image_damage = match crate::meta::image::load(engine, sb).await {
+            Ok(i) => crate::meta::image::compare(&recovered, &i),
+            Err(why) => Some(why),
+        };
+    }
+    if let Some(why) = image_damage {
+        recovered.report.repaired.push(format!(
+            "index image {why}: the state was rebuilt from the tuple blocks, nothing lost; \
+             a read-write open drops the image and the next clean close writes a new one"
+        ));
+    }
+    Ok(recovered)
+}
+
+/// Recovery from the tuple blocks themselves: scan, plan, resolve.
+async fn scan_and_resolve<V, F>(
     engine: &dyn IoEngine,
     sb: &Superblock,
     salvage: bool,

@@ -22,7 +22,7 @@ use crate::meta::tuple::{Piece, Tuple, TupleValue};
 
 /// Claims the metadata extents, the journal and the extent table in
 /// `alloc`; returns their bytes. A piece claimed twice is `Corrupt`.
-pub(super) fn claim_metadata(alloc: &mut BuddyAllocator, sb: &Superblock) -> Result<u64> {
+pub(crate) fn claim_metadata(alloc: &mut BuddyAllocator, sb: &Superblock) -> Result<u64> {
     let mut metadata_bytes = 0;
     for e in sb
         .meta_extents
@@ -174,6 +174,7 @@ pub(super) fn resolve(
         dirty,
         next_version: max_seq + 1,
         report,
+        image_pieces: Vec::new(),
     })
 }
 

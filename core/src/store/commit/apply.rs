@@ -31,6 +31,17 @@ impl Committer {
             batch.into_iter().for_each(|r| fail_request(r, &e));
             return;
         }
+        // Before anything changes, no superblock names the index image (a
+        // barrier alone changes nothing; `write_blocks_beside` drops it
+        // before any tuple block is written, whatever the path).
+        let changes = self.reap_due()
+            || !self.stale.is_empty()
+            || batch.iter().any(|r| !matches!(r, Request::Barrier { .. }));
+        if let Err(e) = if changes { self.drop_image() } else { Ok(()) } {
+            self.poison(&e);
+            batch.into_iter().for_each(|r| fail_request(r, &e));
+            return;
+        }
         // Step 0: a moved tuple's stale copy goes only once the new copy is
         // durable (the open group is written first).
         let step0 = if self.stale.is_empty() {

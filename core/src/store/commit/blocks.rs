@@ -208,6 +208,8 @@ impl Committer {
         group_first: u64,
         flags: u32,
     ) -> Result<()> {
+        // (Done by `commit_group` already; open's own rewrites come here.)
+        self.drop_image()?;
         // A group's sequence is its last version, no smaller than its first
         // (invariant 4: recovery orders a slot's writes by it).
         assert!(

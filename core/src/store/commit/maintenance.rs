@@ -145,12 +145,33 @@ impl Committer {
         }
         // Every group is synced: record that in the superblock, so the next
         // open need not read back the newest group's objects to verify them.
+        // Nothing changed since open loaded the index image: the superblock
+        // still names it and records the clean close it reflects.
+        if self.image_kept() && !self.shared.failed.is_set() {
+            self.shared.sealed.store(true, Ordering::Release);
+            return;
+        }
         if !self.shared.failed.is_set() {
+            // The index image (invariant 10): durable before the superblock
+            // names it. Not writing one costs the next open time, never
+            // the close.
+            let mut image = self.write_image().await.ok().flatten();
+            if image.is_some() && self.shared.engine.sync().await.is_err() {
+                image = None;
+            }
             let mut sb = self.shared.superblock.lock();
             let mut next = sb.clone();
             next.clean_seq = self.next_version - 1;
-            if let Ok(next) = publish_superblock(self.shared.engine.as_ref(), &next) {
-                *sb = next;
+            next.index_image = image.as_ref().map(|(r, _)| *r);
+            next.format_version = next.current_version();
+            match publish_superblock(self.shared.engine.as_ref(), &next) {
+                Ok(next) => *sb = next,
+                Err(_) => {
+                    let mut alloc = self.shared.alloc.lock();
+                    for p in image.into_iter().flat_map(|(_, pieces)| pieces) {
+                        alloc.free(p);
+                    }
+                }
             }
             self.shared.sealed.store(true, Ordering::Release);
         }

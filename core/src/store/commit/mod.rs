@@ -54,6 +54,7 @@
 //!   to, home slots, a larger journal);
 //! * `growth.rs`: adding metadata extents when the tuple blocks are full;
 //! * `maintenance.rs`: the maintenance thread, expiry and the close;
+//! * `image.rs`: the index image the close writes;
 //! * this file: the committer's state, shared by all of them.
 //!
 //! The requests themselves are `store::request` (below the front, above
@@ -62,6 +63,7 @@
 mod apply;
 mod blocks;
 mod growth;
+mod image;
 mod journal;
 mod leader;
 mod maintenance;
@@ -114,6 +116,10 @@ pub(crate) struct Committer {
     /// (`place_homes`); a block changed again meanwhile skips the older
     /// home write. Readers read the journal images meanwhile.
     unplaced: BTreeMap<u32, Unplaced>,
+    /// The pieces of the index image the superblock still names, when open
+    /// loaded it: dropped from the superblock before the first change
+    /// (`drop_image`), kept by a close that follows no change.
+    image: Option<Vec<crate::meta::tuple::Piece>>,
 }
 
 /// An open group: everything applied since the last tuple-block write.
@@ -157,7 +163,14 @@ impl Committer {
             spare: None,
             table,
             unplaced: BTreeMap::new(),
+            image: None,
         }
+    }
+
+    /// Notes that the superblock names the index image open loaded (these
+    /// its pieces): it stays named until the first change.
+    pub fn keep_image(&mut self, pieces: Vec<crate::meta::tuple::Piece>) {
+        self.image = Some(pieces);
     }
 
     /// Keeps the journal slots at these byte offsets (images recovery's

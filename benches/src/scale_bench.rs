@@ -1,0 +1,718 @@
+//! Scale: what a store of N small objects costs to open, to hold in RAM
+//! and to read right after a restart (issue "Scale").
+//!
+//! For each N: N objects (100 B or 4 KiB values, keys of 20 to 60 bytes)
+//! are bulk loaded with the default options and the store closed. Then,
+//! each in a fresh process (so nothing of the load is in its memory):
+//!
+//! * **open after a clean close**: `Store::open` plus the first get;
+//! * **RSS per object**: the process's anonymous memory (`RssAnon` in
+//!   `/proc/self/status`) after the open minus before it, over N, opened
+//!   with `cache_bytes = 0` (the cache is memory the user chose);
+//! * **get p50, first touch** (each key's first read after the open: a
+//!   device read unless the open brought its block into memory) and
+//!   **warm** (the same keys again), 20k random keys;
+//! * **bytes on disk per object**: what the store holds allocated
+//!   (capacity minus free bytes) over N;
+//! * **open after kill -9**: a child opens the store, puts 1000 objects
+//!   one by one and is killed with SIGKILL; the next open is timed.
+//!
+//! LMDB (heed) and SQLite run the same steps in the same run when asked
+//! (`--engines`, their features): loaded in transactions of 100k puts,
+//! reopened in a fresh process after their files' pages were dropped from
+//! the page cache (`posix_fadvise(DONTNEED)`), so their first gets read
+//! the disk too. Their RSS is anonymous memory as well (LMDB's map is
+//! file-backed and not counted, as the kernel can drop it).
+//!
+//! ```text
+//! cargo run --release -p blobcask-bench --bin scale-bench -- \
+//!     [--n 1M,4M] [--value 100] [--index hash|btree|fst] [--dir DIR] [--json FILE] [--quick] [--keep]
+//!     [--engines blobcask,lmdb,sqlite]   # lmdb and sqlite need --features lmdb,sqlite
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use blobcask::{IndexKind, Options, Store};
+use blobcask_bench::figures::{Figure, Sink};
+
+/// Keys of 20 to 60 bytes, distinct for distinct `i` (their first 16
+/// characters are a bijection of `i`), in no sorted order.
+fn key(i: u64) -> Vec<u8> {
+    let h = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let len = 20 + (h >> 32) as usize % 41;
+    let mut k = format!("{h:016x}/{i}").into_bytes();
+    if k.len() < len {
+        k.resize(len, b'.');
+    }
+    k
+}
+
+fn value(i: u64, len: usize) -> Vec<u8> {
+    let mut x = i.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// `RssAnon` of this process, bytes.
+fn rss_anon() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("RssAnon:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+fn parse_count(s: &str) -> u64 {
+    let s = s.trim();
+    let (n, mul) = match s.chars().last() {
+        Some('k' | 'K') => (&s[..s.len() - 1], 1_000),
+        Some('m' | 'M') => (&s[..s.len() - 1], 1_000_000),
+        _ => (s, 1),
+    };
+    n.parse::<u64>().expect("a count such as 1M or 250k") * mul
+}
+
+struct Args {
+    ns: Vec<u64>,
+    value: usize,
+    index: IndexKind,
+    dir: PathBuf,
+    json: Option<PathBuf>,
+    quick: bool,
+    /// Leave each store in place (for profiling an open).
+    keep: bool,
+    child: Option<String>,
+    path: Option<PathBuf>,
+    n: u64,
+    /// Engines to run: blobcask, and with their features lmdb and sqlite.
+    engines: Vec<String>,
+    engine: String,
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        ns: vec![1_000_000],
+        value: 100,
+        index: IndexKind::default(),
+        dir: PathBuf::from("target/bench"),
+        json: None,
+        quick: false,
+        keep: false,
+        child: None,
+        path: None,
+        n: 0,
+        engines: vec!["blobcask".into()],
+        engine: "blobcask".into(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut next = || it.next().unwrap_or_else(|| panic!("{arg} takes a value"));
+        match arg.as_str() {
+            "--n" => a.ns = next().split(',').map(parse_count).collect(),
+            "--value" => a.value = next().parse().expect("--value BYTES"),
+            "--index" => a.index = next().parse().expect("--index hash|btree|fst"),
+            "--dir" => a.dir = PathBuf::from(next()),
+            "--json" => a.json = Some(PathBuf::from(next())),
+            "--quick" => a.quick = true,
+            "--keep" => a.keep = true,
+            // Internal: the measuring children.
+            "--child" => a.child = Some(next()),
+            "--path" => a.path = Some(PathBuf::from(next())),
+            "--count" => a.n = next().parse().expect("--count N"),
+            "--engines" => a.engines = next().split(',').map(str::to_owned).collect(),
+            "--engine" => a.engine = next(),
+            _ => {
+                eprintln!(
+                    "usage: scale-bench [--n 1M,4M] [--value 100] [--index hash|btree|fst] \
+                     [--dir DIR] [--json FILE] [--quick] [--keep] [--engines blobcask,lmdb,sqlite]"
+                );
+                std::process::exit(2);
+            }
+        }
+    }
+    if a.quick {
+        a.ns = vec![100_000];
+    }
+    a
+}
+
+fn main() {
+    let args = parse_args();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    match args.child.as_deref() {
+        Some("open") if args.engine != "blobcask" => others::child_open(&args),
+        Some("open") => rt.block_on(child_open(&args)),
+        Some("kill") => rt.block_on(child_kill(&args)),
+        Some(other) => panic!("unknown child {other}"),
+        None => rt.block_on(parent(&args)),
+    }
+}
+
+/// Measures one open in this (fresh) process; prints `key=value` lines.
+async fn child_open(args: &Args) {
+    let path = args.path.as_deref().expect("--path");
+    let before = rss_anon();
+    let t = Instant::now();
+    let store = Store::open(path, Options::new().cache_bytes(0).index(args.index))
+        .await
+        .expect("open");
+    let opened = t.elapsed();
+    let first = store.get(key(args.n / 2)).await.expect("first get");
+    let open_first = t.elapsed();
+    assert_eq!(first.len(), args.value, "the first object's size");
+    let rss = rss_anon().saturating_sub(before);
+    let report = store.stats().recovery;
+    // 20k random keys (fewer in a small store), each read twice.
+    let picks = picks(args.n);
+    let mut cold = Vec::with_capacity(picks.len());
+    let mut warm = Vec::with_capacity(picks.len());
+    for round in [&mut cold, &mut warm] {
+        for &i in &picks {
+            let t = Instant::now();
+            let v = store.get(key(i)).await.expect("get");
+            round.push(t.elapsed());
+            assert_eq!(v.len(), args.value);
+        }
+    }
+    // Every value of a sample is the one stored.
+    for &i in picks.iter().take(1000) {
+        assert_eq!(
+            store.get(key(i)).await.expect("get"),
+            value(i, args.value),
+            "value of object {i}"
+        );
+    }
+    let st = store.stats();
+    assert_eq!(st.objects, args.n, "objects after the open");
+    println!("open_s={}", opened.as_secs_f64());
+    println!("open_first_get_s={}", open_first.as_secs_f64());
+    println!("rss_bytes={rss}");
+    println!("cold_p50_us={}", median(&mut cold).as_secs_f64() * 1e6);
+    println!("warm_p50_us={}", median(&mut warm).as_secs_f64() * 1e6);
+    println!("disk_bytes={}", st.capacity.saturating_sub(st.free_bytes));
+    println!("clean={}", report.clean);
+    println!("from_image={}", report.from_image);
+    store.close().await.expect("close");
+}
+
+/// Opens, then puts objects one by one until killed.
+async fn child_kill(args: &Args) {
+    let path = args.path.as_deref().expect("--path");
+    let store = Store::open(path, Options::new().index(args.index))
+        .await
+        .expect("open");
+    for j in 0..1000u64 {
+        let i = args.n + j;
+        store.put(key(i), value(i, args.value)).await.expect("put");
+    }
+    println!("ready");
+    // The parent kills this process now.
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+}
+
+fn run_child(args: &Args, engine: &str, what: &str, path: &Path, n: u64) -> Vec<(String, f64)> {
+    let out = Command::new(std::env::current_exe().expect("own path"))
+        .args([
+            "--child",
+            what,
+            "--path",
+            path.to_str().expect("utf-8 path"),
+            "--count",
+            &n.to_string(),
+            "--value",
+            &args.value.to_string(),
+            "--index",
+            args.index.name(),
+            "--engine",
+            engine,
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("child");
+    assert!(out.status.success(), "child {what} failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            let v = match v {
+                "true" => 1.0,
+                "false" => 0.0,
+                v => v.parse().ok()?,
+            };
+            Some((k.to_owned(), v))
+        })
+        .collect()
+}
+
+fn kill_after_puts(args: &Args, path: &Path, n: u64) {
+    let mut child = Command::new(std::env::current_exe().expect("own path"))
+        .args([
+            "--child",
+            "kill",
+            "--path",
+            path.to_str().expect("utf-8 path"),
+            "--count",
+            &n.to_string(),
+            "--value",
+            &args.value.to_string(),
+            "--index",
+            args.index.name(),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("child");
+    let mut line = String::new();
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    std::io::BufRead::read_line(&mut out, &mut line).expect("child output");
+    assert_eq!(line.trim(), "ready", "the killed child did not get ready");
+    // SIGKILL: nothing of the store's close runs.
+    child.kill().expect("kill");
+    let _ = child.wait();
+}
+
+fn get(m: &[(String, f64)], k: &str) -> f64 {
+    m.iter().find(|(n, _)| n == k).map_or(f64::NAN, |(_, v)| *v)
+}
+
+/// One engine's figures at one N.
+struct Row {
+    /// `hash`, `btree`, `fst` (blobcask's index), `lmdb`, `sqlite`.
+    engine: String,
+    load_rate: f64,
+    open_s: f64,
+    open_first_get_s: f64,
+    /// blobcask only: the open after kill -9.
+    kill_open_s: Option<f64>,
+    rss_per_object: f64,
+    disk_per_object: f64,
+    first_touch_us: f64,
+    warm_us: f64,
+}
+
+impl Row {
+    fn of(engine: &str, n: u64, load: Duration, m: &[(String, f64)], disk: f64) -> Row {
+        Row {
+            engine: engine.to_owned(),
+            load_rate: n as f64 / load.as_secs_f64(),
+            open_s: get(m, "open_s"),
+            open_first_get_s: get(m, "open_first_get_s"),
+            kill_open_s: None,
+            rss_per_object: get(m, "rss_bytes") / n as f64,
+            disk_per_object: disk / n as f64,
+            first_touch_us: get(m, "cold_p50_us"),
+            warm_us: get(m, "warm_p50_us"),
+        }
+    }
+
+    fn print(&self, n: u64) {
+        let kill = self
+            .kill_open_s
+            .map_or("-".to_owned(), |k| format!("{:.1}", k * 1e3));
+        println!(
+            "{n:>10} {:>9.0} {:>10.1} {:>11.1} {kill:>10} {:>9.0} {:>9.0} {:>10.1} {:>11.1}   {}",
+            self.load_rate,
+            self.open_s * 1e3,
+            self.open_first_get_s * 1e3,
+            self.rss_per_object,
+            self.disk_per_object,
+            self.first_touch_us,
+            self.warm_us,
+            self.engine,
+        );
+    }
+
+    /// Records the row. blobcask's figures carry the same run's LMDB
+    /// figure as their baseline where the issue compares them.
+    fn record(&self, sink: &Sink, n: u64, vlen: usize, lmdb: Option<&Row>, last: bool) {
+        let e = &self.engine;
+        let tag = format!("{vlen}b.{n}.{e}");
+        let label = |what: &str| format!("{what}, {n} objects of {vlen} B, {e}");
+        let fig = |id: String, what: &str, v: f64, unit: &str| {
+            Figure::new("scale", &id, &label(what), v, unit).engine(e)
+        };
+        let vs_lmdb = |f: Figure, ours: f64, theirs: Option<f64>| match theirs {
+            Some(t) => f.baseline(t, "LMDB (heed), same run").ratio(ours / t),
+            None => f,
+        };
+        let blobcask = self.kill_open_s.is_some();
+        if blobcask {
+            sink.record(fig(
+                format!("index.open.{tag}"),
+                "open after a clean close",
+                self.open_s,
+                "s",
+            ));
+            if let Some(k) = self.kill_open_s {
+                sink.record(
+                    fig(
+                        format!("scale.open_kill.{tag}"),
+                        "open after kill -9",
+                        k,
+                        "s",
+                    )
+                    .baseline(self.open_s, "open after a clean close, same run")
+                    .ratio(k / self.open_s),
+                );
+            }
+            sink.record(fig(
+                format!("rss.per_object.{e}.{n}"),
+                "RssAnon per object, cache_bytes=0",
+                self.rss_per_object,
+                "B",
+            ));
+            if last {
+                sink.record(fig(
+                    format!("rss.per_object.{e}"),
+                    "RssAnon per object, cache_bytes=0",
+                    self.rss_per_object,
+                    "B",
+                ));
+            }
+        }
+        sink.record(vs_lmdb(
+            fig(
+                format!("scale.load_rate.{tag}"),
+                "bulk load",
+                self.load_rate,
+                "objects/s",
+            ),
+            self.load_rate,
+            lmdb.filter(|_| blobcask).map(|l| l.load_rate),
+        ));
+        sink.record(fig(
+            format!("scale.open_first_get.{tag}"),
+            "open and first get after a clean close",
+            self.open_first_get_s * 1e3,
+            "ms",
+        ));
+        sink.record(vs_lmdb(
+            fig(
+                format!("scale.disk_per_object.{tag}"),
+                "bytes on disk per object",
+                self.disk_per_object,
+                "B",
+            ),
+            self.disk_per_object,
+            lmdb.filter(|_| blobcask).map(|l| l.disk_per_object),
+        ));
+        sink.record(fig(
+            format!("scale.get_first_touch.{tag}"),
+            "get p50, each key's first read after the open",
+            self.first_touch_us,
+            "µs",
+        ));
+        sink.record(fig(
+            format!("scale.get_warm.{tag}"),
+            "get p50, the same keys again",
+            self.warm_us,
+            "µs",
+        ));
+    }
+}
+
+async fn parent(args: &Args) {
+    std::fs::create_dir_all(&args.dir).expect("bench dir");
+    let sink = match &args.json {
+        Some(p) => Sink::append(p, args.quick).expect("--json file"),
+        None => Sink::none(),
+    };
+    println!(
+        "{:>10} {:>9} {:>10} {:>11} {:>10} {:>9} {:>9} {:>10} {:>11}   engine",
+        "objects",
+        "load/s",
+        "open ms",
+        "open+get ms",
+        "kill-9 ms",
+        "RSS B/obj",
+        "disk B/obj",
+        "cold p50µs",
+        "warm p50µs"
+    );
+    for (at, &n) in args.ns.iter().enumerate() {
+        let path = args
+            .dir
+            .join(format!("scale-{}-{n}.store", args.index.name()));
+        let _ = std::fs::remove_file(&path);
+        let store = Store::open(&path, Options::new().index(args.index))
+            .await
+            .expect("create");
+        let vlen = args.value;
+        let t = Instant::now();
+        store
+            .bulk_load((0..n).map(|i| (key(i), value(i, vlen))))
+            .await
+            .expect("bulk load");
+        let load = t.elapsed();
+        store.close().await.expect("close");
+        drop(store);
+        let clean = run_child(args, "blobcask", "open", &path, n);
+        assert_eq!(get(&clean, "clean"), 1.0, "a clean close reads as clean");
+        assert_eq!(
+            get(&clean, "from_image"),
+            1.0,
+            "the open used the index image"
+        );
+        kill_after_puts(args, &path, n);
+        let killed = run_child(args, "blobcask", "open", &path, n + 1000);
+        if !args.keep {
+            let _ = std::fs::remove_file(&path);
+        }
+        let mut ours = Row::of(
+            args.index.name(),
+            n,
+            load,
+            &clean,
+            get(&clean, "disk_bytes"),
+        );
+        ours.kill_open_s = Some(get(&killed, "open_s"));
+        ours.print(n);
+        let mut lmdb = None;
+        for engine in args.engines.iter().filter(|e| *e != "blobcask") {
+            if let Some(row) = others::run(args, engine, n) {
+                row.print(n);
+                row.record(&sink, n, vlen, None, false);
+                if engine == "lmdb" {
+                    lmdb = Some(row);
+                }
+            }
+        }
+        ours.record(&sink, n, vlen, lmdb.as_ref(), at + 1 == args.ns.len());
+    }
+}
+
+/// The random keys a measuring child reads (20k, fewer in a small store).
+fn picks(n: u64) -> Vec<u64> {
+    let mut x = 0x1234_5678_9ABC_DEF1u64;
+    (0..20_000.min(n))
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        })
+        .collect()
+}
+
+/// LMDB and SQLite, each behind its feature.
+mod others {
+    use super::*;
+
+    /// Drops `path`'s pages from the page cache.
+    pub(super) fn drop_cached(path: &Path) {
+        if let Ok(f) = std::fs::File::open(path) {
+            use std::os::fd::AsRawFd;
+            // SAFETY: a plain syscall on a descriptor this function owns.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+            }
+        }
+    }
+
+    fn file_bytes(path: &Path) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).map_or(0, |m| m.blocks() * 512)
+    }
+
+    /// Loads, closes, and measures a reopen in a fresh process.
+    pub(super) fn run(args: &Args, engine: &str, n: u64) -> Option<Row> {
+        let path = args.dir.join(format!("scale-{engine}-{n}"));
+        let _ = std::fs::remove_dir_all(&path);
+        let _ = std::fs::remove_file(&path);
+        let loaded: Option<(Duration, PathBuf)> = match engine {
+            #[cfg(feature = "lmdb")]
+            "lmdb" => Some(lmdb::load(&path, n, args.value)),
+            #[cfg(feature = "sqlite")]
+            "sqlite" => Some(sqlite::load(&path, n, args.value)),
+            _ => None,
+        };
+        let Some((load, data)) = loaded else {
+            eprintln!("engine {engine}: not built (its feature) or unknown; skipped");
+            return None;
+        };
+        drop_cached(&data);
+        let m = run_child(args, engine, "open", &path, n);
+        let row = Row::of(engine, n, load, &m, file_bytes(&data) as f64);
+        let _ = std::fs::remove_dir_all(&path);
+        let _ = std::fs::remove_file(&path);
+        Some(row)
+    }
+
+    /// The measuring child of another engine: the same figures as
+    /// blobcask's.
+    pub(super) fn child_open(args: &Args) {
+        #[cfg_attr(
+            not(any(feature = "lmdb", feature = "sqlite")),
+            allow(unused_variables)
+        )]
+        let path = args.path.as_deref().expect("--path");
+        let n = args.n;
+        let before = rss_anon();
+        let t = Instant::now();
+        let get: Option<Box<dyn Fn(u64) -> Vec<u8>>> = match args.engine.as_str() {
+            #[cfg(feature = "lmdb")]
+            "lmdb" => Some(lmdb::open(path)),
+            #[cfg(feature = "sqlite")]
+            "sqlite" => Some(sqlite::open(path)),
+            _ => None,
+        };
+        let get = get.unwrap_or_else(|| panic!("engine {} not built", args.engine));
+        let opened = t.elapsed();
+        assert_eq!(get(n / 2).len(), args.value);
+        let open_first = t.elapsed();
+        let rss = rss_anon().saturating_sub(before);
+        let picks = picks(n);
+        let mut cold = Vec::new();
+        let mut warm = Vec::new();
+        for round in [&mut cold, &mut warm] {
+            for &i in &picks {
+                let t = Instant::now();
+                let v = get(i);
+                round.push(t.elapsed());
+                assert_eq!(v.len(), args.value);
+            }
+        }
+        for &i in picks.iter().take(1000) {
+            assert_eq!(get(i), value(i, args.value), "value of object {i}");
+        }
+        println!("open_s={}", opened.as_secs_f64());
+        println!("open_first_get_s={}", open_first.as_secs_f64());
+        println!("rss_bytes={rss}");
+        println!("cold_p50_us={}", median(&mut cold).as_secs_f64() * 1e6);
+        println!("warm_p50_us={}", median(&mut warm).as_secs_f64() * 1e6);
+    }
+
+    #[cfg(feature = "lmdb")]
+    mod lmdb {
+        use super::*;
+        use heed::types::Bytes as Raw;
+
+        type Db = heed::Database<'static, Raw, Raw>;
+
+        fn env(dir: &Path, n: u64, vlen: usize) -> heed::Env {
+            std::fs::create_dir_all(dir).expect("lmdb dir");
+            let map = ((n as usize) * (vlen + 200) * 3 + (256 << 20)).div_ceil(4096) * 4096;
+            // SAFETY: the directory is this bench's own, opened by one
+            // process at a time.
+            #[allow(unsafe_code)]
+            unsafe {
+                heed::EnvOpenOptions::new()
+                    .map_size(map)
+                    .open(dir)
+                    .expect("lmdb open")
+            }
+        }
+
+        pub(in super::super) fn load(dir: &Path, n: u64, vlen: usize) -> (Duration, PathBuf) {
+            let env = env(dir, n, vlen);
+            let t = Instant::now();
+            let wtxn = env.write_txn().expect("txn");
+            let db: Db = env
+                .create_databases_and_commit(wtxn, |opener, wtxn| {
+                    opener
+                        .create_database(wtxn, None)
+                        .map(heed::CommitOrAbort::<_, ()>::Commit)
+                })
+                .expect("db")
+                .unwrap_commit();
+            for start in (0..n).step_by(100_000) {
+                let mut wtxn = env.write_txn().expect("txn");
+                for i in start..(start + 100_000).min(n) {
+                    db.put(&mut wtxn, &key(i), &value(i, vlen)).expect("put");
+                }
+                wtxn.commit().expect("commit");
+            }
+            let took = t.elapsed();
+            env.prepare_for_closing().wait();
+            (took, dir.join("data.mdb"))
+        }
+
+        pub(in super::super) fn open(dir: &Path) -> Box<dyn Fn(u64) -> Vec<u8>> {
+            // SAFETY: as in `env`.
+            #[allow(unsafe_code)]
+            let env = unsafe {
+                heed::EnvOpenOptions::new()
+                    .map_size(1 << 40)
+                    .open(dir)
+                    .expect("lmdb open")
+            };
+            let rtxn = env.read_txn().expect("txn");
+            let db: Db = env
+                .open_databases_and_commit(rtxn, |opener, rtxn| {
+                    opener
+                        .open_database(rtxn, None)
+                        .map(|db| heed::CommitOrAbort::<_, ()>::Commit(db.expect("a database")))
+                })
+                .expect("db")
+                .unwrap_commit();
+            Box::new(move |i| {
+                let rtxn = env.read_txn().expect("txn");
+                db.get(&rtxn, &key(i))
+                    .expect("get")
+                    .expect("present")
+                    .to_vec()
+            })
+        }
+    }
+
+    #[cfg(feature = "sqlite")]
+    mod sqlite {
+        use super::*;
+
+        pub(in super::super) fn load(path: &Path, n: u64, vlen: usize) -> (Duration, PathBuf) {
+            let mut db = rusqlite::Connection::open(path).expect("sqlite open");
+            db.execute_batch(
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; \
+                 CREATE TABLE blobs (k BLOB PRIMARY KEY, v BLOB NOT NULL);",
+            )
+            .expect("schema");
+            let t = Instant::now();
+            for start in (0..n).step_by(100_000) {
+                let tx = db.transaction().expect("txn");
+                {
+                    let mut stmt = tx
+                        .prepare_cached("INSERT INTO blobs (k, v) VALUES (?1, ?2)")
+                        .expect("prepare");
+                    for i in start..(start + 100_000).min(n) {
+                        stmt.execute(rusqlite::params![key(i), value(i, vlen)])
+                            .expect("insert");
+                    }
+                }
+                tx.commit().expect("commit");
+            }
+            let took = t.elapsed();
+            db.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")
+                .expect("checkpoint");
+            drop(db);
+            (took, path.to_path_buf())
+        }
+
+        pub(in super::super) fn open(path: &Path) -> Box<dyn Fn(u64) -> Vec<u8>> {
+            let db = rusqlite::Connection::open(path).expect("sqlite open");
+            Box::new(move |i| {
+                let mut stmt = db
+                    .prepare_cached("SELECT v FROM blobs WHERE k = ?1")
+                    .expect("prepare");
+                stmt.query_row(rusqlite::params![key(i)], |r| r.get::<_, Vec<u8>>(0))
+                    .expect("get")
+            })
+        }
+    }
+}

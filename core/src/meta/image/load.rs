@@ -1,0 +1,286 @@
+//! Reading an index image at open into the same [`Recovered`] value a scan
+//! of the tuple blocks gives, or saying why it cannot serve (the caller
+//! then scans). Nothing here writes.
+
+use std::collections::BTreeSet;
+
+use super::{decode_record, device_offset, pieces_len, Header};
+use crate::alloc::BuddyAllocator;
+use crate::format::{Layout, Superblock, BLOCK_SIZE, SUPER_BLOCKS};
+use crate::io::{AlignedBuf, IoEngine};
+use crate::meta::block::BLOCK_PAYLOAD;
+use crate::meta::recovery::{claim_metadata, Recovered, RecoveryReport};
+use crate::meta::table::TupleBlockTable;
+use crate::meta::tuple::{Tuple, TupleValue};
+
+/// Bytes read from the device at a time.
+const CHUNK: usize = 4 << 20;
+
+/// Loads the image `sb` names: `Err(why)` when there is none that reflects
+/// the tuple blocks exactly (stale, damaged, not this store's, or
+/// inconsistent), in which case the caller scans.
+pub(crate) async fn load(
+    engine: &dyn IoEngine,
+    sb: &Superblock,
+) -> std::result::Result<Recovered, String> {
+    let r = sb.index_image.ok_or("not named by the superblock")?;
+    let Layout::Journaled(_) = sb.layout() else {
+        return Err("named by a store with two slots per tuple block".into());
+    };
+    if sb.clean_seq == 0 || r.seq != sb.clean_seq {
+        return Err(format!(
+            "reflects sequence {} but the store was last closed cleanly at {}",
+            r.seq, sb.clean_seq
+        ));
+    }
+    let total = sb.total_blocks();
+    if r.start.saturating_add(1 << r.order) > total {
+        return Err("lies beyond the end of the store".into());
+    }
+    let (res, head) = engine
+        .read_at(AlignedBuf::zeroed(BLOCK_SIZE), r.start * BLOCK_SIZE as u64)
+        .await;
+    res.map_err(|e| format!("header unreadable: {e}"))?;
+    let header = Header::decode(head.as_slice(), sb.store_id)?;
+    if header.stamp != r.seq || header.next_version != r.seq + 1 {
+        return Err(format!(
+            "header stamped {} (next version {}), the superblock names {}",
+            header.stamp, header.next_version, r.seq
+        ));
+    }
+    if header.pieces.first().map(|p| (p.start, p.order)) != Some((r.start, r.order)) {
+        return Err("header's first piece is not the one the superblock names".into());
+    }
+    if pieces_len(&header.pieces) < BLOCK_SIZE as u64 + header.payload_len {
+        return Err("payload longer than the image's pieces".into());
+    }
+    let mut alloc = BuddyAllocator::new(SUPER_BLOCKS, total - SUPER_BLOCKS, sb.max_order);
+    // The image's own pieces count as metadata while it is named.
+    let metadata_bytes =
+        claim_metadata(&mut alloc, sb).map_err(|e| e.to_string())? + pieces_len(&header.pieces);
+    for p in &header.pieces {
+        alloc
+            .mark_allocated(*p)
+            .map_err(|e| format!("piece at block {}: {e}", p.start))?;
+    }
+    let layout = sb.layout();
+    let offsets: Vec<u64> = sb
+        .meta_extents
+        .iter()
+        .flat_map(|e| (0..e.tuple_blocks(layout)).map(move |i| (e.start + i) * BLOCK_SIZE as u64))
+        .collect();
+    if offsets.len() != header.blocks as usize {
+        return Err(format!(
+            "holds {} tuple blocks, the store {}",
+            header.blocks,
+            offsets.len()
+        ));
+    }
+
+    let mut reader = Payload {
+        engine,
+        pieces: &header.pieces,
+        len: header.payload_len,
+        read: 0,
+        crc: 0,
+    };
+    let mut pending: Vec<u8> = Vec::new();
+    let mut at = 0usize;
+    // The blocks' state bytes.
+    while pending.len() < offsets.len() {
+        if !reader.next(&mut pending).await? {
+            return Err("payload ends inside the block states".into());
+        }
+    }
+    let mut has_state = Vec::with_capacity(offsets.len());
+    for &s in pending.get(..offsets.len()).unwrap_or_default() {
+        match s {
+            0 | 1 => has_state.push(s == 1),
+            s => return Err(format!("block state byte {s}")),
+        }
+    }
+    at += offsets.len();
+
+    let objects = usize::try_from(header.objects).map_err(|_| "object count out of range")?;
+    let mut tuples: Vec<(u32, Tuple)> = Vec::with_capacity(objects.min(1 << 26));
+    let mut used = vec![0usize; offsets.len()];
+    while tuples.len() < objects {
+        let rest = pending.get(at..).unwrap_or_default();
+        match decode_record(rest)? {
+            Some(((block, t, len), n)) => {
+                at += n;
+                check_record(
+                    &t,
+                    block,
+                    len,
+                    &header,
+                    &mut used,
+                    tuples.last().map(|(_, p)| &*p.key),
+                )?;
+                if let TupleValue::Heap { pieces, .. } = &t.value {
+                    for p in pieces {
+                        if p.start.saturating_add(1 << p.order) > total {
+                            return Err(format!("piece at block {} lies past the store", p.start));
+                        }
+                        alloc
+                            .mark_allocated(*p)
+                            .map_err(|e| format!("piece at block {}: {e}", p.start))?;
+                    }
+                }
+                tuples.push((block, t));
+            }
+            None => {
+                pending.drain(..at);
+                at = 0;
+                if !reader.next(&mut pending).await? {
+                    return Err("payload ends inside a record".into());
+                }
+            }
+        }
+    }
+    if at != pending.len() || reader.read != reader.len {
+        return Err("payload longer than its records".into());
+    }
+    if reader.crc != header.payload_crc {
+        return Err("payload checksum mismatch".into());
+    }
+
+    let mut table = TupleBlockTable::new(layout);
+    table.blocks.reserve_exact(offsets.len());
+    let mut state_at = Vec::with_capacity(offsets.len());
+    for (no, (&offset, &state)) in offsets.iter().zip(&has_state).enumerate() {
+        let bytes = used.get(no).copied().unwrap_or(0);
+        if bytes > 0 && !state {
+            return Err(format!("block {no} holds tuples but no state"));
+        }
+        table.push_block(offset, 0, state);
+        state_at.push(state.then_some(offset));
+        if bytes > 0 {
+            table.grow_used(no as u32, bytes, false);
+        }
+    }
+    Ok(Recovered {
+        alloc,
+        metadata_bytes,
+        table,
+        tuples,
+        state_at,
+        replay: Vec::new(),
+        pinned: Vec::new(),
+        dirty: BTreeSet::new(),
+        next_version: header.next_version,
+        report: RecoveryReport {
+            clean: true,
+            from_image: true,
+            ..Default::default()
+        },
+        image_pieces: header.pieces,
+    })
+}
+
+/// One record's fields against the image's own bounds: its block, keys in
+/// strictly ascending order (one per key), versions below the next one,
+/// and no block over-full.
+fn check_record(
+    t: &Tuple,
+    block: u32,
+    len: usize,
+    header: &Header,
+    used: &mut [usize],
+    previous: Option<&[u8]>,
+) -> std::result::Result<(), String> {
+    if block >= header.blocks {
+        return Err(format!("record in block {block} of {}", header.blocks));
+    }
+    if previous.is_some_and(|p| p >= &*t.key) {
+        return Err("keys out of order".into());
+    }
+    if t.version == 0 || t.version >= header.next_version {
+        return Err(format!("version {} not below the next", t.version));
+    }
+    match used.get_mut(block as usize) {
+        Some(u) if *u + len <= BLOCK_PAYLOAD => {
+            *u += len;
+            Ok(())
+        }
+        _ => Err(format!("block {block} over-full")),
+    }
+}
+
+/// The payload, read sequentially in chunks over the image's pieces, with
+/// its checksum computed on the way.
+struct Payload<'a> {
+    engine: &'a dyn IoEngine,
+    pieces: &'a [crate::meta::tuple::Piece],
+    len: u64,
+    read: u64,
+    crc: u32,
+}
+
+impl Payload<'_> {
+    /// Appends the next chunk to `out`; false at the end.
+    async fn next(&mut self, out: &mut Vec<u8>) -> std::result::Result<bool, String> {
+        if self.read >= self.len {
+            return Ok(false);
+        }
+        let at = BLOCK_SIZE as u64 + self.read;
+        let (dev, room) = device_offset(self.pieces, at).ok_or("payload beyond its pieces")?;
+        let want = (self.len - self.read).min(room).min(CHUNK as u64) as usize;
+        let (r, buf) = self
+            .engine
+            .read_at(
+                AlignedBuf::zeroed(crate::io::round_up(want, BLOCK_SIZE)),
+                dev,
+            )
+            .await;
+        r.map_err(|e| format!("payload unreadable: {e}"))?;
+        let bytes = buf.as_slice().get(..want).ok_or("payload: short read")?;
+        self.crc = crc32c::crc32c_append(self.crc, bytes);
+        out.extend_from_slice(bytes);
+        self.read += want as u64;
+        Ok(true)
+    }
+}
+
+/// The first difference between the state a scan rebuilt and the one an
+/// image holds (`check`), if any. Inline values are compared by size (the
+/// image holds none of their bytes).
+pub(crate) fn compare(scanned: &Recovered, image: &Recovered) -> Option<String> {
+    if scanned.tuples.len() != image.tuples.len() {
+        return Some(format!(
+            "holds {} objects, the tuple blocks {}",
+            image.tuples.len(),
+            scanned.tuples.len()
+        ));
+    }
+    for ((sb, s), (ib, i)) in scanned.tuples.iter().zip(&image.tuples) {
+        let same_value = match (&s.value, &i.value) {
+            (TupleValue::Inline(_), TupleValue::Inline(_)) => true,
+            (a, b) => a == b,
+        };
+        if sb != ib
+            || s.key != i.key
+            || s.version != i.version
+            || s.created_micros != i.created_micros
+            || s.size != i.size
+            || s.expires_micros != i.expires_micros
+            || !same_value
+        {
+            return Some(format!(
+                "differs from the tuple blocks at object {}",
+                crate::error::show_key(&s.key)
+            ));
+        }
+    }
+    let states = |r: &Recovered| {
+        r.table
+            .blocks
+            .iter()
+            .map(|b| b.has_state)
+            .collect::<Vec<_>>()
+    };
+    if states(scanned) != states(image) {
+        return Some("differs from the tuple blocks in which blocks hold state".into());
+    }
+    None
+}

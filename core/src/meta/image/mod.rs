@@ -1,0 +1,352 @@
+//! The index image: the store's state as a clean close left it, written
+//! beside the tuple blocks so the next open reads it instead of every
+//! tuple block (format 6; `core/FORMAT.md`, "Index image").
+//!
+//! It holds what open would otherwise rebuild from the tuple blocks: each
+//! live object's tuple fields and its block (an inline value's bytes stay
+//! in its block, read on demand as always), which blocks have state, and
+//! the next version. Its pieces come from the heap like an object's; the
+//! superblock names its first piece and the clean sequence it reflects.
+//!
+//! Invariant 10 (derived state costs time, never objects):
+//! * it is used only when it reflects the tuple blocks exactly: the
+//!   superblock names it (only a clean close does), its stamp equals the
+//!   superblock's clean sequence, and a read-write open drops it from the
+//!   superblock (synced) before anything can change, so a crash after that
+//!   open finds no image and scans;
+//! * every byte is covered by a checksum (the header's, the payload's),
+//!   and its structure is checked on the way in (keys in strictly
+//!   ascending order, blocks and pieces inside the store, pieces claimed
+//!   once); anything wrong and open scans the tuple blocks instead and
+//!   reports it (`RecoveryReport::repaired`): it costs time, never an
+//!   object;
+//! * `check` (`Options::scan_metadata`) scans and compares the two.
+//!
+//! `write.rs` writes one at close; `load.rs` reads one at open.
+
+use crate::format::{get_u32, get_u64, RecordReader, RecordWriter, BLOCK_SIZE};
+use crate::meta::tuple::{self, Checksums, Piece, Tuple, TupleValue, MAX_KEY_LEN};
+
+mod load;
+mod write;
+
+pub(crate) use load::{compare, load};
+pub(crate) use write::{ImageObject, ImageWriter};
+
+/// Header magic (8 bytes).
+pub(crate) const IMAGE_MAGIC: &[u8; 8] = b"BCINDEX1";
+
+// Header field offsets (the first block of the image).
+const H_STORE_ID: usize = 8;
+const H_STAMP: usize = 16;
+const H_NEXT_VERSION: usize = 24;
+const H_OBJECTS: usize = 32;
+const H_BLOCKS: usize = 40;
+const H_PIECE_COUNT: usize = 44;
+const H_PAYLOAD_LEN: usize = 48;
+const H_PAYLOAD_CRC: usize = 56;
+const H_PIECES: usize = 64;
+const H_PIECE_LEN: usize = 9;
+const H_CRC: usize = BLOCK_SIZE - 4;
+
+/// Most pieces an image can span (the header lists them all): 447, so at
+/// least 447 × 16 MiB with the default largest piece when free space is
+/// not fragmented. A larger image is not written (open then scans).
+pub(crate) const MAX_IMAGE_PIECES: usize = (H_CRC - H_PIECES) / H_PIECE_LEN;
+
+// Record flags.
+const R_HEAP: u8 = 1;
+const R_EXPIRES: u8 = 2;
+const R_UNSYNCED: u8 = 4;
+
+// Checksum kinds of a heap record.
+const S_NONE: u8 = 0;
+const S_WHOLE: u8 = 1;
+const S_TABLE: u8 = 2;
+const S_BLOCKS: u8 = 3;
+
+/// The image's first block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub store_id: u64,
+    /// The clean sequence the image reflects.
+    pub stamp: u64,
+    /// The next version to assign.
+    pub next_version: u64,
+    /// Object records in the payload.
+    pub objects: u64,
+    /// Tuple blocks of the store (one state byte each in the payload).
+    pub blocks: u32,
+    /// Every piece of the image in order, the header's own first.
+    pub pieces: Vec<Piece>,
+    /// Bytes after the header block.
+    pub payload_len: u64,
+    /// CRC32C of those bytes.
+    pub payload_crc: u32,
+}
+
+impl Header {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(BLOCK_SIZE);
+        let mut w = RecordWriter::new(&mut b);
+        w.bytes(IMAGE_MAGIC);
+        w.at(H_STORE_ID).u64(self.store_id);
+        w.at(H_STAMP).u64(self.stamp);
+        w.at(H_NEXT_VERSION).u64(self.next_version);
+        w.at(H_OBJECTS).u64(self.objects);
+        w.at(H_BLOCKS).u32(self.blocks);
+        w.at(H_PIECE_COUNT).u32(self.pieces.len() as u32);
+        w.at(H_PAYLOAD_LEN).u64(self.payload_len);
+        w.at(H_PAYLOAD_CRC).u32(self.payload_crc);
+        debug_assert!(self.pieces.len() <= MAX_IMAGE_PIECES);
+        for (i, p) in self.pieces.iter().enumerate() {
+            w.at(H_PIECES + i * H_PIECE_LEN).u64(p.start).u8(p.order);
+        }
+        w.at(H_CRC);
+        let crc = crc32c::crc32c(&b);
+        RecordWriter::new(&mut b).u32(crc);
+        b
+    }
+
+    /// Decodes the first block of an image; why it is not one of this
+    /// store's otherwise.
+    pub fn decode(b: &[u8], store_id: u64) -> std::result::Result<Header, String> {
+        let (body, crc) = b
+            .get(..BLOCK_SIZE)
+            .and_then(|b| b.split_at_checked(H_CRC))
+            .ok_or("header truncated")?;
+        if !body.starts_with(IMAGE_MAGIC) {
+            return Err("header has no image magic".into());
+        }
+        if get_u32(crc, 0) != Some(crc32c::crc32c(body)) {
+            return Err("header checksum mismatch".into());
+        }
+        let u64_at = |at| get_u64(body, at).ok_or("header truncated");
+        let u32_at = |at| get_u32(body, at).ok_or("header truncated");
+        if u64_at(H_STORE_ID)? != store_id {
+            return Err("header belongs to another store".into());
+        }
+        let count = u32_at(H_PIECE_COUNT)? as usize;
+        if count == 0 || count > MAX_IMAGE_PIECES {
+            return Err(format!("header lists {count} pieces"));
+        }
+        let mut r = RecordReader::new(body.get(H_PIECES..).unwrap_or_default());
+        let mut pieces = Vec::with_capacity(count);
+        for _ in 0..count {
+            let (Some(start), Some(order)) = (r.u64(), r.u8()) else {
+                return Err("header truncated".into());
+            };
+            pieces.push(Piece { start, order });
+        }
+        Ok(Header {
+            store_id,
+            stamp: u64_at(H_STAMP)?,
+            next_version: u64_at(H_NEXT_VERSION)?,
+            objects: u64_at(H_OBJECTS)?,
+            blocks: u32_at(H_BLOCKS)?,
+            pieces,
+            payload_len: u64_at(H_PAYLOAD_LEN)?,
+            payload_crc: u32_at(H_PAYLOAD_CRC)?,
+        })
+    }
+}
+
+/// Encoded length of an object's record.
+pub(crate) fn record_len(o: &ImageObject<'_>) -> usize {
+    let fixed = 1 + 2 + 4 + 8 + 8 + 8 + if o.expires_micros.is_some() { 8 } else { 0 };
+    fixed
+        + o.key.len()
+        + match o.heap {
+            None => 0,
+            Some((pieces, sums, _)) => {
+                2 + pieces.len() * 9
+                    + 1
+                    + match sums {
+                        Checksums::None => 0,
+                        Checksums::Whole(_) | Checksums::Table(_) => 4,
+                        Checksums::Blocks(b) => 2 + 4 * b.len(),
+                    }
+            }
+        }
+}
+
+/// Appends an object's record to `out`.
+pub(crate) fn encode_record(o: &ImageObject<'_>, out: &mut Vec<u8>) {
+    let mut flags = 0;
+    if o.heap.is_some() {
+        flags |= R_HEAP;
+    }
+    if o.expires_micros.is_some() {
+        flags |= R_EXPIRES;
+    }
+    if matches!(o.heap, Some((_, _, true))) {
+        flags |= R_UNSYNCED;
+    }
+    let mut w = RecordWriter::new(out);
+    w.u8(flags)
+        .u16(o.key.len() as u16)
+        .u32(o.block)
+        .u64(o.version)
+        .u64(o.created_micros)
+        .u64(o.size);
+    if let Some(at) = o.expires_micros {
+        w.u64(at);
+    }
+    w.bytes(o.key);
+    if let Some((pieces, sums, _)) = o.heap {
+        w.u16(pieces.len() as u16);
+        for p in pieces {
+            w.u64(p.start).u8(p.order);
+        }
+        match sums {
+            Checksums::None => {
+                w.u8(S_NONE);
+            }
+            Checksums::Whole(c) => {
+                w.u8(S_WHOLE).u32(*c);
+            }
+            Checksums::Table(c) => {
+                w.u8(S_TABLE).u32(*c);
+            }
+            Checksums::Blocks(list) => {
+                w.u8(S_BLOCKS).u16(list.len() as u16);
+                for c in list.iter() {
+                    w.u32(*c);
+                }
+            }
+        }
+    }
+    debug_assert_eq!(w.len(), record_len(o));
+}
+
+/// A decoded record: its block, the object as a tuple, the tuple's encoded
+/// length in its block.
+pub(crate) type Record = (u32, Tuple, usize);
+
+/// Decodes the record at the front of `b`: its block, the object as a
+/// tuple (an inline value's bytes are not in the image: `Inline` holds
+/// none, `size` says how many there are) and the tuple's encoded length in
+/// its block; `Ok(None)` when `b` ends inside the record (more bytes are
+/// needed), and the record's length.
+pub(crate) fn decode_record(b: &[u8]) -> std::result::Result<Option<(Record, usize)>, String> {
+    let mut r = RecordReader::new(b);
+    let (Some(flags), Some(key_len), Some(block), Some(version), Some(created_micros), Some(size)) =
+        (r.u8(), r.u16(), r.u32(), r.u64(), r.u64(), r.u64())
+    else {
+        return Ok(None);
+    };
+    if flags & !(R_HEAP | R_EXPIRES | R_UNSYNCED) != 0 {
+        return Err(format!("record with unknown flags {flags:#x}"));
+    }
+    let key_len = key_len as usize;
+    if key_len == 0 || key_len > MAX_KEY_LEN {
+        return Err(format!("record with a key of {key_len} bytes"));
+    }
+    let expires_micros = match flags & R_EXPIRES {
+        0 => None,
+        _ => match r.u64() {
+            Some(at) => Some(at),
+            None => return Ok(None),
+        },
+    };
+    let Some(key) = r.bytes(key_len) else {
+        return Ok(None);
+    };
+    let key: Box<[u8]> = key.into();
+    let expires = expires_micros.is_some();
+    let (value, tuple_len) = if flags & R_HEAP == 0 {
+        if flags & R_UNSYNCED != 0 {
+            return Err("inline record marked unsynced".into());
+        }
+        let len = usize::try_from(size).map_err(|_| "inline size out of range")?;
+        if len > crate::options::MAX_INLINE_THRESHOLD {
+            return Err(format!("inline record of {size} bytes"));
+        }
+        (
+            TupleValue::Inline(bytes::Bytes::new()),
+            tuple::inline_len(key_len, size, expires),
+        )
+    } else {
+        let Some(n) = r.u16() else { return Ok(None) };
+        let mut pieces = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let (Some(start), Some(order)) = (r.u64(), r.u8()) else {
+                return Ok(None);
+            };
+            if order > 40 {
+                return Err("piece order out of range".into());
+            }
+            pieces.push(Piece { start, order });
+        }
+        let Some(kind) = r.u8() else { return Ok(None) };
+        let sums = match kind {
+            S_NONE => Checksums::None,
+            S_WHOLE | S_TABLE => {
+                let Some(c) = r.u32() else { return Ok(None) };
+                if kind == S_WHOLE {
+                    Checksums::Whole(c)
+                } else {
+                    Checksums::Table(c)
+                }
+            }
+            S_BLOCKS => {
+                let Some(n) = r.u16() else { return Ok(None) };
+                if n as usize > tuple::MAX_TUPLE_SUMS {
+                    return Err(format!("record with {n} block checksums"));
+                }
+                let mut list = Vec::with_capacity(n as usize);
+                for _ in 0..n {
+                    let Some(c) = r.u32() else { return Ok(None) };
+                    list.push(c);
+                }
+                Checksums::Blocks(list.into())
+            }
+            k => return Err(format!("record with checksum kind {k}")),
+        };
+        let len = tuple::heap_len(key_len, pieces.len(), &sums, expires);
+        (
+            TupleValue::Heap {
+                pieces,
+                sums,
+                unsynced: flags & R_UNSYNCED != 0,
+            },
+            len,
+        )
+    };
+    let at = r.pos();
+    Ok(Some((
+        (
+            block,
+            Tuple {
+                key,
+                version,
+                created_micros,
+                size,
+                expires_micros,
+                value,
+            },
+            tuple_len,
+        ),
+        at,
+    )))
+}
+
+/// The image's bytes, logical offset → device offset, over its pieces in
+/// order.
+pub(crate) fn device_offset(pieces: &[Piece], mut at: u64) -> Option<(u64, u64)> {
+    for p in pieces {
+        if at < p.len_bytes() {
+            return Some((p.offset() + at, p.len_bytes() - at));
+        }
+        at -= p.len_bytes();
+    }
+    None
+}
+
+/// Total bytes of `pieces`.
+pub(crate) fn pieces_len(pieces: &[Piece]) -> u64 {
+    pieces.iter().map(Piece::len_bytes).sum()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,188 @@
+//! Writing an index image at a clean close: its pieces allocated at once
+//! for the exact length, the payload streamed out in large writes as the
+//! caller hands it records, then the header; the caller syncs and
+//! publishes the superblock naming it (the image is durable before it is
+//! named).
+
+use super::{device_offset, encode_record, Header, MAX_IMAGE_PIECES};
+use crate::alloc::BuddyAllocator;
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::{ImageRef, BLOCK_SIZE};
+use crate::io::{round_up, AlignedBuf, IoEngine};
+use crate::meta::tuple::{Checksums, Piece};
+
+/// Bytes written to the device at a time.
+const CHUNK: usize = 1 << 20;
+
+/// One object as the image records it (a tuple's fields, its block, and
+/// for a heap object its pieces, checksums and `unsynced` flag).
+pub(crate) struct ImageObject<'a> {
+    pub key: &'a [u8],
+    pub block: u32,
+    pub version: u64,
+    pub created_micros: u64,
+    pub size: u64,
+    pub expires_micros: Option<u64>,
+    pub heap: Option<(&'a [Piece], &'a Checksums, bool)>,
+}
+
+/// An image being written: pieces allocated, payload streamed.
+pub(crate) struct ImageWriter<'a> {
+    engine: &'a dyn IoEngine,
+    pieces: Vec<Piece>,
+    /// Payload bytes not written yet; they start at payload offset
+    /// `flushed`.
+    buf: Vec<u8>,
+    flushed: u64,
+    crc: u32,
+    payload_len: u64,
+    blocks: u32,
+    objects: u64,
+}
+
+impl<'a> ImageWriter<'a> {
+    /// The payload's length for these blocks and objects' record lengths.
+    pub fn payload_len(blocks: usize, records: u64) -> u64 {
+        blocks as u64 + records
+    }
+
+    /// Allocates pieces for an image of `payload_len` payload bytes, and
+    /// starts the payload with the blocks' state bytes. `Ok(None)` when the
+    /// heap has no room or the image would need more pieces than its header
+    /// lists: the store closes without one.
+    pub fn start(
+        engine: &'a dyn IoEngine,
+        alloc: &crate::sync::Mutex<BuddyAllocator>,
+        has_state: &[bool],
+        payload_len: u64,
+    ) -> Result<Option<Self>> {
+        let blocks = u32::try_from(has_state.len())
+            .map_err(|_| Error::new(ErrorKind::Corrupt, "more tuple blocks than a u32 counts"))?;
+        let pieces = {
+            let mut a = alloc.lock();
+            match a.alloc_object(BLOCK_SIZE as u64 + payload_len) {
+                Ok(p) if p.len() <= MAX_IMAGE_PIECES => p,
+                Ok(p) => {
+                    for q in p {
+                        a.free(q);
+                    }
+                    return Ok(None);
+                }
+                Err(e) if e.kind() == ErrorKind::NoSpace => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        };
+        let mut w = ImageWriter {
+            engine,
+            pieces,
+            buf: Vec::with_capacity(CHUNK * 2),
+            flushed: 0,
+            crc: 0,
+            payload_len,
+            blocks,
+            objects: 0,
+        };
+        w.buf.extend(has_state.iter().map(|&s| u8::from(s)));
+        Ok(Some(w))
+    }
+
+    /// The pieces allocated (the caller frees them if the image is never
+    /// named).
+    pub fn pieces(&self) -> &[Piece] {
+        &self.pieces
+    }
+
+    /// Appends one object's record (in key order; written by the next
+    /// [`write_full`](Self::write_full) or [`finish`](Self::finish)).
+    pub fn push(&mut self, o: &ImageObject<'_>) {
+        encode_record(o, &mut self.buf);
+        self.objects += 1;
+    }
+
+    /// Writes every whole chunk pushed so far.
+    pub async fn write_full(&mut self) -> Result<()> {
+        if self.buf.len() >= CHUNK {
+            self.flush(false).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes whole chunks of `buf` (all of it, padded to a block, when
+    /// `last`).
+    async fn flush(&mut self, last: bool) -> Result<()> {
+        let take = if last {
+            self.buf.len()
+        } else {
+            self.buf.len() / CHUNK * CHUNK
+        };
+        if take == 0 {
+            return Ok(());
+        }
+        let bytes: Vec<u8> = self.buf.drain(..take).collect();
+        self.crc = crc32c::crc32c_append(self.crc, &bytes);
+        let mut done = 0usize;
+        while done < bytes.len() {
+            let at = BLOCK_SIZE as u64 + self.flushed + done as u64;
+            let (dev, room) = device_offset(&self.pieces, at)
+                .ok_or_else(|| Error::new(ErrorKind::Io, "index image longer than its pieces"))?;
+            let n = (bytes.len() - done).min(usize::try_from(room).unwrap_or(usize::MAX));
+            let part = bytes.get(done..done + n).unwrap_or_default();
+            let mut buf = AlignedBuf::zeroed(round_up(n, BLOCK_SIZE));
+            if let Some(head) = buf.as_mut_slice().get_mut(..n) {
+                head.copy_from_slice(part);
+            }
+            let (r, _) = self.engine.write_at(buf, dev).await;
+            r.map_err(|e| Error::io("writing the index image", e))?;
+            done += n;
+        }
+        self.flushed += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Writes the rest of the payload and the header. The caller syncs
+    /// before naming the image in the superblock.
+    pub async fn finish(
+        mut self,
+        store_id: u64,
+        stamp: u64,
+        next_version: u64,
+    ) -> Result<(ImageRef, Vec<Piece>)> {
+        self.flush(true).await?;
+        if self.flushed != self.payload_len {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "index image payload of {} bytes, {} planned",
+                    self.flushed, self.payload_len
+                ),
+            ));
+        }
+        let header = Header {
+            store_id,
+            stamp,
+            next_version,
+            objects: self.objects,
+            blocks: self.blocks,
+            pieces: self.pieces.clone(),
+            payload_len: self.payload_len,
+            payload_crc: self.crc,
+        };
+        let first = *self
+            .pieces
+            .first()
+            .ok_or_else(|| Error::new(ErrorKind::Io, "index image without pieces"))?;
+        let (r, _) = self
+            .engine
+            .write_at(AlignedBuf::copy_from(&header.encode()), first.offset())
+            .await;
+        r.map_err(|e| Error::io("writing the index image header", e))?;
+        Ok((
+            ImageRef {
+                start: first.start,
+                order: first.order,
+                seq: stamp,
+            },
+            self.pieces,
+        ))
+    }
+}

@@ -1,0 +1,148 @@
+//! The index image written at a clean close (`meta::image`): the state as
+//! the close leaves it, in key order, so the next open loads it instead of
+//! reading every tuple block.
+
+use super::Committer;
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::ImageRef;
+use crate::index::EntryId;
+use crate::meta::image::{record_len, ImageObject, ImageWriter};
+use crate::meta::superblock::publish_superblock;
+use crate::meta::tuple::Piece;
+use crate::store::Entry;
+
+/// Records encoded per hold of the state's read lock.
+const BATCH: usize = 8192;
+
+/// The image's record of `key`'s entry.
+fn object<'a>(key: &'a [u8], e: &'a Entry) -> ImageObject<'a> {
+    ImageObject {
+        key,
+        block: e.block,
+        version: e.version,
+        created_micros: e.created_micros,
+        size: e.size,
+        expires_micros: e.expires_micros(),
+        heap: e
+            .data
+            .heap()
+            .map(|h| (h.extent.pieces.as_slice(), &h.sums, h.unsynced)),
+    }
+}
+
+fn vanished(id: EntryId) -> Error {
+    Error::new(
+        ErrorKind::Corrupt,
+        format!("entry {id} vanished while the index image was written"),
+    )
+}
+
+impl Committer {
+    /// Drops the index image open loaded from the superblock (synced) and
+    /// frees its pieces, before anything changes (invariant 10): once a
+    /// tuple block may differ from it, no superblock names it. Called
+    /// before a group is applied and before any tuple block is written;
+    /// a no-op once done, or when open loaded none.
+    pub(super) fn drop_image(&mut self) -> Result<()> {
+        let Some(pieces) = self.image.take() else {
+            return Ok(());
+        };
+        {
+            let mut sb = self.shared.superblock.lock();
+            let mut next = sb.clone();
+            next.index_image = None;
+            next.format_version = next.current_version();
+            match publish_superblock(self.shared.engine.as_ref(), &next) {
+                Ok(published) => *sb = published,
+                Err(e) => {
+                    // Still named: nothing may change.
+                    self.image = Some(pieces);
+                    return Err(e);
+                }
+            }
+        }
+        self.shared.metadata_bytes.fetch_sub(
+            crate::meta::image::pieces_len(&pieces),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        let mut alloc = self.shared.alloc.lock();
+        for p in pieces {
+            alloc.free(p);
+        }
+        Ok(())
+    }
+
+    /// Whether the superblock still names the image open loaded: nothing
+    /// has changed since (the close keeps it as it is).
+    pub(super) fn image_kept(&self) -> bool {
+        self.image.is_some()
+    }
+
+    /// Writes an image of the state as it is now, stamped with the clean
+    /// sequence the close is about to record; the caller syncs, then names
+    /// it in the superblock. `Ok(None)` when there is none to write: a store
+    /// with two slots per tuple block or that never committed, anything not yet in its block (an
+    /// open group, stale copies, home slots not rewritten, inline values
+    /// held in RAM), no room in the heap. On an error the image's pieces
+    /// are freed again.
+    pub(super) async fn write_image(&mut self) -> Result<Option<(ImageRef, Vec<Piece>)>> {
+        // (A clean sequence of 0 reads as "never closed cleanly".)
+        if self.journal.is_none()
+            || self.next_version <= 1
+            || self.pending.first.is_some()
+            || !self.stale.is_empty()
+            || !self.unplaced.is_empty()
+            || !self.inline_pending.is_empty()
+        {
+            return Ok(None);
+        }
+        let shared = self.shared.clone();
+        let has_state: Vec<bool> = self.table.blocks.iter().map(|b| b.has_state).collect();
+        let mut keys = Vec::new();
+        let records = {
+            let st = shared.state.read();
+            st.index.all(&mut keys)?;
+            if !shared.settings.index.is_ordered() {
+                keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            }
+            let mut len = 0u64;
+            for (k, id) in &keys {
+                let e = st.entry(*id).ok_or_else(|| vanished(*id))?;
+                if e.data.is_pending() {
+                    return Ok(None);
+                }
+                len += record_len(&object(k, e)) as u64;
+            }
+            len
+        };
+        let payload_len = ImageWriter::payload_len(has_state.len(), records);
+        let engine = shared.engine.as_ref();
+        let Some(mut w) = ImageWriter::start(engine, &shared.alloc, &has_state, payload_len)?
+        else {
+            return Ok(None);
+        };
+        let pieces = w.pieces().to_vec();
+        let stamp = self.next_version - 1;
+        let written = async {
+            for batch in keys.chunks(BATCH) {
+                {
+                    let st = shared.state.read();
+                    for (k, id) in batch {
+                        w.push(&object(k, st.entry(*id).ok_or_else(|| vanished(*id))?));
+                    }
+                }
+                w.write_full().await?;
+            }
+            w.finish(shared.geometry.store_id, stamp, self.next_version)
+                .await
+        }
+        .await;
+        if written.is_err() {
+            let mut alloc = shared.alloc.lock();
+            for p in pieces {
+                alloc.free(p);
+            }
+        }
+        written.map(Some)
+    }
+}
