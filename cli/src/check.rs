@@ -6,10 +6,13 @@
 //! reads every object back against its checksums. Nothing is written.
 //! Exit code 0 only when nothing is wrong.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use blobcask::blocking::Store;
 use blobcask::{ErrorKind, Options};
+
+use crate::open::{no_store, salvage};
+use crate::text::human;
 
 /// What a check found: lines to print, and whether anything is wrong.
 pub struct Outcome {
@@ -118,4 +121,29 @@ pub fn run(path: &Path, data: bool, salvage: bool, human: impl Fn(u64) -> String
     }
     let _ = store.close();
     Outcome { lines, problems }
+}
+
+/// `check [--data]`: the report printed, and an error when anything is wrong.
+pub fn command(
+    store_path: &dyn Fn() -> Result<PathBuf, String>,
+    data: &bool,
+) -> Result<(), String> {
+    let path = store_path()?;
+    match std::fs::metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(no_store(&path, "the path does not exist"))
+        }
+        Ok(m) if m.is_file() && m.len() == 0 => return Err(no_store(&path, "the file is empty")),
+        _ => {}
+    }
+    let outcome = run(&path, *data, salvage(), human);
+    for line in &outcome.lines {
+        println!("{line}");
+    }
+    if outcome.problems == 0 {
+        println!("no problems found");
+        Ok(())
+    } else {
+        Err(format!("{} problem(s) found", outcome.problems))
+    }
 }
