@@ -1,3 +1,6 @@
+//! The backup's own checks: the verification against a changed copy,
+//! inline values changed after the snapshot, reads in runs.
+
 use super::copy::runs;
 use super::verify::check_copy;
 use super::*;
