@@ -16,7 +16,7 @@ pub(super) enum Mode {
     /// The fallback completion thread.
     Fallback,
     /// A foreign event loop that watches the eventfd and reaps when it is
-    /// readable ([`Driver::complete`]).
+    /// readable ([`Driver::complete`](super::Driver::complete)).
     Loop,
 }
 
