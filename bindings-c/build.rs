@@ -5,7 +5,7 @@
 fn main() {
     let dir = std::env::var("CARGO_MANIFEST_DIR").expect("manifest dir");
     let out = std::env::var("OUT_DIR").expect("out dir");
-    println!("cargo:rerun-if-changed=src/lib.rs");
+    println!("cargo:rerun-if-changed=src");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     println!("cargo:rerun-if-env-changed=BLOBCASK_UPDATE_HEADER");
     let config =

@@ -158,7 +158,7 @@ pub(crate) struct Host {
 impl Host {
     /// A host for `store` on `env`'s loop. Its handles start unreferenced.
     pub(crate) fn new(env: sys::napi_env, store: &engine::Store) -> Result<Rc<Host>> {
-        let ev = EventLoop::new(store).map_err(crate::js_err)?;
+        let ev = EventLoop::new(store).map_err(crate::errors::js_err)?;
         let host = Rc::new(Host {
             env,
             ev: RefCell::new(Some(Arc::new(ev))),

@@ -8,10 +8,13 @@
 //! index image the last clean close wrote is compared with them.
 //! Exit code 0 only when nothing is wrong.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use blobcask::blocking::Store;
 use blobcask::{ErrorKind, Options};
+
+use crate::open::{no_store, salvage};
+use crate::text::human;
 
 /// What a check found: lines to print, and whether anything is wrong.
 pub struct Outcome {
@@ -122,4 +125,29 @@ pub fn run(path: &Path, data: bool, salvage: bool, human: impl Fn(u64) -> String
     }
     let _ = store.close();
     Outcome { lines, problems }
+}
+
+/// `check [--data]`: the report printed, and an error when anything is wrong.
+pub fn command(
+    store_path: &dyn Fn() -> Result<PathBuf, String>,
+    data: &bool,
+) -> Result<(), String> {
+    let path = store_path()?;
+    match std::fs::metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(no_store(&path, "the path does not exist"))
+        }
+        Ok(m) if m.is_file() && m.len() == 0 => return Err(no_store(&path, "the file is empty")),
+        _ => {}
+    }
+    let outcome = run(&path, *data, salvage(), human);
+    for line in &outcome.lines {
+        println!("{line}");
+    }
+    if outcome.problems == 0 {
+        println!("no problems found");
+        Ok(())
+    } else {
+        Err(format!("{} problem(s) found", outcome.problems))
+    }
 }

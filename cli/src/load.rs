@@ -215,8 +215,8 @@ pub fn import(s: &Store, dir: &Path, progress: &mut Progress) -> Result<ImportRe
         progress.update(|| {
             format!(
                 "{files}/{total_files} files, {} of {}",
-                crate::human(bytes),
-                crate::human(total_bytes)
+                crate::text::human(bytes),
+                crate::text::human(total_bytes)
             )
         })
     };
@@ -294,7 +294,7 @@ pub fn import(s: &Store, dir: &Path, progress: &mut Progress) -> Result<ImportRe
     println!(
         "imported {} objects, {} in {:.2?} ({:.0} objects/s, {:.1} MiB/s)",
         report.objects,
-        crate::human(report.bytes),
+        crate::text::human(report.bytes),
         started.elapsed(),
         report.objects as f64 / secs,
         report.bytes as f64 / secs / (1 << 20) as f64

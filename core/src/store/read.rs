@@ -9,7 +9,7 @@
 //! * a read holds its extent's handle (`HeapRead`) until it is done, so
 //!   the pieces are not reused under it (invariant 2);
 //! * every byte handed out was checked: heap ranges against their
-//!   checksums (`data.rs`), inline values with their slot's magic,
+//!   checksums (`data/`), inline values with their slot's magic,
 //!   checksum and identity; a slot that does not hold the version the
 //!   index names is `Corrupt`, never a guess (invariants 5 and 6);
 //! * a read returns the version the index held when it began: a value

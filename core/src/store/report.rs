@@ -1,7 +1,7 @@
 //! The public reports of what the store holds: [`ObjectInfo`] for one
 //! object version and [`Stats`] for the whole store, gathered from the
 //! shared state. (The other jobs' reports live with their jobs:
-//! `CacheStats` in `cache.rs`, `BackupReport` in `backup.rs`, and so on.)
+//! `CacheStats` in `cache.rs`, `BackupReport` in `backup/`, and so on.)
 //!
 //! Invariant kept here: the figures leave out expired objects not yet
 //! removed, which no reader sees any more.
