@@ -375,3 +375,43 @@ fn a_store_that_never_committed_writes_no_image_and_its_open_writes_nothing() {
     assert!(store.stats().recovery.repaired.is_empty());
     assert_eq!(dev.writes(), 0);
 }
+
+#[test]
+fn a_full_store_grows_for_its_image_and_one_that_cannot_closes_without_one() {
+    let t = common::temp_path();
+    let fixed = || Options::new().capacity(1 << 20).max_capacity(1 << 20);
+    let s = Store::open(&t.path, fixed()).unwrap();
+    let mut n = 0u64;
+    loop {
+        match s.put(format!("k{n:05}"), pattern(n, 300)) {
+            Ok(_) => n += 1,
+            Err(e) => {
+                assert_eq!(e.kind(), blobcask::ErrorKind::NoSpace, "{e}");
+                break;
+            }
+        }
+    }
+    s.close().unwrap();
+    // Full and not allowed to grow: no image, the store as it was.
+    let sb = superblock(&std::fs::read(&t.path).unwrap());
+    assert_eq!((sb.index_image, sb.capacity), (None, 1 << 20));
+    let check = |s: &Store| {
+        assert_eq!(s.stats().objects, n - 1);
+        for i in 1..n {
+            assert_eq!(s.get(format!("k{i:05}")).unwrap(), pattern(i, 300));
+        }
+    };
+    // Allowed to grow: the close grows the store for its image, as a put
+    // would for an object.
+    let growable = || Options::new().max_capacity(64 << 20);
+    let s = Store::open(&t.path, growable()).unwrap();
+    s.delete("k00000").unwrap();
+    assert_eq!(s.stats().capacity, 1 << 20);
+    s.close().unwrap();
+    let sb = superblock(&std::fs::read(&t.path).unwrap());
+    assert!(sb.index_image.is_some());
+    assert!(sb.capacity > 1 << 20, "{}", sb.capacity);
+    let s = Store::open(&t.path, growable().read_only(true)).unwrap();
+    assert!(s.stats().recovery.from_image);
+    check(&s);
+}

@@ -5,7 +5,6 @@
 //! named).
 
 use super::{device_offset, encode_record, Header, MAX_IMAGE_PIECES};
-use crate::alloc::BuddyAllocator;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{ImageRef, BLOCK_SIZE};
 use crate::io::{round_up, AlignedBuf, IoEngine};
@@ -46,32 +45,26 @@ impl<'a> ImageWriter<'a> {
         blocks as u64 + records
     }
 
-    /// Allocates pieces for an image of `payload_len` payload bytes, and
-    /// starts the payload with the blocks' state bytes. `Ok(None)` when the
-    /// heap has no room or the image would need more pieces than its header
-    /// lists: the store closes without one.
+    /// Starts an image of `payload_len` payload bytes in `pieces` (the
+    /// caller allocated them: at least `BLOCK_SIZE + payload_len` bytes,
+    /// at most `MAX_IMAGE_PIECES`), the payload beginning with the blocks'
+    /// state bytes.
     pub fn start(
         engine: &'a dyn IoEngine,
-        alloc: &crate::sync::Mutex<BuddyAllocator>,
+        pieces: Vec<Piece>,
         has_state: &[bool],
         payload_len: u64,
-    ) -> Result<Option<Self>> {
+    ) -> Result<Self> {
         let blocks = u32::try_from(has_state.len())
             .map_err(|_| Error::new(ErrorKind::Corrupt, "more tuple blocks than a u32 counts"))?;
-        let pieces = {
-            let mut a = alloc.lock();
-            match a.alloc_object(BLOCK_SIZE as u64 + payload_len) {
-                Ok(p) if p.len() <= MAX_IMAGE_PIECES => p,
-                Ok(p) => {
-                    for q in p {
-                        a.free(q);
-                    }
-                    return Ok(None);
-                }
-                Err(e) if e.kind() == ErrorKind::NoSpace => return Ok(None),
-                Err(e) => return Err(e),
-            }
-        };
+        if pieces.len() > MAX_IMAGE_PIECES
+            || super::pieces_len(&pieces) < BLOCK_SIZE as u64 + payload_len
+        {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "index image pieces do not fit its header or its length",
+            ));
+        }
         let mut w = ImageWriter {
             engine,
             pieces,
@@ -83,13 +76,7 @@ impl<'a> ImageWriter<'a> {
             objects: 0,
         };
         w.buf.extend(has_state.iter().map(|&s| u8::from(s)));
-        Ok(Some(w))
-    }
-
-    /// The pieces allocated (the caller frees them if the image is never
-    /// named).
-    pub fn pieces(&self) -> &[Piece] {
-        &self.pieces
+        Ok(w)
     }
 
     /// Appends one object's record (in key order; written by the next

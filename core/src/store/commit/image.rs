@@ -4,11 +4,12 @@
 
 use super::Committer;
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::ImageRef;
+use crate::format::{ImageRef, BLOCK_SIZE};
 use crate::index::EntryId;
-use crate::meta::image::{record_len, ImageObject, ImageWriter};
+use crate::meta::image::{record_len, ImageObject, ImageWriter, MAX_IMAGE_PIECES};
 use crate::meta::superblock::publish_superblock;
 use crate::meta::tuple::Piece;
+use crate::store::grow;
 use crate::store::Entry;
 
 /// Records encoded per hold of the state's read lock.
@@ -83,8 +84,9 @@ impl Committer {
     /// it in the superblock. `Ok(None)` when there is none to write: a store
     /// with two slots per tuple block or that never committed, anything not yet in its block (an
     /// open group, stale copies, home slots not rewritten, inline values
-    /// held in RAM), no room in the heap. On an error the image's pieces
-    /// are freed again.
+    /// held in RAM), no room in the heap (a store that can grow grows for
+    /// it, as for an object), free space in more pieces than the header
+    /// lists. On an error the image's pieces are freed again.
     pub(super) async fn write_image(&mut self) -> Result<Option<(ImageRef, Vec<Piece>)>> {
         // (A clean sequence of 0 reads as "never closed cleanly".)
         if self.journal.is_none()
@@ -116,14 +118,26 @@ impl Committer {
             len
         };
         let payload_len = ImageWriter::payload_len(has_state.len(), records);
-        let engine = shared.engine.as_ref();
-        let Some(mut w) = ImageWriter::start(engine, &shared.alloc, &has_state, payload_len)?
-        else {
-            return Ok(None);
+        let len = BLOCK_SIZE as u64 + payload_len;
+        // Like an object's: a store that can grow does (within its
+        // max_capacity); no room is no image.
+        let pieces = match grow::with_room(&shared, len, |a| a.alloc_object(len)) {
+            Ok(p) => p,
+            Err(e) if e.kind() == ErrorKind::NoSpace => return Ok(None),
+            Err(e) => return Err(e),
         };
-        let pieces = w.pieces().to_vec();
+        if pieces.len() > MAX_IMAGE_PIECES {
+            // Free space too fragmented for the header's list.
+            let mut alloc = shared.alloc.lock();
+            for p in pieces {
+                alloc.free(p);
+            }
+            return Ok(None);
+        }
+        let engine = shared.engine.as_ref();
         let stamp = self.next_version - 1;
         let written = async {
+            let mut w = ImageWriter::start(engine, pieces.clone(), &has_state, payload_len)?;
             for batch in keys.chunks(BATCH) {
                 {
                     let st = shared.state.read();
