@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use super::{decode_record, device_offset, pieces_len, Header};
+use super::{decode_record, device_offset, pieces_len, Header, BLOCK_STATE_LEN};
 use crate::alloc::BuddyAllocator;
 use crate::format::{Layout, Superblock, BLOCK_SIZE, SUPER_BLOCKS};
 use crate::io::{AlignedBuf, IoEngine};
@@ -86,37 +86,39 @@ pub(crate) async fn load(
     };
     let mut pending: Vec<u8> = Vec::new();
     let mut at = 0usize;
-    // The blocks' state bytes.
-    while pending.len() < offsets.len() {
+    // The blocks' states: a state byte and the payload bytes used, each.
+    let states_len = offsets.len() * BLOCK_STATE_LEN;
+    while pending.len() < states_len {
         if !reader.next(&mut pending).await? {
             return Err("payload ends inside the block states".into());
         }
     }
-    let mut has_state = Vec::with_capacity(offsets.len());
-    for &s in pending.get(..offsets.len()).unwrap_or_default() {
-        match s {
-            0 | 1 => has_state.push(s == 1),
-            s => return Err(format!("block state byte {s}")),
+    let mut blocks = Vec::with_capacity(offsets.len());
+    for (no, b) in pending
+        .get(..states_len)
+        .unwrap_or_default()
+        .chunks_exact(BLOCK_STATE_LEN)
+        .enumerate()
+    {
+        let (state, used) = match b {
+            &[state, lo, hi] => (state, u16::from_le_bytes([lo, hi])),
+            _ => return Err("block state truncated".into()),
+        };
+        match (state, used) {
+            (0, 0) | (1, _) if used as usize <= BLOCK_PAYLOAD => blocks.push((state == 1, used)),
+            _ => return Err(format!("block {no}: state {state}, {used} bytes used")),
         }
     }
-    at += offsets.len();
+    at += states_len;
 
     let objects = usize::try_from(header.objects).map_err(|_| "object count out of range")?;
     let mut tuples: Vec<(u32, Tuple)> = Vec::with_capacity(objects.min(1 << 26));
-    let mut used = vec![0usize; offsets.len()];
     while tuples.len() < objects {
         let rest = pending.get(at..).unwrap_or_default();
         match decode_record(rest)? {
             Some(((block, t, len), n)) => {
                 at += n;
-                check_record(
-                    &t,
-                    block,
-                    len,
-                    &header,
-                    &mut used,
-                    tuples.last().map(|(_, p)| &*p.key),
-                )?;
+                check_record(&t, block, len, &header, tuples.last().map(|(_, p)| &*p.key))?;
                 if let TupleValue::Heap { pieces, .. } = &t.value {
                     for p in pieces {
                         if p.start.saturating_add(1 << p.order) > total {
@@ -148,15 +150,11 @@ pub(crate) async fn load(
     let mut table = TupleBlockTable::new(layout);
     table.blocks.reserve_exact(offsets.len());
     let mut state_at = Vec::with_capacity(offsets.len());
-    for (no, (&offset, &state)) in offsets.iter().zip(&has_state).enumerate() {
-        let bytes = used.get(no).copied().unwrap_or(0);
-        if bytes > 0 && !state {
-            return Err(format!("block {no} holds tuples but no state"));
-        }
+    for (no, (&offset, &(state, used))) in offsets.iter().zip(&blocks).enumerate() {
         table.push_block(offset, 0, state);
         state_at.push(state.then_some(offset));
-        if bytes > 0 {
-            table.grow_used(no as u32, bytes, false);
+        if used > 0 {
+            table.grow_used(no as u32, used as usize, false);
         }
     }
     Ok(Recovered {
@@ -179,14 +177,15 @@ pub(crate) async fn load(
 }
 
 /// One record's fields against the image's own bounds: its block, keys in
-/// strictly ascending order (one per key), versions below the next one,
-/// and no block over-full.
+/// strictly ascending order (one per key), versions below the next one, a
+/// tuple that fits a block. (How full each block is comes with the block's
+/// state, under the payload's checksum: summing it here again would cost a
+/// random access per object.)
 fn check_record(
     t: &Tuple,
     block: u32,
     len: usize,
     header: &Header,
-    used: &mut [usize],
     previous: Option<&[u8]>,
 ) -> std::result::Result<(), String> {
     if block >= header.blocks {
@@ -198,13 +197,10 @@ fn check_record(
     if t.version == 0 || t.version >= header.next_version {
         return Err(format!("version {} not below the next", t.version));
     }
-    match used.get_mut(block as usize) {
-        Some(u) if *u + len <= BLOCK_PAYLOAD => {
-            *u += len;
-            Ok(())
-        }
-        _ => Err(format!("block {block} over-full")),
+    if len > BLOCK_PAYLOAD {
+        return Err(format!("a tuple of {len} bytes"));
     }
+    Ok(())
 }
 
 /// The payload, read sequentially in chunks over the image's pieces, with

@@ -54,6 +54,11 @@ const H_CRC: usize = BLOCK_SIZE - 4;
 /// not fragmented. A larger image is not written (open then scans).
 pub(crate) const MAX_IMAGE_PIECES: usize = (H_CRC - H_PIECES) / H_PIECE_LEN;
 
+/// Bytes per tuple block at the payload's start: a state byte (1: the
+/// block has state, in its home slot; 0: never written) and the payload
+/// bytes its tuples use (u16).
+pub(crate) const BLOCK_STATE_LEN: usize = 3;
+
 // Record flags.
 const R_HEAP: u8 = 1;
 const R_EXPIRES: u8 = 2;
@@ -75,7 +80,8 @@ pub(crate) struct Header {
     pub next_version: u64,
     /// Object records in the payload.
     pub objects: u64,
-    /// Tuple blocks of the store (one state byte each in the payload).
+    /// Tuple blocks of the store (`BLOCK_STATE_LEN` bytes each at the
+    /// payload's start).
     pub blocks: u32,
     /// Every piece of the image in order, the header's own first.
     pub pieces: Vec<Piece>,

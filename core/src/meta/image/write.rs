@@ -42,20 +42,20 @@ pub(crate) struct ImageWriter<'a> {
 impl<'a> ImageWriter<'a> {
     /// The payload's length for these blocks and objects' record lengths.
     pub fn payload_len(blocks: usize, records: u64) -> u64 {
-        blocks as u64 + records
+        (blocks * super::BLOCK_STATE_LEN) as u64 + records
     }
 
     /// Starts an image of `payload_len` payload bytes in `pieces` (the
     /// caller allocated them: at least `BLOCK_SIZE + payload_len` bytes,
-    /// at most `MAX_IMAGE_PIECES`), the payload beginning with the blocks'
-    /// state bytes.
+    /// at most `MAX_IMAGE_PIECES`), the payload beginning with each
+    /// block's state: whether it has state, and the payload bytes used.
     pub fn start(
         engine: &'a dyn IoEngine,
         pieces: Vec<Piece>,
-        has_state: &[bool],
+        blocks_state: &[(bool, u16)],
         payload_len: u64,
     ) -> Result<Self> {
-        let blocks = u32::try_from(has_state.len())
+        let blocks = u32::try_from(blocks_state.len())
             .map_err(|_| Error::new(ErrorKind::Corrupt, "more tuple blocks than a u32 counts"))?;
         if pieces.len() > MAX_IMAGE_PIECES
             || super::pieces_len(&pieces) < BLOCK_SIZE as u64 + payload_len
@@ -75,7 +75,10 @@ impl<'a> ImageWriter<'a> {
             blocks,
             objects: 0,
         };
-        w.buf.extend(has_state.iter().map(|&s| u8::from(s)));
+        for &(state, used) in blocks_state {
+            w.buf.push(u8::from(state));
+            w.buf.extend_from_slice(&used.to_le_bytes());
+        }
         Ok(w)
     }
 

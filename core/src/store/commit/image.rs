@@ -99,7 +99,12 @@ impl Committer {
             return Ok(None);
         }
         let shared = self.shared.clone();
-        let has_state: Vec<bool> = self.table.blocks.iter().map(|b| b.has_state).collect();
+        let blocks: Vec<(bool, u16)> = self
+            .table
+            .blocks
+            .iter()
+            .map(|b| (b.has_state, b.used))
+            .collect();
         let mut keys = Vec::new();
         let records = {
             let st = shared.state.read();
@@ -117,7 +122,7 @@ impl Committer {
             }
             len
         };
-        let payload_len = ImageWriter::payload_len(has_state.len(), records);
+        let payload_len = ImageWriter::payload_len(blocks.len(), records);
         let len = BLOCK_SIZE as u64 + payload_len;
         // Like an object's: a store that can grow does (within its
         // max_capacity); no room is no image.
@@ -137,7 +142,7 @@ impl Committer {
         let engine = shared.engine.as_ref();
         let stamp = self.next_version - 1;
         let written = async {
-            let mut w = ImageWriter::start(engine, pieces.clone(), &has_state, payload_len)?;
+            let mut w = ImageWriter::start(engine, pieces.clone(), &blocks, payload_len)?;
             for batch in keys.chunks(BATCH) {
                 {
                     let st = shared.state.read();
