@@ -7,6 +7,21 @@
 pub mod compare;
 pub mod raw;
 
+/// Deterministic pseudo-random bytes (xorshift), the same for the same
+/// `seed` and `len`: values a bench writes and checks when it reads them
+/// back.
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
 /// Parses a byte size written as a number with an optional K, M, G or T
 /// suffix (powers of 1024, either case): "64M", "10G", "4096".
 pub fn parse_size(s: &str) -> Result<u64, String> {

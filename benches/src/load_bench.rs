@@ -27,17 +27,7 @@ fn fresh(dir: &std::path::Path, name: &str) -> PathBuf {
 }
 
 fn value(seed: u64, len: usize) -> Bytes {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    Bytes::from(
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect::<Vec<u8>>(),
-    )
+    Bytes::from(blobcask_bench::pattern(seed, len))
 }
 
 fn main() {

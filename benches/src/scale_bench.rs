@@ -50,15 +50,7 @@ fn key(i: u64) -> Vec<u8> {
 }
 
 fn value(i: u64, len: usize) -> Vec<u8> {
-    let mut x = i.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    blobcask_bench::pattern(i, len)
 }
 
 /// `RssAnon` of this process, bytes.
@@ -227,22 +219,29 @@ async fn child_kill(args: &Args) {
     tokio::time::sleep(Duration::from_secs(3600)).await;
 }
 
+/// This program run as the child `what` on the store at `path` of `n`
+/// objects.
+fn child(args: &Args, engine: &str, what: &str, path: &Path, n: u64) -> Command {
+    let mut c = Command::new(std::env::current_exe().expect("own path"));
+    c.args([
+        "--child",
+        what,
+        "--path",
+        path.to_str().expect("utf-8 path"),
+        "--count",
+        &n.to_string(),
+        "--value",
+        &args.value.to_string(),
+        "--index",
+        args.index.name(),
+        "--engine",
+        engine,
+    ]);
+    c
+}
+
 fn run_child(args: &Args, engine: &str, what: &str, path: &Path, n: u64) -> Vec<(String, f64)> {
-    let out = Command::new(std::env::current_exe().expect("own path"))
-        .args([
-            "--child",
-            what,
-            "--path",
-            path.to_str().expect("utf-8 path"),
-            "--count",
-            &n.to_string(),
-            "--value",
-            &args.value.to_string(),
-            "--index",
-            args.index.name(),
-            "--engine",
-            engine,
-        ])
+    let out = child(args, engine, what, path, n)
         .stderr(Stdio::inherit())
         .output()
         .expect("child");
@@ -262,19 +261,7 @@ fn run_child(args: &Args, engine: &str, what: &str, path: &Path, n: u64) -> Vec<
 }
 
 fn kill_after_puts(args: &Args, path: &Path, n: u64) {
-    let mut child = Command::new(std::env::current_exe().expect("own path"))
-        .args([
-            "--child",
-            "kill",
-            "--path",
-            path.to_str().expect("utf-8 path"),
-            "--count",
-            &n.to_string(),
-            "--value",
-            &args.value.to_string(),
-            "--index",
-            args.index.name(),
-        ])
+    let mut child = child(args, "blobcask", "kill", path, n)
         .stdout(Stdio::piped())
         .spawn()
         .expect("child");
