@@ -10,7 +10,7 @@ use crate::meta::image::{record_len, ImageObject, ImageWriter, MAX_IMAGE_PIECES}
 use crate::meta::superblock::publish_superblock;
 use crate::meta::tuple::Piece;
 use crate::store::grow;
-use crate::store::Entry;
+use crate::store::{Entry, Shared};
 
 /// Records encoded per hold of the state's read lock.
 const BATCH: usize = 8192;
@@ -28,6 +28,15 @@ fn object<'a>(key: &'a [u8], e: &'a Entry) -> ImageObject<'a> {
             .data
             .heap()
             .map(|h| (h.extent.pieces.as_slice(), &h.sums, h.unsynced)),
+    }
+}
+
+/// Gives an image's pieces back to the allocator (once no superblock
+/// names them).
+pub(super) fn free(shared: &Shared, pieces: Vec<Piece>) {
+    let mut alloc = shared.alloc.lock();
+    for p in pieces {
+        alloc.free(p);
     }
 }
 
@@ -66,10 +75,7 @@ impl Committer {
             crate::meta::image::pieces_len(&pieces),
             std::sync::atomic::Ordering::Relaxed,
         );
-        let mut alloc = self.shared.alloc.lock();
-        for p in pieces {
-            alloc.free(p);
-        }
+        free(&self.shared, pieces);
         Ok(())
     }
 
@@ -133,10 +139,7 @@ impl Committer {
         };
         if pieces.len() > MAX_IMAGE_PIECES {
             // Free space too fragmented for the header's list.
-            let mut alloc = shared.alloc.lock();
-            for p in pieces {
-                alloc.free(p);
-            }
+            free(&shared, pieces);
             return Ok(None);
         }
         let engine = shared.engine.as_ref();
@@ -157,10 +160,7 @@ impl Committer {
         }
         .await;
         if written.is_err() {
-            let mut alloc = shared.alloc.lock();
-            for p in pieces {
-                alloc.free(p);
-            }
+            free(&shared, pieces);
         }
         written.map(Some)
     }

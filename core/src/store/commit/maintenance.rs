@@ -143,22 +143,26 @@ impl Committer {
                 self.poison(&e);
             }
         }
-        // Every group is synced: record that in the superblock, so the next
-        // open need not read back the newest group's objects to verify them.
         // Nothing changed since open loaded the index image: the superblock
         // still names it and records the clean close it reflects.
         if self.image_kept() && !self.shared.failed.is_set() {
             self.shared.sealed.store(true, Ordering::Release);
             return;
         }
+        // Every group is synced: record that in the superblock, so the next
+        // open need not read back the newest group's objects to verify them.
         if !self.shared.failed.is_set() {
             // The index image (invariant 10): durable before the superblock
             // names it. Not writing one costs the next open time, never
             // the close.
-            let mut image = self.write_image().await.ok().flatten();
-            if image.is_some() && self.shared.engine.sync().await.is_err() {
-                image = None;
-            }
+            let image = match self.write_image().await {
+                Ok(Some(i)) if self.shared.engine.sync().await.is_ok() => Some(i),
+                Ok(Some((_, pieces))) => {
+                    super::image::free(&self.shared, pieces);
+                    None
+                }
+                _ => None,
+            };
             let mut sb = self.shared.superblock.lock();
             let mut next = sb.clone();
             next.clean_seq = self.next_version - 1;
@@ -167,9 +171,9 @@ impl Committer {
             match publish_superblock(self.shared.engine.as_ref(), &next) {
                 Ok(next) => *sb = next,
                 Err(_) => {
-                    let mut alloc = self.shared.alloc.lock();
-                    for p in image.into_iter().flat_map(|(_, pieces)| pieces) {
-                        alloc.free(p);
+                    drop(sb);
+                    if let Some((_, pieces)) = image {
+                        super::image::free(&self.shared, pieces);
                     }
                 }
             }
