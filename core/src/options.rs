@@ -34,6 +34,31 @@ pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
 /// Largest heap piece of a newly created store: 16 MiB.
 pub const DEFAULT_MAX_PIECE_SIZE: u64 = 16 << 20;
 
+/// The machine's memory in bytes as this process may use it: the
+/// system's total (`/proc/meminfo`), or the cgroup's limit when lower
+/// (cgroup v2 `memory.max`, v1 `memory.limit_in_bytes`). 0 when unknown.
+fn memory_bytes() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            kib.checked_mul(1024)
+        })
+        .unwrap_or(0);
+    let limit = [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .filter_map(|p| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok())
+    .min();
+    match limit {
+        Some(l) if total == 0 || l < total => l,
+        _ => total,
+    }
+}
+
 /// When an acknowledged change is durable.
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -103,6 +128,10 @@ pub struct Options {
     pub(crate) scan_metadata: bool,
     pub(crate) durability: Durability,
     pub(crate) cache_bytes: u64,
+    /// The read cache's bound as a fraction of the machine's memory (wins
+    /// over `cache_bytes` when set).
+    pub(crate) cache_fraction: Option<f64>,
+    pub(crate) warm_up: bool,
     /// Expired objects stay until a later open removes them (a backup's
     /// copy while it is written and verified: it must hold what the
     /// snapshot held, expired since or not).
@@ -128,6 +157,8 @@ impl Default for Options {
             scan_metadata: false,
             durability: Durability::Sync,
             cache_bytes: DEFAULT_CACHE_BYTES,
+            cache_fraction: None,
+            warm_up: true,
             keep_expired: false,
             paired_layout: false,
         }
@@ -150,7 +181,41 @@ impl Options {
     /// Defaults to [`DEFAULT_CACHE_BYTES`].
     pub fn cache_bytes(mut self, bytes: u64) -> Self {
         self.cache_bytes = bytes;
+        self.cache_fraction = None;
         self
+    }
+
+    /// Bound of the read cache as a fraction of the machine's memory (more
+    /// than 0, at most 1): `0.25` keeps up to a quarter of it. The memory
+    /// is the system's total, or the cgroup's limit when lower (a
+    /// container's); read at open. Replaces [`cache_bytes`](Self::cache_bytes)
+    /// (the last of the two set wins). A fraction outside (0, 1] is refused
+    /// at open with `InvalidArgument`.
+    pub fn cache_fraction(mut self, fraction: f64) -> Self {
+        self.cache_fraction = Some(fraction);
+        self
+    }
+
+    /// Whether open warms the read cache (default true): after open, the
+    /// tuple blocks that hold inline values are read into the cache in the
+    /// background, a batch at a time, yielding to reads and only into free
+    /// room, so small objects are memory hits from their first get after
+    /// a restart. [`Stats::cache`](crate::Stats) reports `warmed_blocks`
+    /// and `warming`. Has no effect with the cache off.
+    pub fn warm_up(mut self, on: bool) -> Self {
+        self.warm_up = on;
+        self
+    }
+
+    /// The read cache's bound in bytes: `cache_bytes`, or the fraction of
+    /// memory `cache_fraction` asks for (checked by `validate`).
+    pub(crate) fn cache_bound(&self) -> u64 {
+        match self.cache_fraction {
+            // A fraction in (0, 1] of a u64: the product fits.
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+            Some(f) => (memory_bytes() as f64 * f) as u64,
+            None => self.cache_bytes,
+        }
     }
 
     /// Size of the store file (rounded down to 4 KiB). A new store's file
@@ -356,6 +421,14 @@ impl Options {
                     "max_delay {max_delay:?} is under 1 µs: buffered durability needs a delay"
                 ));
             }
+        }
+        if let Some(f) = self
+            .cache_fraction
+            .filter(|f| !(f.is_finite() && *f > 0.0 && *f <= 1.0))
+        {
+            return bad(format!(
+                "cache_fraction {f} is not a fraction of memory: give a number in (0, 1]"
+            ));
         }
         if self.salvage && !self.read_only {
             return bad(

@@ -141,12 +141,14 @@ impl Report for Stats {
 
 impl Report for CacheStats {
     fn record(&self) -> Record {
-        use Figure::Count;
+        use Figure::{Count, Flag};
         let CacheStats {
             hits,
             misses,
             bytes,
             capacity,
+            warmed_blocks,
+            warming,
         } = self;
         Record {
             kind: "CacheStats",
@@ -155,6 +157,8 @@ impl Report for CacheStats {
                 ("misses", Count(*misses)),
                 ("bytes", Count(*bytes)),
                 ("capacity", Count(*capacity)),
+                ("warmed_blocks", Count(*warmed_blocks)),
+                ("warming", Flag(*warming)),
             ],
         }
     }

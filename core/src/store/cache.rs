@@ -18,13 +18,18 @@
 //!   (reading the rest would cost device time the caller did not ask for).
 //!   Larger objects bypass the cache: their reads are long device
 //!   transfers anyway, and one of them would evict thousands of small ones.
-//! * **Admitted at the second whole read.** A doorkeeper (one bit per
-//!   hashed version, cleared when an eighth of its bits are set) remembers
-//!   versions read whole once; only a read of a version it has seen keeps
-//!   the bytes. An object read once, by a scan or a cold pass, is never
-//!   kept, so a cold read costs what it cost with the cache off: keeping
-//!   every first read took fresh memory whose first touch cost a 16 KiB
-//!   cold read 9-45 % more here (`benches/log/2026-11-23-read-cache.md`).
+//! * **Admitted at the first read while there is room,** for objects of
+//!   at most one block (`SMALL_OBJECT`) and tuple blocks: until the cache
+//!   is full, keeping them costs a copy of a few KiB, and the next read of
+//!   a small object after open is a memory hit rather than a device read.
+//! * **Otherwise admitted at the second whole read.** A doorkeeper (one bit
+//!   per hashed version, cleared when an eighth of its bits are set)
+//!   remembers versions read whole once; only a read of a version it has
+//!   seen keeps the bytes. A larger object read once, by a scan or a cold
+//!   pass, is never kept, nor is a small one once the cache is full, so a
+//!   cold read costs what it cost with the cache off: keeping every first
+//!   read took fresh memory whose first touch cost a 16 KiB cold read
+//!   9-45 % more here (`benches/log/2026-11-23-read-cache.md`).
 //! * **Eviction** is `quick_cache`'s (CLOCK-PRO with ghost entries): what
 //!   is admitted but not read again leaves first, so a scan of objects read
 //!   twice does not flush the hot set either.
@@ -37,8 +42,13 @@
 //!   rewrite of the block can miss (and is replaced by the next read that
 //!   admits it) but never returns another version. Keyed apart from
 //!   versions (`BLOCK_KEY`).
+//! * **Warmed after open.** The tuple blocks that hold inline values are
+//!   read into the cache in the background after open (`store/warm.rs`)
+//!   while it has room, so small objects are memory hits after a restart
+//!   without a first device read each. Warm-up only ever adds blocks as a
+//!   read would (`warm_block`), and only into free room.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use std::sync::Arc;
 
@@ -50,6 +60,9 @@ use crate::meta::tuple::Tuple;
 
 /// Largest object the cache holds.
 pub(crate) const MAX_OBJECT: u64 = 1 << 20;
+
+/// Largest object admitted at its first read (while the cache has room).
+const SMALL_OBJECT: u64 = BLOCK_SIZE as u64;
 
 /// Bookkeeping bytes counted per entry beyond its buffer: the allocation's
 /// header and rounding, the `Bytes`' shared part, quick_cache's slot and
@@ -98,6 +111,14 @@ fn weight(size: u64) -> u64 {
     round_up(size as usize, BLOCK_SIZE) as u64 + ENTRY_OVERHEAD
 }
 
+/// What keeping a tuple block's decoded tuples costs: the payload the
+/// values are slices of, and each tuple's own part.
+fn block_weight(tuples: &[Tuple]) -> u64 {
+    let per_tuple = std::mem::size_of::<Tuple>() as u64 + 16;
+    let keys: u64 = tuples.iter().map(|t| t.key.len() as u64).sum();
+    BLOCK_SIZE as u64 + tuples.len() as u64 * per_tuple + keys + ENTRY_OVERHEAD
+}
+
 /// What the cache did since open, for [`Stats`](crate::Stats).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheStats {
@@ -110,6 +131,11 @@ pub struct CacheStats {
     pub bytes: u64,
     /// The cache's bound in bytes (0: no cache).
     pub capacity: u64,
+    /// Tuple blocks the warm-up after open read into the cache (see
+    /// [`Options::warm_up`](crate::Options::warm_up)).
+    pub warmed_blocks: u64,
+    /// Whether the warm-up is still reading.
+    pub warming: bool,
 }
 
 /// Versions read whole once since the last clear (see the module comment):
@@ -166,6 +192,8 @@ pub(crate) struct ReadCache {
     max_object: u64,
     hits: AtomicU64,
     misses: AtomicU64,
+    warmed: AtomicU64,
+    warming: AtomicBool,
 }
 
 impl ReadCache {
@@ -208,7 +236,27 @@ impl ReadCache {
             max_object: MAX_OBJECT.min(capacity / shards as u64 / 8),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            warmed: AtomicU64::new(0),
+            warming: AtomicBool::new(false),
         }
+    }
+
+    /// Whether an entry weighing `weight` fits beside what is held now.
+    fn has_room(&self, weight: u64) -> bool {
+        self.cache
+            .as_ref()
+            .is_some_and(|c| c.weight().saturating_add(weight) <= c.capacity())
+    }
+
+    /// Whether the cache is on.
+    pub fn is_on(&self) -> bool {
+        self.cache.is_some()
+    }
+
+    /// Reads that went to the device since open (the warm-up yields to
+    /// them).
+    pub fn misses(&self) -> u64 {
+        self.misses.load(Ordering::Relaxed)
     }
 
     /// `[offset, offset + len)` of version `version` (an object of `size`
@@ -241,14 +289,16 @@ impl ReadCache {
 
     /// Whether a read of `[offset, offset + len)` of version `version` (a
     /// `size`-byte object) is to be kept (`admit`): a whole read of an
-    /// object the cache takes, the second since the doorkeeper's last clear.
+    /// object the cache takes, the first while there is room for a small
+    /// one, else the second since the doorkeeper's last clear.
     pub fn wants(&self, version: u64, size: u64, offset: u64, len: u64) -> bool {
         self.cache.is_some()
             && offset == 0
             && len == size
             && size > 0
             && size <= self.max_object
-            && self.door.seen(version)
+            && ((size <= SMALL_OBJECT && self.has_room(size + ENTRY_OVERHEAD))
+                || self.door.seen(version))
     }
 
     /// Keeps the checked bytes of a whole object version. `current` says
@@ -293,24 +343,41 @@ impl ReadCache {
     }
 
     /// Whether a read of tuple block `block` is to be kept
-    /// (`admit_block`): its second since the doorkeeper's last clear.
+    /// (`admit_block`): its first while there is room for a full block,
+    /// else its second since the doorkeeper's last clear.
     pub fn wants_block(&self, block: u32) -> bool {
-        self.cache.is_some() && self.door.seen(BLOCK_KEY | u64::from(block))
+        self.cache.is_some()
+            && (self.has_room(2 * BLOCK_SIZE as u64 + ENTRY_OVERHEAD)
+                || self.door.seen(BLOCK_KEY | u64::from(block)))
     }
 
     /// Keeps tuple block `block`'s tuples, decoded from a valid slot of it
     /// (replacing any copy read before).
     pub fn admit_block(&self, block: u32, tuples: Arc<[Tuple]>) {
         let Some(cache) = &self.cache else { return };
-        // The payload the values are slices of, and each tuple's own part.
-        let per_tuple = std::mem::size_of::<Tuple>() as u64 + 16;
-        let keys: u64 = tuples.iter().map(|t| t.key.len() as u64).sum();
-        let weight = BLOCK_SIZE as u64 + tuples.len() as u64 * per_tuple + keys + ENTRY_OVERHEAD;
+        let weight = block_weight(&tuples);
         let entry = Entry {
             kept: Kept::Block(tuples),
             weight,
         };
         cache.insert(BLOCK_KEY | u64::from(block), entry);
+    }
+
+    /// The warm-up's [`admit_block`](Self::admit_block): only into free
+    /// room (it never evicts what reads put there). False when there is
+    /// none left.
+    pub fn warm_block(&self, block: u32, tuples: Arc<[Tuple]>) -> bool {
+        if !self.has_room(block_weight(&tuples)) {
+            return false;
+        }
+        self.admit_block(block, tuples);
+        self.warmed.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Marks the warm-up as running or done (`CacheStats::warming`).
+    pub fn set_warming(&self, on: bool) {
+        self.warming.store(on, Ordering::Release);
     }
 
     /// Drops a version that is no longer reachable (overwritten, deleted).
@@ -326,6 +393,8 @@ impl ReadCache {
             misses: self.misses.load(Ordering::Relaxed),
             bytes: self.cache.as_ref().map_or(0, |c| c.weight()),
             capacity: self.cache.as_ref().map_or(0, |c| c.capacity()),
+            warmed_blocks: self.warmed.load(Ordering::Relaxed),
+            warming: self.warming.load(Ordering::Acquire),
         }
     }
 }
@@ -355,14 +424,14 @@ mod tests {
         assert_eq!(s.bytes, 10_000 + ENTRY_OVERHEAD, "kept as a copy");
     }
 
-    /// A tuple block is kept from its second read, apart from versions.
+    /// A tuple block is kept from its first read while there is room,
+    /// from its second once the cache is full; apart from versions.
     #[test]
-    fn a_tuple_block_is_kept_from_its_second_read() {
+    fn a_tuple_block_is_kept_at_its_first_read_while_there_is_room() {
         let c = ReadCache::new(1 << 20);
         let tuples: Arc<[Tuple]> = Vec::new().into();
-        assert!(!c.wants_block(7), "the first read does not admit");
-        assert!(c.wants_block(7), "the second does");
-        c.admit_block(7, tuples);
+        assert!(c.wants_block(7), "room: the first read admits");
+        c.admit_block(7, tuples.clone());
         assert!(c.block(7).is_some());
         assert!(c.block(8).is_none(), "another block");
         assert!(c.get(BLOCK_KEY | 7, 0, 0).is_none(), "not an object");
@@ -372,6 +441,18 @@ mod tests {
             s.bytes >= BLOCK_SIZE as u64,
             "weighed as its payload at least"
         );
+        // Full: the warm-up adds nothing, reads fall back to the
+        // doorkeeper.
+        let mut b = 100;
+        while c.warm_block(b, tuples.clone()) {
+            b += 1;
+        }
+        assert!(c.stats().bytes <= c.stats().capacity);
+        assert_eq!(c.stats().warmed_blocks, u64::from(b - 100));
+        assert!(!c.wants_block(9), "full: the first read does not admit");
+        assert!(c.wants_block(9), "the second does");
+        assert!(!c.wants(5, 2000, 0, 2000), "nor a small object's first");
+        assert!(c.wants(5, 2000, 0, 2000));
     }
 
     #[test]

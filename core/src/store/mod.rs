@@ -57,6 +57,7 @@ mod scrub;
 mod shared;
 mod state;
 mod upload;
+mod warm;
 mod write;
 
 use std::path::Path;
@@ -237,11 +238,12 @@ impl Store {
             committer,
             shared.maintenance.clone(),
         ));
+        let warm = warm::WarmUp::new(shared.clone());
         let handle = {
             let commits = commits.clone();
             std::thread::Builder::new()
                 .name("blobcask-maintenance".into())
-                .spawn(move || commits.maintain())
+                .spawn(move || commits.maintain(warm))
                 .map_err(|e| Error::io("starting the store's maintenance thread", e))?
         };
         Ok(Store {

@@ -182,6 +182,11 @@ impl Stored {
         }
     }
 
+    /// Whether the value is inline and read from its written block.
+    pub fn is_inline_on_device(&self) -> bool {
+        self.0.is_none()
+    }
+
     /// Whether the value is inline and its block not written yet.
     pub fn is_pending(&self) -> bool {
         matches!(self.0.as_deref(), Some(Held::Pending(_)))
@@ -388,6 +393,25 @@ impl State {
             .iter()
             .enumerate()
             .filter_map(|(id, e)| Some((id as EntryId, e.as_ref()?)))
+    }
+
+    /// Calls `mark` with the tuple block of every entry among ids
+    /// `from..from + n` whose inline value is read from its block; returns
+    /// the id to continue from (`None`: past the last).
+    pub fn inline_blocks(&self, from: usize, n: usize, mut mark: impl FnMut(u32)) -> Option<usize> {
+        let to = from.saturating_add(n).min(self.entries.len());
+        for e in self
+            .entries
+            .get(from..to)
+            .unwrap_or_default()
+            .iter()
+            .flatten()
+        {
+            if e.data.is_inline_on_device() {
+                mark(e.block);
+            }
+        }
+        (to < self.entries.len()).then_some(to)
     }
 
     /// Removes `key`'s entry from the index and the table.

@@ -21,6 +21,7 @@ use crate::error::Result;
 use crate::meta::superblock::publish_superblock;
 use crate::options::Durability;
 use crate::store::now_micros;
+use crate::store::warm::WarmUp;
 
 /// How often the maintenance thread looks for work when idle.
 pub(super) const IDLE_TICK: Duration = Duration::from_millis(100);
@@ -265,15 +266,23 @@ impl CommitPath {
     }
 
     /// The maintenance thread: background work until told to stop, then
-    /// the close.
-    pub(crate) fn maintain(&self) {
+    /// the close. A warm-up after open (`warm`) reads a batch per turn
+    /// until it is done.
+    pub(crate) fn maintain(&self, mut warm: Option<WarmUp>) {
         while !self.maintenance.stopped() {
-            let next = self.tick();
+            let mut next = self.tick();
             if self.maintenance.stopped() {
                 break;
             }
+            if let Some(w) = warm.as_mut() {
+                match crate::io::block_on(w.step()) {
+                    Some(wait) => next = next.min(wait),
+                    None => warm = None,
+                }
+            }
             self.maintenance.sleep(next);
         }
+        drop(warm);
         self.close();
     }
 }

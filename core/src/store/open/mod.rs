@@ -377,7 +377,7 @@ async fn rebuild(
         Some(PathFiles { lock, io }) => (Some(lock), Some(io)),
         None => (None, None),
     };
-    let cache_bytes = options.cache_bytes;
+    let cache_bytes = options.cache_bound();
     // From here on every write goes through one counter, below every
     // writer: `Stats::device_bytes_written` is what the device was asked
     // to write since the store opened, counted once.
