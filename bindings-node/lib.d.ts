@@ -64,6 +64,19 @@ export interface OpenOptions {
    */
   cacheBytes?: number
   /**
+   * The read cache's bound as a fraction of memory instead of `cacheBytes`
+   * (in (0, 1]; the system's memory, or the cgroup's limit when lower).
+   * Anything else is INVALID_ARGUMENT; so is giving both.
+   */
+  cacheFraction?: number
+  /**
+   * After open, read the tuple blocks of small (inline) values into the
+   * cache in the background, into free room only, so their first gets are
+   * memory hits (default true). `stats().cache.warming` says whether it
+   * still reads.
+   */
+  warmUp?: boolean
+  /**
    * When an acknowledged change is durable. `'sync'` (the default): a put,
    * delete or commit resolves once it is synced to the device, and survives
    * a crash or power cut (concurrent changes share one sync).
@@ -229,6 +242,10 @@ export interface CacheStats {
   bytes: number
   /** The cache's bound in bytes (0: no cache). */
   capacity: number
+  /** Tuple blocks the warm-up after open read into the cache. */
+  warmedBlocks: number
+  /** Whether the warm-up still reads. */
+  warming: boolean
 }
 
 /** What recovery found and did at open. */

@@ -74,6 +74,13 @@ pub struct OpenOptions {
     /// Bytes of the read cache of whole small objects (default 64 MiB; 0
     /// turns it off). `stats().cache` counts its hits.
     pub cache_bytes: Option<f64>,
+    /// The read cache's bound as a fraction of memory instead, in (0, 1]
+    /// (the system's, or the cgroup's limit when lower); not with
+    /// `cacheBytes`.
+    pub cache_fraction: Option<f64>,
+    /// Read the tuple blocks of small (inline) values into the cache in the
+    /// background after open, into free room only (default true).
+    pub warm_up: Option<bool>,
     /// When an acknowledged change is durable: `'sync'` (the default) or
     /// `{ maxDelayMs }` (see [`BufferedDurability`]). Not stored: given
     /// at every open.
@@ -167,8 +174,18 @@ pub(crate) fn options_of(o: Option<OpenOptions>) -> Result<Options> {
     if let Some(m) = o.max_capacity {
         opts = opts.max_capacity(limit_of(m, "maxCapacity")?);
     }
-    if let Some(c) = o.cache_bytes {
-        opts = opts.cache_bytes(offset_of(c, "cacheBytes")?);
+    match (o.cache_bytes, o.cache_fraction) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                "give cacheBytes or cacheFraction, not both".to_owned(),
+            ))
+        }
+        (Some(c), None) => opts = opts.cache_bytes(offset_of(c, "cacheBytes")?),
+        (None, Some(f)) => opts = opts.cache_fraction(f),
+        (None, None) => {}
+    }
+    if let Some(w) = o.warm_up {
+        opts = opts.warm_up(w);
     }
     if let Some(d) = o.durability {
         opts = opts.durability(durability_of(d)?);

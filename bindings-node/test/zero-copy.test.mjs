@@ -67,7 +67,7 @@ test('writing into a returned Buffer never changes what later reads return', asy
     await s.put('k', randomBytes(20_000))
     s.getSync('k')
     s.getSync('k')
-    assert.deepEqual(s.stats().cache, { hits: 0, misses: 0, bytes: 0, capacity: 0 })
+    assert.deepEqual(s.stats().cache, { hits: 0, misses: 0, bytes: 0, capacity: 0, warmedBlocks: 0, warming: false })
   })
   for (const cacheBytes of [-1, 1.5, 2 ** 64, 2 ** 70, Infinity, NaN]) {
     await assert.rejects(withStore({ cacheBytes }, async () => {}), { code: 'INVALID_ARGUMENT' }, `${cacheBytes}`)
@@ -163,4 +163,34 @@ test('a synchronous loop of 1 MiB getSync does not hold every result until the l
     const grown = (process.memoryUsage().rss - before) / (1 << 20)
     assert.ok(grown < 200, `RSS grew by ${grown.toFixed(0)} MiB over 400 reads of 1 MiB`)
   })
+})
+
+test('small objects are cache hits from their first get after a reopen', async () => {
+  const t = tempPath()
+  const values = new Map()
+  for (let i = 0; i < 2000; i++) values.set(`k/${String(i).padStart(5, '0')}`, randomBytes(100))
+  let s = await Store.open(t.path, { capacity: 64 << 20 })
+  await s.bulkLoad(values.entries())
+  await s.close()
+  s = await Store.open(t.path)
+  const deadline = Date.now() + 60_000
+  while (s.stats().cache.warming) {
+    assert.ok(Date.now() < deadline, JSON.stringify(s.stats().cache))
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+  const warm = s.stats().cache
+  assert.ok(warm.warmedBlocks > 0, JSON.stringify(warm))
+  for (const [k, v] of values) assert.ok((await s.get(k)).equals(v), k)
+  const after = s.stats().cache
+  assert.deepEqual([after.hits - warm.hits, after.misses - warm.misses], [2000, 0])
+  await s.close()
+  s = await Store.open(t.path, { warmUp: false })
+  assert.deepEqual([s.stats().cache.warmedBlocks, s.stats().cache.warming], [0, false])
+  await s.close()
+  for (const opts of [{ cacheFraction: 0 }, { cacheFraction: 1.5 }, { cacheFraction: NaN }, { cacheFraction: 0.5, cacheBytes: 1 << 20 }, { cacheFraction: '0.5' }, { warmUp: 1 }]) {
+    await assert.rejects(Store.open(t.path, opts), { code: 'INVALID_ARGUMENT' }, JSON.stringify(opts))
+  }
+  s = await Store.open(t.path, { cacheFraction: 0.01 })
+  assert.ok(s.stats().cache.capacity > 0)
+  await s.close()
 })

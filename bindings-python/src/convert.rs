@@ -26,6 +26,21 @@ pub(crate) fn byte_count(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<u64> {
     })
 }
 
+/// A fraction given as a float (or an int, never a bool); its range is
+/// checked at open (`InvalidArgumentError`).
+pub(crate) fn fraction_of(obj: &Bound<'_, PyAny>, name: &str) -> PyResult<f64> {
+    if obj.is_instance_of::<pyo3::types::PyBool>()
+        || !(obj.is_instance_of::<pyo3::types::PyFloat>()
+            || obj.is_instance_of::<pyo3::types::PyInt>())
+    {
+        let type_name = type_name(obj);
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "{name} must be a float, not {type_name}"
+        )));
+    }
+    obj.extract::<f64>()
+}
+
 /// The options of a put (or upload commit) from its keyword arguments.
 pub(crate) fn put_options(
     if_absent: bool,

@@ -10,7 +10,7 @@ use pyo3::types::PyBytes;
 use crate::blob::Blob;
 use crate::bulk_load::{LoadSource, LOAD_QUEUE};
 use crate::convert::{
-    byte_count, bytes_out, durability_of, key_of, put_options, record_out, value_of,
+    byte_count, bytes_out, durability_of, fraction_of, key_of, put_options, record_out, value_of,
     writable_buffer,
 };
 use crate::errors::{error_class, py_err, type_name};
@@ -91,7 +91,7 @@ impl Store {
 #[pymethods]
 impl Store {
     #[new]
-    #[pyo3(signature = (path, *, capacity=None, index=None, inline_threshold=None, max_capacity=None, io_engine="auto", direct_io=true, create=true, create_new=false, read_only=false, salvage=false, cache_bytes=None, durability="sync", max_delay=None))]
+    #[pyo3(signature = (path, *, capacity=None, index=None, inline_threshold=None, max_capacity=None, io_engine="auto", direct_io=true, create=true, create_new=false, read_only=false, salvage=false, cache_bytes=None, cache_fraction=None, warm_up=true, durability="sync", max_delay=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -107,6 +107,8 @@ impl Store {
         read_only: bool,
         salvage: bool,
         cache_bytes: Option<&Bound<'_, PyAny>>,
+        cache_fraction: Option<&Bound<'_, PyAny>>,
+        warm_up: bool,
         durability: &str,
         max_delay: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
@@ -123,9 +125,18 @@ impl Store {
         .create_new(create_new)
         .read_only(read_only)
         .salvage(salvage);
-        if let Some(c) = cache_bytes {
-            opts = opts.cache_bytes(byte_count(c, "cache_bytes")?);
+        match (cache_bytes, cache_fraction) {
+            (Some(_), Some(_)) => {
+                return Err(error_class(
+                    "InvalidArgumentError",
+                    "INVALID_ARGUMENT: give cache_bytes or cache_fraction, not both".to_owned(),
+                ))
+            }
+            (Some(c), None) => opts = opts.cache_bytes(byte_count(c, "cache_bytes")?),
+            (None, Some(f)) => opts = opts.cache_fraction(fraction_of(f, "cache_fraction")?),
+            (None, None) => {}
         }
+        opts = opts.warm_up(warm_up);
         opts = opts.durability(durability_of(durability, max_delay)?);
         let inner = py
             .detach(|| blocking::Store::open(path, opts))

@@ -5,6 +5,7 @@ Run after `pip install ./bindings-python`."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -81,7 +82,14 @@ def test_indexing_by_name_still_works(store):
     st = store.stats()
     for name in DICT_KEYS - {"cache", "recovery"}:
         assert st[name] == getattr(st, name), name
-    assert st["cache"] == {"hits": 0, "misses": 0, "bytes": st.cache.bytes, "capacity": 64 << 20}
+    assert st["cache"] == {
+        "hits": 0,
+        "misses": 0,
+        "bytes": st.cache.bytes,
+        "capacity": 64 << 20,
+        "warmed_blocks": 0,
+        "warming": False,
+    }
     assert st["cache"]["capacity"] == st.cache.capacity
     assert st["recovery"]["clean"] == st.recovery.clean
     assert st["recovery"]["details"] == []
@@ -106,3 +114,37 @@ def test_async_stats_and_a_closed_store(path):
     s.close()
     with pytest.raises(errors.ClosedError):
         s.stats()
+
+
+def test_small_objects_are_cache_hits_after_a_reopen(path):
+    values = {f"k/{i:05}": bytes([i % 251]) * 100 for i in range(2000)}
+    with blobcask.Store(path, capacity=64 << 20) as s:
+        s.bulk_load(values.items())
+    with blobcask.Store(path) as s:
+        deadline = time.monotonic() + 60
+        while s.stats().cache.warming:
+            assert time.monotonic() < deadline, s.stats().cache
+            time.sleep(0.005)
+        warm = s.stats().cache
+        assert warm.warmed_blocks > 0
+        for k, v in values.items():
+            assert s[k] == v
+        after = s.stats().cache
+        assert (after.hits - warm.hits, after.misses - warm.misses) == (2000, 0)
+    with blobcask.Store(path, warm_up=False) as s:
+        assert (s.stats().cache.warmed_blocks, s.stats().cache.warming) == (0, False)
+
+
+def test_cache_options_are_checked_never_coerced(path):
+    with blobcask.Store(path, cache_fraction=0.01) as s:
+        assert 0 < s.stats().cache.capacity
+    for bad in ("0.5", True, None.__class__, [0.5]):
+        with pytest.raises(TypeError, match="cache_fraction must be a float"):
+            blobcask.Store(path, cache_fraction=bad)
+    for bad in (0.0, -1, 1.5, float("nan"), float("inf")):
+        with pytest.raises(errors.InvalidArgumentError, match="cache_fraction"):
+            blobcask.Store(path, cache_fraction=bad)
+    with pytest.raises(errors.InvalidArgumentError, match="not both"):
+        blobcask.Store(path, cache_bytes=1 << 20, cache_fraction=0.5)
+    with pytest.raises(TypeError):
+        blobcask.Store(path, warm_up=1)

@@ -152,6 +152,8 @@ class Store:
         read_only: bool = False,
         salvage: bool = False,
         cache_bytes: Optional[int] = None,
+        cache_fraction: Optional[float] = None,
+        warm_up: bool = True,
         durability: Literal["sync", "buffered"] = "sync",
         max_delay: Optional[_Seconds] = None,
     ) -> Self:
@@ -171,6 +173,12 @@ class Store:
         ``backup``.
         ``cache_bytes`` bounds the read cache of whole small objects (default
         64 MiB; 0 turns it off); ``stats()["cache"]`` counts its hits.
+        ``cache_fraction`` bounds it as a fraction of memory instead (in
+        (0, 1]; the system's, or the cgroup's limit when lower; not with
+        ``cache_bytes``). ``warm_up`` (default True): after open, the tuple
+        blocks holding small (inline) values are read into the cache in the
+        background, into free room only, so their first gets are memory
+        hits; ``stats().cache.warming`` says whether it still reads.
 
         A new store file starts at ``capacity`` bytes (default 16 MiB) and
         grows by itself as it fills, up to ``max_capacity`` (default: no

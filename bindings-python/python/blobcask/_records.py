@@ -155,13 +155,16 @@ class CacheStats(_Figures):
 
     ``hits`` and ``misses``: reads of heap objects served from the cache and
     from the device; ``bytes``: what it holds now; ``capacity``: its bound
-    (0: no cache).
+    (0: no cache); ``warmed_blocks``: tuple blocks the warm-up after open
+    read into it; ``warming``: whether the warm-up still reads.
     """
 
     hits: int
     misses: int
     bytes: int
     capacity: int
+    warmed_blocks: int
+    warming: bool
 
 
 @dataclass(frozen=True, slots=True)
