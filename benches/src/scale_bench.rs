@@ -12,6 +12,9 @@
 //! * **get p50, first touch** (each key's first read after the open: a
 //!   device read unless the open brought its block into memory) and
 //!   **warm** (the same keys again), 20k random keys;
+//! * **after the warm-up** (blobcask): reopened with `cache_fraction(0.25)`,
+//!   the time until the read cache's warm-up is done, then each key's
+//!   first get (p50) and the share of them the cache served;
 //! * **bytes on disk per object**: what the store holds allocated
 //!   (capacity minus free bytes) over N;
 //! * **open after kill -9**: a child opens the store, puts 1000 objects
@@ -202,6 +205,34 @@ async fn child_open(args: &Args) {
     println!("clean={}", report.clean);
     println!("from_image={}", report.from_image);
     store.close().await.expect("close");
+    // Again with a cache of a quarter of memory: the time until its
+    // warm-up is done, then each key's first get.
+    let t = Instant::now();
+    let store = Store::open(path, Options::new().cache_fraction(0.25).index(args.index))
+        .await
+        .expect("open with a cache");
+    while store.stats().cache.warming {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let warmed = t.elapsed();
+    let mut first = Vec::with_capacity(picks.len());
+    for &i in &picks {
+        let t = Instant::now();
+        let v = store.get(key(i)).await.expect("get");
+        first.push(t.elapsed());
+        assert_eq!(v.len(), args.value);
+    }
+    let c = store.stats().cache;
+    println!("warm_up_s={}", warmed.as_secs_f64());
+    println!(
+        "after_warm_up_p50_us={}",
+        median(&mut first).as_secs_f64() * 1e6
+    );
+    println!(
+        "after_warm_up_hit_ratio={}",
+        c.hits as f64 / (c.hits + c.misses).max(1) as f64
+    );
+    store.close().await.expect("close");
 }
 
 /// Opens, then puts objects one by one until killed.
@@ -291,6 +322,9 @@ struct Row {
     disk_per_object: f64,
     first_touch_us: f64,
     warm_us: f64,
+    /// blobcask only: open until the cache's warm-up is done, and each
+    /// key's first get after it (a cache of a quarter of memory).
+    warm_up: Option<(f64, f64, f64)>,
 }
 
 impl Row {
@@ -305,6 +339,13 @@ impl Row {
             disk_per_object: disk / n as f64,
             first_touch_us: get(m, "cold_p50_us"),
             warm_us: get(m, "warm_p50_us"),
+            warm_up: m.iter().any(|(k, _)| k == "warm_up_s").then(|| {
+                (
+                    get(m, "warm_up_s"),
+                    get(m, "after_warm_up_p50_us"),
+                    get(m, "after_warm_up_hit_ratio"),
+                )
+            }),
         }
     }
 
@@ -323,6 +364,14 @@ impl Row {
             self.warm_us,
             self.engine,
         );
+        if let Some((secs, p50, hits)) = self.warm_up {
+            println!(
+                "{:>10} warm-up {:.1} ms, then first gets p50 {p50:.1} µs, {:.1} % hits (cache_fraction 0.25)",
+                "",
+                secs * 1e3,
+                hits * 100.0
+            );
+        }
     }
 
     /// Records the row. blobcask's figures carry the same run's LMDB
@@ -411,6 +460,30 @@ impl Row {
             self.warm_us,
             "µs",
         ));
+        if let Some((secs, p50, hit_ratio)) = self.warm_up {
+            sink.record(fig(
+                format!("scale.warm_up.{tag}"),
+                "open until the cache's warm-up is done (cache_fraction 0.25)",
+                secs,
+                "s",
+            ));
+            sink.record(
+                fig(
+                    format!("scale.get_after_warm_up.{tag}"),
+                    "get p50, each key's first read after the warm-up (cache_fraction 0.25)",
+                    p50,
+                    "µs",
+                )
+                .baseline(self.first_touch_us, "first read without a cache, same run")
+                .ratio(p50 / self.first_touch_us),
+            );
+            sink.record(fig(
+                format!("scale.get_after_warm_up_hits.{tag}"),
+                "share of those reads served by the cache",
+                hit_ratio,
+                "share",
+            ));
+        }
     }
 }
 
