@@ -342,7 +342,14 @@ def test_read_cache_is_on_by_default_and_counts_hits(path):
     with blobcask.Store(path, cache_bytes=0) as s:
         s.get("hot")
         s.get("hot")
-        assert s.stats()["cache"] == {"hits": 0, "misses": 0, "bytes": 0, "capacity": 0}
+        assert s.stats()["cache"] == {
+            "hits": 0,
+            "misses": 0,
+            "bytes": 0,
+            "capacity": 0,
+            "warmed_blocks": 0,
+            "warming": False,
+        }
     with pytest.raises(ValueError, match="cache_bytes"):
         blobcask.Store(path, cache_bytes=-1)
     with pytest.raises(ValueError, match="cache_bytes"):
