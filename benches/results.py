@@ -140,7 +140,8 @@ TARGETS: list[tuple[str, list[Target]]] = [
                "scale.load_rate.100b.10000000.hash", "ratio", ">=", 1.0, "×", SCALE, engine=None),
         Target("get right after a reopen, small objects that fit the cache, from Python, p50", "≤ 3 µs",
                "py.get.after_reopen", "value", "<=", 3.0, "µs",
-               "no bench measures it yet (python_bench.py times gets of objects read twice first)", engine=None),
+               "target/py-venv/bin/python benches/python_reopen.py --n 1000000 --json "
+               "benches/results/figures/DATE-TOPIC.jsonl (py-lmdb installed for the baseline)", engine=None),
     ]),
     ("Bindings (DESIGN.md, the paragraph after the table)", [
         Target("Python: awaited 16 KiB get / blocking get", "≤ 1.25 ×", "py.get16k.awaited", "ratio", "<=", 1.25,
