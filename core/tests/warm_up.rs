@@ -207,3 +207,23 @@ fn the_cache_bound_can_be_a_fraction_of_memory() {
     // Refused before anything was written: the store opens as it was.
     Store::open(&t.path, Options::new()).unwrap();
 }
+
+/// Close (and a read-only open) while the warm-up reads: close waits for
+/// its batch and returns; the store reopens with every object.
+#[test]
+fn close_during_the_warm_up_loses_nothing() {
+    let t = temp_path();
+    let values = filled(&t, 20_000);
+    for read_only in [false, true] {
+        for _ in 0..5 {
+            let s = Store::open(&t.path, Options::new().read_only(read_only)).expect("reopen");
+            s.close().expect("close while warming");
+        }
+    }
+    let s = Store::open(&t.path, Options::new()).expect("reopen");
+    assert_eq!(s.stats().objects, 20_000);
+    assert!(s.stats().recovery.from_image, "{:?}", s.stats().recovery);
+    for (i, v) in values.iter().enumerate().step_by(101) {
+        assert_eq!(&s.get(key(i)).unwrap()[..], &v[..]);
+    }
+}
