@@ -30,7 +30,7 @@ fuzz_target!(|input: Input| {
     let mut a = BuddyAllocator::new(base, total, max_order);
     let mut held: Vec<Piece> = Vec::new();
     let mut used: BTreeSet<u64> = BTreeSet::new();
-    let mut claim = |p: &Piece, used: &mut BTreeSet<u64>| {
+    let claim = |p: &Piece, used: &mut BTreeSet<u64>| {
         assert!(p.start >= base && p.start + (1 << p.order) <= base + total, "{p:?} outside the heap");
         for b in p.start..p.start + (1 << p.order) {
             assert!(used.insert(b), "block {b} handed out twice");
