@@ -197,7 +197,11 @@ async fn child_open(args: &Args) {
     let st = store.stats();
     // At least: a store kept (`--keep`) from a run also holds the objects
     // its kill -9 child put.
-    assert!(st.objects >= args.n, "{} objects after the open", st.objects);
+    assert!(
+        st.objects >= args.n,
+        "{} objects after the open",
+        st.objects
+    );
     println!("open_s={}", opened.as_secs_f64());
     println!("open_first_get_s={}", open_first.as_secs_f64());
     println!("rss_bytes={rss}");
