@@ -20,8 +20,8 @@ if [ ! -x target/verify-cost-old/target/release/blobcask-bench ]; then
   git worktree add -f --detach target/verify-cost-old "$OLD_COMMIT" >/dev/null
   # The old build has no `space` phase: give it the same one (public API only).
   python3 - <<'PY'
-new = open('benches/src/main.rs').read()
-fn = new[new.index('/// Space used per byte of values'):new.index('async fn read_phase(')]
+new = open('benches/src/bench/space.rs').read()
+fn = new[new.index('/// Space used per byte of values'):] + '\n'
 p = 'target/verify-cost-old/benches/src/main.rs'
 s = open(p).read()
 s = s.replace('        if cfg.phase.as_deref().is_none_or(|p| p == "fs") {',
