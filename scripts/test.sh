@@ -169,8 +169,8 @@ cargo clippy --locked -q -p blobcask-object-store --all-targets --features s3,op
 cargo test --locked -q -p blobcask-object-store --features opendal --test opendal
 BLOBCASK_TEST_PYTHON="$PWD/$VENV/bin/python" cargo test --locked -q -p blobcask-object-store --features s3 --test same_code_s3
 
-step "Node package: npm install (builds the addon), npm pack, the tarball installed outside the repository with no cargo on PATH, node --test there"
-(cd bindings-node && npm install --no-audit --no-fund --loglevel=error)
+step "Node package: npm ci (builds the addon), npm pack, the tarball installed outside the repository with no cargo on PATH, node --test there"
+(cd bindings-node && npm ci --no-audit --no-fund --loglevel=error)
 node examples/node/quickstart.mjs >/dev/null
 NODE_PKG=$(mktemp -d "${TMPDIR:-/tmp}/blobcask-npm.XXXXXX")
 CLEANUP_DIR=$NODE_PKG
