@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any, Callable
 
 import blobcask
 
@@ -48,10 +49,21 @@ def value(i: int) -> bytes:
     return (i.to_bytes(8, "little") * 13)[:VALUE]
 
 
+def timed_gets(get: Callable[[bytes], Any], picks: list[int]) -> list[float]:
+    """Each pick's get, timed alone; every value checked."""
+    times = []
+    for i in picks:
+        k = key(i)
+        t = time.perf_counter()
+        v = get(k)
+        times.append(time.perf_counter() - t)
+        assert v == value(i), i
+    return times
+
+
 def child(engine: str, path: str, n: int) -> None:
     rng = random.Random(7)
     picks = rng.sample(range(n), min(SAMPLES, n))
-    times = []
     out: dict[str, float] = {}
     if engine == "blobcask":
         t = time.perf_counter()
@@ -61,13 +73,7 @@ def child(engine: str, path: str, n: int) -> None:
             time.sleep(0.001)
         out["warm_up_s"] = time.perf_counter() - t
         before = store.stats().cache
-        get = store.get
-        for i in picks:
-            k = key(i)
-            t = time.perf_counter()
-            v = get(k)
-            times.append(time.perf_counter() - t)
-            assert v == value(i), i
+        times = timed_gets(store.get, picks)
         after = store.stats().cache
         reads = (after.hits - before.hits) + (after.misses - before.misses)
         out["hit_share"] = (after.hits - before.hits) / max(reads, 1)
@@ -79,13 +85,7 @@ def child(engine: str, path: str, n: int) -> None:
         env = lmdb.open(path, readonly=True, lock=False, map_size=1 << 36)
         out["open_s"] = time.perf_counter() - t
         with env.begin() as txn:
-            get = txn.get
-            for i in picks:
-                k = key(i)
-                t = time.perf_counter()
-                v = get(k)
-                times.append(time.perf_counter() - t)
-                assert v == value(i), i
+            times = timed_gets(txn.get, picks)
         env.close()
     out["p50_us"] = statistics.median(times) * 1e6
     print(json.dumps(out))

@@ -69,7 +69,7 @@ impl WarmUp {
     /// One turn: finds blocks, or reads a batch of them into the cache.
     /// `Some(wait)` before the next turn; `None` when done.
     pub(crate) async fn step(&mut self) -> Option<Duration> {
-        let more = if let Some(from) = self.scan_from {
+        if let Some(from) = self.scan_from {
             let wanted = &mut self.wanted;
             self.scan_from = self.shared.state.read().inline_blocks(from, SCAN, |b| {
                 let b = b as usize;
@@ -82,12 +82,9 @@ impl WarmUp {
             });
             Some(Duration::ZERO)
         } else {
+            // Done at `None`: dropping the warm-up clears `warming`.
             self.read_batch().await
-        };
-        if more.is_none() {
-            self.shared.cache.set_warming(false);
         }
-        more
     }
 
     /// Reads the next `BATCH` wanted blocks and keeps those that decode.
