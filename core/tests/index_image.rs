@@ -252,9 +252,17 @@ fn image_span(image: &[u8]) -> (usize, usize) {
     (at, payload)
 }
 
+/// An image of keys (ordered indexes) and one of key fingerprints (the
+/// hash index's) alike.
 #[test]
 fn a_flipped_byte_anywhere_in_the_image_is_reported_and_costs_no_object() {
-    let (image, model) = closed_store(IndexKind::Fst);
+    for index in [IndexKind::Fst, IndexKind::Hash] {
+        a_flipped_byte_is_reported(index);
+    }
+}
+
+fn a_flipped_byte_is_reported(index: IndexKind) {
+    let (image, model) = closed_store(index);
     let (at, payload) = image_span(&image);
     // The header, every 97th byte of the payload (the image spans one
     // piece here: the payload follows the header), and its last byte.
@@ -267,8 +275,8 @@ fn a_flipped_byte_anywhere_in_the_image_is_reported_and_costs_no_object() {
     for off in offsets {
         let mut bad = image.clone();
         bad[at + off] ^= 0x10;
-        let what = format!("byte {off} of the image flipped");
-        let (dev, store) = open_image(bad.clone(), options(IndexKind::Fst).read_only(true));
+        let what = format!("{index:?}: byte {off} of the image flipped");
+        let (dev, store) = open_image(bad.clone(), options(index).read_only(true));
         let r = store.stats().recovery;
         assert!(!r.from_image, "{what}: the damaged image was loaded");
         assert!(
@@ -282,11 +290,11 @@ fn a_flipped_byte_anywhere_in_the_image_is_reported_and_costs_no_object() {
     // A read-write open drops it; the next close writes a whole one.
     let mut bad = image.clone();
     bad[at + BLOCK_SIZE + payload / 2] ^= 1;
-    let (dev, store) = open_image(bad, options(IndexKind::Fst));
+    let (dev, store) = open_image(bad, options(index));
     assert!(!store.stats().recovery.from_image);
     assert_eq!(superblock(&dev.volatile_image()).index_image, None);
     store.close().unwrap();
-    let (_, back) = open_image(dev.volatile_image(), options(IndexKind::Fst));
+    let (_, back) = open_image(dev.volatile_image(), options(index));
     let r = back.stats().recovery;
     assert!(r.from_image && r.is_empty(), "{r:?}");
     assert_holds(&back, &model, "after the image was rewritten");
@@ -414,4 +422,106 @@ fn a_full_store_grows_for_its_image_and_one_that_cannot_closes_without_one() {
     let s = Store::open(&t.path, growable().read_only(true)).unwrap();
     assert!(s.stats().recovery.from_image);
     check(&s);
+}
+
+/// The image's magic (its header's first 8 bytes).
+fn image_magic(image: &[u8]) -> &[u8] {
+    let (at, _) = image_span(image);
+    &image[at..at + 8]
+}
+
+/// The hash index holds key fingerprints, not keys, so its image records
+/// fingerprints (`BCINDEX2`): it serves the hash index only; an index that
+/// holds keys scans instead (reported, nothing lost). An image of keys
+/// (`BCINDEX1`, the ordered indexes') serves the hash index too. Keys of a
+/// hash store, read from its tuple blocks, are every key.
+#[test]
+fn a_hash_image_holds_fingerprints_and_serves_the_hash_index_only() {
+    let (image, model) = closed_store(IndexKind::Hash);
+    assert_eq!(image_magic(&image), b"BCINDEX2");
+    let keys = |store: &Store| -> Vec<String> {
+        let mut keys: Vec<String> = store
+            .keys()
+            .unwrap()
+            .map(|e| String::from_utf8(e.unwrap().key.to_vec()).unwrap())
+            .collect();
+        keys.sort();
+        keys
+    };
+    let want: Vec<String> = model.keys().cloned().collect();
+
+    let (_, hash) = open_image(image.clone(), options(IndexKind::Hash).read_only(true));
+    let r = hash.stats().recovery;
+    assert!(r.from_image && r.is_empty(), "{r:?}");
+    assert_holds(&hash, &model, "hash index from its image");
+    assert_eq!(keys(&hash), want);
+    assert!(hash.contains("expires/later"));
+    assert!(!hash.contains("obj/007"), "a deleted key");
+    hash.close().unwrap();
+
+    for index in [IndexKind::BTree, IndexKind::Fst] {
+        let (_, other) = open_image(image.clone(), options(index).read_only(true));
+        let r = other.stats().recovery;
+        assert!(!r.from_image, "{index:?} loaded fingerprints: {r:?}");
+        assert!(
+            r.repaired.iter().any(|l| l.contains("fingerprints")),
+            "{index:?}: {r:?}"
+        );
+        assert_holds(&other, &model, "an ordered index over a hash image");
+        assert_eq!(keys(&other), want, "{index:?}");
+    }
+
+    let (keyed, model) = closed_store(IndexKind::BTree);
+    assert_eq!(image_magic(&keyed), b"BCINDEX1");
+    let (_, hash) = open_image(keyed, options(IndexKind::Hash).read_only(true));
+    let r = hash.stats().recovery;
+    assert!(r.from_image && r.is_empty(), "{r:?}");
+    assert_holds(&hash, &model, "hash index from an image of keys");
+}
+
+/// Listing a hash store reads its keys from the tuple blocks: while
+/// another thread keeps overwriting and adding keys (inline and heap
+/// values, so entries are linked before their blocks are written), every
+/// key that existed before the listing began is listed, once.
+#[test]
+fn listing_a_hash_store_under_overwrites_finds_every_key_once() {
+    let dev = Arc::new(MemDevice::new(32 << 20));
+    let store = Store::open_with_engine(dev, options(IndexKind::Hash)).unwrap();
+    for i in 0..400u64 {
+        store.put(format!("k/{i:04}"), pattern(i, 64)).unwrap();
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (store, stop) = (store.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let size = if n.is_multiple_of(3) { 3000 } else { 80 };
+                store
+                    .put(format!("k/{:04}", n % 400), pattern(n, size))
+                    .unwrap();
+                store.put(format!("new/{n}"), pattern(n, 30)).unwrap();
+                n += 1;
+            }
+            n
+        })
+    };
+    for round in 0..15 {
+        let mut seen = std::collections::HashSet::new();
+        for e in store.keys().unwrap() {
+            let key = String::from_utf8(e.unwrap().key.to_vec()).unwrap();
+            assert!(
+                seen.insert(key.clone()),
+                "round {round}: {key} listed twice"
+            );
+        }
+        for i in 0..400u64 {
+            assert!(
+                seen.contains(&format!("k/{i:04}")),
+                "round {round}: k/{i:04} missing"
+            );
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(writer.join().unwrap() > 0);
 }

@@ -1,34 +1,62 @@
-//! Hash backend: a `hashbrown` table of entry ids, found by the hash of
-//! their key (foldhash, hashbrown's default); the keys themselves sit in a
-//! vector indexed by entry id.
+//! Hash backend: no key bytes in memory. Each entry id has a 128-bit
+//! fingerprint of its key (SipHash-1-3 under a secret drawn when the index
+//! is made, or the one its index image recorded), and a `hashbrown` table
+//! of entry ids is placed by the fingerprint's low 64 bits.
 //!
-//! A key-to-id map would keep a 24-byte (key pointer, id) pair in every
-//! bucket, and a table is up to half empty after it doubles: ~52 bytes per
-//! key at 1M keys. Here a bucket is one id (4 bytes while ids fit, see
-//! `Ids`) and each key's pointer lives once, densely, in `keys` (the
-//! engine's entry ids are dense: it reuses freed ones): `benches/log/2026-11-24-ram-per-object-1k-default.md`,
-//! "RAM per object".
+//! Per key that is 16 bytes of fingerprint (in `fps`, indexed by entry id:
+//! the engine's ids are dense, it reuses freed ones) and 4 bytes per bucket
+//! of the table (8 once an id needs more, see `Ids`), where a map holding
+//! keys cost a pointer, a length and an allocation of the key besides.
+//!
+//! A fingerprint stands for its key. Two keys share one only by chance:
+//! for n keys the chance that any two of them do is at most n² / 2¹²⁹,
+//! about 1.5 × 10⁻²³ for 10⁸ keys and 1.5 × 10⁻¹⁹ for 10¹⁰, far below the
+//! device's own rate of undetected errors; and because the secret is
+//! random and never leaves the store, keys cannot be chosen to collide.
+//! Inline values are still matched by key in their tuple block (a read
+//! finds its tuple by key and version), so a collision there could only
+//! make a read fail, never serve another key's bytes. The keys themselves
+//! are on the device, in the tuples: what needs them (a backup, listing a
+//! hash store's keys) reads them from the tuple blocks.
 
-use std::borrow::Cow;
-use std::hash::BuildHasher;
 use std::ops::Bound;
 
-use hashbrown::{DefaultHashBuilder, HashTable};
+use hashbrown::HashTable;
+use siphasher::sip128::SipHasher13;
 
-use super::{EntryId, KeyIndex};
+use super::{EntryId, Fingerprint, Fingerprints, KeyIndex};
 use crate::error::{Error, ErrorKind, Result};
 
-/// Unordered, fastest point lookups.
+/// Unordered, fastest point lookups, keys not in memory.
 ///
 /// An id names one key at a time, and memory grows with the largest id
 /// (as the engine hands them out: dense, freed ones reused).
-#[derive(Default)]
 pub struct HashIndex {
-    /// Entry ids, placed by the hash of their key.
+    /// Entry ids, placed by the low 64 bits of their key's fingerprint.
     table: Ids,
-    /// Each id's key, at index id.
-    keys: Vec<Option<Box<[u8]>>>,
-    hasher: DefaultHashBuilder,
+    /// Each id's fingerprint, at index id (`NONE` for an id without a key).
+    fps: Vec<Fingerprint>,
+    /// The secret the fingerprints are made under.
+    secret: [u8; 16],
+    sip: SipHasher13,
+}
+
+/// `fps` of an id without a key (no key's fingerprint is 0: see `of`).
+const NONE: Fingerprint = 0;
+
+impl Default for HashIndex {
+    fn default() -> Self {
+        let mut secret = [0u8; 16];
+        if getrandom::fill(&mut secret).is_err() {
+            // No OS randomness (never seen on Linux): the process's own
+            // random hasher keys, still unknown outside it.
+            use std::hash::BuildHasher;
+            let s = std::collections::hash_map::RandomState::new();
+            secret[..8].copy_from_slice(&s.hash_one(1u8).to_le_bytes());
+            secret[8..].copy_from_slice(&s.hash_one(2u8).to_le_bytes());
+        }
+        HashIndex::with_secret(secret)
+    }
 }
 
 /// The table's entry ids: four bytes each while every id fits (a store of
@@ -65,24 +93,47 @@ macro_rules! each_table {
     };
 }
 
-/// `id`'s key in `keys` (`None` for an id without one).
-fn key_of(keys: &[Option<Box<[u8]>>], id: EntryId) -> Option<&[u8]> {
+/// `id`'s fingerprint in `fps` (`NONE` for an id without one).
+fn fp_of(fps: &[Fingerprint], id: EntryId) -> Fingerprint {
     usize::try_from(id)
         .ok()
-        .and_then(|i| keys.get(i))
-        .and_then(Option::as_deref)
+        .and_then(|i| fps.get(i))
+        .copied()
+        .unwrap_or(NONE)
+}
+
+/// Where a fingerprint goes in the table.
+#[expect(clippy::cast_possible_truncation, reason = "the low 64 bits place it")]
+fn place(fp: Fingerprint) -> u64 {
+    fp as u64
 }
 
 impl HashIndex {
-    fn slot(&mut self, id: EntryId) -> &mut Option<Box<[u8]>> {
+    /// An empty index whose fingerprints are made under `secret`.
+    pub(crate) fn with_secret(secret: [u8; 16]) -> Self {
+        HashIndex {
+            table: Ids::default(),
+            fps: Vec::new(),
+            secret,
+            sip: SipHasher13::new_with_key(&secret),
+        }
+    }
+
+    /// `key`'s fingerprint (never `NONE`).
+    pub(crate) fn of(&self, key: &[u8]) -> Fingerprint {
+        self.sip.hash(key).as_u128().max(1)
+    }
+
+    fn slot(&mut self, id: EntryId) -> &mut Fingerprint {
         let i = usize::try_from(id).unwrap_or(usize::MAX);
-        if self.keys.len() <= i {
-            self.keys.resize(i + 1, None);
+        if self.fps.len() <= i {
+            self.fps.resize(i + 1, NONE);
         }
         // Just made long enough (an id beyond memory failed the resize).
         #[expect(clippy::indexing_slicing, reason = "resized to hold `i` above")]
-        &mut self.keys[i]
+        &mut self.fps[i]
     }
+
     /// Makes the table hold `id`: 8-byte ids from the first that does not
     /// fit in four.
     fn fit(&mut self, id: EntryId) {
@@ -90,77 +141,87 @@ impl HashIndex {
             return;
         }
         if let Ids::Narrow(narrow) = &self.table {
-            let (keys, hasher) = (&self.keys, &self.hasher);
+            let fps = &self.fps;
             let mut wide = HashTable::with_capacity(narrow.len());
             for &i in narrow {
                 let i = EntryId::from(i);
-                wide.insert_unique(
-                    hasher.hash_one(key_of(keys, i).unwrap_or_default()),
-                    i,
-                    |&j| hasher.hash_one(key_of(keys, j).unwrap_or_default()),
-                );
+                wide.insert_unique(place(fp_of(fps, i)), i, |&j| place(fp_of(fps, j)));
             }
             self.table = Ids::Wide(wide);
         }
     }
 
-    /// [`KeyIndex::insert`]: a borrowed key is copied when new, an owned
-    /// one kept as it is.
-    fn put(&mut self, key: Cow<'_, [u8]>, id: EntryId) -> Option<EntryId> {
+    /// Inserts a fingerprint known not to be in the table.
+    fn insert_new(&mut self, fp: Fingerprint, id: EntryId) {
+        *self.slot(id) = fp;
+        let Self { table, fps, .. } = self;
+        each_table!(table, t, to, {
+            t.insert_unique(place(fp), to(id), |&i| place(fp_of(fps, EntryId::from(i))));
+        });
+    }
+
+    /// Room for `n` more ids up to `top`, exactly.
+    fn reserve(&mut self, n: usize, top: Option<EntryId>) {
+        if let Some(top) = top {
+            self.fit(top);
+            if let Ok(top) = usize::try_from(top) {
+                self.fps
+                    .reserve_exact((top + 1).saturating_sub(self.fps.len()));
+            }
+        }
+        let Self { table, fps, .. } = self;
+        each_table!(table, t, _to, {
+            t.reserve(n, |&i| place(fp_of(fps, EntryId::from(i))))
+        });
+    }
+
+    fn insert_fp(&mut self, fp: Fingerprint, id: EntryId) -> Option<EntryId> {
         self.fit(id);
-        let hash = self.hasher.hash_one(&*key);
-        let keys = &self.keys;
+        let fps = &self.fps;
         let old = each_table!(&mut self.table, t, to, {
-            t.find_mut(hash, |&i| key_of(keys, EntryId::from(i)) == Some(&*key))
+            t.find_mut(place(fp), |&i| fp_of(fps, EntryId::from(i)) == fp)
                 .map(|slot| EntryId::from(std::mem::replace(slot, to(id))))
         });
         if let Some(old) = old {
-            let moved = self.slot(old).take();
-            *self.slot(id) = moved;
+            *self.slot(old) = NONE;
+            *self.slot(id) = fp;
             return Some(old);
         }
-        // A `Vec` from a boxed slice has no spare capacity: no copy back.
-        let slot = self.slot(id);
-        debug_assert!(slot.is_none(), "entry id {id} already names a key");
-        *slot = Some(key.into_owned().into_boxed_slice());
-        let Self {
-            table,
-            keys,
-            hasher,
-        } = self;
-        each_table!(table, t, to, {
-            t.insert_unique(hash, to(id), |&i| {
-                hasher.hash_one(key_of(keys, EntryId::from(i)).unwrap_or_default())
-            });
-        });
+        debug_assert_eq!(
+            fp_of(&self.fps, id),
+            NONE,
+            "entry id {id} already names a key"
+        );
+        self.insert_new(fp, id);
         None
     }
 }
 
 impl KeyIndex for HashIndex {
     fn insert(&mut self, key: &[u8], id: EntryId) -> Option<EntryId> {
-        self.put(Cow::Borrowed(key), id)
+        let fp = self.of(key);
+        self.insert_fp(fp, id)
     }
 
     fn get(&self, key: &[u8]) -> Option<EntryId> {
-        let hash = self.hasher.hash_one(key);
-        let keys = &self.keys;
+        let fp = self.of(key);
+        let fps = &self.fps;
         each_table!(&self.table, t, _to, {
-            t.find(hash, |&id| key_of(keys, EntryId::from(id)) == Some(key))
+            t.find(place(fp), |&id| fp_of(fps, EntryId::from(id)) == fp)
                 .map(|&id| EntryId::from(id))
         })
     }
 
     fn remove(&mut self, key: &[u8]) -> Option<EntryId> {
-        let hash = self.hasher.hash_one(key);
-        let keys = &self.keys;
+        let fp = self.of(key);
+        let fps = &self.fps;
         let id = each_table!(&mut self.table, t, _to, {
             let found = t
-                .find_entry(hash, |&i| key_of(keys, EntryId::from(i)) == Some(key))
+                .find_entry(place(fp), |&i| fp_of(fps, EntryId::from(i)) == fp)
                 .ok()?;
             EntryId::from(found.remove().0)
         });
-        self.slot(id).take();
+        *self.slot(id) = NONE;
         Some(id)
     }
 
@@ -169,60 +230,75 @@ impl KeyIndex for HashIndex {
     }
 
     fn load(&mut self, entries: Vec<(Box<[u8]>, EntryId)>) {
-        if let Some(top) = entries.iter().map(|&(_, id)| id).max() {
-            self.fit(top);
-        }
-        let Self {
-            table,
-            keys,
-            hasher,
-        } = self;
-        each_table!(&mut *table, t, _to, {
-            t.reserve(entries.len(), |&i| {
-                hasher.hash_one(key_of(keys, EntryId::from(i)).unwrap_or_default())
-            })
-        });
         let top = entries.iter().map(|&(_, id)| id).max();
-        if let Some(top) = top.and_then(|t| usize::try_from(t).ok()) {
-            keys.reserve((top + 1).saturating_sub(keys.len()));
-        }
+        self.reserve(entries.len(), top);
         // Into an empty table, keys in strictly increasing order (as open
         // gives them) are distinct: no lookup before each insert.
-        let empty = each_table!(&*table, t, _to, t.is_empty());
-        if empty && entries.is_sorted_by(|a, b| a.0 < b.0) {
-            for (k, id) in entries {
-                let hash = hasher.hash_one(&*k);
-                if let Some(slot) = usize::try_from(id).ok().and_then(|i| {
-                    if keys.len() <= i {
-                        keys.resize(i + 1, None);
-                    }
-                    keys.get_mut(i)
-                }) {
-                    *slot = Some(k);
-                }
-                each_table!(&mut *table, t, to, {
-                    t.insert_unique(hash, to(id), |&i| {
-                        hasher.hash_one(key_of(keys, EntryId::from(i)).unwrap_or_default())
-                    });
-                });
-            }
-            return;
-        }
+        let empty = self.is_empty();
+        let distinct = empty && entries.is_sorted_by(|a, b| a.0 < b.0);
         for (k, id) in entries {
-            self.put(Cow::Owned(k.into_vec()), id);
+            let fp = self.of(&k);
+            drop(k);
+            if distinct {
+                self.insert_new(fp, id);
+            } else {
+                self.insert_fp(fp, id);
+            }
         }
     }
 
-    fn all(&self, out: &mut Vec<(Box<[u8]>, EntryId)>) -> Result<()> {
-        let keys = &self.keys;
-        each_table!(&self.table, t, _to, {
-            out.reserve(t.len());
-            out.extend(t.iter().filter_map(|&id| {
-                let id = EntryId::from(id);
-                Some((key_of(keys, id)?.into(), id))
-            }));
+    fn holds_keys(&self) -> bool {
+        false
+    }
+
+    fn fingerprints(&self) -> Option<Fingerprints> {
+        let fps = &self.fps;
+        let mut ids: Vec<(Fingerprint, EntryId)> = each_table!(&self.table, t, _to, {
+            t.iter()
+                .map(|&id| (fp_of(fps, EntryId::from(id)), EntryId::from(id)))
+                .collect()
         });
+        ids.sort_unstable();
+        Some(Fingerprints {
+            secret: self.secret,
+            ids,
+        })
+    }
+
+    fn load_fingerprints(&mut self, f: Fingerprints) -> Result<()> {
+        if !self.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "fingerprints load only into an empty index",
+            ));
+        }
+        *self = HashIndex::with_secret(f.secret);
+        let top = f.ids.iter().map(|&(_, id)| id).max();
+        self.reserve(f.ids.len(), top);
+        // Strictly ascending fingerprints are distinct: no lookup first.
+        let distinct = f.ids.is_sorted_by(|a, b| a.0 < b.0);
+        for (fp, id) in f.ids {
+            if fp == NONE {
+                return Err(Error::new(ErrorKind::Corrupt, "a fingerprint of zero"));
+            }
+            if distinct {
+                self.insert_new(fp, id);
+            } else if self.insert_fp(fp, id).is_some() {
+                return Err(Error::new(ErrorKind::Corrupt, "a fingerprint twice"));
+            }
+        }
         Ok(())
+    }
+
+    fn fingerprint(&self, key: &[u8]) -> Option<Fingerprint> {
+        Some(self.of(key))
+    }
+
+    fn all(&self, _: &mut Vec<(Box<[u8]>, EntryId)>) -> Result<()> {
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            "the hash index holds no keys in memory (they are read from the tuple blocks)",
+        ))
     }
 
     fn range(
@@ -255,7 +331,7 @@ mod tests {
     }
 
     /// The same with 8-byte ids in the table (as after an id beyond
-    /// `u32::MAX`, which the key vector cannot hold in a test).
+    /// `u32::MAX`, which the fingerprint vector cannot hold in a test).
     #[test]
     fn a_widened_table_matches_a_hashmap_too() {
         matches_a_hashmap(true);
@@ -274,6 +350,42 @@ mod tests {
         for i in 0..5000u64 {
             assert_eq!(ix.get(format!("k{i}").as_bytes()), Some(i));
         }
+    }
+
+    /// No key bytes are kept: the index lists none, and two indexes made
+    /// apart fingerprint the same key differently (their secrets differ),
+    /// while one loaded from another's fingerprints finds every key.
+    #[test]
+    fn holds_fingerprints_under_its_own_secret_not_keys() {
+        let mut ix = HashIndex::default();
+        for i in 0..1000u64 {
+            ix.insert(format!("key/{i}").as_bytes(), i);
+        }
+        assert!(!ix.holds_keys());
+        let err = ix.all(&mut Vec::new()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Unsupported);
+        let other = HashIndex::default();
+        assert_ne!(ix.of(b"key/1"), other.of(b"key/1"));
+        let f = ix.fingerprints().unwrap();
+        assert_eq!(f.ids.len(), 1000);
+        assert!(f.ids.is_sorted_by(|a, b| a.0 < b.0));
+        let mut loaded = HashIndex::default();
+        loaded.load_fingerprints(f).unwrap();
+        for i in 0..1000u64 {
+            assert_eq!(loaded.get(format!("key/{i}").as_bytes()), Some(i));
+        }
+        assert_eq!(loaded.get(b"key/none"), None);
+        // A fingerprint twice is refused (an image that says so is damaged).
+        let mut twice = ix.fingerprints().unwrap();
+        let first = twice.ids[0];
+        twice.ids.push((first.0, 5000));
+        assert_eq!(
+            HashIndex::default()
+                .load_fingerprints(twice)
+                .unwrap_err()
+                .kind(),
+            ErrorKind::Corrupt
+        );
     }
 
     fn matches_a_hashmap(wide: bool) {
@@ -322,15 +434,17 @@ mod tests {
         for (k, id) in &model {
             assert_eq!(loaded.get(k), Some(*id));
         }
-        let mut all = Vec::new();
-        ix.all(&mut all).unwrap();
-        let mut all: Vec<(Vec<u8>, EntryId)> =
-            all.into_iter().map(|(k, id)| (k.into_vec(), id)).collect();
-        all.sort();
-        let mut want: Vec<(Vec<u8>, EntryId)> = model.into_iter().collect();
-        want.sort();
-        assert_eq!(all, want);
-        // Ids are reused, so the key vector stays near the most keys held.
-        assert!(ix.keys.len() <= 30_000, "{}", ix.keys.len());
+        // Every id the model holds, each with its key's fingerprint.
+        let mut ids: Vec<EntryId> = ix.fingerprints().unwrap().ids.iter().map(|p| p.1).collect();
+        ids.sort_unstable();
+        let mut want: Vec<EntryId> = model.values().copied().collect();
+        want.sort_unstable();
+        assert_eq!(ids, want);
+        for (k, id) in &model {
+            assert_eq!(fp_of(&ix.fps, *id), ix.of(k));
+        }
+        // Ids are reused, so the fingerprint vector stays near the most
+        // keys held.
+        assert!(ix.fps.len() <= 30_000, "{}", ix.fps.len());
     }
 }

@@ -8,7 +8,9 @@
 //! picked with [`IndexKind`] and built by [`build`] behind the [`KeyIndex`]
 //! trait; the same store file opens with any backend because the index is
 //! built at open from the tuple blocks, or from the index image a clean
-//! close wrote (`meta::image`), whose keys are sorted whatever the backend.
+//! close wrote (`meta::image`): the ordered backends' images hold sorted
+//! keys, the hash backend's its keys' fingerprints (it holds no keys in
+//! memory), and an image of the other kind is not used (open scans).
 
 mod btree;
 mod fst;
@@ -23,6 +25,18 @@ use crate::error::Result;
 
 /// Id of an entry in the engine's entry table.
 pub type EntryId = u64;
+
+/// A key's fingerprint in the hash index (`hash.rs` gives the arithmetic).
+pub type Fingerprint = u128;
+
+/// Every key of a hash index as its fingerprint: what its index image
+/// records instead of the keys, sorted by fingerprint.
+pub struct Fingerprints {
+    /// The secret the fingerprints were made under.
+    pub secret: [u8; 16],
+    /// (fingerprint, entry id), in ascending fingerprint order.
+    pub ids: Vec<(Fingerprint, EntryId)>,
+}
 
 /// Which index backend to build.
 #[non_exhaustive]
@@ -49,6 +63,12 @@ impl IndexKind {
             IndexKind::BTree => "btree",
             IndexKind::Fst => "fst",
         }
+    }
+
+    /// Whether it holds key fingerprints instead of keys (its index image
+    /// records fingerprints).
+    pub(crate) fn holds_fingerprints(self) -> bool {
+        matches!(self, IndexKind::Hash)
     }
 
     /// Whether it lists keys in byte order (`Store::list`, `range`).
@@ -98,14 +118,38 @@ pub trait KeyIndex: Send + Sync {
             self.insert(&k, id);
         }
     }
+    /// Whether the keys are held in memory ([`all`](Self::all) gives them);
+    /// the hash backend holds only fingerprints.
+    fn holds_keys(&self) -> bool {
+        true
+    }
+    /// A backend that holds fingerprints instead of keys: all of them and
+    /// its secret (the index image records them).
+    fn fingerprints(&self) -> Option<Fingerprints> {
+        None
+    }
+    /// `key`'s fingerprint, in a backend that holds fingerprints.
+    fn fingerprint(&self, _key: &[u8]) -> Option<Fingerprint> {
+        None
+    }
+    /// Loads the fingerprints an index image recorded into an empty index
+    /// that holds fingerprints; `Unsupported` in the others, `Corrupt`
+    /// when one is twice.
+    fn load_fingerprints(&mut self, _: Fingerprints) -> Result<()> {
+        Err(crate::Error::new(
+            crate::ErrorKind::Unsupported,
+            "this index holds keys, not fingerprints",
+        ))
+    }
     /// Whether background work has finished and waits for [`maintain`](Self::maintain).
     fn needs_maintenance(&self) -> bool {
         false
     }
     /// Folds finished background work in (a short step under the write lock).
     fn maintain(&mut self) {}
-    /// Every key with its entry, in no particular order, appended to `out`
-    /// (a backup's snapshot). Ordered backends list their whole range.
+    /// Every key with its entry, in no particular order, appended to `out`.
+    /// Ordered backends list their whole range; one that does not hold
+    /// keys gives `Unsupported`.
     fn all(&self, out: &mut Vec<(Box<[u8]>, EntryId)>) -> Result<()> {
         out.reserve(self.len());
         self.range(Bound::Unbounded, Bound::Unbounded, self.len(), out)

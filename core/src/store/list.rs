@@ -10,8 +10,13 @@ use std::ops::{Bound, RangeBounds};
 
 use bytes::Bytes;
 
+use futures::{StreamExt, TryStreamExt};
+
 use super::Store;
 use crate::error::Result;
+
+/// Tuple blocks read at once for the keys of an index that holds none.
+const KEY_READS_IN_FLIGHT: usize = 32;
 
 /// Keys copied per lock acquisition.
 const PAGE: usize = 1024;
@@ -164,23 +169,52 @@ impl Store {
     /// index (as `list("")`, page by page); with the hash index, in no
     /// particular order, from a snapshot of the keys taken by this call
     /// (their entries are read as the iteration reaches them, so a key
-    /// deleted meanwhile is skipped). What a mapping-style binding
-    /// iterates.
+    /// deleted meanwhile is skipped). The hash index holds no keys in
+    /// memory: this call reads them from the tuple blocks, one read per
+    /// block that holds a live object (many at once). What a mapping-style
+    /// binding iterates.
     pub fn keys(&self) -> Result<Keys> {
         if self.shared().settings.index.is_ordered() {
             return self.list("");
         }
         self.check_open()?;
-        let mut all = Vec::new();
-        self.shared().state.read().index.all(&mut all)?;
+        let all: Vec<Box<[u8]>> = if self.shared().state.read().index.holds_keys() {
+            let mut all = Vec::new();
+            self.shared().state.read().index.all(&mut all)?;
+            all.into_iter().map(|(k, _)| k).collect()
+        } else {
+            crate::io::block_on(self.keys_from_blocks())?
+        };
         Ok(Keys {
             store: self.clone(),
             next: Bound::Unbounded,
             end: Bound::Unbounded,
             page: VecDeque::new(),
             done: true,
-            snapshot: all.into_iter().map(|(k, _)| k).collect(),
+            snapshot: all.into_iter().collect(),
         })
+    }
+
+    /// Every live key, read from the tuple blocks: each live entry's tuple
+    /// found by its version in its block (`tuples_in_block`).
+    async fn keys_from_blocks(&self) -> Result<Vec<Box<[u8]>>> {
+        let _hold = self.shared().retired.hold();
+        let mut by_block: std::collections::BTreeMap<u32, Vec<(u64, u64)>> = Default::default();
+        {
+            let st = self.shared().state.read();
+            for (id, e) in st.iter().filter(|(_, e)| e.live()) {
+                by_block.entry(e.block).or_default().push((id, e.version));
+            }
+        }
+        let blocks: Vec<Vec<Box<[u8]>>> = futures::stream::iter(by_block)
+            .map(|(block, versions)| async move {
+                let found = self.tuples_in_block(block, &versions).await?;
+                Ok::<_, crate::Error>(found.into_iter().map(|(k, _)| k).collect())
+            })
+            .buffer_unordered(KEY_READS_IN_FLIGHT)
+            .try_collect()
+            .await?;
+        Ok(blocks.into_iter().flatten().collect())
     }
 
     /// Keys starting with `prefix`, in byte order, with size and version.

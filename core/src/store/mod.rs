@@ -87,7 +87,7 @@ pub use scrub::ScrubReport;
 pub use upload::{Upload, UploadInfo, PART_ALIGN};
 
 // The moved items at the paths the other files of `store/` reach them by.
-pub(crate) use read::{inline_in, HeapRead, Located};
+pub(crate) use read::{HeapRead, Located};
 pub(crate) use shared::{Geometry, Shared};
 pub(crate) use state::{heap, now_micros, Entry, Extent, HeapValue, ObjectData, State, Stored};
 

@@ -4,12 +4,14 @@
 
 use std::collections::BTreeSet;
 
-use super::{decode_record, device_offset, pieces_len, Header, BLOCK_STATE_LEN};
+use super::{
+    decode_record, device_offset, pieces_len, Header, Record, BLOCK_STATE_LEN, SECRET_LEN,
+};
 use crate::alloc::BuddyAllocator;
 use crate::format::{Layout, Superblock, BLOCK_SIZE, SUPER_BLOCKS};
 use crate::io::{AlignedBuf, IoEngine};
 use crate::meta::block::BLOCK_PAYLOAD;
-use crate::meta::recovery::{claim_metadata, Recovered, RecoveryReport};
+use crate::meta::recovery::{claim_metadata, ImageFingerprints, Recovered, RecoveryReport};
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{Tuple, TupleValue};
 
@@ -18,10 +20,13 @@ const CHUNK: usize = 4 << 20;
 
 /// Loads the image `sb` names: `Err(why)` when there is none that reflects
 /// the tuple blocks exactly (stale, damaged, not this store's, or
-/// inconsistent), in which case the caller scans.
+/// inconsistent) or it records key fingerprints and the index opened holds
+/// keys (`fingerprints` false), in which case the caller scans. An image
+/// of keys serves either kind of index.
 pub(crate) async fn load(
     engine: &dyn IoEngine,
     sb: &Superblock,
+    fingerprints: bool,
 ) -> std::result::Result<Recovered, String> {
     let r = sb.index_image.ok_or("not named by the superblock")?;
     let Layout::Journaled(_) = sb.layout() else {
@@ -48,6 +53,10 @@ pub(crate) async fn load(
             header.stamp, header.next_version, r.seq
         ));
     }
+    if header.fingerprints && !fingerprints {
+        return Err("records key fingerprints, and the index opened holds keys".into());
+    }
+    let fingerprints = header.fingerprints;
     if header.pieces.first().map(|p| (p.start, p.order)) != Some((r.start, r.order)) {
         return Err("header's first piece is not the one the superblock names".into());
     }
@@ -86,16 +95,24 @@ pub(crate) async fn load(
     };
     let mut pending: Vec<u8> = Vec::new();
     let mut at = 0usize;
-    // The blocks' states: a state byte and the payload bytes used, each.
+    // The fingerprints' secret, then the blocks' states: a state byte and
+    // the payload bytes used, each.
+    let secret_len = if fingerprints { SECRET_LEN } else { 0 };
     let states_len = offsets.len() * BLOCK_STATE_LEN;
-    while pending.len() < states_len {
+    while pending.len() < secret_len + states_len {
         if !reader.next(&mut pending).await? {
             return Err("payload ends inside the block states".into());
         }
     }
+    let mut secret = [0u8; 16];
+    if fingerprints {
+        secret.copy_from_slice(pending.get(..SECRET_LEN).ok_or("secret truncated")?);
+        at += SECRET_LEN;
+    }
+    let fingerprint_of = crate::index::HashIndex::with_secret(secret);
     let mut blocks = Vec::with_capacity(offsets.len());
     for (no, b) in pending
-        .get(..states_len)
+        .get(at..at + states_len)
         .unwrap_or_default()
         .chunks_exact(BLOCK_STATE_LEN)
         .enumerate()
@@ -113,12 +130,37 @@ pub(crate) async fn load(
 
     let objects = usize::try_from(header.objects).map_err(|_| "object count out of range")?;
     let mut tuples: Vec<(u32, Tuple)> = Vec::with_capacity(objects.min(1 << 26));
+    let mut fps = Vec::with_capacity(if fingerprints { tuples.capacity() } else { 0 });
     while tuples.len() < objects {
         let rest = pending.get(at..).unwrap_or_default();
-        match decode_record(rest)? {
-            Some(((block, t, len), n)) => {
+        match decode_record(rest, fingerprints)? {
+            Some((record, n)) => {
                 at += n;
-                check_record(&t, block, len, &header, tuples.last().map(|(_, p)| &*p.key))?;
+                let Record {
+                    block,
+                    tuple: t,
+                    tuple_len: len,
+                    key_len,
+                    fp,
+                } = record;
+                match fp {
+                    None => {
+                        check_record(&t, block, len, &header)?;
+                        if tuples.last().is_some_and(|(_, p)| p.key >= t.key) {
+                            return Err("keys out of order".into());
+                        }
+                    }
+                    Some(fp) => {
+                        check_record(&t, block, len, &header)?;
+                        if fps.last().is_some_and(|&(p, _)| p >= fp) {
+                            return Err("fingerprints out of order".into());
+                        }
+                        if !t.key.is_empty() && fingerprint_of.of(&t.key) != fp {
+                            return Err("a key that is not its fingerprint's".into());
+                        }
+                        fps.push((fp, key_len));
+                    }
+                }
                 if let TupleValue::Heap { pieces, .. } = &t.value {
                     for p in pieces {
                         if p.start.saturating_add(1 << p.order) > total {
@@ -167,6 +209,7 @@ pub(crate) async fn load(
         pinned: Vec::new(),
         dirty: BTreeSet::new(),
         next_version: header.next_version,
+        fingerprints: fingerprints.then_some(ImageFingerprints { secret, fps }),
         report: RecoveryReport {
             clean: true,
             from_image: true,
@@ -176,23 +219,20 @@ pub(crate) async fn load(
     })
 }
 
-/// One record's fields against the image's own bounds: its block, keys in
-/// strictly ascending order (one per key), versions below the next one, a
-/// tuple that fits a block. (How full each block is comes with the block's
-/// state, under the payload's checksum: summing it here again would cost a
-/// random access per object.)
+/// One record's fields against the image's own bounds: its block,
+/// versions below the next one, a tuple that fits a block. (The caller
+/// checks the keys or fingerprints are in strictly ascending order: one
+/// per key. How full each block is comes with the block's state, under the
+/// payload's checksum: summing it here again would cost a random access
+/// per object.)
 fn check_record(
     t: &Tuple,
     block: u32,
     len: usize,
     header: &Header,
-    previous: Option<&[u8]>,
 ) -> std::result::Result<(), String> {
     if block >= header.blocks {
         return Err(format!("record in block {block} of {}", header.blocks));
-    }
-    if previous.is_some_and(|p| p >= &*t.key) {
-        return Err("keys out of order".into());
     }
     if t.version == 0 || t.version >= header.next_version {
         return Err(format!("version {} not below the next", t.version));
@@ -240,7 +280,8 @@ impl Payload<'_> {
 
 /// The first difference between the state a scan rebuilt and the one an
 /// image holds (`check`), if any. Inline values are compared by size (the
-/// image holds none of their bytes).
+/// image holds none of their bytes); an image of fingerprints by each
+/// scanned key's fingerprint and length.
 pub(crate) fn compare(scanned: &Recovered, image: &Recovered) -> Option<String> {
     if scanned.tuples.len() != image.tuples.len() {
         return Some(format!(
@@ -249,17 +290,37 @@ pub(crate) fn compare(scanned: &Recovered, image: &Recovered) -> Option<String> 
             scanned.tuples.len()
         ));
     }
-    for ((sb, s), (ib, i)) in scanned.tuples.iter().zip(&image.tuples) {
-        let same_value = match (&s.value, &i.value) {
+    // The scanned tuples in the image's order, each with what the image
+    // says of its key: the key itself, or its fingerprint and length.
+    let mut order: Vec<usize> = (0..scanned.tuples.len()).collect();
+    let mut scanned_fps = Vec::new();
+    if let Some(f) = &image.fingerprints {
+        let of = crate::index::HashIndex::with_secret(f.secret);
+        scanned_fps = scanned.tuples.iter().map(|(_, t)| of.of(&t.key)).collect();
+        order.sort_by_key(|&i| scanned_fps.get(i).copied());
+    }
+    for (n, (&i, (ib, it))) in order.iter().zip(&image.tuples).enumerate() {
+        let Some((sb, s)) = scanned.tuples.get(i) else {
+            return Some("differs from the tuple blocks".into());
+        };
+        let same_key = match &image.fingerprints {
+            None => s.key == it.key,
+            Some(f) => {
+                f.fps.get(n).map(|&(fp, len)| (fp, len as usize))
+                    == scanned_fps.get(i).map(|&fp| (fp, s.key.len()))
+                    && (it.key.is_empty() || it.key == s.key)
+            }
+        };
+        let same_value = match (&s.value, &it.value) {
             (TupleValue::Inline(_), TupleValue::Inline(_)) => true,
             (a, b) => a == b,
         };
         if sb != ib
-            || s.key != i.key
-            || s.version != i.version
-            || s.created_micros != i.created_micros
-            || s.size != i.size
-            || s.expires_micros != i.expires_micros
+            || !same_key
+            || s.version != it.version
+            || s.created_micros != it.created_micros
+            || s.size != it.size
+            || s.expires_micros != it.expires_micros
             || !same_value
         {
             return Some(format!(

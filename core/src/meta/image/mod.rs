@@ -25,6 +25,7 @@
 //! `write.rs` writes one at close; `load.rs` reads one at open.
 
 use crate::format::{get_u32, get_u64, RecordReader, RecordWriter, BLOCK_SIZE};
+use crate::index::Fingerprint;
 use crate::meta::tuple::{self, Checksums, Piece, Tuple, TupleValue, MAX_KEY_LEN};
 
 mod load;
@@ -33,8 +34,18 @@ mod write;
 pub(crate) use load::{compare, load};
 pub(crate) use write::{ImageObject, ImageWriter};
 
-/// Header magic (8 bytes).
+/// Header magic (8 bytes) of an image whose records hold keys, in key
+/// order (the ordered indexes').
 pub(crate) const IMAGE_MAGIC: &[u8; 8] = b"BCINDEX1";
+
+/// Header magic of an image whose records hold the hash index's key
+/// fingerprints, in fingerprint order (keys only of objects that expire);
+/// its payload starts with the fingerprints' secret.
+pub(crate) const IMAGE_MAGIC_FINGERPRINTS: &[u8; 8] = b"BCINDEX2";
+
+/// Bytes of the fingerprints' secret at the start of a fingerprint image's
+/// payload.
+pub(crate) const SECRET_LEN: usize = 16;
 
 // Header field offsets (the first block of the image).
 const H_STORE_ID: usize = 8;
@@ -73,6 +84,8 @@ const S_BLOCKS: u8 = 3;
 /// The image's first block.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Header {
+    /// Records hold key fingerprints (`IMAGE_MAGIC_FINGERPRINTS`), not keys.
+    pub fingerprints: bool,
     pub store_id: u64,
     /// The clean sequence the image reflects.
     pub stamp: u64,
@@ -95,7 +108,11 @@ impl Header {
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(BLOCK_SIZE);
         let mut w = RecordWriter::new(&mut b);
-        w.bytes(IMAGE_MAGIC);
+        w.bytes(if self.fingerprints {
+            IMAGE_MAGIC_FINGERPRINTS
+        } else {
+            IMAGE_MAGIC
+        });
         w.at(H_STORE_ID).u64(self.store_id);
         w.at(H_STAMP).u64(self.stamp);
         w.at(H_NEXT_VERSION).u64(self.next_version);
@@ -121,9 +138,13 @@ impl Header {
             .get(..BLOCK_SIZE)
             .and_then(|b| b.split_at_checked(H_CRC))
             .ok_or("header truncated")?;
-        if !body.starts_with(IMAGE_MAGIC) {
+        let fingerprints = if body.starts_with(IMAGE_MAGIC) {
+            false
+        } else if body.starts_with(IMAGE_MAGIC_FINGERPRINTS) {
+            true
+        } else {
             return Err("header has no image magic".into());
-        }
+        };
         if get_u32(crc, 0) != Some(crc32c::crc32c(body)) {
             return Err("header checksum mismatch".into());
         }
@@ -145,6 +166,7 @@ impl Header {
             pieces.push(Piece { start, order });
         }
         Ok(Header {
+            fingerprints,
             store_id,
             stamp: u64_at(H_STAMP)?,
             next_version: u64_at(H_NEXT_VERSION)?,
@@ -160,8 +182,18 @@ impl Header {
 /// Encoded length of an object's record.
 pub(crate) fn record_len(o: &ImageObject<'_>) -> usize {
     let fixed = 1 + 2 + 4 + 8 + 8 + 8 + if o.expires_micros.is_some() { 8 } else { 0 };
+    let key = match o.fp {
+        None => o.key.len(),
+        Some(_) => {
+            16 + if o.expires_micros.is_some() {
+                o.key_len
+            } else {
+                0
+            }
+        }
+    };
     fixed
-        + o.key.len()
+        + key
         + match o.heap {
             None => 0,
             Some((pieces, sums, _)) => {
@@ -188,9 +220,11 @@ pub(crate) fn encode_record(o: &ImageObject<'_>, out: &mut Vec<u8>) {
     if matches!(o.heap, Some((_, _, true))) {
         flags |= R_UNSYNCED;
     }
+    debug_assert!(o.fp.is_some() || o.key.len() == o.key_len);
+    debug_assert!(o.fp.is_none() || o.expires_micros.is_none() || o.key.len() == o.key_len);
     let mut w = RecordWriter::new(out);
     w.u8(flags)
-        .u16(o.key.len() as u16)
+        .u16(o.key_len as u16)
         .u32(o.block)
         .u64(o.version)
         .u64(o.created_micros)
@@ -198,7 +232,17 @@ pub(crate) fn encode_record(o: &ImageObject<'_>, out: &mut Vec<u8>) {
     if let Some(at) = o.expires_micros {
         w.u64(at);
     }
-    w.bytes(o.key);
+    match o.fp {
+        None => {
+            w.bytes(o.key);
+        }
+        Some(fp) => {
+            w.bytes(&fp.to_le_bytes());
+            if o.expires_micros.is_some() {
+                w.bytes(o.key);
+            }
+        }
+    }
     if let Some((pieces, sums, _)) = o.heap {
         w.u16(pieces.len() as u16);
         for p in pieces {
@@ -225,16 +269,29 @@ pub(crate) fn encode_record(o: &ImageObject<'_>, out: &mut Vec<u8>) {
     debug_assert_eq!(w.len(), record_len(o));
 }
 
-/// A decoded record: its block, the object as a tuple, the tuple's encoded
-/// length in its block.
-pub(crate) type Record = (u32, Tuple, usize);
+/// A decoded record.
+pub(crate) struct Record {
+    /// The tuple block holding the object's tuple.
+    pub block: u32,
+    /// The object as a tuple (an inline value's bytes are not in the
+    /// image: `Inline` holds none, `size` says how many there are). In a
+    /// fingerprint image, the key is empty unless the object expires.
+    pub tuple: Tuple,
+    /// The tuple's encoded length in its block.
+    pub tuple_len: usize,
+    /// The key's length.
+    pub key_len: u16,
+    /// The key's fingerprint (fingerprint images).
+    pub fp: Option<Fingerprint>,
+}
 
-/// Decodes the record at the front of `b`: its block, the object as a
-/// tuple (an inline value's bytes are not in the image: `Inline` holds
-/// none, `size` says how many there are) and the tuple's encoded length in
-/// its block; `Ok(None)` when `b` ends inside the record (more bytes are
-/// needed), and the record's length.
-pub(crate) fn decode_record(b: &[u8]) -> std::result::Result<Option<(Record, usize)>, String> {
+/// Decodes the record at the front of `b` (of a fingerprint image when
+/// `fingerprints`); `Ok(None)` when `b` ends inside the record (more bytes
+/// are needed), and the record's length.
+pub(crate) fn decode_record(
+    b: &[u8],
+    fingerprints: bool,
+) -> std::result::Result<Option<(Record, usize)>, String> {
     let mut r = RecordReader::new(b);
     let (Some(flags), Some(key_len), Some(block), Some(version), Some(created_micros), Some(size)) =
         (r.u8(), r.u16(), r.u32(), r.u64(), r.u64(), r.u64())
@@ -255,11 +312,26 @@ pub(crate) fn decode_record(b: &[u8]) -> std::result::Result<Option<(Record, usi
             None => return Ok(None),
         },
     };
-    let Some(key) = r.bytes(key_len) else {
-        return Ok(None);
-    };
-    let key: Box<[u8]> = key.into();
     let expires = expires_micros.is_some();
+    let fp = match fingerprints {
+        false => None,
+        true => match r.bytes(16) {
+            Some(b) => {
+                let mut fp = [0u8; 16];
+                fp.copy_from_slice(b);
+                Some(Fingerprint::from_le_bytes(fp))
+            }
+            None => return Ok(None),
+        },
+    };
+    let key: Box<[u8]> = if fp.is_none() || expires {
+        let Some(key) = r.bytes(key_len) else {
+            return Ok(None);
+        };
+        key.into()
+    } else {
+        Box::default()
+    };
     let (value, tuple_len) = if flags & R_HEAP == 0 {
         if flags & R_UNSYNCED != 0 {
             return Err("inline record marked unsynced".into());
@@ -321,9 +393,9 @@ pub(crate) fn decode_record(b: &[u8]) -> std::result::Result<Option<(Record, usi
     };
     let at = r.pos();
     Ok(Some((
-        (
+        Record {
             block,
-            Tuple {
+            tuple: Tuple {
                 key,
                 version,
                 created_micros,
@@ -332,7 +404,9 @@ pub(crate) fn decode_record(b: &[u8]) -> std::result::Result<Option<(Record, usi
                 value,
             },
             tuple_len,
-        ),
+            key_len: key_len as u16,
+            fp,
+        },
         at,
     )))
 }

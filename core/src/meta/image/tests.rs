@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 fn header() -> Header {
     Header {
+        fingerprints: false,
         store_id: 0xfeed,
         stamp: 41,
         next_version: 42,
@@ -28,7 +29,15 @@ fn header() -> Header {
 
 #[test]
 fn the_header_round_trips_and_every_flipped_byte_is_caught() {
-    let h = header();
+    for fingerprints in [false, true] {
+        header_round_trips(Header {
+            fingerprints,
+            ..header()
+        });
+    }
+}
+
+fn header_round_trips(h: Header) {
     let b = h.encode();
     assert_eq!(b.len(), BLOCK_SIZE);
     assert_eq!(Header::decode(&b, 0xfeed).unwrap(), h);
@@ -77,54 +86,73 @@ fn sample_objects() -> Vec<Sample> {
     ]
 }
 
+/// Both kinds of record: with the key (ordered indexes' images), and with
+/// the key's fingerprint (the hash index's), which carries the key too only
+/// for an object that expires.
 #[test]
 fn records_round_trip_and_a_cut_record_asks_for_more() {
-    for (i, (key, heap, expires)) in sample_objects().into_iter().enumerate() {
-        let o = ImageObject {
-            key: &key,
-            block: i as u32,
-            version: 10 + i as u64,
-            created_micros: 77,
-            size: if heap.is_some() { 5000 } else { 300 },
-            expires_micros: expires,
-            heap: heap.as_ref().map(|(p, s, u)| (p.as_slice(), s, *u)),
-        };
-        let mut b = Vec::new();
-        encode_record(&o, &mut b);
-        assert_eq!(b.len(), record_len(&o));
-        let ((block, t, tuple_len), n) = decode_record(&b).unwrap().unwrap();
-        assert_eq!((block, n), (i as u32, b.len()));
-        assert_eq!(&*t.key, &key[..]);
-        assert_eq!(
-            (t.version, t.created_micros, t.size, t.expires_micros),
-            (o.version, 77, o.size, expires)
-        );
-        match (&t.value, &heap) {
-            (TupleValue::Inline(v), None) => {
-                assert!(v.is_empty());
-                assert_eq!(
-                    tuple_len,
-                    tuple::inline_len(key.len(), 300, expires.is_some())
+    for fingerprints in [false, true] {
+        for (i, (key, heap, expires)) in sample_objects().into_iter().enumerate() {
+            let fp = fingerprints.then_some(0x0123_4567_89ab_cdef_u128 << 40 | i as u128);
+            let stored_key: &[u8] = if fp.is_some() && expires.is_none() {
+                &[]
+            } else {
+                &key
+            };
+            let o = ImageObject {
+                key: stored_key,
+                key_len: key.len(),
+                fp,
+                block: i as u32,
+                version: 10 + i as u64,
+                created_micros: 77,
+                size: if heap.is_some() { 5000 } else { 300 },
+                expires_micros: expires,
+                heap: heap.as_ref().map(|(p, s, u)| (p.as_slice(), s, *u)),
+            };
+            let mut b = Vec::new();
+            encode_record(&o, &mut b);
+            assert_eq!(b.len(), record_len(&o));
+            let (r, n) = decode_record(&b, fingerprints).unwrap().unwrap();
+            let (block, t, tuple_len) = (r.block, r.tuple, r.tuple_len);
+            assert_eq!((block, n), (i as u32, b.len()));
+            assert_eq!(&*t.key, stored_key);
+            assert_eq!((r.fp, r.key_len as usize), (fp, key.len()));
+            assert_eq!(
+                (t.version, t.created_micros, t.size, t.expires_micros),
+                (o.version, 77, o.size, expires)
+            );
+            match (&t.value, &heap) {
+                (TupleValue::Inline(v), None) => {
+                    assert!(v.is_empty());
+                    assert_eq!(
+                        tuple_len,
+                        tuple::inline_len(key.len(), 300, expires.is_some())
+                    );
+                }
+                (
+                    TupleValue::Heap {
+                        pieces,
+                        sums,
+                        unsynced,
+                    },
+                    Some((p, s, u)),
+                ) => {
+                    assert_eq!((pieces, sums, unsynced), (p, s, u));
+                    let full = Tuple {
+                        key: key.clone().into(),
+                        ..t.clone()
+                    };
+                    assert_eq!(tuple_len, full.encoded_len());
+                }
+                _ => panic!("record {i} changed kind"),
+            }
+            for cut in 0..b.len() {
+                assert!(
+                    decode_record(&b[..cut], fingerprints).unwrap().is_none(),
+                    "record {i} cut at {cut}"
                 );
             }
-            (
-                TupleValue::Heap {
-                    pieces,
-                    sums,
-                    unsynced,
-                },
-                Some((p, s, u)),
-            ) => {
-                assert_eq!((pieces, sums, unsynced), (p, s, u));
-                assert_eq!(tuple_len, t.encoded_len());
-            }
-            _ => panic!("record {i} changed kind"),
-        }
-        for cut in 0..b.len() {
-            assert!(
-                decode_record(&b[..cut]).unwrap().is_none(),
-                "record {i} cut at {cut}"
-            );
         }
     }
 }
@@ -134,6 +162,8 @@ fn records_the_store_never_writes_are_refused() {
     let key = b"k".to_vec();
     let o = ImageObject {
         key: &key,
+        key_len: key.len(),
+        fp: None,
         block: 0,
         version: 1,
         created_micros: 0,
@@ -146,13 +176,13 @@ fn records_the_store_never_writes_are_refused() {
     // Unknown flags; an empty key; an inline value above the threshold.
     let mut flags = b.clone();
     flags[0] = 0x80;
-    assert!(decode_record(&flags).is_err());
+    assert!(decode_record(&flags, false).is_err());
     let mut empty = b.clone();
     empty[1..3].copy_from_slice(&0u16.to_le_bytes());
-    assert!(decode_record(&empty).is_err());
+    assert!(decode_record(&empty, false).is_err());
     let mut huge = b.clone();
     huge[23..31].copy_from_slice(&1_000_000u64.to_le_bytes());
-    assert!(decode_record(&huge).is_err());
+    assert!(decode_record(&huge, false).is_err());
 }
 
 #[test]

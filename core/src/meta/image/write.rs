@@ -16,7 +16,12 @@ const CHUNK: usize = 1 << 20;
 /// One object as the image records it (a tuple's fields, its block, and
 /// for a heap object its pieces, checksums and `unsynced` flag).
 pub(crate) struct ImageObject<'a> {
+    /// The key: in a fingerprint image only of an object that expires
+    /// (empty otherwise).
     pub key: &'a [u8],
+    pub key_len: usize,
+    /// The key's fingerprint, in a fingerprint image.
+    pub fp: Option<crate::index::Fingerprint>,
     pub block: u32,
     pub version: u64,
     pub created_micros: u64,
@@ -37,21 +42,27 @@ pub(crate) struct ImageWriter<'a> {
     payload_len: u64,
     blocks: u32,
     objects: u64,
+    fingerprints: bool,
 }
 
 impl<'a> ImageWriter<'a> {
-    /// The payload's length for these blocks and objects' record lengths.
-    pub fn payload_len(blocks: usize, records: u64) -> u64 {
-        (blocks * super::BLOCK_STATE_LEN) as u64 + records
+    /// The payload's length for these blocks and objects' record lengths
+    /// (`fingerprints`: with the secret).
+    pub fn payload_len(fingerprints: bool, blocks: usize, records: u64) -> u64 {
+        let secret = if fingerprints { super::SECRET_LEN } else { 0 };
+        (secret + blocks * super::BLOCK_STATE_LEN) as u64 + records
     }
 
     /// Starts an image of `payload_len` payload bytes in `pieces` (the
     /// caller allocated them: at least `BLOCK_SIZE + payload_len` bytes,
-    /// at most `MAX_IMAGE_PIECES`), the payload beginning with each
-    /// block's state: whether it has state, and the payload bytes used.
+    /// at most `MAX_IMAGE_PIECES`), the payload beginning with the
+    /// fingerprints' secret when its records hold fingerprints (`secret`),
+    /// then each block's state: whether it has state, and the payload
+    /// bytes used.
     pub fn start(
         engine: &'a dyn IoEngine,
         pieces: Vec<Piece>,
+        secret: Option<[u8; 16]>,
         blocks_state: &[(bool, u16)],
         payload_len: u64,
     ) -> Result<Self> {
@@ -74,7 +85,11 @@ impl<'a> ImageWriter<'a> {
             payload_len,
             blocks,
             objects: 0,
+            fingerprints: secret.is_some(),
         };
+        if let Some(secret) = secret {
+            w.buf.extend_from_slice(&secret);
+        }
         for &(state, used) in blocks_state {
             w.buf.push(u8::from(state));
             w.buf.extend_from_slice(&used.to_le_bytes());
@@ -82,7 +97,7 @@ impl<'a> ImageWriter<'a> {
         Ok(w)
     }
 
-    /// Appends one object's record (in key order; written by the next
+    /// Appends one object's record (in key or fingerprint order; written by the next
     /// [`write_full`](Self::write_full) or [`finish`](Self::finish)).
     pub fn push(&mut self, o: &ImageObject<'_>) {
         encode_record(o, &mut self.buf);
@@ -148,6 +163,7 @@ impl<'a> ImageWriter<'a> {
             ));
         }
         let header = Header {
+            fingerprints: self.fingerprints,
             store_id,
             stamp,
             next_version,

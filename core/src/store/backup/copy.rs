@@ -40,7 +40,7 @@ impl Store {
                 };
                 data::read_range(s.engine.as_ref(), Some(&s.tables), &h.object(), offset, len)
                     .await
-                    .map_err(|e| e.context(format!("read {} at {offset}", show_key(&p.key))))
+                    .map_err(|e| e.context(format!("read {} at {offset}", show_key(p.key()))))
             }
         }
     }
@@ -117,7 +117,7 @@ impl Store {
                     let p = snapshot.get(i);
                     p.inspect(|p| p.release());
                     LoadItem {
-                        key: p.map(|p| p.key.clone()).unwrap_or_default(),
+                        key: p.map(|p| p.key().into()).unwrap_or_default(),
                         value,
                         expires: p.and_then(|p| p.expires),
                         sums: Some(sums),
@@ -199,7 +199,7 @@ impl Store {
         };
         data::read_range(ahead, None, &obj, 0, p.size)
             .await
-            .map_err(|e| e.context(format!("read {}", show_key(&p.key))))
+            .map_err(|e| e.context(format!("read {}", show_key(p.key()))))
     }
 
     /// The CRC32C of each 4 KiB block of `p` as its source records them
@@ -228,7 +228,7 @@ impl Store {
                 };
                 data::load_table(s.engine.as_ref(), Some(&s.tables), &obj, crc)
                     .await
-                    .map_err(|e| e.context(format!("read {}", show_key(&p.key))))?
+                    .map_err(|e| e.context(format!("read {}", show_key(p.key()))))?
             }
             _ => return Ok(None),
         };
@@ -238,7 +238,7 @@ impl Store {
     /// Copies one large object through an upload, a chunk at a time (the
     /// next chunk read while one is written); the CRC32C of its blocks.
     async fn copy_large(&self, copy: &Store, p: &Pinned) -> Result<Arc<[u32]>> {
-        let upload = copy.begin_upload(&p.key, p.size).await?;
+        let upload = copy.begin_upload(p.key(), p.size).await?;
         let parts = &upload;
         // Its chunks are checked against these as they are read.
         let recorded = &self.recorded_sums(p).await?;

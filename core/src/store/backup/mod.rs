@@ -109,8 +109,12 @@ type ReadObject = (usize, Bytes, Option<Arc<[u32]>>);
 
 /// One object version pinned by the snapshot until it has been read.
 struct Pinned {
-    key: Box<[u8]>,
+    /// Its key: set at the snapshot when the index holds keys, else read
+    /// from its tuple with the inline values (`fill_inline`).
+    key: std::sync::OnceLock<Box<[u8]>>,
     size: u64,
+    /// Its entry and version.
+    id: crate::index::EntryId,
     version: u64,
     /// When it expires (µs since the epoch): the copy's expires then too.
     expires: Option<u64>,
@@ -118,16 +122,21 @@ struct Pinned {
     /// can reuse the space of an object deleted meanwhile. `None` until
     /// filled for an inline value in its tuple block (`fill_inline`).
     data: Mutex<Option<ObjectData>>,
-    /// The tuple block of an inline value to read at the snapshot.
+    /// The tuple block to read at the snapshot: an inline value's, or the
+    /// one whose tuple has the key (an index of fingerprints).
     block: Option<u32>,
 }
 
 impl Pinned {
+    fn key(&self) -> &[u8] {
+        self.key.get().map_or(&[], |k| k)
+    }
+
     fn data(&self) -> Result<ObjectData> {
         self.data.lock().clone().ok_or_else(|| {
             Error::new(
                 ErrorKind::Io,
-                format!("backup: {} was read twice", show_key(&self.key)),
+                format!("backup: {} was read twice", show_key(self.key())),
             )
         })
     }

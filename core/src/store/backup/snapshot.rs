@@ -10,36 +10,41 @@ use super::{Pinned, READS_IN_FLIGHT};
 use crate::error::{show_key, Error, ErrorKind, Result};
 use crate::store::{ObjectData, Store};
 
-/// Inline values removed from their tuple blocks (replaced or deleted)
-/// while a snapshot is being filled, by version: what the snapshot reads
-/// there may no longer hold them. Kept only while someone holds it
-/// (`hold`); the commit path adds to it (`keep`).
+/// Tuples removed from their tuple blocks (replaced or deleted) while a
+/// snapshot is being filled, by version: their keys and inline values,
+/// which what the snapshot reads there may no longer hold. Kept only while
+/// someone holds it (`hold`); the commit path adds to it (`keep`).
 #[derive(Default)]
-pub(crate) struct Retired(pub(super) Mutex<(usize, std::collections::HashMap<u64, Bytes>)>);
+pub(crate) struct Retired(pub(super) Mutex<(usize, RetiredTuples)>);
+
+/// Removed tuples by version: key, and value when inline.
+pub(super) type RetiredTuples = std::collections::HashMap<u64, (Box<[u8]>, Option<Bytes>)>;
 
 impl Retired {
-    /// Keeps `gone`'s value, if inline and a snapshot is being filled.
+    /// Keeps `gone`'s key and inline value while a snapshot is being filled.
     pub fn keep(&self, gone: crate::meta::tuple::Tuple) {
-        if let crate::meta::tuple::TupleValue::Inline(b) = gone.value {
-            let mut g = self.0.lock();
-            if g.0 > 0 {
-                g.1.insert(gone.version, b);
-            }
+        let mut g = self.0.lock();
+        if g.0 > 0 {
+            let value = match gone.value {
+                crate::meta::tuple::TupleValue::Inline(b) => Some(b),
+                crate::meta::tuple::TupleValue::Heap { .. } => None,
+            };
+            g.1.insert(gone.version, (gone.key, value));
         }
     }
 
-    fn get(&self, version: u64) -> Option<Bytes> {
+    pub(crate) fn get(&self, version: u64) -> Option<(Box<[u8]>, Option<Bytes>)> {
         self.0.lock().1.get(&version).cloned()
     }
 
     /// Keeps removed values until the guard drops.
-    pub(super) fn hold(&self) -> RetiredHold<'_> {
+    pub(crate) fn hold(&self) -> RetiredHold<'_> {
         self.0.lock().0 += 1;
         RetiredHold(self)
     }
 }
 
-pub(super) struct RetiredHold<'a>(&'a Retired);
+pub(crate) struct RetiredHold<'a>(&'a Retired);
 
 impl Drop for RetiredHold<'_> {
     fn drop(&mut self) {
@@ -62,22 +67,32 @@ impl Store {
     }
 
     /// Every live object version, pinned, in source heap order; inline
-    /// values in their tuple blocks still to read (`fill_inline`).
+    /// values in their tuple blocks still to read (`fill_inline`), and with
+    /// an index of fingerprints, every key.
     pub(super) fn pin_live(&self) -> Result<Vec<Pinned>> {
         let st = self.shared().state.read();
+        let keyless = !st.index.holds_keys();
         let mut keys = Vec::new();
-        st.index.all(&mut keys)?;
+        match st.index.fingerprints() {
+            Some(f) => keys.extend(f.ids.into_iter().map(|(_, id)| (None, id))),
+            None => {
+                let mut all = Vec::new();
+                st.index.all(&mut all)?;
+                keys.extend(all.into_iter().map(|(k, id)| (Some(k), id)));
+            }
+        }
         let mut out: Vec<Pinned> = keys
             .into_iter()
             .filter_map(|(key, id)| {
                 let e = st.entry(id).filter(|e| e.live())?;
                 let data = e.data.at_hand();
                 Some(Pinned {
-                    key,
+                    key: key.map(std::sync::OnceLock::from).unwrap_or_default(),
                     size: e.size,
+                    id,
                     version: e.version,
                     expires: e.expires_micros(),
-                    block: data.is_none().then_some(e.block),
+                    block: (data.is_none() || keyless).then_some(e.block),
                     data: Mutex::new(data),
                 })
             })
@@ -87,11 +102,12 @@ impl Store {
         Ok(out)
     }
 
-    /// Reads the inline values of the snapshot from their tuple blocks, one
-    /// read per block, many at once. A value its block no longer holds was
-    /// removed after the snapshot, so `Retired` has it; a block rewritten
-    /// during its read is read again. Otherwise a missing value is
-    /// `Corrupt` (as a read of it would be).
+    /// Reads the inline values of the snapshot (and with an index of
+    /// fingerprints, every key) from their tuple blocks, one read per
+    /// block, many at once. A tuple its block no longer holds was removed
+    /// after the snapshot, so `Retired` has it; a block rewritten during
+    /// its read is read again. Otherwise a missing one is `Corrupt` (as a
+    /// read of it would be).
     pub(super) async fn fill_inline(&self, snapshot: &[Pinned]) -> Result<()> {
         let mut by_block: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
         for (i, p) in snapshot.iter().enumerate() {
@@ -107,31 +123,36 @@ impl Store {
     }
 
     async fn fill_block(&self, snapshot: &[Pinned], block: u32, pins: Vec<usize>) -> Result<()> {
-        self.check_not_closing()?;
-        let damaged = |why: String| {
-            Error::new(
-                ErrorKind::Corrupt,
-                format!("tuple block {block} cannot be read: {why}"),
-            )
-        };
-        let tuples = self.current_block(block).await?.map_err(damaged)?;
-        for p in pins.iter().filter_map(|&i| snapshot.get(i)) {
-            // Not in the block as read: removed before that write, so kept
-            // aside (`Retired`).
-            let found = crate::store::inline_in(&tuples, &p.key, p.version)
-                .or_else(|| self.shared().retired.get(p.version))
-                .filter(|b| b.len() as u64 == p.size);
-            let Some(b) = found else {
-                return Err(Error::new(
+        let pins: Vec<&Pinned> = pins.iter().filter_map(|&i| snapshot.get(i)).collect();
+        let versions: Vec<(u64, u64)> = pins.iter().map(|p| (p.id, p.version)).collect();
+        // Versions are never reused: the version names the tuple (and its
+        // key, when the pin has none yet).
+        let found = self.tuples_in_block(block, &versions).await?;
+        for (p, (key, value)) in pins.into_iter().zip(found) {
+            let wrong = |what: &str| {
+                Error::new(
                     ErrorKind::Corrupt,
                     format!(
-                        "tuple block {block} does not hold the value of {} (version {})",
-                        show_key(&p.key),
-                        p.version
+                        "tuple block {block} holds version {} of {} with {what}",
+                        p.version,
+                        show_key(&key)
                     ),
-                ));
+                )
             };
-            *p.data.lock() = Some(ObjectData::Inline(b));
+            match p.key.get() {
+                Some(known) if *known != key => return Err(wrong("another key")),
+                Some(_) => {}
+                None => {
+                    let _ = p.key.set(key.clone());
+                }
+            }
+            let mut data = p.data.lock();
+            if data.is_none() {
+                match value.filter(|b| b.len() as u64 == p.size) {
+                    Some(b) => *data = Some(ObjectData::Inline(b)),
+                    None => return Err(wrong("another size")),
+                }
+            }
         }
         Ok(())
     }

@@ -30,7 +30,7 @@ fn the_verification_catches_a_changed_block_a_size_and_a_missing_object() {
         for p in &snapshot {
             let v = &values
                 .iter()
-                .find(|(k, _)| k.as_bytes() == &*p.key)
+                .find(|(k, _)| k.as_bytes() == p.key())
                 .unwrap()
                 .1;
             let computed: Arc<[u32]> = tuple::block_sums(v).into();
@@ -90,7 +90,7 @@ fn inline_values_changed_after_the_snapshot_come_from_the_retired_values() {
         let mut got: Vec<(Vec<u8>, Bytes)> = pins
             .iter()
             .map(|p| match p.data().unwrap() {
-                ObjectData::Inline(b) => (p.key.to_vec(), b),
+                ObjectData::Inline(b) => (p.key().to_vec(), b),
                 ObjectData::Heap { .. } => panic!("inline"),
             })
             .collect();
@@ -131,7 +131,7 @@ fn adjacent_small_objects_are_read_in_runs() {
         read.sort_by_key(|(i, _, _)| *i);
         assert_eq!(read.len(), 40);
         for (i, bytes, sums) in read {
-            let key = std::str::from_utf8(&snapshot[i].key).unwrap();
+            let key = std::str::from_utf8(snapshot[i].key()).unwrap();
             let n: usize = key[1..].parse().unwrap();
             assert_eq!(&bytes[..], &value(n)[..], "{key}");
             // With the sums they were checked against.

@@ -87,12 +87,12 @@ async fn check_one(copy: &Store, p: Option<&Pinned>, want: Option<&Arc<[u32]>>) 
             "backup: snapshot index out of range",
         ));
     };
-    match stored_sums(copy, &p.key).await? {
+    match stored_sums(copy, p.key()).await? {
         Some((_, _, expires)) if expires != p.expires => Err(Error::new(
             ErrorKind::Corrupt,
             format!(
                 "the copy of {} expires at {expires:?} µs, the source at {:?}",
-                show_key(&p.key),
+                show_key(p.key()),
                 p.expires
             ),
         )),
@@ -101,7 +101,7 @@ async fn check_one(copy: &Store, p: Option<&Pinned>, want: Option<&Arc<[u32]>>) 
             ErrorKind::Corrupt,
             format!(
                 "the copy of {} has {size} bytes, not {}",
-                show_key(&p.key),
+                show_key(p.key()),
                 p.size
             ),
         )),
@@ -109,12 +109,12 @@ async fn check_one(copy: &Store, p: Option<&Pinned>, want: Option<&Arc<[u32]>>) 
             ErrorKind::Corrupt,
             format!(
                 "the copy of {} does not hold the source's bytes (its block checksums differ)",
-                show_key(&p.key)
+                show_key(p.key())
             ),
         )),
         None => Err(Error::new(
             ErrorKind::Corrupt,
-            format!("the copy lacks {}", show_key(&p.key)),
+            format!("the copy lacks {}", show_key(p.key())),
         )),
     }
 }

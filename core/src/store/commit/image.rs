@@ -1,11 +1,12 @@
 //! The index image written at a clean close (`meta::image`): the state as
-//! the close leaves it, in key order, so the next open loads it instead of
-//! reading every tuple block.
+//! the close leaves it, in key order (or, for the hash index, which holds
+//! no keys, in the order of the keys' fingerprints), so the next open loads
+//! it instead of reading every tuple block.
 
 use super::Committer;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{ImageRef, BLOCK_SIZE};
-use crate::index::EntryId;
+use crate::index::{EntryId, Fingerprint};
 use crate::meta::image::{record_len, ImageObject, ImageWriter, MAX_IMAGE_PIECES};
 use crate::meta::superblock::publish_superblock;
 use crate::meta::tuple::Piece;
@@ -15,10 +16,13 @@ use crate::store::{Entry, Shared};
 /// Records encoded per hold of the state's read lock.
 const BATCH: usize = 8192;
 
-/// The image's record of `key`'s entry.
-fn object<'a>(key: &'a [u8], e: &'a Entry) -> ImageObject<'a> {
+/// The image's record of `key`'s entry (`fp`: of a fingerprint image,
+/// where `key` is empty unless the entry expires).
+fn object<'a>(key: &'a [u8], fp: Option<Fingerprint>, e: &'a Entry) -> ImageObject<'a> {
     ImageObject {
         key,
+        key_len: e.key_len(),
+        fp,
         block: e.block,
         version: e.version,
         created_micros: e.created_micros,
@@ -111,24 +115,51 @@ impl Committer {
             .iter()
             .map(|b| (b.has_state, b.used))
             .collect();
-        let mut keys = Vec::new();
+        // Each record's key (or, fingerprints, the key only of an entry
+        // that expires: the reaper's queue has it) and entry, in order.
+        let mut keys: Vec<(Box<[u8]>, Option<Fingerprint>, EntryId)> = Vec::new();
+        let mut secret = None;
         let records = {
             let st = shared.state.read();
-            st.index.all(&mut keys)?;
-            if !shared.settings.index.is_ordered() {
-                keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            match st.index.fingerprints() {
+                Some(f) => {
+                    secret = Some(f.secret);
+                    let expiring = shared.expiring.lock();
+                    keys.reserve_exact(f.ids.len());
+                    for (fp, id) in f.ids {
+                        let e = st.entry(id).ok_or_else(|| vanished(id))?;
+                        let key = match e.expires_micros() {
+                            None => Box::default(),
+                            // Not in the queue (the reaper holds it right
+                            // now): no image; the next open scans.
+                            Some(at) => match expiring.get(&(at, e.version)) {
+                                Some((key, _)) => key.clone(),
+                                None => return Ok(None),
+                            },
+                        };
+                        keys.push((key, Some(fp), id));
+                    }
+                }
+                None => {
+                    let mut all = Vec::new();
+                    st.index.all(&mut all)?;
+                    if !shared.settings.index.is_ordered() {
+                        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+                    }
+                    keys.extend(all.into_iter().map(|(k, id)| (k, None, id)));
+                }
             }
             let mut len = 0u64;
-            for (k, id) in &keys {
+            for (k, fp, id) in &keys {
                 let e = st.entry(*id).ok_or_else(|| vanished(*id))?;
                 if e.data.is_pending() {
                     return Ok(None);
                 }
-                len += record_len(&object(k, e)) as u64;
+                len += record_len(&object(k, *fp, e)) as u64;
             }
             len
         };
-        let payload_len = ImageWriter::payload_len(blocks.len(), records);
+        let payload_len = ImageWriter::payload_len(secret.is_some(), blocks.len(), records);
         let len = BLOCK_SIZE as u64 + payload_len;
         // Like an object's: a store that can grow does (within its
         // max_capacity); no room is no image.
@@ -145,12 +176,12 @@ impl Committer {
         let engine = shared.engine.as_ref();
         let stamp = self.next_version - 1;
         let written = async {
-            let mut w = ImageWriter::start(engine, pieces.clone(), &blocks, payload_len)?;
+            let mut w = ImageWriter::start(engine, pieces.clone(), secret, &blocks, payload_len)?;
             for batch in keys.chunks(BATCH) {
                 {
                     let st = shared.state.read();
-                    for (k, id) in batch {
-                        w.push(&object(k, st.entry(*id).ok_or_else(|| vanished(*id))?));
+                    for (k, fp, id) in batch {
+                        w.push(&object(k, *fp, st.entry(*id).ok_or_else(|| vanished(*id))?));
                     }
                 }
                 w.write_full().await?;

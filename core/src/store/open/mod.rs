@@ -339,20 +339,28 @@ async fn rebuild(
     } else {
         recovery::ImageUse::Load
     };
-    let recovered = recovery::recover(engine.as_ref(), &sb, salvage, image_use, |t: Tuple| {
-        let engine = verify_engine.clone();
-        async move {
-            if let TupleValue::Heap { pieces, .. } = &t.value {
-                if let Some(p) = pieces.iter().find(|p| p.start + (1u64 << p.order) > total) {
-                    return Ok(Some(format!(
-                        "piece at block {} lies past the end of the store",
-                        p.start
-                    )));
+    let fingerprints = settings.index.holds_fingerprints();
+    let recovered = recovery::recover(
+        engine.as_ref(),
+        &sb,
+        salvage,
+        image_use,
+        fingerprints,
+        |t: Tuple| {
+            let engine = verify_engine.clone();
+            async move {
+                if let TupleValue::Heap { pieces, .. } = &t.value {
+                    if let Some(p) = pieces.iter().find(|p| p.start + (1u64 << p.order) > total) {
+                        return Ok(Some(format!(
+                            "piece at block {} lies past the end of the store",
+                            p.start
+                        )));
+                    }
                 }
+                data::verify_object(engine.as_ref(), &t).await
             }
-            data::verify_object(engine.as_ref(), &t).await
-        }
-    })
+        },
+    )
     .await?;
     let recovery::Recovered {
         alloc,
@@ -364,6 +372,7 @@ async fn rebuild(
         pinned,
         dirty,
         next_version,
+        fingerprints: image_fingerprints,
         mut report,
         image_pieces,
     } = recovered;
@@ -426,9 +435,32 @@ async fn rebuild(
                 st.set_slot(no as u32, *at);
             }
         }
-        let mut keys = Vec::with_capacity(tuples.len());
+        // The index: keys, or (an image of fingerprints) each key's
+        // fingerprint and length, in the tuples' order.
+        let mut keys = Vec::with_capacity(if image_fingerprints.is_none() {
+            tuples.len()
+        } else {
+            0
+        });
+        let (secret, mut fps) = match image_fingerprints {
+            Some(f) => (Some(f.secret), f.fps.into_iter()),
+            None => (None, Vec::new().into_iter()),
+        };
+        let mut ids = Vec::with_capacity(fps.len());
         // Recovery claimed each object's pieces; each becomes one entry.
         for (block, t) in tuples {
+            let (fp, key_len) = match secret {
+                None => (None, t.key.len()),
+                Some(_) => {
+                    let (fp, len) = fps.next().ok_or_else(|| {
+                        Error::new(
+                            ErrorKind::Corrupt,
+                            "index image: fewer fingerprints than objects",
+                        )
+                    })?;
+                    (Some(fp), len as usize)
+                }
+            };
             let data = match t.value {
                 // The block as recovery left it is on the device only if
                 // recovery did not change it; a changed block holds its
@@ -448,7 +480,7 @@ async fn rebuild(
             };
             let pending = data.is_pending();
             let id = st.add(Entry::new(
-                t.key.len(),
+                key_len,
                 t.version,
                 t.created_micros,
                 t.size,
@@ -462,9 +494,18 @@ async fn rebuild(
             if let Some(at) = t.expires_micros {
                 expiring.push((t.key.clone(), at, t.version, t.size));
             }
-            keys.push((t.key, id));
+            match fp {
+                Some(fp) => ids.push((fp, id)),
+                None => keys.push((t.key, id)),
+            }
         }
-        st.index.load(keys);
+        match secret {
+            Some(secret) => st
+                .index
+                .load_fingerprints(crate::index::Fingerprints { secret, ids })
+                .map_err(|e| e.context("loading the index image"))?,
+            None => st.index.load(keys),
+        }
     }
     if let (Some(why), Some(old)) = (&table_damage, sb.extent_table) {
         let done = match read_only {
