@@ -119,6 +119,30 @@ impl HashIndex {
         }
     }
 
+    /// Room for `n` keys with ids up to `top`, exactly (a bulk load).
+    pub(crate) fn reserve_for(&mut self, n: usize, top: EntryId) {
+        self.reserve(n, Some(top));
+    }
+
+    /// Adds fingerprints known to be distinct from each other and from
+    /// every one in the index (an image's, which ascend strictly), each
+    /// with an id that names no key yet: no lookup before each insert.
+    pub(crate) fn load_distinct(&mut self, batch: &[(Fingerprint, EntryId)]) {
+        for &(fp, id) in batch {
+            self.fit(id);
+            debug_assert!(fp != NONE && self.get_fp(fp).is_none());
+            self.insert_new(fp, id);
+        }
+    }
+
+    fn get_fp(&self, fp: Fingerprint) -> Option<EntryId> {
+        let fps = &self.fps;
+        each_table!(&self.table, t, _to, {
+            t.find(place(fp), |&id| fp_of(fps, EntryId::from(id)) == fp)
+                .map(|&id| EntryId::from(id))
+        })
+    }
+
     /// `key`'s fingerprint (never `NONE`).
     pub(crate) fn of(&self, key: &[u8]) -> Fingerprint {
         self.sip.hash(key).as_u128().max(1)
@@ -204,12 +228,7 @@ impl KeyIndex for HashIndex {
     }
 
     fn get(&self, key: &[u8]) -> Option<EntryId> {
-        let fp = self.of(key);
-        let fps = &self.fps;
-        each_table!(&self.table, t, _to, {
-            t.find(place(fp), |&id| fp_of(fps, EntryId::from(id)) == fp)
-                .map(|&id| EntryId::from(id))
-        })
+        self.get_fp(self.of(key))
     }
 
     fn remove(&mut self, key: &[u8]) -> Option<EntryId> {

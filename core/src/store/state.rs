@@ -300,6 +300,12 @@ impl State {
             .filter(|&(at, _)| at != NO_SLOT.0)
     }
 
+    /// Room for `n` more entries, exactly (open, from an image that says
+    /// how many).
+    pub fn reserve_entries(&mut self, n: usize) {
+        self.entries.reserve_exact(n);
+    }
+
     /// Room for `blocks` blocks' slots, exactly (open: one per block for
     /// the store's life, no doubling slack).
     pub fn reserve_slots(&mut self, blocks: usize) {

@@ -5,13 +5,15 @@
 use std::collections::BTreeSet;
 
 use super::{
-    decode_record, device_offset, pieces_len, Header, Record, BLOCK_STATE_LEN, SECRET_LEN,
+    decode_record, device_offset, pieces_len, Header, ImageSink, Record, BLOCK_STATE_LEN,
+    SECRET_LEN,
 };
 use crate::alloc::BuddyAllocator;
 use crate::format::{Layout, Superblock, BLOCK_SIZE, SUPER_BLOCKS};
+use crate::index::Fingerprint;
 use crate::io::{AlignedBuf, IoEngine};
 use crate::meta::block::BLOCK_PAYLOAD;
-use crate::meta::recovery::{claim_metadata, ImageFingerprints, Recovered, RecoveryReport};
+use crate::meta::recovery::{claim_metadata, Recovered, RecoveryReport};
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{Tuple, TupleValue};
 
@@ -22,11 +24,13 @@ const CHUNK: usize = 4 << 20;
 /// the tuple blocks exactly (stale, damaged, not this store's, or
 /// inconsistent) or it records key fingerprints and the index opened holds
 /// keys (`fingerprints` false), in which case the caller scans. An image
-/// of keys serves either kind of index.
+/// of keys serves either kind of index. The objects go to `sink` as they
+/// are read (the `Recovered` has no `tuples`).
 pub(crate) async fn load(
     engine: &dyn IoEngine,
     sb: &Superblock,
     fingerprints: bool,
+    sink: &mut dyn ImageSink,
 ) -> std::result::Result<Recovered, String> {
     let r = sb.index_image.ok_or("not named by the superblock")?;
     let Layout::Journaled(_) = sb.layout() else {
@@ -129,9 +133,12 @@ pub(crate) async fn load(
     at += states_len;
 
     let objects = usize::try_from(header.objects).map_err(|_| "object count out of range")?;
-    let mut tuples: Vec<(u32, Tuple)> = Vec::with_capacity(objects.min(1 << 26));
-    let mut fps = Vec::with_capacity(if fingerprints { tuples.capacity() } else { 0 });
-    while tuples.len() < objects {
+    sink.begin(objects.min(1 << 26), fingerprints.then_some(secret));
+    let mut seen = 0usize;
+    // The previous record's key or fingerprint: each must ascend.
+    let mut previous_key: Vec<u8> = Vec::new();
+    let mut previous_fp: Option<Fingerprint> = None;
+    while seen < objects {
         let rest = pending.get(at..).unwrap_or_default();
         match decode_record(rest, fingerprints)? {
             Some((record, n)) => {
@@ -143,22 +150,23 @@ pub(crate) async fn load(
                     key_len,
                     fp,
                 } = record;
+                check_record(&t, block, len, &header)?;
                 match fp {
                     None => {
-                        check_record(&t, block, len, &header)?;
-                        if tuples.last().is_some_and(|(_, p)| p.key >= t.key) {
+                        if seen > 0 && previous_key.as_slice() >= &*t.key {
                             return Err("keys out of order".into());
                         }
+                        previous_key.clear();
+                        previous_key.extend_from_slice(&t.key);
                     }
                     Some(fp) => {
-                        check_record(&t, block, len, &header)?;
-                        if fps.last().is_some_and(|&(p, _)| p >= fp) {
+                        if previous_fp.is_some_and(|p| p >= fp) {
                             return Err("fingerprints out of order".into());
                         }
                         if !t.key.is_empty() && fingerprint_of.of(&t.key) != fp {
                             return Err("a key that is not its fingerprint's".into());
                         }
-                        fps.push((fp, key_len));
+                        previous_fp = Some(fp);
                     }
                 }
                 if let TupleValue::Heap { pieces, .. } = &t.value {
@@ -171,7 +179,8 @@ pub(crate) async fn load(
                             .map_err(|e| format!("piece at block {}: {e}", p.start))?;
                     }
                 }
-                tuples.push((block, t));
+                seen += 1;
+                sink.object(block, t, fp.map(|fp| (fp, key_len)));
             }
             None => {
                 pending.drain(..at);
@@ -203,13 +212,12 @@ pub(crate) async fn load(
         alloc,
         metadata_bytes,
         table,
-        tuples,
+        tuples: Vec::new(),
         state_at,
         replay: Vec::new(),
         pinned: Vec::new(),
         dirty: BTreeSet::new(),
         next_version: header.next_version,
-        fingerprints: fingerprints.then_some(ImageFingerprints { secret, fps }),
         report: RecoveryReport {
             clean: true,
             from_image: true,
@@ -278,15 +286,45 @@ impl Payload<'_> {
     }
 }
 
+/// An image's objects as read, in order (`check` compares them with a
+/// scan).
+#[derive(Default)]
+pub(crate) struct Collected {
+    pub tuples: Vec<(u32, Tuple)>,
+    /// A fingerprint image's secret, and each object's key fingerprint and
+    /// length.
+    pub secret: Option<[u8; 16]>,
+    pub fps: Vec<(Fingerprint, u16)>,
+}
+
+impl ImageSink for Collected {
+    fn begin(&mut self, objects: usize, secret: Option<[u8; 16]>) {
+        self.tuples.reserve(objects);
+        self.secret = secret;
+    }
+    fn object(&mut self, block: u32, tuple: Tuple, fp: Option<(Fingerprint, u16)>) {
+        self.tuples.push((block, tuple));
+        self.fps.extend(fp);
+    }
+    fn discard(&mut self) {
+        *self = Collected::default();
+    }
+}
+
 /// The first difference between the state a scan rebuilt and the one an
-/// image holds (`check`), if any. Inline values are compared by size (the
-/// image holds none of their bytes); an image of fingerprints by each
-/// scanned key's fingerprint and length.
-pub(crate) fn compare(scanned: &Recovered, image: &Recovered) -> Option<String> {
-    if scanned.tuples.len() != image.tuples.len() {
+/// image holds (`check`: `image` its state, `objects` its objects), if
+/// any. Inline values are compared by size (the image holds none of their
+/// bytes); an image of fingerprints by each scanned key's fingerprint and
+/// length.
+pub(crate) fn compare(
+    scanned: &Recovered,
+    image: &Recovered,
+    objects: &Collected,
+) -> Option<String> {
+    if scanned.tuples.len() != objects.tuples.len() {
         return Some(format!(
             "holds {} objects, the tuple blocks {}",
-            image.tuples.len(),
+            objects.tuples.len(),
             scanned.tuples.len()
         ));
     }
@@ -294,19 +332,19 @@ pub(crate) fn compare(scanned: &Recovered, image: &Recovered) -> Option<String> 
     // says of its key: the key itself, or its fingerprint and length.
     let mut order: Vec<usize> = (0..scanned.tuples.len()).collect();
     let mut scanned_fps = Vec::new();
-    if let Some(f) = &image.fingerprints {
-        let of = crate::index::HashIndex::with_secret(f.secret);
+    if let Some(secret) = objects.secret {
+        let of = crate::index::HashIndex::with_secret(secret);
         scanned_fps = scanned.tuples.iter().map(|(_, t)| of.of(&t.key)).collect();
         order.sort_by_key(|&i| scanned_fps.get(i).copied());
     }
-    for (n, (&i, (ib, it))) in order.iter().zip(&image.tuples).enumerate() {
+    for (n, (&i, (ib, it))) in order.iter().zip(&objects.tuples).enumerate() {
         let Some((sb, s)) = scanned.tuples.get(i) else {
             return Some("differs from the tuple blocks".into());
         };
-        let same_key = match &image.fingerprints {
+        let same_key = match objects.secret {
             None => s.key == it.key,
-            Some(f) => {
-                f.fps.get(n).map(|&(fp, len)| (fp, len as usize))
+            Some(_) => {
+                objects.fps.get(n).map(|&(fp, len)| (fp, len as usize))
                     == scanned_fps.get(i).map(|&fp| (fp, s.key.len()))
                     && (it.key.is_empty() || it.key == s.key)
             }

@@ -31,7 +31,22 @@ use crate::meta::tuple::{self, Checksums, Piece, Tuple, TupleValue, MAX_KEY_LEN}
 mod load;
 mod write;
 
-pub(crate) use load::{compare, load};
+pub(crate) use load::{compare, load, Collected};
+
+/// Where an image's objects go as it is read: open builds its state from
+/// them as they come (no transient copy of every object), `check` collects
+/// them. Records come before the payload's checksum is known: when `load`
+/// fails, what the sink took must be dropped (`recover` calls `discard`).
+pub(crate) trait ImageSink {
+    /// The image holds `objects` records; `secret`: a fingerprint image's.
+    fn begin(&mut self, objects: usize, secret: Option<[u8; 16]>);
+    /// One record: its tuple block, the object as a tuple (see
+    /// [`Record`]), and in a fingerprint image its key's fingerprint and
+    /// length.
+    fn object(&mut self, block: u32, tuple: Tuple, fp: Option<(Fingerprint, u16)>);
+    /// Drops everything taken so far (the image did not serve).
+    fn discard(&mut self);
+}
 pub(crate) use write::{ImageObject, ImageWriter};
 
 /// Header magic (8 bytes) of an image whose records hold keys, in key

@@ -135,23 +135,11 @@ pub(crate) struct Recovered {
     pub dirty: BTreeSet<u32>,
     /// The next version (and sequence) to assign: above every one seen.
     pub next_version: u64,
-    /// Loaded from an image of key fingerprints: the keys of `tuples` are
-    /// empty (but of those that expire), and this gives each one's
-    /// fingerprint and length, in the same order (ascending fingerprint).
-    pub fingerprints: Option<ImageFingerprints>,
     pub report: RecoveryReport,
     /// The index image's pieces, claimed in `alloc`, when the state was
     /// loaded from it: freed once a read-write open has dropped it from
     /// the superblock.
     pub image_pieces: Vec<crate::meta::tuple::Piece>,
-}
-
-/// The hash index's fingerprints as an index image recorded them.
-pub(crate) struct ImageFingerprints {
-    /// The secret they were made under.
-    pub secret: [u8; 16],
-    /// Per tuple of `Recovered::tuples`: its key's fingerprint and length.
-    pub fps: Vec<(crate::index::Fingerprint, u16)>,
 }
 
 /// What recovery does with an index image the superblock names.
@@ -169,13 +157,16 @@ pub(crate) enum ImageUse {
 /// checksums (`Some(why)` when its bytes are not what its tuple promises);
 /// `salvage` skips blocks whose state is lost instead of refusing;
 /// `fingerprints`: the index opened holds key fingerprints (the hash
-/// index), so only an image of fingerprints can serve it.
+/// index), so an image of fingerprints can serve it. When an image serves,
+/// its objects went to `sink` and the `Recovered` has no `tuples`
+/// (`report.from_image`).
 pub(crate) async fn recover<V, F>(
     engine: &dyn IoEngine,
     sb: &Superblock,
     salvage: bool,
     image: ImageUse,
     fingerprints: bool,
+    sink: &mut dyn crate::meta::image::ImageSink,
     verify: V,
 ) -> Result<Recovered>
 where
@@ -185,15 +176,20 @@ where
     // A salvage open reads every block: it is for stores already damaged.
     let mut image_damage = None;
     if sb.index_image.is_some() && !salvage && image == ImageUse::Load {
-        match crate::meta::image::load(engine, sb, fingerprints).await {
+        match crate::meta::image::load(engine, sb, fingerprints, sink).await {
             Ok(r) => return Ok(r),
-            Err(why) => image_damage = Some(why),
+            Err(why) => {
+                sink.discard();
+                image_damage = Some(why);
+            }
         }
     }
     let mut recovered = scan_and_resolve(engine, sb, salvage, verify).await?;
     if sb.index_image.is_some() && image == ImageUse::Verify {
-        image_damage = match crate::meta::image::load(engine, sb, fingerprints).await {
-            Ok(i) => crate::meta::image::compare(&recovered, &i),
+        let mut objects = crate::meta::image::Collected::default();
+        image_damage = match crate::meta::image::load(engine, sb, fingerprints, &mut objects).await
+        {
+            Ok(i) => crate::meta::image::compare(&recovered, &i, &objects),
             Err(why) => Some(why),
         };
     }

@@ -173,7 +173,6 @@ pub(super) fn resolve(
         pinned,
         dirty,
         next_version: max_seq + 1,
-        fingerprints: None,
         report,
         image_pieces: Vec::new(),
     })

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 
 use super::commit::Committer;
-use super::{data, now_micros, Entry, Geometry, Shared, State, Store, Stored};
+use super::{data, now_micros, Geometry, Shared, Store};
 use crate::alloc::BuddyAllocator;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{
@@ -37,6 +37,7 @@ use crate::meta::superblock::{
 use crate::meta::tuple::{Piece, Tuple, TupleValue};
 use crate::options::{Options, MIN_CAPACITY};
 
+mod entries;
 mod path;
 
 pub(crate) use path::{open_path, PathFiles};
@@ -340,12 +341,15 @@ async fn rebuild(
         recovery::ImageUse::Load
     };
     let fingerprints = settings.index.holds_fingerprints();
+    // An image's objects become entries as it is read.
+    let mut rebuilt = entries::Rebuilt::new(settings.index);
     let recovered = recovery::recover(
         engine.as_ref(),
         &sb,
         salvage,
         image_use,
         fingerprints,
+        &mut rebuilt,
         |t: Tuple| {
             let engine = verify_engine.clone();
             async move {
@@ -372,7 +376,6 @@ async fn rebuild(
         pinned,
         dirty,
         next_version,
-        fingerprints: image_fingerprints,
         mut report,
         image_pieces,
     } = recovered;
@@ -380,6 +383,9 @@ async fn rebuild(
     // Journal images of groups recovery rolled back must not outlive it.
     let rolled_back = report.rolled_back();
     let alloc = crate::sync::Arc::new(crate::sync::Mutex::new(alloc));
+    // A scan's objects (an image's went to `rebuilt` as it was read).
+    rebuilt.scanned(tuples, &dirty);
+    let (state, expiring, held) = rebuilt.finish(&alloc)?;
 
     let read_only = options.read_only;
     let (lock, io_file) = match files {
@@ -403,7 +409,7 @@ async fn rebuild(
         uploads: Default::default(),
         superblock: parking_lot::Mutex::new(sb.clone()),
         settings,
-        state: RwLock::new(State::new(crate::index::build(settings.index))),
+        state: RwLock::new(state),
         options,
         alloc: alloc.clone(),
         failed: Default::default(),
@@ -422,10 +428,6 @@ async fn rebuild(
         expiring: Default::default(),
         retired: Default::default(),
     });
-    // Versions that expire: the reaper's queue (`Committer::track_expiry`).
-    let mut expiring = Vec::new();
-    // Entries whose inline values wait for their block to be written.
-    let mut held = Vec::new();
     {
         let mut st = shared.state.write();
         st.reserve_slots(state_at.len());
@@ -434,77 +436,6 @@ async fn rebuild(
             if let Some(at) = at {
                 st.set_slot(no as u32, *at);
             }
-        }
-        // The index: keys, or (an image of fingerprints) each key's
-        // fingerprint and length, in the tuples' order.
-        let mut keys = Vec::with_capacity(if image_fingerprints.is_none() {
-            tuples.len()
-        } else {
-            0
-        });
-        let (secret, mut fps) = match image_fingerprints {
-            Some(f) => (Some(f.secret), f.fps.into_iter()),
-            None => (None, Vec::new().into_iter()),
-        };
-        let mut ids = Vec::with_capacity(fps.len());
-        // Recovery claimed each object's pieces; each becomes one entry.
-        for (block, t) in tuples {
-            let (fp, key_len) = match secret {
-                None => (None, t.key.len()),
-                Some(_) => {
-                    let (fp, len) = fps.next().ok_or_else(|| {
-                        Error::new(
-                            ErrorKind::Corrupt,
-                            "index image: fewer fingerprints than objects",
-                        )
-                    })?;
-                    (Some(fp), len as usize)
-                }
-            };
-            let data = match t.value {
-                // The block as recovery left it is on the device only if
-                // recovery did not change it; a changed block holds its
-                // values until it is written (`Committer::blocks_written`;
-                // a read-only open never writes it).
-                TupleValue::Inline(b) if dirty.contains(&block) => Stored::pending(b),
-                TupleValue::Inline(_) => Stored::INLINE,
-                TupleValue::Heap {
-                    pieces,
-                    sums,
-                    unsynced,
-                } => Stored::heap_object(super::HeapValue {
-                    extent: shared.new_extent(pieces),
-                    sums,
-                    unsynced,
-                }),
-            };
-            let pending = data.is_pending();
-            let id = st.add(Entry::new(
-                key_len,
-                t.version,
-                t.created_micros,
-                t.size,
-                t.expires_micros,
-                data,
-                block,
-            ));
-            if pending {
-                held.push((id, t.version));
-            }
-            if let Some(at) = t.expires_micros {
-                expiring.push((t.key.clone(), at, t.version, t.size));
-            }
-            match fp {
-                Some(fp) => ids.push((fp, id)),
-                None => keys.push((t.key, id)),
-            }
-        }
-        match secret {
-            Some(secret) => st
-                .index
-                .load_fingerprints(crate::index::Fingerprints { secret, ids })
-                .map_err(|e| e.context("loading the index image"))?,
-            None => st.index.load(keys),
         }
     }
     if let (Some(why), Some(old)) = (&table_damage, sb.extent_table) {
