@@ -113,7 +113,7 @@ impl Keys {
                 let info = e.info();
                 self.page.push_back(ListEntry {
                     key: Bytes::from(key.into_vec()),
-                    size: e.size,
+                    size: e.size(),
                     version: e.version,
                     created: info.created,
                     expires: info.expires,
@@ -138,7 +138,7 @@ impl Iterator for Keys {
                 let info = e.info();
                 return Some(Ok(ListEntry {
                     key: Bytes::from(key.into_vec()),
-                    size: e.size,
+                    size: e.size(),
                     version: e.version,
                     created: info.created,
                     expires: info.expires,

@@ -528,7 +528,7 @@ impl Store {
 
     /// The size of `key`'s object, from memory (`None` when absent).
     pub(crate) fn size_of(&self, key: &[u8]) -> Option<u64> {
-        self.shared().state.read().lookup(key).map(|e| e.size)
+        self.shared().state.read().lookup(key).map(|e| e.size())
     }
 
     /// [`stat`](Store::stat) with its key in hand: the visible entry's

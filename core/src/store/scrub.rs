@@ -89,7 +89,7 @@ impl Store {
             let st = self.shared().state.read();
             st.lookup(&t.key)
                 .filter(|e| e.version == t.version)
-                .map(|e| (e.size, e.data.heap().cloned()))
+                .map(|e| (e.size(), e.data.heap().cloned()))
         };
         let Some((size, data)) = live else {
             return Ok(());

@@ -94,21 +94,28 @@ pub(crate) fn heap(extent: Arc<Extent>, sums: Checksums, unsynced: bool) -> Obje
 /// not here: it lives in the index (and on disk in the tuple), so a backend
 /// that compresses keys (FST) really saves their memory. Neither is an
 /// inline value once its tuple block is written: reads take it from the
-/// block, through the read cache. Kept small (48 bytes, `Option<Entry>`
+/// block, through the read cache. Kept small (40 bytes, `Option<Entry>`
 /// too): there is one per object.
 pub(crate) struct Entry {
     pub version: u64,
     pub created_micros: u64,
-    pub size: u64,
     /// When it expires, µs since the epoch; 0: never.
     expires: u64,
+    pub data: Stored,
     /// Tuple block holding this entry's tuple.
     pub block: u32,
-    /// Keys are 1..=`MAX_KEY_LEN` bytes (and the zero left free makes
-    /// `Option<Entry>` no larger than an entry).
-    key_len: std::num::NonZeroU16,
-    pub data: Stored,
+    /// The key's length (bits 0..`KEY_BITS`: keys are 1..=`MAX_KEY_LEN`
+    /// bytes, so this is never zero, which makes `Option<Entry>` no larger
+    /// than an entry) and the object's size above them, or `LARGE` there
+    /// for a size that does not fit, which the heap value then holds.
+    small: std::num::NonZeroU32,
 }
+
+/// Bits of `Entry::small` holding the key's length (up to 2047).
+const KEY_BITS: u32 = 11;
+/// `Entry::small`'s size bits of an object whose size the heap value holds
+/// (every inline value fits below: at most `MAX_INLINE_THRESHOLD` bytes).
+const LARGE: u32 = u32::MAX >> KEY_BITS;
 
 /// Where a committed version's value is (the entry's view of
 /// [`ObjectData`]): one pointer, null for an inline value on the device,
@@ -121,8 +128,9 @@ enum Held {
     /// until the commit path has written the block
     /// (`Committer::blocks_written`).
     Pending(Bytes),
-    /// A heap object.
-    Heap(HeapValue),
+    /// A heap object, with its size when the entry's bits cannot hold it
+    /// (`LARGE`).
+    Heap(HeapValue, u64),
 }
 
 /// A heap object's pieces and the checksums of their bytes (see
@@ -147,11 +155,14 @@ impl Stored {
                 extent,
                 sums,
                 unsynced,
-            } => Held::Heap(HeapValue {
-                extent,
-                sums,
-                unsynced,
-            }),
+            } => Held::Heap(
+                HeapValue {
+                    extent,
+                    sums,
+                    unsynced,
+                },
+                0,
+            ),
         })))
     }
 
@@ -163,7 +174,7 @@ impl Stored {
 
     /// A heap object.
     pub fn heap_object(h: HeapValue) -> Stored {
-        Stored(Some(Box::new(Held::Heap(h))))
+        Stored(Some(Box::new(Held::Heap(h, 0))))
     }
 
     /// The value as staged data, when it is at hand (heap, or inline
@@ -171,13 +182,13 @@ impl Stored {
     pub fn at_hand(&self) -> Option<ObjectData> {
         match self.0.as_deref()? {
             Held::Pending(b) => Some(ObjectData::Inline(b.clone())),
-            Held::Heap(h) => Some(heap(h.extent.clone(), h.sums.clone(), h.unsynced)),
+            Held::Heap(h, _) => Some(heap(h.extent.clone(), h.sums.clone(), h.unsynced)),
         }
     }
 
     pub fn heap(&self) -> Option<&HeapValue> {
         match self.0.as_deref() {
-            Some(Held::Heap(h)) => Some(h),
+            Some(Held::Heap(h, _)) => Some(h),
             _ => None,
         }
     }
@@ -204,26 +215,50 @@ impl Entry {
         created_micros: u64,
         size: u64,
         expires_micros: Option<u64>,
-        data: Stored,
+        mut data: Stored,
         block: u32,
     ) -> Entry {
+        // `check_key` and tuple decoding hold keys to 1..=1024 bytes.
+        let key_bits = (key_len as u32).clamp(1, (1 << KEY_BITS) - 1);
+        let size_bits = match u32::try_from(size) {
+            Ok(s) if s < LARGE => s,
+            // Only a heap value can be this large (inline values are at
+            // most `MAX_INLINE_THRESHOLD` bytes): it holds the size.
+            _ => {
+                match data.0.as_deref_mut() {
+                    Some(Held::Heap(_, large)) => *large = size,
+                    _ => debug_assert!(false, "an inline value of {size} bytes"),
+                }
+                LARGE
+            }
+        };
         Entry {
             version,
             created_micros,
-            size,
             // 0 means "never": an expiry read as 0 (a hand-made tuple;
             // the store writes creation + at least 1 µs) is kept as 1, as
             // long past.
             expires: expires_micros.map_or(0, |at| at.max(1)),
-            block,
-            // `check_key` and tuple decoding hold keys to 1..=1024 bytes.
-            key_len: std::num::NonZeroU16::new(key_len as u16).unwrap_or(std::num::NonZeroU16::MIN),
             data,
+            block,
+            small: std::num::NonZeroU32::new(key_bits | size_bits << KEY_BITS)
+                .unwrap_or(std::num::NonZeroU32::MIN),
         }
     }
 
     pub fn key_len(&self) -> usize {
-        self.key_len.get() as usize
+        (self.small.get() & ((1 << KEY_BITS) - 1)) as usize
+    }
+
+    /// The object's size in bytes.
+    pub fn size(&self) -> u64 {
+        match self.small.get() >> KEY_BITS {
+            LARGE => match self.data.0.as_deref() {
+                Some(Held::Heap(_, size)) => *size,
+                _ => 0,
+            },
+            s => u64::from(s),
+        }
     }
 
     /// When it expires, µs since the epoch (`None`: never).
@@ -235,7 +270,7 @@ impl Entry {
     pub fn tuple_len(&self) -> usize {
         let expires = self.expires != 0;
         match self.data.heap() {
-            None => tuple::inline_len(self.key_len(), self.size, expires),
+            None => tuple::inline_len(self.key_len(), self.size(), expires),
             Some(h) => tuple::heap_len(self.key_len(), h.extent.pieces.len(), &h.sums, expires),
         }
     }
@@ -248,7 +283,7 @@ impl Entry {
 
     pub fn info(&self) -> ObjectInfo {
         ObjectInfo {
-            size: self.size,
+            size: self.size(),
             version: self.version,
             created: UNIX_EPOCH + Duration::from_micros(self.created_micros),
             inline: self.data.heap().is_none(),
@@ -358,7 +393,7 @@ impl State {
 
     /// Adds an entry to the table only (open links keys in bulk after).
     pub fn add(&mut self, entry: Entry) -> EntryId {
-        self.logical_bytes += entry.size;
+        self.logical_bytes += entry.size();
         self.heap_bytes += entry.data.heap_bytes();
         // A free id names a slot of `entries` emptied by `take`.
         let free = self
@@ -385,10 +420,10 @@ impl State {
             // A free id: nothing to replace (the entry is dropped).
             return None;
         }
-        self.logical_bytes += entry.size;
+        self.logical_bytes += entry.size();
         self.heap_bytes += entry.data.heap_bytes();
         let old = slot.replace(entry)?;
-        self.logical_bytes -= old.size;
+        self.logical_bytes -= old.size();
         self.heap_bytes -= old.data.heap_bytes();
         Some(old)
     }
@@ -429,7 +464,7 @@ impl State {
     fn take(&mut self, id: EntryId) -> Option<Entry> {
         let e = self.entries.get_mut(id as usize)?.take()?;
         self.free_ids.push(id);
-        self.logical_bytes -= e.size;
+        self.logical_bytes -= e.size();
         self.heap_bytes -= e.data.heap_bytes();
         Some(e)
     }
@@ -456,8 +491,37 @@ mod tests {
     /// inline bytes of a written block are not in it, and a heap object's
     /// pieces and sums sit behind one pointer.
     #[test]
-    fn an_entry_takes_48_bytes() {
-        assert_eq!(std::mem::size_of::<Option<Entry>>(), 48);
+    fn an_entry_takes_40_bytes() {
+        assert_eq!(std::mem::size_of::<Option<Entry>>(), 40);
         assert_eq!(std::mem::size_of::<Stored>(), 8);
+    }
+
+    /// Sizes that do not fit the entry's bits live in the heap value; the
+    /// key's length and the size come back as given either way.
+    #[test]
+    fn sizes_and_key_lengths_round_trip() {
+        let alloc =
+            crate::sync::Arc::new(crate::sync::Mutex::new(BuddyAllocator::new(0, 1 << 20, 12)));
+        let heap_value = || {
+            Stored::heap_object(HeapValue {
+                extent: Arc::new(Extent {
+                    pieces: Vec::new(),
+                    alloc: alloc.clone(),
+                }),
+                sums: Checksums::None,
+                unsynced: false,
+            })
+        };
+        for (key_len, size) in [(1, 0u64), (1024, 2048), (17, u64::from(LARGE) - 1)] {
+            let e = Entry::new(key_len, 1, 2, size, None, Stored::pending(Bytes::new()), 0);
+            assert_eq!((e.key_len(), e.size()), (key_len, size));
+        }
+        for (key_len, size) in [(1024, u64::from(LARGE)), (3, 5 << 30), (9, u64::MAX)] {
+            let e = Entry::new(key_len, 1, 2, size, Some(7), heap_value(), 0);
+            assert_eq!(
+                (e.key_len(), e.size(), e.expires_micros()),
+                (key_len, size, Some(7))
+            );
+        }
     }
 }

@@ -88,7 +88,7 @@ impl Store {
                 let data = e.data.at_hand();
                 Some(Pinned {
                     key: key.map(std::sync::OnceLock::from).unwrap_or_default(),
-                    size: e.size,
+                    size: e.size(),
                     id,
                     version: e.version,
                     expires: e.expires_micros(),

@@ -129,7 +129,7 @@ async fn stored_sums(copy: &Store, key: &[u8]) -> Result<Option<(u64, Arc<[u32]>
         let st = copy.shared().state.read();
         st.lookup_any(key).map(|e| {
             let at_hand = e.data.at_hand();
-            (e.size, e.version, e.expires_micros(), at_hand, e.block)
+            (e.size(), e.version, e.expires_micros(), at_hand, e.block)
         })
     };
     let Some((size, version, expires, data, block)) = found else {

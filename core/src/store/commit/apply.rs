@@ -405,7 +405,7 @@ impl Committer {
                     e.tuple_len(),
                     e.key_len(),
                     e.created_micros,
-                    e.size,
+                    e.size(),
                     e.expires_micros(),
                 )
             })

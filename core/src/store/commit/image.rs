@@ -26,7 +26,7 @@ fn object<'a>(key: &'a [u8], fp: Option<Fingerprint>, e: &'a Entry) -> ImageObje
         block: e.block,
         version: e.version,
         created_micros: e.created_micros,
-        size: e.size,
+        size: e.size(),
         expires_micros: e.expires_micros(),
         heap: e
             .data
