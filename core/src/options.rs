@@ -1,5 +1,5 @@
 //! Store options. Each setter documents its trade-off and default; the
-//! defaults are named constants checked by `tests/options.rs`.
+//! defaults are named constants checked by `tests/all/options.rs`.
 
 use std::time::Duration;
 

@@ -28,7 +28,7 @@
 //!    freed once that is durable and the last read of them is done
 //!    (invariant 2). A cut anywhere leaves the old tuple with its intact
 //!    old pieces, or the new tuple with its synced copy (invariant 1;
-//!    `tests/crash.rs`).
+//!    `tests/all/crash.rs`).
 //!
 //! Puts and reads go on throughout (the compaction yields to its executor
 //! every few objects). A put or `begin_upload` that finds no room although

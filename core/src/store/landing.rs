@@ -6,7 +6,7 @@
 //! complete, the index points at blocks that do not hold the value yet. A
 //! read in that window must not go to the device (it would find the old
 //! bytes and report the object damaged: a false `Corrupt` found by
-//! `tests/cache.rs`), nor fill the read cache.
+//! `tests/all/cache.rs`), nor fill the read cache.
 //!
 //! Protocol (invariant 8 in `INVARIANTS.md`): before the group links the
 //! first such version, it lowers `from` to that version (versions only

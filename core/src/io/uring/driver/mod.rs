@@ -44,7 +44,7 @@
 //! * D4. The ring outlives every operation in the kernel: operations hold
 //!   the driver, and dropping the driver waits for abandoned ones, then
 //!   unregisters the store file, so no reference to it outlives the
-//!   driver (`close_lets_go_of_the_file` in `tests/lifecycle.rs`).
+//!   driver (`close_lets_go_of_the_file` in `tests/all/lifecycle.rs`).
 #![allow(unsafe_code)]
 
 mod op;

@@ -2,10 +2,10 @@
 //! read never returns a superseded version however reads and overwrites
 //! interleave (invariant 8, `core/INVARIANTS.md`), a scan does not flush
 //! the hot set, and the cache stays within its bound. (That damaged bytes
-//! are never cached is guarded by `tests/integrity.rs`, which reads each
+//! are never cached is guarded by `tests/all/integrity.rs`, which reads each
 //! damaged object several times with the cache on.)
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

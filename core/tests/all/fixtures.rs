@@ -5,9 +5,9 @@
 //!
 //! Regenerate the current version's files (only when the format version
 //! changes, keeping the old files):
-//! `BLOBCASK_WRITE_FIXTURES=1 cargo test -p blobcask --test fixtures`
+//! `BLOBCASK_WRITE_FIXTURES=1 cargo test -p blobcask --test all fixtures::`
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

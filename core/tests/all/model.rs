@@ -1,7 +1,7 @@
 //! Random operation sequences checked against a `BTreeMap` model, with
 //! reopens in between, on both I/O engines.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

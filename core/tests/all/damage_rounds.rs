@@ -8,7 +8,7 @@
 //!
 //! CI runs a short mode; `BLOBCASK_LONG=1` runs 1000 rounds per image kind.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! at their first read while the cache has room; the cache's bound can be
 //! a fraction of memory.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 //! the newest group after a kill rolls back alone and is reported
 //! (invariant 6).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -6,7 +6,7 @@
 //! EINVAL. Needs root and `losetup`; skips (and says so) where either is
 //! missing.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

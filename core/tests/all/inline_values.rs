@@ -3,7 +3,7 @@
 //! 5). These suites race such reads against commits that rewrite the same
 //! blocks, and check values across reopen, backup and both engines.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! and replaced by a scan; a crash anywhere in the close that writes it, or
 //! after a read-write open that dropped it, loses nothing.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! kind, inline threshold and growth limit are stored and used at reopen.
 //! Crash cuts during growth are in `crash.rs`.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
@@ -317,8 +317,10 @@ fn a_full_file_system_stops_growth_with_no_space_and_loses_nothing() {
         .close()
         .unwrap();
     let limit: libc::rlim_t = 20 << 20;
+    // This binary again, running only the child half (its name in
+    // `tests/all`, where this suite is the module `growth`).
     let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "fsize_child", "--nocapture"])
+    cmd.args(["--exact", "growth::fsize_child", "--nocapture"])
         .env("BLOBCASK_FSIZE_CHILD", &t.path);
     // SAFETY: between fork and exec the closure only makes async-signal-safe
     // system calls (setrlimit, signal).

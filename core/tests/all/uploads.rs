@@ -1,7 +1,7 @@
 //! Incomplete uploads (issue 17, part 3): listed while in progress, aborted
 //! from the store wherever their handle is, gone (space free) at reopen.
 
-mod common;
+use crate::common;
 
 use blobcask::blocking::Store;
 use blobcask::{ErrorKind, IoEngineKind, Options, PART_ALIGN};

@@ -3,7 +3,7 @@
 //! same store is driven from tokio (multi-thread and current-thread),
 //! `futures::executor` and blocking threads at once.
 
-mod common;
+use crate::common;
 
 use blobcask::{ErrorKind, IoEngineKind, Store};
 use common::*;

@@ -5,7 +5,7 @@
 //! once the device's state is unknown; a damaged block is reported as
 //! damage, never as something else).
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -7,7 +7,7 @@
 //! nothing is, or where the caller asked for a new store explicitly;
 //! read-only operations never write."
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

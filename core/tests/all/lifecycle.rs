@@ -9,7 +9,7 @@
 //! version, creation time and expiry. Crash cuts during compaction are in
 //! `crash.rs`.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, SystemTime};
 

@@ -1,7 +1,7 @@
 //! Online backup (`Store::backup`): what the copy holds, with writers
 //! running, and what a failed backup leaves behind.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! or a store in which every object present is one of the versions its key
 //! really held: never a panic, never another object's bytes.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! portable engine's thread runs on); the device below models that with
 //! writes that land a while after they are issued.
 
-mod common;
+use crate::common;
 
 use std::future::Future;
 use std::io;

@@ -1,7 +1,7 @@
 //! Behaviour suite: every public operation and every error kind, run on
 //! both I/O engines with every index backend.
 
-mod common;
+use crate::common;
 
 use blobcask::{
     ErrorKind, IndexKind, IoEngineKind, Options, PutMode, PutOptions, Store, MAX_KEY_LEN,

@@ -6,7 +6,7 @@
 //! its exact bytes, the one in flight is either fully there or absent,
 //! nothing else exists, and the allocator accounts for every block.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

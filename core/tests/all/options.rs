@@ -1,6 +1,6 @@
 //! The documented defaults are the ones in effect.
 
-mod common;
+use crate::common;
 
 use blobcask::{blocking::Store, IndexKind, Options, DEFAULT_CAPACITY, DEFAULT_INLINE_THRESHOLD};
 use common::*;
