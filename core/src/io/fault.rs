@@ -216,7 +216,7 @@ impl IoEngine for MemDevice {
             Err(power_cut())
         } else {
             let len = s.volatile.len();
-            s.durable.resize(len, 0);
+            zero_extend(&mut s.durable, len);
             let pending = std::mem::take(&mut s.pending);
             for (offset, data) in pending {
                 let at = offset as usize;
@@ -256,9 +256,7 @@ impl IoEngine for MemDevice {
             return Err(power_cut());
         }
         let len = usize::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::ENOSPC))?;
-        if len > s.volatile.len() {
-            s.volatile.resize(len, 0);
-        }
+        zero_extend(&mut s.volatile, len);
         Ok(())
     }
 
@@ -268,5 +266,14 @@ impl IoEngine for MemDevice {
 
     fn direct_io(&self) -> bool {
         false
+    }
+}
+
+/// Extends `v` with zeros to `len` bytes (no-op when it is as long): one
+/// zeroed allocation and a copy, not a byte at a time (`Vec::resize` is a
+/// per-element loop in the unoptimised builds the test suites run).
+fn zero_extend(v: &mut Vec<u8>, len: usize) {
+    if let Some(n) = len.checked_sub(v.len()).filter(|&n| n > 0) {
+        v.extend_from_slice(&vec![0u8; n]);
     }
 }
