@@ -343,11 +343,13 @@ impl Store {
     /// Every key, as `bytes` (a key put as `str` comes back as its UTF-8
     /// bytes: the store keeps bytes only), with any index: in byte order
     /// with "btree" and "fst", in no particular order with "hash" (from a
-    /// snapshot of the keys taken by this call). Keys added or removed
+    /// snapshot of the keys taken by this call, read from the store's
+    /// tuple blocks: the GIL is released meanwhile). Keys added or removed
     /// while iterating may or may not appear; one removed before the
     /// iteration reaches it is skipped.
-    fn __iter__(&self) -> PyResult<KeyIterator> {
-        let keys = self.inner.keys().map_err(py_err)?;
+    fn __iter__(&self, py: Python<'_>) -> PyResult<KeyIterator> {
+        let s = &self.inner;
+        let keys = py.detach(|| s.keys()).map_err(py_err)?;
         Ok(KeyIterator::new(keys))
     }
 

@@ -13,9 +13,10 @@
 //! about 1.5 × 10⁻²³ for 10⁸ keys and 1.5 × 10⁻¹⁹ for 10¹⁰, far below the
 //! device's own rate of undetected errors; and because the secret is
 //! random and never leaves the store, keys cannot be chosen to collide.
-//! Inline values are still matched by key in their tuple block (a read
-//! finds its tuple by key and version), so a collision there could only
-//! make a read fail, never serve another key's bytes. The keys themselves
+//! (Were two keys to share one, the index would take them for one key: a
+//! put of one would replace the other. Inline values are still matched by
+//! key in their tuple block, so a read of one of those fails rather than
+//! serve the other's bytes; a heap value has no such check.) The keys themselves
 //! are on the device, in the tuples: what needs them (a backup, listing a
 //! hash store's keys) reads them from the tuple blocks.
 
@@ -307,10 +308,6 @@ impl KeyIndex for HashIndex {
             }
         }
         Ok(())
-    }
-
-    fn fingerprint(&self, key: &[u8]) -> Option<Fingerprint> {
-        Some(self.of(key))
     }
 
     fn all(&self, _: &mut Vec<(Box<[u8]>, EntryId)>) -> Result<()> {

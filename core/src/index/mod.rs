@@ -128,10 +128,6 @@ pub trait KeyIndex: Send + Sync {
     fn fingerprints(&self) -> Option<Fingerprints> {
         None
     }
-    /// `key`'s fingerprint, in a backend that holds fingerprints.
-    fn fingerprint(&self, _key: &[u8]) -> Option<Fingerprint> {
-        None
-    }
     /// Loads the fingerprints an index image recorded into an empty index
     /// that holds fingerprints; `Unsupported` in the others, `Corrupt`
     /// when one is twice.

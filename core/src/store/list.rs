@@ -196,16 +196,19 @@ impl Store {
     }
 
     /// Every live key, read from the tuple blocks: each live entry's tuple
-    /// found by its version in its block (`tuples_in_block`).
+    /// found by its version in its block (`tuples_in_block`), once a
+    /// `sync` has made sure every group that linked one has written its
+    /// blocks (tuples removed since are kept aside: the hold).
     async fn keys_from_blocks(&self) -> Result<Vec<Box<[u8]>>> {
         let _hold = self.shared().retired.hold();
-        let mut by_block: std::collections::BTreeMap<u32, Vec<(u64, u64)>> = Default::default();
+        let mut by_block: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
         {
             let st = self.shared().state.read();
-            for (id, e) in st.iter().filter(|(_, e)| e.live()) {
-                by_block.entry(e.block).or_default().push((id, e.version));
+            for (_, e) in st.iter().filter(|(_, e)| e.live()) {
+                by_block.entry(e.block).or_default().push(e.version);
             }
         }
+        self.sync().await?;
         let blocks: Vec<Vec<Box<[u8]>>> = futures::stream::iter(by_block)
             .map(|(block, versions)| async move {
                 let found = self.tuples_in_block(block, &versions).await?;

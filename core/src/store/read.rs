@@ -76,10 +76,6 @@ impl HeapRead {
     }
 }
 
-/// How long [`Store::tuples_in_block`] waits for a group to write a
-/// tuple block.
-const LANDING_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
-
 /// `key`'s inline value of `version` among a tuple block's `tuples`, as a
 /// copy of its own (a slice would keep the whole decoded block alive, and
 /// the caller may own it: invariant 9).
@@ -289,33 +285,30 @@ impl Store {
         }
     }
 
-    /// The key and (inline) value of each of `versions` (entry id,
-    /// version) in tuple block `block`, in order: as the block holds them
-    /// now or, for a tuple removed since the caller took its hold on
-    /// `Retired`, as kept aside there. A version the block does not hold
-    /// yet while its entry still holds it belongs to a group not yet
-    /// written (its entry is linked before its block is): the block is
-    /// read again, 1 ms later, for up to `LANDING_WAIT`. Any other missing
-    /// version is `Corrupt`. This is how what needs keys finds them when
-    /// the index holds only fingerprints.
+    /// The key and (inline) value of each of `versions` in tuple block
+    /// `block`, in order: as the block holds them now or, for a tuple
+    /// removed since the caller took its hold on `Retired`, as kept aside
+    /// there. The caller makes sure every version it asks for was written
+    /// (a `sync` after taking the versions: an entry is linked before its
+    /// group writes its block). A version found in neither is `Corrupt`.
+    /// This is how what needs keys finds them when the index holds only
+    /// fingerprints.
     pub(crate) async fn tuples_in_block(
         &self,
         block: u32,
-        versions: &[(crate::index::EntryId, u64)],
+        versions: &[u64],
     ) -> Result<Vec<(Box<[u8]>, Option<Bytes>)>> {
-        let started = std::time::Instant::now();
-        loop {
-            self.check_not_closing()?;
-            let tuples = self.current_block(block).await?.map_err(|why| {
-                Error::new(
-                    ErrorKind::Corrupt,
-                    format!("tuple block {block} cannot be read: {why}"),
-                )
-            })?;
-            let mut out = Vec::with_capacity(versions.len());
-            let mut missing = None;
-            for &(id, v) in versions {
-                let found = tuples
+        self.check_not_closing()?;
+        let tuples = self.current_block(block).await?.map_err(|why| {
+            Error::new(
+                ErrorKind::Corrupt,
+                format!("tuple block {block} cannot be read: {why}"),
+            )
+        })?;
+        versions
+            .iter()
+            .map(|&v| {
+                tuples
                     .iter()
                     .find(|t| t.version == v)
                     .map(|t| {
@@ -325,32 +318,15 @@ impl Store {
                         };
                         (t.key.clone(), value)
                     })
-                    .or_else(|| self.shared().retired.get(v));
-                match found {
-                    Some(f) => out.push(f),
-                    None => {
-                        missing = Some((id, v));
-                        break;
-                    }
-                }
-            }
-            let Some((id, v)) = missing else {
-                return Ok(out);
-            };
-            let landing = self
-                .shared()
-                .state
-                .read()
-                .entry(id)
-                .is_some_and(|e| e.version == v && e.block == block);
-            if !landing || started.elapsed() > LANDING_WAIT {
-                return Err(Error::new(
-                    ErrorKind::Corrupt,
-                    format!("tuple block {block} does not hold the value of version {v}"),
-                ));
-            }
-            blocking::unblock(|| std::thread::sleep(std::time::Duration::from_millis(1))).await;
-        }
+                    .or_else(|| self.shared().retired.get(v))
+                    .ok_or_else(|| {
+                        Error::new(
+                            ErrorKind::Corrupt,
+                            format!("tuple block {block} does not hold the value of version {v}"),
+                        )
+                    })
+            })
+            .collect()
     }
 
     /// Reads the slot `r` names through `reader` and takes `key`'s inline

@@ -525,3 +525,43 @@ fn listing_a_hash_store_under_overwrites_finds_every_key_once() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(writer.join().unwrap() > 0);
 }
+
+/// With buffered durability a put is acknowledged (and linked) before its
+/// group writes its tuple block, up to `max_delay` later: listing a hash
+/// store and backing it up read keys from the blocks, so they first see
+/// those groups written.
+#[test]
+fn listing_and_backing_up_a_buffered_hash_store_finds_unwritten_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = options(IndexKind::Hash).durability(blobcask::Durability::Buffered {
+        max_delay: Duration::from_secs(600),
+    });
+    let store = Store::open(dir.path().join("s"), options.capacity(16 << 20)).unwrap();
+    let mut want = Vec::new();
+    for i in 0..50u64 {
+        let key = format!("k/{i:03}");
+        store
+            .put(&key, pattern(i, if i % 5 == 0 { 3000 } else { 90 }))
+            .unwrap();
+        want.push(key);
+    }
+    let mut keys: Vec<String> = store
+        .keys()
+        .unwrap()
+        .map(|e| String::from_utf8(e.unwrap().key.to_vec()).unwrap())
+        .collect();
+    keys.sort();
+    assert_eq!(keys, want);
+    store.put("late", pattern(99, 40)).unwrap();
+    let copy = dir.path().join("copy");
+    store.backup(&copy).unwrap();
+    store.close().unwrap();
+    let copy = Store::open(&copy, Options::new().read_only(true)).unwrap();
+    assert_eq!(copy.get("late").unwrap(), pattern(99, 40));
+    for (i, key) in want.iter().enumerate() {
+        assert_eq!(
+            copy.get(key).unwrap(),
+            pattern(i as u64, if i % 5 == 0 { 3000 } else { 90 })
+        );
+    }
+}

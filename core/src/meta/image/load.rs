@@ -163,6 +163,9 @@ pub(crate) async fn load(
                         if previous_fp.is_some_and(|p| p >= fp) {
                             return Err("fingerprints out of order".into());
                         }
+                        if fp == 0 {
+                            return Err("a fingerprint of zero".into());
+                        }
                         if !t.key.is_empty() && fingerprint_of.of(&t.key) != fp {
                             return Err("a key that is not its fingerprint's".into());
                         }

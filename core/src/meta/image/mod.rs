@@ -15,8 +15,8 @@
 //!   superblock (synced) before anything can change, so a crash after that
 //!   open finds no image and scans;
 //! * every byte is covered by a checksum (the header's, the payload's),
-//!   and its structure is checked on the way in (keys in strictly
-//!   ascending order, blocks and pieces inside the store, pieces claimed
+//!   and its structure is checked on the way in (keys, or in an image of
+//!   fingerprints the fingerprints, in strictly ascending order, blocks and pieces inside the store, pieces claimed
 //!   once); anything wrong and open scans the tuple blocks instead and
 //!   reports it (`RecoveryReport::repaired`): it costs time, never an
 //!   object;

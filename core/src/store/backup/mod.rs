@@ -113,8 +113,6 @@ struct Pinned {
     /// from its tuple with the inline values (`fill_inline`).
     key: std::sync::OnceLock<Box<[u8]>>,
     size: u64,
-    /// Its entry and version.
-    id: crate::index::EntryId,
     version: u64,
     /// When it expires (µs since the epoch): the copy's expires then too.
     expires: Option<u64>,

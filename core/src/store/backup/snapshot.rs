@@ -62,6 +62,12 @@ impl Store {
     pub(super) async fn snapshot(&self) -> Result<Vec<Pinned>> {
         let _hold = self.shared().retired.hold();
         let snapshot = self.pin_live()?;
+        if !self.shared().state.read().index.holds_keys() {
+            // Every pin's tuple is read for its key: the groups that
+            // linked them (an entry is linked before its block is
+            // written) must have written their blocks.
+            self.sync().await?;
+        }
         self.fill_inline(&snapshot).await?;
         Ok(snapshot)
     }
@@ -89,7 +95,6 @@ impl Store {
                 Some(Pinned {
                     key: key.map(std::sync::OnceLock::from).unwrap_or_default(),
                     size: e.size(),
-                    id,
                     version: e.version,
                     expires: e.expires_micros(),
                     block: (data.is_none() || keyless).then_some(e.block),
@@ -124,7 +129,7 @@ impl Store {
 
     async fn fill_block(&self, snapshot: &[Pinned], block: u32, pins: Vec<usize>) -> Result<()> {
         let pins: Vec<&Pinned> = pins.iter().filter_map(|&i| snapshot.get(i)).collect();
-        let versions: Vec<(u64, u64)> = pins.iter().map(|p| (p.id, p.version)).collect();
+        let versions: Vec<u64> = pins.iter().map(|p| p.version).collect();
         // Versions are never reused: the version names the tuple (and its
         // key, when the pin has none yet).
         let found = self.tuples_in_block(block, &versions).await?;

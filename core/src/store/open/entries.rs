@@ -91,7 +91,10 @@ impl Rebuilt {
             self.held.push((id, t.version));
         }
         if let Some(at) = t.expires_micros {
-            self.expiring.push((t.key.clone(), at, t.version, t.size));
+            // As the entry keeps it (`Entry::new`: an expiry of 0 is 1),
+            // so the image writer finds the key under the entry's expiry.
+            self.expiring
+                .push((t.key.clone(), at.max(1), t.version, t.size));
         }
         match fp {
             Some((fp, _)) => {
