@@ -1239,9 +1239,22 @@ static void test_salvage(void) {
     CHECK(fwrite(image, 1, size, f) == size);
     fclose(f);
 
+    /* The clean close wrote an index image, which holds no keys (the hash
+       index records fingerprints): it is whole, so the open loads it and
+       reads no tuple block; the damaged block is found by the read of an
+       object it holds. */
     bc_error *err = NULL;
-    CHECK(bc_open(p, NULL, &err) == NULL && bc_error_code(err) == BC_CORRUPT);
-    bc_error_free(err);
+    s = bc_open(p, NULL, &err);
+    CHECK(s != NULL);
+    if (s) {
+        bc_buf got = {0};
+        CHECK(bc_get(s, K("k01500"), &got, &err) == BC_CORRUPT &&
+              bc_error_code(err) == BC_CORRUPT);
+        bc_error_free(err);
+        err = NULL;
+        CHECK(bc_close(s, NULL) == BC_OK);
+        bc_store_free(s);
+    }
     o.read_only = 1;
     o.salvage = 1;
     s = bc_open(p, &o, NULL);
