@@ -44,6 +44,41 @@ pub(super) fn free(shared: &Shared, pieces: Vec<Piece>) {
     }
 }
 
+/// The image's records in order: keys (an index that holds them), or
+/// fingerprints with the keys of the entries that expire (from the
+/// reaper's queue), each with its entry.
+enum Order {
+    Keys(Vec<(Box<[u8]>, EntryId)>),
+    Fingerprints(
+        Vec<(Fingerprint, EntryId)>,
+        std::collections::HashMap<EntryId, Box<[u8]>>,
+    ),
+}
+
+impl Order {
+    fn len(&self) -> usize {
+        match self {
+            Order::Keys(k) => k.len(),
+            Order::Fingerprints(f, _) => f.len(),
+        }
+    }
+
+    /// Record `i` (below `len`): its key (empty for a fingerprint of an
+    /// entry that does not expire), fingerprint and entry.
+    fn record(&self, i: usize) -> (&[u8], Option<Fingerprint>, EntryId) {
+        match self {
+            Order::Keys(k) => k
+                .get(i)
+                .map_or((&[][..], None, EntryId::MAX), |(k, id)| (k, None, *id)),
+            Order::Fingerprints(f, keys) => {
+                f.get(i).map_or((&[][..], None, EntryId::MAX), |&(fp, id)| {
+                    (keys.get(&id).map_or(&[][..], |k| k), Some(fp), id)
+                })
+            }
+        }
+    }
+}
+
 fn vanished(id: EntryId) -> Error {
     Error::new(
         ErrorKind::Corrupt,
@@ -115,30 +150,26 @@ impl Committer {
             .iter()
             .map(|b| (b.has_state, b.used))
             .collect();
-        // Each record's key (or, fingerprints, the key only of an entry
-        // that expires: the reaper's queue has it) and entry, in order.
-        let mut keys: Vec<(Box<[u8]>, Option<Fingerprint>, EntryId)> = Vec::new();
         let mut secret = None;
-        let records = {
+        let (order, records) = {
             let st = shared.state.read();
-            match st.index.fingerprints() {
+            let order = match st.index.fingerprints() {
                 Some(f) => {
                     secret = Some(f.secret);
                     let expiring = shared.expiring.lock();
-                    keys.reserve_exact(f.ids.len());
-                    for (fp, id) in f.ids {
+                    let mut keys = std::collections::HashMap::new();
+                    for &(_, id) in &f.ids {
                         let e = st.entry(id).ok_or_else(|| vanished(id))?;
-                        let key = match e.expires_micros() {
-                            None => Box::default(),
+                        if let Some(at) = e.expires_micros() {
                             // Not in the queue (the reaper holds it right
                             // now): no image; the next open scans.
-                            Some(at) => match expiring.get(&(at, e.version)) {
-                                Some((key, _)) => key.clone(),
-                                None => return Ok(None),
-                            },
-                        };
-                        keys.push((key, Some(fp), id));
+                            let Some((key, _)) = expiring.get(&(at, e.version)) else {
+                                return Ok(None);
+                            };
+                            keys.insert(id, key.clone());
+                        }
                     }
+                    Order::Fingerprints(f.ids, keys)
                 }
                 None => {
                     let mut all = Vec::new();
@@ -146,18 +177,19 @@ impl Committer {
                     if !shared.settings.index.is_ordered() {
                         all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
                     }
-                    keys.extend(all.into_iter().map(|(k, id)| (k, None, id)));
+                    Order::Keys(all)
                 }
-            }
+            };
             let mut len = 0u64;
-            for (k, fp, id) in &keys {
-                let e = st.entry(*id).ok_or_else(|| vanished(*id))?;
+            for i in 0..order.len() {
+                let (k, fp, id) = order.record(i);
+                let e = st.entry(id).ok_or_else(|| vanished(id))?;
                 if e.data.is_pending() {
                     return Ok(None);
                 }
-                len += record_len(&object(k, *fp, e)) as u64;
+                len += record_len(&object(k, fp, e)) as u64;
             }
-            len
+            (order, len)
         };
         let payload_len = ImageWriter::payload_len(secret.is_some(), blocks.len(), records);
         let len = BLOCK_SIZE as u64 + payload_len;
@@ -177,11 +209,12 @@ impl Committer {
         let stamp = self.next_version - 1;
         let written = async {
             let mut w = ImageWriter::start(engine, pieces.clone(), secret, &blocks, payload_len)?;
-            for batch in keys.chunks(BATCH) {
+            for from in (0..order.len()).step_by(BATCH) {
                 {
                     let st = shared.state.read();
-                    for (k, fp, id) in batch {
-                        w.push(&object(k, *fp, st.entry(*id).ok_or_else(|| vanished(*id))?));
+                    for i in from..order.len().min(from + BATCH) {
+                        let (k, fp, id) = order.record(i);
+                        w.push(&object(k, fp, st.entry(id).ok_or_else(|| vanished(id))?));
                     }
                 }
                 w.write_full().await?;
