@@ -132,6 +132,9 @@ pub struct Options {
     /// over `cache_bytes` when set).
     pub(crate) cache_fraction: Option<f64>,
     pub(crate) warm_up: bool,
+    /// Tuple-block writes after which an idle store writes a checkpoint
+    /// in the background (`None`: automatic; 0: only at close).
+    pub(crate) checkpoint_after: Option<u64>,
     /// Expired objects stay until a later open removes them (a backup's
     /// copy while it is written and verified: it must hold what the
     /// snapshot held, expired since or not).
@@ -159,6 +162,7 @@ impl Default for Options {
             cache_bytes: DEFAULT_CACHE_BYTES,
             cache_fraction: None,
             warm_up: true,
+            checkpoint_after: None,
             keep_expired: false,
             paired_layout: false,
         }
@@ -204,6 +208,19 @@ impl Options {
     /// and `warming`. Has no effect with the cache off.
     pub fn warm_up(mut self, on: bool) -> Self {
         self.warm_up = on;
+        self
+    }
+
+    /// How much may be written before the store writes a new checkpoint
+    /// by itself: once this many tuple blocks were written since the last
+    /// one, the maintenance thread writes one when the store is idle (the
+    /// index image and an empty change map, as a clean close does; writers
+    /// wait while it is written). An open after a crash then reads the
+    /// image and at most about this many tuple blocks, instead of every
+    /// block. 0: only a clean close writes one. Default: a quarter of the
+    /// store's tuple blocks, at least 4096 (16 MiB of them).
+    pub fn checkpoint_after(mut self, blocks: u64) -> Self {
+        self.checkpoint_after = Some(blocks);
         self
     }
 

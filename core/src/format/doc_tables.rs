@@ -83,6 +83,7 @@ mod tests {
                 ("SB_JOURNAL", SB_JOURNAL, "9"),
                 ("SB_EXTENT_TABLE", SB_EXTENT_TABLE, "9"),
                 ("SB_INDEX_IMAGE", SB_INDEX_IMAGE, "17"),
+                ("SB_CHANGE_MAP", SB_CHANGE_MAP, "9"),
                 ("SB_CRC", SB_CRC, "4"),
             ],
         );

@@ -21,13 +21,17 @@ pub const BLOCK_SIZE: usize = 4096;
 pub const BLOCK_SHIFT: u32 = 12;
 /// Superblock magic (8 bytes).
 pub const SUPER_MAGIC: &[u8; 8] = b"BLOBCASK";
-/// The newest format version this build reads: 6, a journaled store closed
-/// cleanly with an index image (`meta::image`) named in its superblock.
-/// A store is 6 only while it names one: a read-write open drops the image
-/// (and the version goes back to 4 or 5) before anything changes, which a
-/// build that does not know the image would not do, so such builds must
-/// refuse it.
-pub const FORMAT_VERSION: u32 = 6;
+/// The newest format version this build reads: 7, a journaled store whose
+/// superblock names an index image (`meta::image`) and the change map of
+/// the tuple blocks written since (`meta::image::changes`). The image stays
+/// named while the store runs; a build that does not know the map would
+/// load the image and miss every change since, so such builds must refuse
+/// it.
+pub const FORMAT_VERSION: u32 = 7;
+/// The version of a store whose superblock names an index image without a
+/// change map (written by builds before the map): a read-write open drops
+/// that image before anything changes.
+pub const IMAGE_FORMAT_VERSION: u32 = 6;
 /// The version of a journaled store whose metadata extents outgrew the
 /// superblock's list (the rest are in an extent table). A store is written
 /// as 5 only from then on, so builds that read up to 4 keep opening every
@@ -153,6 +157,10 @@ pub struct Superblock {
     /// The index image written at the last clean close (format 6): its
     /// first piece and the clean sequence it reflects (see `meta::image`).
     pub index_image: Option<ImageRef>,
+    /// The change map beside the index image (format 7): which tuple blocks
+    /// were written since the image's stamp (see `meta::image::changes`).
+    /// Named only together with an image.
+    pub change_map: Option<MetaExtent>,
     /// Extents listed in the extent table that are not in `meta_extents`
     /// yet: set by [`decode`](Self::decode), cleared once the table is read
     /// ([`Self::add_table`]). A superblock is encoded only with none
@@ -227,6 +235,8 @@ const SB_EXTENT_TABLE: usize = SB_JOURNAL + 9;
 /// The index image (format 6): first piece start u64, order u8, the clean
 /// sequence it reflects u64.
 const SB_INDEX_IMAGE: usize = SB_EXTENT_TABLE + 9;
+/// The change map (format 7): start block u64, order u8.
+const SB_CHANGE_MAP: usize = SB_INDEX_IMAGE + 17;
 /// Settings-record flag: the record is present.
 const SETTINGS_PRESENT: u8 = 1;
 const SB_CRC: usize = BLOCK_SIZE - 4;
@@ -269,6 +279,9 @@ impl Superblock {
         }
         if let Some(i) = &self.index_image {
             w.at(SB_INDEX_IMAGE).u64(i.start).u8(i.order).u64(i.seq);
+        }
+        if let Some(m) = &self.change_map {
+            w.at(SB_CHANGE_MAP).u64(m.start).u8(m.order);
         }
         w.at(SB_CRC);
         let crc = crc32c::crc32c(&b);
@@ -414,6 +427,22 @@ impl Superblock {
             }
             (true, _) => Some(image),
         };
+        let map = MetaExtent {
+            start: u64_at(SB_CHANGE_MAP)?,
+            order: u8_at(SB_CHANGE_MAP + 8)?,
+        };
+        let change_map = match (format_version >= FORMAT_VERSION, map.start) {
+            (false, 0) => None,
+            (false, _) => return Err(corrupt("of a version before 7 names a change map")),
+            (true, 0) => return Err(corrupt("of version 7 names no change map")),
+            (true, _) if index_image.is_none() => {
+                return Err(corrupt("names a change map without an index image"))
+            }
+            (true, s) if s < SUPER_BLOCKS || map.order > max_order => {
+                return Err(corrupt("change map out of range"))
+            }
+            (true, _) => Some(map),
+        };
         Ok(Some(Superblock {
             format_version,
             block_size,
@@ -428,6 +457,7 @@ impl Superblock {
             journal,
             extent_table,
             index_image,
+            change_map,
             unread_extents: count.saturating_sub(MAX_META_EXTENTS),
         }))
     }
@@ -513,12 +543,14 @@ impl Superblock {
         self.journal.map_or(Layout::Paired, Layout::Journaled)
     }
 
-    /// The format version this build writes for this store: 6 while it
-    /// names an index image, 5 once it has an extent table, 4 with a
-    /// journal, else 3 (two-slot stores are not converted).
+    /// The format version this build writes for this store: 7 while it
+    /// names an index image and its change map, 6 an image alone, 5 once
+    /// it has an extent table, 4 with a journal, else 3 (two-slot stores
+    /// are not converted).
     pub fn current_version(&self) -> u32 {
         match (self.layout(), self.extent_table, self.index_image) {
-            (_, _, Some(_)) => FORMAT_VERSION,
+            (_, _, Some(_)) if self.change_map.is_some() => FORMAT_VERSION,
+            (_, _, Some(_)) => IMAGE_FORMAT_VERSION,
             (_, Some(_), None) => EXTENT_TABLE_FORMAT_VERSION,
             (Layout::Paired, None, None) => PAIRED_FORMAT_VERSION,
             (Layout::Journaled(_), None, None) => JOURNALED_FORMAT_VERSION,

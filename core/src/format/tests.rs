@@ -25,6 +25,7 @@ fn sample() -> Superblock {
         journal: Some(MetaExtent { start: 2, order: 8 }),
         extent_table: None,
         index_image: None,
+        change_map: None,
         unread_extents: 0,
     }
 }

@@ -165,6 +165,7 @@ mod tests {
             journal: Some(MetaExtent { start: 2, order: 4 }),
             extent_table: None,
             index_image: None,
+            change_map: None,
             unread_extents: 0,
             meta_extents: (0..extents)
                 .map(|i| MetaExtent {

@@ -135,7 +135,7 @@ fn opens_with_its_content_and_expiries(name: &str, version: u32, closed: u32) {
         .unwrap();
     assert_eq!(sb.format_version, closed);
     let s = Store::open(&path, options()).unwrap();
-    assert_eq!(s.stats().recovery.from_image, closed == 6);
+    assert_eq!(s.stats().recovery.from_image, closed >= 6);
     for i in 0..50u64 {
         assert_eq!(s.get(format!("more/{i}")).unwrap(), pattern(100 + i, 700));
     }
@@ -147,7 +147,7 @@ fn opens_with_its_content_and_expiries(name: &str, version: u32, closed: u32) {
 
 #[test]
 fn v4_store_opens_with_its_content_and_expiries() {
-    opens_with_its_content_and_expiries("v4-good.blobcask", 4, 6);
+    opens_with_its_content_and_expiries("v4-good.blobcask", 4, 7);
 }
 
 /// Format 5: the v4 content over 13,000 small objects whose metadata needs
@@ -158,7 +158,7 @@ fn v5_store_with_an_extent_table_opens_with_its_content_and_expiries() {
     let count = u16::from_le_bytes([head[56], head[57]]);
     assert!(count > 200, "the v5 fixture has {count} extents");
     // Its 2 MiB are nearly full: the close grows it for its index image.
-    opens_with_its_content_and_expiries("v5-good.blobcask", 5, 6);
+    opens_with_its_content_and_expiries("v5-good.blobcask", 5, 7);
     let (_tmp, path) = copy("v5-good.blobcask");
     let s = Store::open(&path, options().read_only(true)).unwrap();
     for i in 0..FILL {
@@ -187,7 +187,7 @@ fn v6_store_with_an_index_image_opens_from_it_with_its_content() {
         assert_eq!(s.get(&k).unwrap(), v[..], "{k}");
     }
     drop(s);
-    opens_with_its_content_and_expiries("v6-good.blobcask", 6, 6);
+    opens_with_its_content_and_expiries("v6-good.blobcask", 6, 7);
 }
 
 #[test]

@@ -571,9 +571,10 @@ fn metadata_beyond_the_superblock_list_goes_to_an_extent_table() {
         s.close().unwrap();
         let head = std::fs::read(&t.path).unwrap();
         // Both superblock copies: format 5's extent table, more than 200
-        // extents listed (closed with an index image: version 6).
+        // extents listed (closed with an index image and its change map:
+        // version 7).
         for copy in [0, 4096] {
-            assert_eq!(sb_u32(&head, copy + 8), 6, "{engine:?}");
+            assert_eq!(sb_u32(&head, copy + 8), 7, "{engine:?}");
             let count = u16::from_le_bytes(head[copy + 56..copy + 58].try_into().unwrap());
             assert!(count > 200, "{engine:?}: {count} extents");
         }

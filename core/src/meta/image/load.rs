@@ -20,6 +20,30 @@ use crate::meta::tuple::{Tuple, TupleValue};
 /// Bytes read from the device at a time.
 const CHUNK: usize = 4 << 20;
 
+/// What recovery already read when the image serves as a checkpoint
+/// (format 7): the blocks written since its stamp, resolved. The image's
+/// records of those blocks are not used; any other record of a key they
+/// hold means the two disagree (the image does not serve).
+pub(crate) struct Since<'a> {
+    /// The allocator with the metadata and the read blocks' objects
+    /// claimed.
+    pub alloc: BuddyAllocator,
+    pub metadata_bytes: u64,
+    /// Per block: its state was read from the device.
+    pub read: &'a [bool],
+    /// The keys of the objects read.
+    pub keys: Vec<&'a [u8]>,
+    /// The change map's piece (claimed as metadata while it is named).
+    pub map: crate::meta::tuple::Piece,
+}
+
+/// Whether block `no`'s records are left out (`Since::read`).
+fn is_read(since: &Option<Since<'_>>, no: u32) -> bool {
+    since
+        .as_ref()
+        .is_some_and(|s| s.read.get(no as usize).copied().unwrap_or(false))
+}
+
 /// Loads the image `sb` names: `Err(why)` when there is none that reflects
 /// the tuple blocks exactly (stale, damaged, not this store's, or
 /// inconsistent) or it records key fingerprints and the index opened holds
@@ -31,6 +55,7 @@ pub(crate) async fn load(
     sb: &Superblock,
     fingerprints: bool,
     sink: &mut dyn ImageSink,
+    mut since: Option<Since<'_>>,
 ) -> std::result::Result<Recovered, String> {
     let r = sb.index_image.ok_or("not named by the superblock")?;
     let Layout::Journaled(_) = sb.layout() else {
@@ -67,10 +92,29 @@ pub(crate) async fn load(
     if pieces_len(&header.pieces) < BLOCK_SIZE as u64 + header.payload_len {
         return Err("payload longer than the image's pieces".into());
     }
-    let mut alloc = BuddyAllocator::new(SUPER_BLOCKS, total - SUPER_BLOCKS, sb.max_order);
-    // The image's own pieces count as metadata while it is named.
-    let metadata_bytes =
-        claim_metadata(&mut alloc, sb).map_err(|e| e.to_string())? + pieces_len(&header.pieces);
+    let (mut alloc, mut metadata_bytes) = match since.as_mut() {
+        Some(s) => {
+            let alloc = std::mem::replace(&mut s.alloc, BuddyAllocator::new(0, 0, 0));
+            (alloc, s.metadata_bytes)
+        }
+        None => {
+            let mut alloc = BuddyAllocator::new(SUPER_BLOCKS, total - SUPER_BLOCKS, sb.max_order);
+            let bytes = claim_metadata(&mut alloc, sb).map_err(|e| e.to_string())?;
+            (alloc, bytes)
+        }
+    };
+    // The image's own pieces (and its map's) count as metadata while it is
+    // named.
+    metadata_bytes += pieces_len(&header.pieces);
+    if let Some(s) = &since {
+        metadata_bytes += s.map.len_bytes();
+        if s.map.start.saturating_add(1 << s.map.order) > total {
+            return Err("change map lies beyond the end of the store".into());
+        }
+        alloc
+            .mark_allocated(s.map)
+            .map_err(|e| format!("change map at block {}: {e}", s.map.start))?;
+    }
     for p in &header.pieces {
         alloc
             .mark_allocated(*p)
@@ -82,7 +126,10 @@ pub(crate) async fn load(
         .iter()
         .flat_map(|e| (0..e.tuple_blocks(layout)).map(move |i| (e.start + i) * BLOCK_SIZE as u64))
         .collect();
-    if offsets.len() != header.blocks as usize {
+    // Blocks the metadata area grew by since a checkpoint's image: written
+    // since (marked) or empty.
+    let grown = since.is_some() && offsets.len() > header.blocks as usize;
+    if offsets.len() != header.blocks as usize && !grown {
         return Err(format!(
             "holds {} tuple blocks, the store {}",
             header.blocks,
@@ -102,7 +149,7 @@ pub(crate) async fn load(
     // The fingerprints' secret, then the blocks' states: a state byte and
     // the payload bytes used, each.
     let secret_len = if fingerprints { SECRET_LEN } else { 0 };
-    let states_len = offsets.len() * BLOCK_STATE_LEN;
+    let states_len = header.blocks as usize * BLOCK_STATE_LEN;
     while pending.len() < secret_len + states_len {
         if !reader.next(&mut pending).await? {
             return Err("payload ends inside the block states".into());
@@ -114,6 +161,17 @@ pub(crate) async fn load(
         at += SECRET_LEN;
     }
     let fingerprint_of = crate::index::HashIndex::with_secret(secret);
+    // The keys recovery read from the blocks written since: as the image
+    // records them.
+    let mut taken_keys = std::collections::HashSet::new();
+    let mut taken_fps = std::collections::HashSet::new();
+    for k in since.iter().flat_map(|s| s.keys.iter()) {
+        if fingerprints {
+            taken_fps.insert(fingerprint_of.of(k));
+        } else {
+            taken_keys.insert(*k);
+        }
+    }
     let mut blocks = Vec::with_capacity(offsets.len());
     for (no, b) in pending
         .get(at..at + states_len)
@@ -172,6 +230,21 @@ pub(crate) async fn load(
                         previous_fp = Some(fp);
                     }
                 }
+                if is_read(&since, block) {
+                    // Its state was read from the device.
+                    seen += 1;
+                    continue;
+                }
+                let taken = match fp {
+                    Some(fp) => taken_fps.contains(&fp),
+                    None => taken_keys.contains(&*t.key),
+                };
+                if taken {
+                    return Err(format!(
+                        "holds object {} in block {block}, written since in another",
+                        crate::error::show_key(&t.key)
+                    ));
+                }
                 if let TupleValue::Heap { pieces, .. } = &t.value {
                     for p in pieces {
                         if p.start.saturating_add(1 << p.order) > total {
@@ -201,6 +274,7 @@ pub(crate) async fn load(
         return Err("payload checksum mismatch".into());
     }
 
+    blocks.resize(offsets.len(), (false, 0));
     let mut table = TupleBlockTable::new(layout);
     table.blocks.reserve_exact(offsets.len());
     let mut state_at = Vec::with_capacity(offsets.len());
@@ -227,6 +301,7 @@ pub(crate) async fn load(
             ..Default::default()
         },
         image_pieces: header.pieces,
+        change_map: None,
     })
 }
 
@@ -319,29 +394,37 @@ impl ImageSink for Collected {
 /// any. Inline values are compared by size (the image holds none of their
 /// bytes); an image of fingerprints by each scanned key's fingerprint and
 /// length.
+/// Blocks `read` marks (written since a checkpoint's image) are left out.
 pub(crate) fn compare(
     scanned: &Recovered,
     image: &Recovered,
     objects: &Collected,
+    read: &[bool],
 ) -> Option<String> {
-    if scanned.tuples.len() != objects.tuples.len() {
+    let left_out = |b: u32| read.get(b as usize).copied().unwrap_or(false);
+    let kept: Vec<&(u32, Tuple)> = scanned
+        .tuples
+        .iter()
+        .filter(|(b, _)| !left_out(*b))
+        .collect();
+    if kept.len() != objects.tuples.len() {
         return Some(format!(
             "holds {} objects, the tuple blocks {}",
             objects.tuples.len(),
-            scanned.tuples.len()
+            kept.len()
         ));
     }
     // The scanned tuples in the image's order, each with what the image
     // says of its key: the key itself, or its fingerprint and length.
-    let mut order: Vec<usize> = (0..scanned.tuples.len()).collect();
+    let mut order: Vec<usize> = (0..kept.len()).collect();
     let mut scanned_fps = Vec::new();
     if let Some(secret) = objects.secret {
         let of = crate::index::HashIndex::with_secret(secret);
-        scanned_fps = scanned.tuples.iter().map(|(_, t)| of.of(&t.key)).collect();
+        scanned_fps = kept.iter().map(|(_, t)| of.of(&t.key)).collect();
         order.sort_by_key(|&i| scanned_fps.get(i).copied());
     }
     for (n, (&i, (ib, it))) in order.iter().zip(&objects.tuples).enumerate() {
-        let Some((sb, s)) = scanned.tuples.get(i) else {
+        let Some((sb, s)) = kept.get(i).copied() else {
             return Some("differs from the tuple blocks".into());
         };
         let same_key = match objects.secret {
@@ -374,7 +457,9 @@ pub(crate) fn compare(
         r.table
             .blocks
             .iter()
-            .map(|b| b.has_state)
+            .enumerate()
+            .filter(|(no, _)| !left_out(*no as u32))
+            .map(|(_, b)| b.has_state)
             .collect::<Vec<_>>()
     };
     if states(scanned) != states(image) {

@@ -28,10 +28,11 @@ use crate::format::{get_u32, get_u64, RecordReader, RecordWriter, BLOCK_SIZE};
 use crate::index::Fingerprint;
 use crate::meta::tuple::{self, Checksums, Piece, Tuple, TupleValue, MAX_KEY_LEN};
 
+pub(crate) mod changes;
 mod load;
 mod write;
 
-pub(crate) use load::{compare, load, Collected};
+pub(crate) use load::{compare, load, Collected, Since};
 
 /// Where an image's objects go as it is read: open builds its state from
 /// them as they come (no transient copy of every object), `check` collects

@@ -49,6 +49,7 @@ use crate::meta::tuple::Tuple;
 
 /// The journal's side of recovery lives beside the journal.
 pub(crate) use crate::meta::journal::recovery as journal;
+pub(crate) mod checkpoint;
 pub(crate) mod plan;
 mod resolve;
 pub(crate) mod scan;
@@ -140,6 +141,9 @@ pub(crate) struct Recovered {
     /// loaded from it: freed once a read-write open has dropped it from
     /// the superblock.
     pub image_pieces: Vec<crate::meta::tuple::Piece>,
+    /// The image's change map (format 7), claimed in `alloc` with it: the
+    /// superblock keeps naming both while the store runs.
+    pub change_map: Option<crate::meta::image::changes::ChangeMap>,
 }
 
 /// What recovery does with an index image the superblock names.
@@ -167,7 +171,7 @@ pub(crate) async fn recover<V, F>(
     image: ImageUse,
     fingerprints: bool,
     sink: &mut dyn crate::meta::image::ImageSink,
-    verify: V,
+    mut verify: V,
 ) -> Result<Recovered>
 where
     V: FnMut(Tuple) -> F,
@@ -176,7 +180,12 @@ where
     // A salvage open reads every block: it is for stores already damaged.
     let mut image_damage = None;
     if sb.index_image.is_some() && !salvage && image == ImageUse::Load {
-        match crate::meta::image::load(engine, sb, fingerprints, sink).await {
+        let loaded = match sb.change_map {
+            // A checkpoint: the image and the blocks written since.
+            Some(_) => checkpoint::recover(engine, sb, fingerprints, sink, &mut verify).await,
+            None => crate::meta::image::load(engine, sb, fingerprints, sink, None).await,
+        };
+        match loaded {
             Ok(r) => return Ok(r),
             Err(why) => {
                 sink.discard();
@@ -184,14 +193,9 @@ where
             }
         }
     }
-    let mut recovered = scan_and_resolve(engine, sb, salvage, verify).await?;
+    let mut recovered = scan_and_resolve(engine, sb, salvage, &mut verify).await?;
     if sb.index_image.is_some() && image == ImageUse::Verify {
-        let mut objects = crate::meta::image::Collected::default();
-        image_damage = match crate::meta::image::load(engine, sb, fingerprints, &mut objects).await
-        {
-            Ok(i) => crate::meta::image::compare(&recovered, &i, &objects),
-            Err(why) => Some(why),
-        };
+        image_damage = verify_image(engine, sb, fingerprints, &recovered).await;
     }
     if let Some(why) = image_damage {
         recovered.report.repaired.push(format!(
@@ -200,6 +204,58 @@ where
         ));
     }
     Ok(recovered)
+}
+
+/// `check`'s comparison of the index image with the state a scan of every
+/// block rebuilt (`scanned`): the first difference, or why the image
+/// cannot be read. With a change map, the blocks it marks were written
+/// since the image and are left out of the comparison.
+async fn verify_image(
+    engine: &dyn IoEngine,
+    sb: &Superblock,
+    fingerprints: bool,
+    scanned: &Recovered,
+) -> Option<String> {
+    let mut objects = crate::meta::image::Collected::default();
+    let mut read = Vec::new();
+    if sb.change_map.is_some() {
+        match checkpoint::read_map(engine, sb).await {
+            Ok(map) => {
+                read = vec![false; scanned.table.blocks.len().max(map.capacity())];
+                for b in map.marked() {
+                    if let Some(r) = read.get_mut(b as usize) {
+                        *r = true;
+                    }
+                }
+            }
+            Err(why) => return Some(why),
+        }
+    }
+    let since = match sb.change_map {
+        Some(m) => {
+            let mut alloc =
+                BuddyAllocator::new(SUPER_BLOCKS, sb.total_blocks() - SUPER_BLOCKS, sb.max_order);
+            let metadata_bytes = match resolve::claim_metadata(&mut alloc, sb) {
+                Ok(b) => b,
+                Err(e) => return Some(e.to_string()),
+            };
+            Some(crate::meta::image::Since {
+                alloc,
+                metadata_bytes,
+                read: &read,
+                keys: Vec::new(),
+                map: crate::meta::tuple::Piece {
+                    start: m.start,
+                    order: m.order,
+                },
+            })
+        }
+        None => None,
+    };
+    match crate::meta::image::load(engine, sb, fingerprints, &mut objects, since).await {
+        Ok(i) => crate::meta::image::compare(scanned, &i, &objects, &read),
+        Err(why) => Some(why),
+    }
 }
 
 /// Recovery from the tuple blocks themselves: scan, plan, resolve.

@@ -175,6 +175,7 @@ pub(super) fn resolve(
         next_version: max_seq + 1,
         report,
         image_pieces: Vec::new(),
+        change_map: None,
     })
 }
 

@@ -31,13 +31,18 @@ impl Committer {
             batch.into_iter().for_each(|r| fail_request(r, &e));
             return;
         }
-        // Before anything changes, no superblock names the index image (a
-        // barrier alone changes nothing; `write_blocks_beside` drops it
-        // before any tuple block is written, whatever the path).
+        // Before anything changes, no superblock names an index image
+        // without a change map (a barrier alone changes nothing;
+        // `write_blocks_beside` marks or drops before any tuple block is
+        // written, whatever the path).
         let changes = self.reap_due()
             || !self.stale.is_empty()
             || batch.iter().any(|r| !matches!(r, Request::Barrier { .. }));
-        if let Err(e) = if changes { self.drop_image() } else { Ok(()) } {
+        if let Err(e) = if changes {
+            self.before_change()
+        } else {
+            Ok(())
+        } {
             self.poison(&e);
             batch.into_iter().for_each(|r| fail_request(r, &e));
             return;

@@ -208,8 +208,10 @@ impl Committer {
         group_first: u64,
         flags: u32,
     ) -> Result<()> {
-        // (Done by `commit_group` already; open's own rewrites come here.)
-        self.drop_image()?;
+        // Every block marked in the change map before it can be missed
+        // (`checkpoint`); the marks of journaled blocks go with the group.
+        let marks = self.mark_changed(blocks).await?;
+        self.written_since_checkpoint += blocks.len() as u64;
         // A group's sequence is its last version, no smaller than its first
         // (invariant 4: recovery orders a slot's writes by it).
         assert!(
@@ -225,6 +227,7 @@ impl Committer {
                 (d.buf, d.at)
             })
             .collect();
+        writes.extend(marks);
         // (block, home slot, image) of the blocks that go through the journal.
         let mut homes = Vec::new();
         for (b, buf) in images {

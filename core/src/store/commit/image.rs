@@ -3,12 +3,13 @@
 //! no keys, in the order of the keys' fingerprints), so the next open loads
 //! it instead of reading every tuple block.
 
+use super::checkpoint::Checkpoint;
 use super::Committer;
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::{ImageRef, BLOCK_SIZE};
 use crate::index::{EntryId, Fingerprint};
+use crate::meta::image::changes::{self, ChangeMap};
 use crate::meta::image::{record_len, ImageObject, ImageWriter, MAX_IMAGE_PIECES};
-use crate::meta::superblock::publish_superblock;
 use crate::meta::tuple::Piece;
 use crate::store::grow;
 use crate::store::{Entry, Shared};
@@ -87,43 +88,6 @@ fn vanished(id: EntryId) -> Error {
 }
 
 impl Committer {
-    /// Drops the index image open loaded from the superblock (synced) and
-    /// frees its pieces, before anything changes (invariant 10): once a
-    /// tuple block may differ from it, no superblock names it. Called
-    /// before a group is applied and before any tuple block is written;
-    /// a no-op once done, or when open loaded none.
-    pub(super) fn drop_image(&mut self) -> Result<()> {
-        let Some(pieces) = self.image.take() else {
-            return Ok(());
-        };
-        {
-            let mut sb = self.shared.superblock.lock();
-            let mut next = sb.clone();
-            next.index_image = None;
-            next.format_version = next.current_version();
-            match publish_superblock(self.shared.engine.as_ref(), &next) {
-                Ok(published) => *sb = published,
-                Err(e) => {
-                    // Still named: nothing may change.
-                    self.image = Some(pieces);
-                    return Err(e);
-                }
-            }
-        }
-        self.shared.metadata_bytes.fetch_sub(
-            crate::meta::image::pieces_len(&pieces),
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        free(&self.shared, pieces);
-        Ok(())
-    }
-
-    /// Whether the superblock still names the image open loaded: nothing
-    /// has changed since (the close keeps it as it is).
-    pub(super) fn image_kept(&self) -> bool {
-        self.image.is_some()
-    }
-
     /// Writes an image of the state as it is now, stamped with the clean
     /// sequence the close is about to record; the caller syncs, then names
     /// it in the superblock. `Ok(None)` when there is none to write: a store
@@ -132,7 +96,9 @@ impl Committer {
     /// held in RAM), no room in the heap (a store that can grow grows for
     /// it, as for an object), free space in more pieces than the header
     /// lists. On an error the image's pieces are freed again.
-    pub(super) async fn write_image(&mut self) -> Result<Option<(ImageRef, Vec<Piece>)>> {
+    /// Its change map (every block clear) is written beside it, in a piece
+    /// of its own.
+    pub(super) async fn write_image(&mut self) -> Result<Option<(ImageRef, Checkpoint)>> {
         // (A clean sequence of 0 reads as "never closed cleanly".)
         if self.journal.is_none()
             || self.next_version <= 1
@@ -205,8 +171,14 @@ impl Committer {
             free(&shared, pieces);
             return Ok(None);
         }
-        let engine = shared.engine.as_ref();
         let stamp = self.next_version - 1;
+        let order_of_map = changes::map_order(blocks.len());
+        let Some(map_piece) = shared.alloc.lock().alloc(order_of_map) else {
+            free(&shared, pieces);
+            return Ok(None);
+        };
+        let map = ChangeMap::new(map_piece, shared.geometry.store_id, stamp);
+        let engine = shared.engine.as_ref();
         let written = async {
             let mut w = ImageWriter::start(engine, pieces.clone(), secret, &blocks, payload_len)?;
             for from in (0..order.len()).step_by(BATCH) {
@@ -219,13 +191,29 @@ impl Committer {
                 }
                 w.write_full().await?;
             }
-            w.finish(shared.geometry.store_id, stamp, self.next_version)
-                .await
+            let (r, _) = w
+                .finish(shared.geometry.store_id, stamp, self.next_version)
+                .await?;
+            for (buf, at) in map.encode_all() {
+                let (res, _) = engine.write_at(buf, at).await;
+                res.map_err(|e| Error::io("writing the change map", e))?;
+            }
+            Ok(r)
         }
         .await;
-        if written.is_err() {
-            free(&shared, pieces);
+        match written {
+            Ok(r) => Ok(Some((
+                r,
+                Checkpoint {
+                    pieces,
+                    map: Some(map),
+                },
+            ))),
+            Err(e) => {
+                free(&shared, pieces);
+                free(&shared, vec![map_piece]);
+                Err(e)
+            }
         }
-        written.map(Some)
     }
 }

@@ -144,22 +144,23 @@ impl Committer {
                 self.poison(&e);
             }
         }
-        // Nothing changed since open loaded the index image: the superblock
+        // Nothing changed since the checkpoint open loaded: the superblock
         // still names it and records the clean close it reflects.
-        if self.image_kept() && !self.shared.failed.is_set() {
+        if self.checkpoint_current() && !self.shared.failed.is_set() {
             self.shared.sealed.store(true, Ordering::Release);
             return;
         }
         // Every group is synced: record that in the superblock, so the next
         // open need not read back the newest group's objects to verify them.
         if !self.shared.failed.is_set() {
-            // The index image (invariant 10): durable before the superblock
-            // names it. Not writing one costs the next open time, never
-            // the close.
+            // The index image and its change map (invariant 10): durable
+            // before the superblock names them. Not writing one costs the
+            // next open time, never the close. The checkpoint named until
+            // now goes once the superblock names the new one (or none).
             let image = match self.write_image().await {
                 Ok(Some(i)) if self.shared.engine.sync().await.is_ok() => Some(i),
-                Ok(Some((_, pieces))) => {
-                    super::image::free(&self.shared, pieces);
+                Ok(Some((_, checkpoint))) => {
+                    self.release_new(checkpoint);
                     None
                 }
                 _ => None,
@@ -168,13 +169,25 @@ impl Committer {
             let mut next = sb.clone();
             next.clean_seq = self.next_version - 1;
             next.index_image = image.as_ref().map(|(r, _)| *r);
+            next.change_map = image.as_ref().and_then(|(_, c)| {
+                c.map.as_ref().map(|m| crate::format::MetaExtent {
+                    start: m.piece.start,
+                    order: m.piece.order,
+                })
+            });
             next.format_version = next.current_version();
             match publish_superblock(self.shared.engine.as_ref(), &next) {
-                Ok(next) => *sb = next,
+                Ok(next) => {
+                    *sb = next;
+                    drop(sb);
+                    if let Some(old) = self.checkpoint.take() {
+                        self.release_checkpoint(old);
+                    }
+                }
                 Err(_) => {
                     drop(sb);
-                    if let Some((_, pieces)) = image {
-                        super::image::free(&self.shared, pieces);
+                    if let Some((_, checkpoint)) = image {
+                        self.release_new(checkpoint);
                     }
                 }
             }
@@ -205,6 +218,13 @@ impl Committer {
                 if let Some(spare) = self.spare.take() {
                     self.free_journal(spare);
                 }
+            }
+        }
+        // A checkpoint, once enough was written since the last (idle only:
+        // writers wait while it is written).
+        if self.pending.first.is_none() && self.check_failed().is_ok() && self.checkpoint_due() {
+            if let Err(e) = self.write_checkpoint().await {
+                self.poison(&e);
             }
         }
         // Expired versions, when nobody else commits: a group of their own

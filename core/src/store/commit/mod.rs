@@ -62,6 +62,7 @@
 
 mod apply;
 mod blocks;
+mod checkpoint;
 mod growth;
 mod image;
 mod journal;
@@ -116,10 +117,14 @@ pub(crate) struct Committer {
     /// (`place_homes`); a block changed again meanwhile skips the older
     /// home write. Readers read the journal images meanwhile.
     unplaced: BTreeMap<u32, Unplaced>,
-    /// The pieces of the index image the superblock still names, when open
-    /// loaded it: dropped from the superblock before the first change
-    /// (`drop_image`), kept by a close that follows no change.
-    image: Option<Vec<crate::meta::tuple::Piece>>,
+    /// The index image and change map the superblock names, when open
+    /// loaded them (`checkpoint`): the map marks every block written
+    /// since; a close that follows no change keeps them, any other close
+    /// replaces them.
+    checkpoint: Option<checkpoint::Checkpoint>,
+    /// Tuple-block writes since the last checkpoint (or the open): one is
+    /// written in the background past `Options::checkpoint_after`.
+    written_since_checkpoint: u64,
 }
 
 /// An open group: everything applied since the last tuple-block write.
@@ -163,14 +168,9 @@ impl Committer {
             spare: None,
             table,
             unplaced: BTreeMap::new(),
-            image: None,
+            checkpoint: None,
+            written_since_checkpoint: 0,
         }
-    }
-
-    /// Notes that the superblock names the index image open loaded (these
-    /// its pieces): it stays named until the first change.
-    pub fn keep_image(&mut self, pieces: Vec<crate::meta::tuple::Piece>) {
-        self.image = Some(pieces);
     }
 
     /// Keeps the journal slots at these byte offsets (images recovery's

@@ -65,12 +65,18 @@ impl Rebuilt {
     }
 
     /// Adds a scan's recovered tuples (`dirty`: the blocks recovery
-    /// changed).
+    /// changed): every object of a scan, or, after an image that served as
+    /// a checkpoint, those of the blocks written since (fingerprinted
+    /// under the image's secret when it holds fingerprints).
     pub fn scanned(&mut self, tuples: Vec<(u32, Tuple)>, dirty: &BTreeSet<u32>) {
         self.dirty.clone_from(dirty);
-        self.keys.reserve(tuples.len());
+        let of = self.secret.map(HashIndex::with_secret);
+        if of.is_none() {
+            self.keys.reserve(tuples.len());
+        }
         for (block, t) in tuples {
-            self.object(block, t, None);
+            let fp = of.as_ref().map(|of| (of.of(&t.key), t.key.len() as u16));
+            self.object(block, t, fp);
         }
     }
 
@@ -152,6 +158,8 @@ impl Rebuilt {
                     .map_err(|e| e.context("loading the index image"))?;
             }
             (None, _) => {
+                // (In no particular order after a checkpoint's scanned
+                // blocks or heap objects: each index sorts what it needs.)
                 let keys = std::mem::take(&mut self.keys);
                 self.state.index.load(keys);
             }

@@ -228,6 +228,7 @@ async fn create(engine: &dyn IoEngine, size: u64, options: &Options) -> Result<S
         journal,
         extent_table: None,
         index_image: None,
+        change_map: None,
         unread_extents: 0,
     };
     if journal.is_none() {
@@ -378,8 +379,11 @@ async fn rebuild(
         next_version,
         mut report,
         image_pieces,
+        change_map,
     } = recovered;
     report.repaired.splice(0..0, repaired);
+    // Nothing was written after the last clean close.
+    let clean = report.clean;
     // Journal images of groups recovery rolled back must not outlive it.
     let rolled_back = report.rolled_back();
     let alloc = crate::sync::Arc::new(crate::sync::Mutex::new(alloc));
@@ -467,6 +471,7 @@ async fn rebuild(
         let mut up = sb.clone();
         if drop_image {
             up.index_image = None;
+            up.change_map = None;
         }
         up.format_version = up.current_version();
         up.settings = stored;
@@ -474,7 +479,7 @@ async fn rebuild(
     }
     let mut committer = Committer::new(shared.clone(), table, next_version);
     if loaded && !read_only {
-        committer.keep_image(image_pieces);
+        committer.keep_checkpoint(image_pieces, change_map);
     }
     for (key, at, version, size) in expiring {
         committer.track_expiry(key, at, version, size);
@@ -483,6 +488,13 @@ async fn rebuild(
         committer.hold_inline(id, version);
     }
     let restore = !read_only && (rolled_back || !replay.is_empty());
+    if restore && loaded {
+        // The blocks whose state is a journal image are marked in the
+        // change map before the journal is erased: from then on their home
+        // slots are the only copies.
+        let blocks = replay.iter().map(|&(b, _, _)| b).collect();
+        committer.mark_now(&blocks).await?;
+    }
     if let (true, Layout::Journaled(journal)) = (restore, sb.layout()) {
         // After a crash: each block whose state is a journal image gets it
         // copied home (synced), readers then find it there, and every
@@ -504,9 +516,9 @@ async fn rebuild(
     committer.pin_journal(&pinned);
     if read_only {
         // Recovery's decisions hold in memory only: nothing is written.
-    } else if loaded {
-        // Loaded from the index image of a clean close: everything it
-        // reflects was synced before the image was named.
+    } else if loaded && clean {
+        // Loaded from the index image of a clean close, nothing written
+        // since: everything it reflects was synced before it was named.
     } else if dirty.is_empty() {
         // What was verified may so far sit only in a volatile cache (the
         // previous process died before its sync): make it durable before

@@ -59,15 +59,28 @@ pub(super) struct Horizon {
     /// The least sequence a torn write may claim: the newest group, and
     /// after a clean close only a group newer than it.
     pub tear_floor: u64,
+    /// The stamp of the checkpoint (index image) the unread blocks are
+    /// taken from, when only the blocks changed since were read (0: every
+    /// block was): every group up to it was synced before the image was
+    /// written, so none of them is judged, and the newest sequence is at
+    /// least it.
+    pub checkpoint: u64,
 }
 
 impl Horizon {
-    fn new(scanned: &[ScannedBlock], clean_seq: u64, layout: Layout, salvage: bool) -> Self {
+    fn new(
+        scanned: &[ScannedBlock],
+        clean_seq: u64,
+        layout: Layout,
+        salvage: bool,
+        checkpoint: u64,
+    ) -> Self {
         let max_seq = scanned
             .iter()
             .flat_map(|b| b.slots.iter().filter_map(|(_, s)| s.seq()))
             .max()
-            .unwrap_or(0);
+            .unwrap_or(0)
+            .max(checkpoint);
         let tear_floor = if clean_seq == 0 {
             max_seq
         } else {
@@ -81,6 +94,7 @@ impl Horizon {
             max_seq,
             clean: clean_seq != 0 && clean_seq == max_seq,
             tear_floor,
+            checkpoint,
         }
     }
 }
@@ -103,7 +117,24 @@ where
     V: FnMut(Tuple) -> F,
     F: std::future::Future<Output = Result<Option<String>>>,
 {
-    let h = Horizon::new(scanned, clean_seq, layout, salvage);
+    plan_since(scanned, clean_seq, layout, salvage, verify, 0).await
+}
+
+/// [`plan`] over the blocks written since the checkpoint stamped
+/// `checkpoint` (the others' copies left out of `scanned`: no slots).
+pub(crate) async fn plan_since<V, F>(
+    scanned: &mut [ScannedBlock],
+    clean_seq: u64,
+    layout: Layout,
+    salvage: bool,
+    verify: V,
+    checkpoint: u64,
+) -> Result<Plan>
+where
+    V: FnMut(Tuple) -> F,
+    F: std::future::Future<Output = Result<Option<String>>>,
+{
+    let h = Horizon::new(scanned, clean_seq, layout, salvage, checkpoint);
     let mut report = RecoveryReport {
         clean: h.clean,
         ..RecoveryReport::default()

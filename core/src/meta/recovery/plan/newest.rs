@@ -102,7 +102,10 @@ where
         .filter_map(|(b, w)| winner(b, *w).map(|g| g.0))
         .max()
     {
-        if (h.clean && last_seq == h.clean_seq) || last_seq <= synced_floor {
+        if (h.clean && last_seq == h.clean_seq)
+            || last_seq <= synced_floor
+            || last_seq <= h.checkpoint
+        {
             break;
         }
         // The group's blocks, with what their state slot says of it.

@@ -1,0 +1,238 @@
+//! Recovery from a checkpoint (format 7): the index image and its change
+//! map. Only the tuple blocks the map marks, and those the metadata journal
+//! holds an image of newer than the image's stamp (or a damaged one), are
+//! read and decided as a scan decides every block
+//! (`plan`, `resolve`: the same rules); every other block's state is the
+//! image's. So an open after a crash costs the image's load plus the blocks
+//! written since the last clean close, not a read of every block.
+//!
+//! Why that is the state a full scan would find (invariant 10): a block not
+//! marked was not written since the image's stamp (the commit path marks a
+//! block durably before its home slot can hold newer state, and a block
+//! written through the journal is found in the journal whatever the map
+//! says: `store::commit::checkpoint`); every group up to the stamp was
+//! synced before the image was written, so only groups after it are
+//! judged, and each of those wrote only blocks read here.
+//!
+//! Anything that does not fit — a map that does not check out, a damaged
+//! image, a key both in a block read here and in the image's other blocks,
+//! a piece claimed twice, damage the plan refuses — and the caller reads
+//! every block instead, reporting why: it costs time, never an object.
+
+use super::{plan, resolve, scan::ScannedBlock, Recovered};
+use crate::alloc::BuddyAllocator;
+use crate::format::{Layout, Superblock, BLOCK_SIZE, SUPER_BLOCKS};
+use crate::io::{AlignedBuf, IoEngine};
+use crate::meta::block::{decode_slot, SlotContent, SlotIdentity};
+use crate::meta::image::changes::ChangeMap;
+use crate::meta::image::{ImageSink, Since};
+use crate::meta::tuple::{Piece, Tuple};
+
+/// Most bytes one read of home slots covers.
+const RUN: usize = 1 << 20;
+
+/// Reads the change map `sb` names; why it cannot serve otherwise.
+pub(crate) async fn read_map(
+    engine: &dyn IoEngine,
+    sb: &Superblock,
+) -> std::result::Result<ChangeMap, String> {
+    let (Some(image), Some(m)) = (sb.index_image, sb.change_map) else {
+        return Err("no change map named".into());
+    };
+    if m.start.saturating_add(1 << m.order) > sb.total_blocks() || m.start < SUPER_BLOCKS {
+        return Err("change map lies beyond the end of the store".into());
+    }
+    let piece = Piece {
+        start: m.start,
+        order: m.order,
+    };
+    let (r, buf) = engine
+        .read_at(
+            AlignedBuf::zeroed(piece.len_bytes() as usize),
+            piece.offset(),
+        )
+        .await;
+    r.map_err(|e| format!("change map unreadable: {e}"))?;
+    ChangeMap::decode(buf.as_slice(), piece, sb.store_id, image.seq)
+}
+
+/// Recovers from the checkpoint `sb` names (see the module docs); the
+/// image's objects go to `sink`, those of the blocks read come back in
+/// `tuples`. `Err(why)`: it does not serve, and the caller scans.
+pub(crate) async fn recover<V, F>(
+    engine: &dyn IoEngine,
+    sb: &Superblock,
+    fingerprints: bool,
+    sink: &mut dyn ImageSink,
+    verify: V,
+) -> std::result::Result<Recovered, String>
+where
+    V: FnMut(Tuple) -> F,
+    F: std::future::Future<Output = crate::error::Result<Option<String>>>,
+{
+    let map = read_map(engine, sb).await?;
+    let Layout::Journaled(journal) = sb.layout() else {
+        return Err("named by a store with two slots per tuple block".into());
+    };
+    let image = sb.index_image.ok_or("no index image named")?;
+    let layout = sb.layout();
+    let store_id = sb.store_id;
+    let mut scanned: Vec<ScannedBlock> = sb
+        .meta_extents
+        .iter()
+        .flat_map(|e| (0..e.tuple_blocks(layout)).map(move |i| (e.start + i) * BLOCK_SIZE as u64))
+        .map(|offset| ScannedBlock {
+            offset,
+            slots: Vec::new(),
+        })
+        .collect();
+    if scanned.len() > map.capacity() {
+        return Err(format!(
+            "change map covers {} tuple blocks, the store has {}",
+            map.capacity(),
+            scanned.len()
+        ));
+    }
+    // The journal's images (all of them), then the home slot of every
+    // block the map marks or the journal holds an image of.
+    super::journal::scan_journal(engine, store_id, &journal, &mut scanned)
+        .await
+        .map_err(|e| format!("metadata journal: {e}"))?;
+    // A block whose journal images are all whole and no newer than the
+    // stamp is as the image has it (an older group's image, from before
+    // the last clean close): its home need not be read. Any other image —
+    // newer (a group since, synced or cut), or damaged — and the block is
+    // decided from its copies.
+    let mut read: Vec<bool> = Vec::with_capacity(scanned.len());
+    for b in &mut scanned {
+        let since = b.slots.iter().any(|(_, s)| match s {
+            SlotContent::Empty => false,
+            SlotContent::Valid { seq, .. } => *seq > image.seq,
+            SlotContent::Invalid { .. } => true,
+        });
+        if !since {
+            b.slots.clear();
+        }
+        read.push(since);
+    }
+    for b in map.marked() {
+        if let Some(r) = read.get_mut(b as usize) {
+            *r = true;
+        }
+    }
+    read_homes(engine, store_id, &mut scanned, &read).await?;
+    let mut alloc =
+        BuddyAllocator::new(SUPER_BLOCKS, sb.total_blocks() - SUPER_BLOCKS, sb.max_order);
+    let metadata_bytes =
+        resolve::claim_metadata(&mut alloc, sb).map_err(|e| format!("metadata: {e}"))?;
+    let plan = plan::plan_since(&mut scanned, sb.clean_seq, layout, false, verify, image.seq)
+        .await
+        .map_err(|e| format!("the blocks written since: {e}"))?;
+    let resolved = resolve::resolve(scanned, plan, layout, alloc, metadata_bytes)
+        .map_err(|e| format!("the blocks written since: {e}"))?;
+    let Recovered {
+        alloc,
+        metadata_bytes,
+        table: read_table,
+        tuples,
+        state_at: read_state_at,
+        replay,
+        pinned,
+        dirty,
+        next_version,
+        mut report,
+        ..
+    } = resolved;
+    let since = Since {
+        alloc,
+        metadata_bytes,
+        read: &read,
+        keys: tuples.iter().map(|(_, t)| &*t.key).collect(),
+        map: map.piece,
+    };
+    let mut loaded = crate::meta::image::load(engine, sb, fingerprints, sink, Some(since)).await?;
+    // Each block read takes its state from the device, the others keep the
+    // image's.
+    let mut table = crate::meta::table::TupleBlockTable::new(layout);
+    table.blocks.reserve_exact(read.len());
+    let mut state_at = Vec::with_capacity(read.len());
+    for (no, &was_read) in read.iter().enumerate() {
+        let (from, at) = match was_read {
+            true => (&read_table, read_state_at.get(no).copied().flatten()),
+            false => (&loaded.table, loaded.state_at.get(no).copied().flatten()),
+        };
+        let Some(b) = from.blocks.get(no) else {
+            return Err(format!("tuple block {no} missing from the rebuilt table"));
+        };
+        let (offset, next_slot, has_state, used) = (b.offset, b.next_slot, b.has_state, b.used);
+        table.push_block(offset, next_slot, has_state);
+        if used > 0 {
+            table.grow_used(no as u32, used as usize, false);
+        }
+        state_at.push(at);
+    }
+    table.images = read_table.images;
+    report.from_image = true;
+    report.repaired.append(&mut loaded.report.repaired);
+    Ok(Recovered {
+        alloc: loaded.alloc,
+        metadata_bytes: loaded.metadata_bytes,
+        table,
+        tuples,
+        state_at,
+        replay,
+        pinned,
+        dirty,
+        next_version: next_version.max(loaded.next_version),
+        report,
+        image_pieces: loaded.image_pieces,
+        change_map: Some(map),
+    })
+}
+
+/// Reads the home slot of every block `read` marks, in runs of adjacent
+/// blocks, and puts it first among the block's copies.
+async fn read_homes(
+    engine: &dyn IoEngine,
+    store_id: u64,
+    scanned: &mut [ScannedBlock],
+    read: &[bool],
+) -> std::result::Result<(), String> {
+    let mut no = 0usize;
+    while no < scanned.len() {
+        if !read.get(no).copied().unwrap_or(false) {
+            no += 1;
+            continue;
+        }
+        // A run: adjacent on the device and all to be read.
+        let first = no;
+        let start = scanned.get(no).map_or(0, |b| b.offset);
+        let mut end = no + 1;
+        while end < scanned.len()
+            && (end - first) * BLOCK_SIZE < RUN
+            && read.get(end).copied().unwrap_or(false)
+            && scanned
+                .get(end)
+                .is_some_and(|b| b.offset == start + ((end - first) * BLOCK_SIZE) as u64)
+        {
+            end += 1;
+        }
+        let (r, buf) = engine
+            .read_at(AlignedBuf::zeroed((end - first) * BLOCK_SIZE), start)
+            .await;
+        r.map_err(|e| format!("tuple blocks unreadable: {e}"))?;
+        let bytes = buf
+            .as_slice()
+            .get(..(end - first) * BLOCK_SIZE)
+            .ok_or("tuple blocks: short read")?;
+        for (i, slot) in bytes.chunks_exact(BLOCK_SIZE).enumerate() {
+            let block_no = (first + i) as u32;
+            let id = SlotIdentity { store_id, block_no };
+            if let Some(b) = scanned.get_mut(first + i) {
+                b.slots.insert(0, (b.offset, decode_slot(id, slot)));
+            }
+        }
+        no = end;
+    }
+    Ok(())
+}
