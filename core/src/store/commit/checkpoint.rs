@@ -23,6 +23,7 @@ use std::collections::BTreeSet;
 
 use super::Committer;
 use crate::error::{Error, Result};
+use crate::format::{ImageRef, MetaExtent};
 use crate::io::AlignedBuf;
 use crate::meta::image::changes::ChangeMap;
 use crate::meta::superblock::publish_superblock;
@@ -211,33 +212,49 @@ impl Committer {
             self.release_new(new);
             return Err(Error::io("syncing a checkpoint", e));
         }
+        self.publish_checkpoint(image.seq, Some((image, new)))
+    }
+
+    /// Publishes the superblock recording `clean_seq` (every group up to it
+    /// is synced) and naming `new` (or no checkpoint), then frees the one
+    /// named until now. On a failed publish `new` is freed and the old one
+    /// stays named.
+    pub(super) fn publish_checkpoint(
+        &mut self,
+        clean_seq: u64,
+        new: Option<(ImageRef, Checkpoint)>,
+    ) -> Result<()> {
         let published = {
             let mut sb = self.shared.superblock.lock();
             let mut next = sb.clone();
-            next.clean_seq = image.seq;
-            next.index_image = Some(image);
-            next.change_map = new.map.as_ref().map(|m| crate::format::MetaExtent {
-                start: m.piece.start,
-                order: m.piece.order,
-            });
+            next.clean_seq = clean_seq;
+            next.index_image = new.as_ref().map(|(r, _)| *r);
+            next.change_map = new
+                .as_ref()
+                .and_then(|(_, c)| c.map.as_ref())
+                .map(|m| MetaExtent {
+                    start: m.piece.start,
+                    order: m.piece.order,
+                });
             next.format_version = next.current_version();
             publish_superblock(self.shared.engine.as_ref(), &next).map(|p| *sb = p)
         };
-        match published {
-            Ok(()) => {
-                self.shared
-                    .metadata_bytes
-                    .fetch_add(new.bytes(), std::sync::atomic::Ordering::Relaxed);
-                if let Some(old) = self.checkpoint.replace(new) {
-                    self.release_checkpoint(old);
-                }
-                Ok(())
+        let new = new.map(|(_, c)| c);
+        if let Err(e) = published {
+            if let Some(c) = new {
+                self.release_new(c);
             }
-            Err(e) => {
-                self.release_new(new);
-                Err(e)
-            }
+            return Err(e);
         }
+        if let Some(c) = &new {
+            self.shared
+                .metadata_bytes
+                .fetch_add(c.bytes(), std::sync::atomic::Ordering::Relaxed);
+        }
+        if let Some(old) = std::mem::replace(&mut self.checkpoint, new) {
+            self.release_checkpoint(old);
+        }
+        Ok(())
     }
 
     /// Marks `blocks` and writes the marks now, synced (open, before it

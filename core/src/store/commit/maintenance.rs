@@ -18,7 +18,6 @@ use parking_lot::{Condvar, Mutex};
 use super::leader::{CommitPath, Lead};
 use super::Committer;
 use crate::error::Result;
-use crate::meta::superblock::publish_superblock;
 use crate::options::Durability;
 use crate::store::now_micros;
 use crate::store::warm::WarmUp;
@@ -165,32 +164,9 @@ impl Committer {
                 }
                 _ => None,
             };
-            let mut sb = self.shared.superblock.lock();
-            let mut next = sb.clone();
-            next.clean_seq = self.next_version - 1;
-            next.index_image = image.as_ref().map(|(r, _)| *r);
-            next.change_map = image.as_ref().and_then(|(_, c)| {
-                c.map.as_ref().map(|m| crate::format::MetaExtent {
-                    start: m.piece.start,
-                    order: m.piece.order,
-                })
-            });
-            next.format_version = next.current_version();
-            match publish_superblock(self.shared.engine.as_ref(), &next) {
-                Ok(next) => {
-                    *sb = next;
-                    drop(sb);
-                    if let Some(old) = self.checkpoint.take() {
-                        self.release_checkpoint(old);
-                    }
-                }
-                Err(_) => {
-                    drop(sb);
-                    if let Some((_, checkpoint)) = image {
-                        self.release_new(checkpoint);
-                    }
-                }
-            }
+            // (A failed publish leaves the old checkpoint named: the next
+            // open finds the store as a crash would have left it.)
+            let _ = self.publish_checkpoint(self.next_version - 1, image);
             self.shared.sealed.store(true, Ordering::Release);
         }
     }
