@@ -45,11 +45,43 @@ fn contents() -> Vec<(String, Vec<u8>)> {
 /// v4 one by `write_fixture` with no fill): the v2 content, and objects
 /// with an expiry, one far ahead and one already past.
 fn write_fixtures() {
-    // Format 6: the v4 content, closed cleanly with its index image. (The
-    // v5 file was written by the build before format 6 with 8 KiB pieces,
-    // so that 13,000 small objects took more than the superblock's 200
-    // metadata extents: `options().max_piece_size(8 << 10)`, `FILL`.)
-    write_fixture("v6-good.blobcask", options(), 0);
+    // Format 7: the v4 content, closed cleanly with its checkpoint (index
+    // image and change map); then the same changed after a reopen and cut
+    // by a crash (no close): its checkpoint and the blocks written since.
+    // (v6 was written by the build before format 7 the same way; the v5
+    // file by the build before format 6 with 8 KiB pieces, so that 13,000
+    // small objects took more than the superblock's 200 metadata extents:
+    // `options().max_piece_size(8 << 10)`, `FILL`.)
+    write_fixture("v7-good.blobcask", options(), 0);
+    let dev = std::sync::Arc::new(blobcask::io::fault::MemDevice::from_image(
+        std::fs::read(dir().join("v7-good.blobcask")).unwrap(),
+    ));
+    let s = Store::open_with_engine(dev.clone(), Options::new()).unwrap();
+    for (k, v) in crashed_changes() {
+        match v {
+            Some(v) => s.put(k, v).map(|_| ()),
+            None => s.delete(k).map(|_| ()),
+        }
+        .unwrap();
+    }
+    dev.crash_now();
+    drop(s);
+    std::fs::write(
+        dir().join("v7-crashed.blobcask"),
+        dev.crash_image(blobcask::io::fault::CrashMode::DropUnsynced),
+    )
+    .unwrap();
+}
+
+/// What the v7-crashed fixture changed after its checkpoint: (key, value;
+/// `None` a delete).
+fn crashed_changes() -> Vec<(String, Option<Vec<u8>>)> {
+    vec![
+        ("since/inline".into(), Some(pattern(20, 300))),
+        ("since/heap".into(), Some(pattern(21, 20_000))),
+        ("inline/small".into(), Some(pattern(22, 80))),
+        ("heap/16k".into(), None),
+    ]
 }
 
 /// Small objects that push the v5 fixture's metadata past 200 extents.
@@ -167,8 +199,52 @@ fn v5_store_with_an_extent_table_opens_with_its_content_and_expiries() {
     }
 }
 
-/// Format 6: a journaled store closed cleanly with its index image, loaded
-/// by the open (no tuple block read).
+/// Format 7: a journaled store closed cleanly with its checkpoint (index
+/// image and change map), loaded by the open; and one cut by a crash after
+/// changes since its checkpoint, recovered from the checkpoint and the
+/// blocks written since.
+#[test]
+fn v7_stores_open_from_their_checkpoint_clean_and_after_a_crash() {
+    let (_tmp, path) = copy("v7-good.blobcask");
+    let head = std::fs::read(&path).unwrap();
+    let sb = blobcask::internals::Superblock::decode(&head[..4096])
+        .unwrap()
+        .unwrap();
+    assert_eq!(sb.format_version, 7);
+    assert!(sb.index_image.is_some() && sb.change_map.is_some());
+    drop(head);
+    opens_with_its_content_and_expiries("v7-good.blobcask", 7, 7);
+
+    let (_tmp, path) = copy("v7-crashed.blobcask");
+    let s = Store::open(&path, options().read_only(true)).unwrap();
+    let r = s.stats().recovery;
+    assert!(r.from_image && !r.clean && r.repaired.is_empty(), "{r:?}");
+    let mut expect: std::collections::BTreeMap<String, Vec<u8>> = contents().into_iter().collect();
+    for (k, v) in crashed_changes() {
+        match v {
+            Some(v) => expect.insert(k, v),
+            None => expect.remove(&k),
+        };
+    }
+    for (k, v) in &expect {
+        assert_eq!(s.get(k).unwrap(), v[..], "{k}");
+    }
+    assert_eq!(s.get("heap/16k").unwrap_err().kind(), ErrorKind::NotFound);
+    drop(s);
+    // Read-write: recovered the same, and closed cleanly.
+    let s = Store::open(&path, options()).unwrap();
+    for (k, v) in &expect {
+        assert_eq!(s.get(k).unwrap(), v[..], "{k}");
+    }
+    s.close().unwrap();
+    let s = Store::open(&path, options().read_only(true)).unwrap();
+    let r = s.stats().recovery;
+    assert!(r.from_image && r.clean && r.is_empty(), "{r:?}");
+}
+
+/// Format 6: a journaled store closed cleanly with its index image (no
+/// change map: written by the build before format 7), loaded by the open
+/// (no tuple block read).
 #[test]
 fn v6_store_with_an_index_image_opens_from_it_with_its_content() {
     if std::env::var("BLOBCASK_WRITE_FIXTURES").is_ok_and(|v| v == "1") {
