@@ -18,7 +18,11 @@
 //! * **bytes on disk per object**: what the store holds allocated
 //!   (capacity minus free bytes) over N;
 //! * **open after kill -9**: a child opens the store, puts 1000 objects
-//!   one by one and is killed with SIGKILL; the next open is timed.
+//!   one by one and is killed with SIGKILL; the next open is timed
+//!   (`--no-kill` leaves this step out);
+//! * **every object read back** (`--verify`): a last child reopens the
+//!   store and reads every object in turn, comparing each with the value
+//!   stored; it reports the time and the process's peak anonymous memory.
 //!
 //! LMDB (heed) and SQLite run the same steps in the same run when asked
 //! (`--engines`, their features): loaded in transactions of 100k puts,
@@ -30,6 +34,7 @@
 //! ```text
 //! cargo run --release -p blobcask-bench --bin scale-bench -- \
 //!     [--n 1M,4M] [--value 100] [--index hash|btree|fst] [--dir DIR] [--json FILE] [--quick] [--keep]
+//!     [--no-kill] [--verify]
 //!     [--engines blobcask,lmdb,sqlite]   # lmdb and sqlite need --features lmdb,sqlite
 //! ```
 
@@ -89,6 +94,11 @@ struct Args {
     quick: bool,
     /// Leave each store in place (for profiling an open).
     keep: bool,
+    /// Leave out the open after kill -9 (a full scan: at 100M objects it
+    /// needs more memory than the clean open).
+    no_kill: bool,
+    /// Read every object back and compare it.
+    verify: bool,
     child: Option<String>,
     path: Option<PathBuf>,
     n: u64,
@@ -106,6 +116,8 @@ fn parse_args() -> Args {
         json: None,
         quick: false,
         keep: false,
+        no_kill: false,
+        verify: false,
         child: None,
         path: None,
         n: 0,
@@ -123,6 +135,8 @@ fn parse_args() -> Args {
             "--json" => a.json = Some(PathBuf::from(next())),
             "--quick" => a.quick = true,
             "--keep" => a.keep = true,
+            "--no-kill" => a.no_kill = true,
+            "--verify" => a.verify = true,
             // Internal: the measuring children.
             "--child" => a.child = Some(next()),
             "--path" => a.path = Some(PathBuf::from(next())),
@@ -132,7 +146,8 @@ fn parse_args() -> Args {
             _ => {
                 eprintln!(
                     "usage: scale-bench [--n 1M,4M] [--value 100] [--index hash|btree|fst] \
-                     [--dir DIR] [--json FILE] [--quick] [--keep] [--engines blobcask,lmdb,sqlite]"
+                     [--dir DIR] [--json FILE] [--quick] [--keep] [--no-kill] [--verify] \
+                     [--engines blobcask,lmdb,sqlite]"
                 );
                 std::process::exit(2);
             }
@@ -155,6 +170,7 @@ fn main() {
         Some("open") if args.engine != "blobcask" => others::child_open(&args),
         Some("open") => rt.block_on(child_open(&args)),
         Some("kill") => rt.block_on(child_kill(&args)),
+        Some("verify") => rt.block_on(child_verify(&args)),
         Some(other) => panic!("unknown child {other}"),
         None => rt.block_on(parent(&args)),
     }
@@ -239,6 +255,38 @@ async fn child_open(args: &Args) {
         c.hits as f64 / (c.hits + c.misses).max(1) as f64
     );
     store.close().await.expect("close");
+}
+
+/// Reads every object `0..n` back in order and compares it with the value
+/// stored; prints the time, the count and the peak anonymous memory.
+async fn child_verify(args: &Args) {
+    let path = args.path.as_deref().expect("--path");
+    let t = Instant::now();
+    let store = Store::open(path, Options::new().index(args.index))
+        .await
+        .expect("open");
+    let opened = t.elapsed();
+    let t = Instant::now();
+    let mut bytes = 0u64;
+    for i in 0..args.n {
+        let v = store.get(key(i)).await.expect("get");
+        assert!(v == value(i, args.value), "value of object {i}");
+        bytes += v.len() as u64;
+    }
+    let read = t.elapsed();
+    assert_eq!(store.stats().objects, args.n, "objects after the open");
+    store.close().await.expect("close");
+    let peak = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024);
+    println!("verify_open_s={}", opened.as_secs_f64());
+    println!("verified={}", args.n);
+    println!("verified_bytes={bytes}");
+    println!("verify_s={}", read.as_secs_f64());
+    println!("peak_rss_bytes={peak}");
 }
 
 /// Opens, then puts objects one by one until killed.
@@ -401,7 +449,7 @@ impl Row {
                 self.open_s,
                 "s",
             ));
-            if let Some(k) = self.kill_open_s {
+            if let Some(k) = self.kill_open_s.filter(|k| k.is_finite()) {
                 sink.record(
                     fig(
                         format!("scale.open_kill.{tag}"),
@@ -535,8 +583,15 @@ async fn parent(args: &Args) {
             1.0,
             "the open used the index image"
         );
-        kill_after_puts(args, &path, n);
-        let killed = run_child(args, "blobcask", "open", &path, n + 1000);
+        let mut total = n;
+        let killed = (!args.no_kill).then(|| {
+            kill_after_puts(args, &path, n);
+            total = n + 1000;
+            run_child(args, "blobcask", "open", &path, total)
+        });
+        let verified = args
+            .verify
+            .then(|| run_child(args, "blobcask", "verify", &path, total));
         if !args.keep {
             let _ = std::fs::remove_file(&path);
         }
@@ -547,8 +602,25 @@ async fn parent(args: &Args) {
             &clean,
             get(&clean, "disk_bytes"),
         );
-        ours.kill_open_s = Some(get(&killed, "open_s"));
+        ours.kill_open_s = Some(killed.map_or(f64::NAN, |k| get(&k, "open_s")));
         ours.print(n);
+        if let Some(v) = &verified {
+            println!(
+                "{:>10} every object read back and verified: {} objects in {:.1} s after an open of {:.2} s; peak RSS {:.2} GiB",
+                "",
+                get(v, "verified"),
+                get(v, "verify_s"),
+                get(v, "verify_open_s"),
+                get(v, "peak_rss_bytes") / (1u64 << 30) as f64
+            );
+            sink.record(Figure::new(
+                "scale",
+                &format!("scale.verify_all.{vlen}b.{n}.{}", args.index.name()),
+                &format!("every object read back and compared after a reopen, {total} objects of {vlen} B, {}", args.index.name()),
+                get(v, "verify_s"),
+                "s",
+            ).engine(args.index.name()));
+        }
         let mut lmdb = None;
         for engine in args.engines.iter().filter(|e| *e != "blobcask") {
             if let Some(row) = others::run(args, engine, n) {
