@@ -123,6 +123,13 @@ TARGETS: list[tuple[str, list[Target]]] = [
                "s", SCALE, engine=None),
         Target("open after a clean close, 100M objects", "≤ 1.5 s", "index.open.100b.100000000.hash", "value",
                "<=", 1.5, "s", SCALE.replace("1M,10M", "100M"), engine=None),
+        Target("100M objects of 100 B stored, closed, reopened, every object read back and compared",
+               "all verified (the run fails otherwise)", "scale.verify_all.100b.100000000.hash", "value", ">", 0,
+               "s", "target/release/scale-bench --n 100M --no-kill --verify --json "
+               "benches/results/figures/DATE-scale-100m.jsonl", engine=None),
+        Target("open after kill -9, 10M objects of 100 B (its clean open, same run)",
+               "≤ 2 × the clean open + one checkpoint interval", "scale.open_kill.100b.10000000.hash", "ratio",
+               "<=", 2.0, "×", SCALE, engine=None),
         Target("open after kill -9, 1M objects of 100 B (its clean open, same run)",
                "≤ 2 × the clean open + one checkpoint interval", "scale.open_kill.100b.1000000.hash", "ratio",
                "<=", 2.0, "×", SCALE, engine=None),
