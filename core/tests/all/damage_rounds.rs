@@ -37,11 +37,24 @@ struct Image {
     history: History,
 }
 
+/// How a built image ends.
+#[derive(Clone, Copy, PartialEq)]
+enum End {
+    /// Closed cleanly (with its checkpoint).
+    Clean,
+    /// Killed: never closed.
+    Killed,
+    /// Closed cleanly after the mixed operations, reopened, then the bulk
+    /// load and more changes, and killed: its checkpoint and the blocks
+    /// written since.
+    KilledAfterCheckpoint,
+}
+
 /// A workload over every write path and size class: inline, in-tuple
 /// checksums, trailer tables, multipart, bulk load, overwrites, deletes.
-fn build(name: &'static str, clean: bool, seed: u64) -> Image {
-    let dev = Arc::new(MemDevice::new(12 << 20));
-    let s = Store::open_with_engine(dev.clone(), Options::new()).unwrap();
+fn build(name: &'static str, end: End, seed: u64) -> Image {
+    let mut dev = Arc::new(MemDevice::new(12 << 20));
+    let mut s = Store::open_with_engine(dev.clone(), Options::new()).unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
     let mut history: History = BTreeMap::new();
     let sizes = [0, 1, 300, 600, 4096, 10_000, 65_536, 70_000, 300_000];
@@ -90,6 +103,23 @@ fn build(name: &'static str, clean: bool, seed: u64) -> Image {
             }
         }
     }
+    if end == End::KilledAfterCheckpoint {
+        s.close().unwrap();
+        dev = Arc::new(MemDevice::from_image(dev.volatile_image()));
+        s = Store::open_with_engine(dev.clone(), Options::new()).unwrap();
+        for i in 0..30u64 {
+            let key = format!("k{:02}", rng.random_range(0..30));
+            if i % 5 == 0 {
+                if s.delete(&key).is_ok() {
+                    history.entry(key).or_default().push(None);
+                }
+            } else {
+                let v = pattern(seed * 3000 + i, sizes[rng.random_range(0..sizes.len())]);
+                s.put(&key, v.clone()).unwrap();
+                history.entry(key).or_default().push(Some(v));
+            }
+        }
+    }
     let batch: Vec<(String, Vec<u8>)> = (0..8u64)
         .map(|i| (format!("bulk{i}"), pattern(seed * 7 + i, 5000 * i as usize)))
         .collect();
@@ -97,7 +127,7 @@ fn build(name: &'static str, clean: bool, seed: u64) -> Image {
     for (k, v) in batch {
         history.entry(k).or_default().push(Some(v));
     }
-    let bytes = if clean {
+    let bytes = if end == End::Clean {
         s.close().unwrap();
         dev.volatile_image()
     } else {
@@ -107,11 +137,30 @@ fn build(name: &'static str, clean: bool, seed: u64) -> Image {
         drop(s);
         b
     };
+    if end == End::KilledAfterCheckpoint {
+        // Undamaged, it opens from the checkpoint and the blocks since.
+        let back = Store::open_with_engine(
+            Arc::new(MemDevice::from_image(bytes.clone())),
+            Options::new().read_only(true),
+        )
+        .unwrap();
+        let r = back.stats().recovery;
+        assert!(r.from_image && !r.clean, "{r:?}");
+    }
     let live: Vec<usize> = (0..bytes.len()).filter(|&i| bytes[i] != 0).collect();
     let sb = superblock(&bytes);
     let mut regions = vec![(0, 2 * BLOCK_SIZE)];
-    for e in sb.meta_extents.iter().chain(&sb.journal) {
+    for e in sb
+        .meta_extents
+        .iter()
+        .chain(&sb.journal)
+        .chain(&sb.change_map)
+    {
         regions.push((e.start as usize * BLOCK_SIZE, BLOCK_SIZE << e.order));
+    }
+    // The index image's first piece.
+    if let Some(i) = sb.index_image {
+        regions.push((i.start as usize * BLOCK_SIZE, BLOCK_SIZE << i.order));
     }
     let meta = live
         .iter()
@@ -249,7 +298,11 @@ fn one_flipped_byte_anywhere_never_serves_wrong_bytes_nor_loses_silently() {
     let per_kind = if long { 1000 } else { 120 };
     let mut t = Tally::default();
     let mut rng = StdRng::seed_from_u64(2026);
-    for img in [build("clean", true, 1), build("killed", false, 2)] {
+    for img in [
+        build("clean", End::Clean, 1),
+        build("killed", End::Killed, 2),
+        build("killed after a checkpoint", End::KilledAfterCheckpoint, 3),
+    ] {
         for _ in 0..per_kind {
             round(&img, &mut rng, &mut t);
         }
