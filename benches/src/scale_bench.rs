@@ -61,6 +61,16 @@ fn value(i: u64, len: usize) -> Vec<u8> {
     blobcask_bench::pattern(i, len)
 }
 
+/// The peak resident set of this process so far (`VmHWM`), bytes.
+fn peak_rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
 /// `RssAnon` of this process, bytes.
 fn rss_anon() -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -276,12 +286,7 @@ async fn child_verify(args: &Args) {
     let read = t.elapsed();
     assert_eq!(store.stats().objects, args.n, "objects after the open");
     store.close().await.expect("close");
-    let peak = std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024);
+    let peak = peak_rss();
     println!("verify_open_s={}", opened.as_secs_f64());
     println!("verified={}", args.n);
     println!("verified_bytes={bytes}");
@@ -574,8 +579,10 @@ async fn parent(args: &Args) {
             .await
             .expect("bulk load");
         let load = t.elapsed();
+        let loaded_peak = peak_rss();
         store.close().await.expect("close");
         drop(store);
+        let closed_peak = peak_rss();
         let clean = run_child(args, "blobcask", "open", &path, n);
         assert_eq!(get(&clean, "clean"), 1.0, "a clean close reads as clean");
         assert_eq!(
@@ -604,6 +611,12 @@ async fn parent(args: &Args) {
         );
         ours.kill_open_s = Some(killed.map_or(f64::NAN, |k| get(&k, "open_s")));
         ours.print(n);
+        println!(
+            "{:>10} the loading process's peak RSS: {:.0} B per object after the bulk load, {:.0} B after the close",
+            "",
+            loaded_peak as f64 / n as f64,
+            closed_peak as f64 / n as f64
+        );
         if let Some(v) = &verified {
             println!(
                 "{:>10} every object read back and verified: {} objects in {:.1} s after an open of {:.2} s; peak RSS {:.2} GiB",
