@@ -1,7 +1,6 @@
 //! Recovery from a checkpoint (format 7): the index image and its change
 //! map. Only the tuple blocks the map marks, and those the metadata journal
-//! holds an image of newer than the image's stamp (or a damaged one), are
-//! read and decided as a scan decides every block
+//! holds an image of, are read and decided as a scan decides every block
 //! (`plan`, `resolve`: the same rules); every other block's state is the
 //! image's. So an open after a crash costs the image's load plus the blocks
 //! written since the last clean close, not a read of every block.
@@ -23,13 +22,16 @@ use super::{plan, resolve, scan::ScannedBlock, Recovered};
 use crate::alloc::BuddyAllocator;
 use crate::format::{Layout, Superblock, BLOCK_SIZE, SUPER_BLOCKS};
 use crate::io::{AlignedBuf, IoEngine};
-use crate::meta::block::{decode_slot, SlotContent, SlotIdentity};
+use crate::meta::block::{decode_slot, SlotIdentity};
 use crate::meta::image::changes::ChangeMap;
 use crate::meta::image::{ImageSink, Since};
 use crate::meta::tuple::{Piece, Tuple};
 
 /// Most bytes one read of home slots covers.
 const RUN: usize = 1 << 20;
+
+/// Reads of home slots in flight at once.
+const READS_IN_FLIGHT: usize = 32;
 
 /// Reads the change map `sb` names; why it cannot serve otherwise.
 pub(crate) async fn read_map(
@@ -77,49 +79,8 @@ where
     let image = sb.index_image.ok_or("no index image named")?;
     let layout = sb.layout();
     let store_id = sb.store_id;
-    let mut scanned: Vec<ScannedBlock> = sb
-        .meta_extents
-        .iter()
-        .flat_map(|e| (0..e.tuple_blocks(layout)).map(move |i| (e.start + i) * BLOCK_SIZE as u64))
-        .map(|offset| ScannedBlock {
-            offset,
-            slots: Vec::new(),
-        })
-        .collect();
-    if scanned.len() > map.capacity() {
-        return Err(format!(
-            "change map covers {} tuple blocks, the store has {}",
-            map.capacity(),
-            scanned.len()
-        ));
-    }
-    // The journal's images (all of them), then the home slot of every
-    // block the map marks or the journal holds an image of.
-    super::journal::scan_journal(engine, store_id, &journal, &mut scanned)
-        .await
-        .map_err(|e| format!("metadata journal: {e}"))?;
-    // A block whose journal images are all whole and no newer than the
-    // stamp is as the image has it (an older group's image, from before
-    // the last clean close): its home need not be read. Any other image —
-    // newer (a group since, synced or cut), or damaged — and the block is
-    // decided from its copies.
-    let mut read: Vec<bool> = Vec::with_capacity(scanned.len());
-    for b in &mut scanned {
-        let since = b.slots.iter().any(|(_, s)| match s {
-            SlotContent::Empty => false,
-            SlotContent::Valid { seq, .. } => *seq > image.seq,
-            SlotContent::Invalid { .. } => true,
-        });
-        if !since {
-            b.slots.clear();
-        }
-        read.push(since);
-    }
-    for b in map.marked() {
-        if let Some(r) = read.get_mut(b as usize) {
-            *r = true;
-        }
-    }
+    let mut scanned = unread_blocks(sb);
+    let read = blocks_read(engine, sb, &journal, &map, &mut scanned).await?;
     read_homes(engine, store_id, &mut scanned, &read).await?;
     let mut alloc =
         BuddyAllocator::new(SUPER_BLOCKS, sb.total_blocks() - SUPER_BLOCKS, sb.max_order);
@@ -190,14 +151,63 @@ where
     })
 }
 
+/// Every tuple block of `sb`, none of its copies read yet.
+pub(crate) fn unread_blocks(sb: &Superblock) -> Vec<ScannedBlock> {
+    let layout = sb.layout();
+    sb.meta_extents
+        .iter()
+        .flat_map(|e| (0..e.tuple_blocks(layout)).map(move |i| (e.start + i) * BLOCK_SIZE as u64))
+        .map(|offset| ScannedBlock {
+            offset,
+            slots: Vec::new(),
+        })
+        .collect()
+}
+
+/// Which blocks an open from the checkpoint reads from the device (it
+/// takes the others' state from the image): every block the change map
+/// marks, and every block the metadata journal holds an image of (read
+/// whole, into `scanned`), so a block's copies are weighed as a scan of
+/// every block weighs them (a damaged home beside a whole journal image
+/// is repaired from it). `check` compares the image with the blocks this
+/// leaves out.
+pub(crate) async fn blocks_read(
+    engine: &dyn IoEngine,
+    sb: &Superblock,
+    journal: &crate::format::MetaExtent,
+    map: &ChangeMap,
+    scanned: &mut [ScannedBlock],
+) -> std::result::Result<Vec<bool>, String> {
+    if scanned.len() > map.capacity() {
+        return Err(format!(
+            "change map covers {} tuple blocks, the store has {}",
+            map.capacity(),
+            scanned.len()
+        ));
+    }
+    super::journal::scan_journal(engine, sb.store_id, journal, scanned)
+        .await
+        .map_err(|e| format!("metadata journal: {e}"))?;
+    let mut read: Vec<bool> = scanned.iter().map(|b| !b.slots.is_empty()).collect();
+    for b in map.marked() {
+        if let Some(r) = read.get_mut(b as usize) {
+            *r = true;
+        }
+    }
+    Ok(read)
+}
+
 /// Reads the home slot of every block `read` marks, in runs of adjacent
-/// blocks, and puts it first among the block's copies.
+/// blocks, several at once, and puts it first among the block's copies.
 async fn read_homes(
     engine: &dyn IoEngine,
     store_id: u64,
     scanned: &mut [ScannedBlock],
     read: &[bool],
 ) -> std::result::Result<(), String> {
+    use futures::{StreamExt, TryStreamExt};
+    // (first block, blocks, byte offset) of each run.
+    let mut runs: Vec<(usize, usize, u64)> = Vec::new();
     let mut no = 0usize;
     while no < scanned.len() {
         if !read.get(no).copied().unwrap_or(false) {
@@ -217,22 +227,31 @@ async fn read_homes(
         {
             end += 1;
         }
-        let (r, buf) = engine
-            .read_at(AlignedBuf::zeroed((end - first) * BLOCK_SIZE), start)
-            .await;
-        r.map_err(|e| format!("tuple blocks unreadable: {e}"))?;
-        let bytes = buf
-            .as_slice()
-            .get(..(end - first) * BLOCK_SIZE)
-            .ok_or("tuple blocks: short read")?;
-        for (i, slot) in bytes.chunks_exact(BLOCK_SIZE).enumerate() {
+        runs.push((first, end - first, start));
+        no = end;
+    }
+    let done: Vec<(usize, AlignedBuf)> = futures::stream::iter(runs)
+        .map(|(first, n, start)| async move {
+            let (r, buf) = engine
+                .read_at(AlignedBuf::zeroed(n * BLOCK_SIZE), start)
+                .await;
+            r.map_err(|e| format!("tuple blocks unreadable: {e}"))?;
+            if buf.as_slice().len() < n * BLOCK_SIZE {
+                return Err("tuple blocks: short read".to_owned());
+            }
+            Ok((first, buf))
+        })
+        .buffer_unordered(READS_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    for (first, buf) in done {
+        for (i, slot) in buf.as_slice().chunks_exact(BLOCK_SIZE).enumerate() {
             let block_no = (first + i) as u32;
             let id = SlotIdentity { store_id, block_no };
             if let Some(b) = scanned.get_mut(first + i) {
                 b.slots.insert(0, (b.offset, decode_slot(id, slot)));
             }
         }
-        no = end;
     }
     Ok(())
 }

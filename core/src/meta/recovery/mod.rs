@@ -42,7 +42,7 @@ use std::collections::BTreeSet;
 
 use crate::alloc::BuddyAllocator;
 use crate::error::Result;
-use crate::format::{Superblock, SUPER_BLOCKS};
+use crate::format::{Layout, Superblock, SUPER_BLOCKS};
 use crate::io::IoEngine;
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::Tuple;
@@ -217,20 +217,21 @@ async fn verify_image(
     scanned: &Recovered,
 ) -> Option<String> {
     let mut objects = crate::meta::image::Collected::default();
+    // With a change map: the blocks an open from the checkpoint reads
+    // (the rest it takes from the image), and the keys they hold now.
     let mut read = Vec::new();
-    if sb.change_map.is_some() {
-        match checkpoint::read_map(engine, sb).await {
-            Ok(map) => {
-                read = vec![false; scanned.table.blocks.len().max(map.capacity())];
-                for b in map.marked() {
-                    if let Some(r) = read.get_mut(b as usize) {
-                        *r = true;
-                    }
-                }
-            }
+    if let (Some(_), Layout::Journaled(journal)) = (sb.change_map, sb.layout()) {
+        let map = match checkpoint::read_map(engine, sb).await {
+            Ok(map) => map,
+            Err(why) => return Some(why),
+        };
+        let mut blocks = checkpoint::unread_blocks(sb);
+        match checkpoint::blocks_read(engine, sb, &journal, &map, &mut blocks).await {
+            Ok(r) => read = r,
             Err(why) => return Some(why),
         }
     }
+    let is_read = |b: u32| read.get(b as usize).copied().unwrap_or(false);
     let since = match sb.change_map {
         Some(m) => {
             let mut alloc =
@@ -243,7 +244,12 @@ async fn verify_image(
                 alloc,
                 metadata_bytes,
                 read: &read,
-                keys: Vec::new(),
+                keys: scanned
+                    .tuples
+                    .iter()
+                    .filter(|(b, _)| is_read(*b))
+                    .map(|(_, t)| &*t.key)
+                    .collect(),
                 map: crate::meta::tuple::Piece {
                     start: m.start,
                     order: m.order,

@@ -199,9 +199,11 @@ impl Committer {
     /// homes not yet rewritten, then a new image and an empty change map,
     /// synced, then the superblock naming them with their stamp as the
     /// clean sequence (every group up to it is synced), then the old ones
-    /// freed. Not written (no room, something not yet in its block): the
-    /// old checkpoint stays, and the next try waits for as many writes
-    /// again. A failed sync or publish is returned (the caller poisons).
+    /// freed. Not written (no room, something not yet in its block, or a
+    /// failed write of the new image or map, whose pieces are then freed):
+    /// the old checkpoint stays named, the store goes on, and the next try
+    /// waits for as many writes again. A failed sync or publish is
+    /// returned: what the device holds is not known (the caller poisons).
     pub(super) async fn write_checkpoint(&mut self) -> Result<()> {
         self.written_since_checkpoint = 0;
         self.place_homes().await?;
