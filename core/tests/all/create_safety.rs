@@ -516,3 +516,23 @@ fn a_nul_in_the_path_is_an_invalid_argument() {
     assert_eq!(std::fs::read_dir(t.dir.path()).unwrap().count(), 0);
 }
 
+// A store that never committed anything and was closed cleanly reports a
+// clean close at reopen (its clean sequence of 0 is also its newest): it
+// said "not closed cleanly".
+#[test]
+fn a_store_never_written_to_reopens_clean() {
+    let t = temp_path();
+    for engine in engines() {
+        std::fs::remove_file(&t.path).ok();
+        blobcask::blocking::Store::open(&t.path, opts(engine))
+            .unwrap()
+            .close()
+            .unwrap();
+        for o in [opts(engine).read_only(true), opts(engine)] {
+            let s = blobcask::blocking::Store::open(&t.path, o.clone()).unwrap();
+            let r = s.stats().recovery;
+            assert!(r.clean && r.is_empty(), "{o:?}: {r:?}");
+            s.close().unwrap();
+        }
+    }
+}
