@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use blobcask::blocking::Store;
 use blobcask::{ErrorKind, Options};
 
-use crate::open::{no_store, salvage};
+use crate::open::{is_symlink, no_store, salvage};
 use crate::text::human;
 
 /// What a check found: lines to print, and whether anything is wrong.
@@ -134,7 +134,8 @@ pub fn command(
 ) -> Result<(), String> {
     let path = store_path()?;
     match std::fs::metadata(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        // A dangling symbolic link goes on: the open names its target.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !is_symlink(&path) => {
             return Err(no_store(&path, "the path does not exist"))
         }
         Ok(m) if m.is_file() && m.len() == 0 => return Err(no_store(&path, "the file is empty")),
