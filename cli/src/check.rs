@@ -31,13 +31,19 @@ pub fn run(path: &Path, data: bool, salvage: bool, human: impl Fn(u64) -> String
         .salvage(salvage)
         // Every tuple block read, and the index image held to them.
         .scan_metadata(true);
-    let store = match Store::open(path, options) {
+    let store = match Store::open(path, options.clone()) {
         Ok(s) => s,
         Err(e) => {
             let advice = match e.kind() {
                 ErrorKind::Corrupt if salvage => {
                     "even a salvage open refuses the store (the problem above); nothing was changed. \
                      Restore it from a backup"
+                }
+                // Advice that leads somewhere: a salvage is suggested only
+                // where a salvage open works (a truncated store refuses it).
+                ErrorKind::Corrupt if !salvageable(path, options) => {
+                    "the store cannot be opened safely, not even by a salvage open (`--salvage`); \
+                     nothing was changed. Restore it from a backup"
                 }
                 ErrorKind::Corrupt => {
                     "the store cannot be opened safely; nothing was changed. Restore it from a backup \
@@ -125,6 +131,11 @@ pub fn run(path: &Path, data: bool, salvage: bool, human: impl Fn(u64) -> String
     }
     let _ = store.close();
     Outcome { lines, problems }
+}
+
+/// Whether a salvage open (read-only, like `options`) opens the store.
+fn salvageable(path: &Path, options: Options) -> bool {
+    Store::open(path, options.salvage(true)).is_ok_and(|s| s.close().is_ok())
 }
 
 /// `check [--data]`: the report printed, and an error when anything is wrong.

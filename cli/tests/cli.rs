@@ -1470,3 +1470,36 @@ fn the_store_is_never_stored_in_itself() {
         None,
     ));
 }
+
+// A truncated store is refused by a salvage open too: `check` suggested
+// `--salvage check` and `--salvage backup`, which both failed. It suggests
+// a salvage only where one works.
+#[test]
+fn check_suggests_a_salvage_only_where_one_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.blobcask");
+    ok(&run(&store, &["create"], None));
+    ok(&run(&store, &["put", "k", "-"], Some(&vec![5u8; 9000])));
+    let len = std::fs::metadata(&store).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&store)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let o = run(&store, &["check"], None);
+    assert!(!o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("problem:"), "{out}");
+    assert!(!out.contains("`blobcask --salvage"), "{out}");
+    assert!(out.contains("Restore it from a backup"), "{out}");
+    // What it no longer suggests fails indeed.
+    assert!(!run(&store, &["--salvage", "check"], None).status.success());
+    let copy = dir.path().join("copy.blobcask");
+    let o = run(
+        &store,
+        &["--salvage", "backup", copy.to_str().unwrap()],
+        None,
+    );
+    assert!(!o.status.success());
+}
