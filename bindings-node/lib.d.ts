@@ -1,12 +1,12 @@
 /** Options for `Store.open`. */
 export interface OpenOptions {
   /**
-   * Size of the store file. A new store starts at it (default 16 MiB) and
-   * grows by itself as it fills, up to `maxCapacity` (a block device keeps
-   * its size). At reopen a larger size grows the store; a smaller one is
-   * fine when the store grew past it by itself, and refused
-   * (INVALID_ARGUMENT) below a size asked for before; omitted, the store
-   * keeps its size.
+   * Size of the store file in bytes, a whole number. A new store starts
+   * at it (default 16 MiB) and grows by itself as it fills, up to
+   * `maxCapacity` (a block device keeps its size). At reopen a larger size
+   * grows the store; a smaller one is fine when the store grew past it by
+   * itself, and refused (INVALID_ARGUMENT) below a size asked for before;
+   * omitted, the store keeps its size.
    */
   capacity?: number
   /**

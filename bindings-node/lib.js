@@ -161,6 +161,11 @@ function conditionsOf(c) {
     }
     if (c[k] !== undefined && c[k] !== null) out[k] = c[k]
   }
+  // A ttl of another type (`'5s'`) would reach napi, whose message names
+  // Rust types.
+  if (out.ttl !== undefined && typeof out.ttl !== 'number') {
+    throw failure('INVALID_ARGUMENT', `ttl must be a number of milliseconds or null, not ${describe(out.ttl)}`, conditionsOf)
+  }
   return out
 }
 

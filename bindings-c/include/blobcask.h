@@ -11,12 +11,13 @@
  *  - `err` parameters may be NULL when the caller does not want the message;
  *    the returned bc_code is always set. On success *err is left untouched.
  *  - Pointers passed in (keys, values, paths) are only read during the call.
+ *  - Paths are the file system's bytes, as open(2) takes them: UTF-8 or not.
  *  - A bc_store may be used from many threads at once. bc_close closes the
  *    store (later calls return BC_CLOSED) but the handle stays valid until
  *    bc_store_free. Uploads and cursors may outlive both: their later calls
  *    return BC_CLOSED, and they are still freed with their own function.
  *  - No call aborts or unwinds into C: invalid arguments (NULL pointers,
- *    invalid UTF-8 paths, a closed store) return an error code.
+ *    a closed store) return an error code.
  */
 
 #ifndef BLOBCASK_H
@@ -833,8 +834,8 @@ enum bc_code bc_sync(const struct bc_store *store, struct bc_error **err);
 
  Errors: BC_ALREADY_EXISTS if `dest` exists (nothing is ever replaced);
  BC_NOT_FOUND if the directory of `dest` does not exist;
- BC_INVALID_ARGUMENT if `store` or `dest` is NULL, `dest` is not valid
- UTF-8 or names no file (e.g. "/"); BC_CLOSED after bc_close; BC_CORRUPT
+ BC_INVALID_ARGUMENT if `store` or `dest` is NULL or `dest` names no
+ file (e.g. "/"); BC_CLOSED after bc_close; BC_CORRUPT
  if an object of the store fails its checksums (no copy is made);
  BC_NO_SPACE if the destination's file system cannot hold a store of this
  one's capacity; BC_IO otherwise.

@@ -4,6 +4,7 @@
 
 use std::ffi::{c_char, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -90,16 +91,17 @@ pub(crate) fn store_ref<'a>(store: *const bc_store) -> Result<&'a bc_store, Fail
     Ok(s)
 }
 
-/// Borrows the NUL-terminated UTF-8 path `ptr` for the duration of a call.
-pub(crate) fn path_ref<'a>(ptr: *const c_char, what: &str) -> Result<&'a str, Fail> {
+/// Borrows the NUL-terminated path `ptr` for the duration of a call: the
+/// file system's own bytes, UTF-8 or not (as `open(2)` takes them).
+pub(crate) fn path_ref<'a>(ptr: *const c_char, what: &str) -> Result<&'a Path, Fail> {
+    use std::os::unix::ffi::OsStrExt;
     if ptr.is_null() {
         return Err(invalid(&format!("{what} is NULL")));
     }
     // SAFETY: non-null and, per the header, a NUL-terminated string that
     // stays valid during the call.
-    unsafe { CStr::from_ptr(ptr) }
-        .to_str()
-        .map_err(|_| invalid(&format!("{what} is not valid UTF-8")))
+    let bytes = unsafe { CStr::from_ptr(ptr) }.to_bytes();
+    Ok(Path::new(std::ffi::OsStr::from_bytes(bytes)))
 }
 
 pub(crate) fn out_ref<'a, T>(ptr: *mut T, what: &str) -> Result<&'a mut T, Fail> {

@@ -112,8 +112,8 @@ pub extern "C" fn bc_sync(store: *const bc_store, err: *mut *mut bc_error) -> bc
 ///
 /// Errors: BC_ALREADY_EXISTS if `dest` exists (nothing is ever replaced);
 /// BC_NOT_FOUND if the directory of `dest` does not exist;
-/// BC_INVALID_ARGUMENT if `store` or `dest` is NULL, `dest` is not valid
-/// UTF-8 or names no file (e.g. "/"); BC_CLOSED after bc_close; BC_CORRUPT
+/// BC_INVALID_ARGUMENT if `store` or `dest` is NULL or `dest` names no
+/// file (e.g. "/"); BC_CLOSED after bc_close; BC_CORRUPT
 /// if an object of the store fails its checksums (no copy is made);
 /// BC_NO_SPACE if the destination's file system cannot hold a store of this
 /// one's capacity; BC_IO otherwise.

@@ -160,10 +160,8 @@ pub(crate) fn options_of(o: Option<OpenOptions>) -> Result<Options> {
     let o = o.unwrap_or_default();
     let mut opts = Options::new();
     if let Some(c) = o.capacity {
-        if !(c.is_finite() && c >= 0.0) {
-            return Err(invalid("capacity must be a non-negative number"));
-        }
-        opts = opts.capacity(c as u64);
+        // A whole number, as every other size (a fraction was truncated).
+        opts = opts.capacity(offset_of(c, "capacity")?);
     }
     if let Some(i) = o.index {
         opts = opts.index(i.parse::<IndexKind>().map_err(js_err)?);

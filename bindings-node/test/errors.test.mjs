@@ -2,7 +2,8 @@
 // stack (node --test).
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { readFileSync, writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { existsSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { constants } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -100,11 +101,8 @@ test('every failing call fails with a BlobcaskError and a documented code, never
 
 test('an argument of the wrong type keeps napi status in napiStatus', async () => {
   await withStore({}, async (s) => {
-    await assert.rejects(s.put('k', Buffer.from('x'), { ttl: '5' }), {
-      code: 'INVALID_ARGUMENT',
-      napiStatus: 'InvalidArg',
-      message: /ttl/,
-    })
+    await s.put('k', Buffer.from('x'))
+    await assert.rejects(s.read('k', 'x'), (e) => isOurs(e, 'INVALID_ARGUMENT') && typeof e.napiStatus === 'string')
     assert.throws(() => s.getSync(5), (e) => isOurs(e, 'INVALID_ARGUMENT') && typeof e.napiStatus === 'string')
     // Errors of blobcask's own have none.
     assert.throws(() => s.getSync('missing'), (e) => isOurs(e, 'NOT_FOUND') && !('napiStatus' in e))
@@ -243,5 +241,34 @@ test('a key with a lone surrogate is INVALID_ARGUMENT, never folded into U+FFFD'
     assert.deepEqual(await s.get('\ufffd'), Buffer.from('replacement character'))
     await s.put('\ud83d\ude00', Buffer.from('emoji'))
     assert.deepEqual(s.getSync('😀'), Buffer.from('emoji'))
+  })
+})
+
+test('paths, sizes and ttls of the wrong form are refused clearly', { timeout: 60_000 }, async (ctx) => {
+  const temp = tempPath()
+  ctx.after(temp.cleanup)
+  const t = temp.path
+  // A fractional capacity, refused as every other size is (it was truncated).
+  await assert.rejects(Store.open(t, { capacity: 16 * 2 ** 20 + 0.5 }), (e) => isOurs(e, 'INVALID_ARGUMENT') && /capacity/.test(e.message))
+  assert.equal(existsSync(t), false)
+  // A NUL byte in the path is a bad argument, as in Python (it was IO).
+  await assert.rejects(Store.open(t + '\0x'), (e) => isOurs(e, 'INVALID_ARGUMENT') && /NUL/.test(e.message))
+  // A FIFO is refused by its kind at once (a read-only open hung forever).
+  const fifo = t + '.fifo'
+  execFileSync('mkfifo', [fifo])
+  for (const options of [{ readOnly: true }, {}]) {
+    await assert.rejects(Store.open(fifo, options), (e) => isOurs(e, 'INVALID_ARGUMENT') && /FIFO/.test(e.message))
+  }
+  // A dangling symbolic link is NOT_FOUND naming its target.
+  const link = t + '.link'
+  symlinkSync(t + '.gone', link)
+  await assert.rejects(Store.open(link), (e) => isOurs(e, 'NOT_FOUND') && /dangling symbolic link/.test(e.message) && e.message.includes(t + '.gone'))
+  // A ttl that is not a number: our message, not napi's about Rust types.
+  await withStore({}, async (s) => {
+    for (const ttl of ['5', true, {}, 5n]) {
+      await assert.rejects(s.put('k', Buffer.from('x'), { ttl }), (e) => isOurs(e, 'INVALID_ARGUMENT') && /^ttl must be a number of milliseconds/.test(e.message) && !('napiStatus' in e), String(ttl))
+      assert.throws(() => s.putSync('k', Buffer.from('x'), { ttl }), (e) => isOurs(e, 'INVALID_ARGUMENT') && /^ttl must be a number/.test(e.message), String(ttl))
+    }
+    assert.equal(s.has('k'), false)
   })
 })

@@ -112,7 +112,8 @@ test('a bad ttl is INVALID_ARGUMENT and nothing is stored', async () => {
   await withStore({}, async (s) => {
     const value = randomBytes(10_000)
     for (const ttl of BAD_TYPES) {
-      await assert.rejects(s.put('k', value, { ttl }), { code: 'INVALID_ARGUMENT', napiStatus: 'InvalidArg', message: /ttl/ }, String(ttl))
+      // Our message, not napi's about Rust types.
+      await assert.rejects(s.put('k', value, { ttl }), (e) => e.code === 'INVALID_ARGUMENT' && /^ttl must be a number of milliseconds or null, not /.test(e.message) && !('napiStatus' in e), String(ttl))
       assert.throws(() => s.putSync('k', value, { ttl }), { code: 'INVALID_ARGUMENT' }, String(ttl))
     }
     for (const ttl of BAD_VALUES) {

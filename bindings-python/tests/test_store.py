@@ -486,3 +486,54 @@ def test_write_part_checks_the_clients_crc32c(store):
     assert store.get("u") == part + part
     with pytest.raises(TypeError):
         store.begin_upload("v", 4096).write_part(0, part, crc32c="nope")
+
+
+def _open_or_hang(path, **options):
+    """The exception opening `path` raised, or None when it opened; fails
+    the test when the open had not returned after 20 s (a hang)."""
+    done = []
+
+    def attempt():
+        try:
+            blobcask.Store(path, **options).close()
+            done.append(None)
+        except Exception as e:  # noqa: BLE001 - handed back to the test
+            done.append(e)
+
+    t = threading.Thread(target=attempt, daemon=True)
+    t.start()
+    t.join(20)
+    assert done, f"opening {path!r} with {options} hangs"
+    return done[0]
+
+
+def test_a_fifo_or_a_dangling_link_is_refused_at_once(tmp_path):
+    # A FIFO blocked a read-only open forever: refused by its kind.
+    fifo = str(tmp_path / "fifo")
+    os.mkfifo(fifo)
+    for options in ({"read_only": True}, {}):
+        e = _open_or_hang(fifo, **options)
+        assert isinstance(e, errors.InvalidArgumentError), repr(e)
+        assert "FIFO" in str(e)
+    # A dangling symbolic link: NotFound naming its target.
+    link, gone = tmp_path / "link", tmp_path / "gone"
+    link.symlink_to(gone)
+    for options in ({"read_only": True}, {}):
+        e = _open_or_hang(str(link), **options)
+        assert isinstance(e, errors.NotFoundError), repr(e)
+        assert "dangling symbolic link" in str(e) and str(gone) in str(e)
+    assert not gone.exists()
+
+
+def test_the_documented_default_inline_threshold_is_the_real_one(path):
+    # The stub said 512 where the engine's default is 1024.
+    import re
+    from pathlib import Path
+
+    stub = (Path(blobcask.__file__).parent / "_native.pyi").read_text()
+    said = re.search(r'new one gets ``"hash"``, (\d+) bytes', stub)
+    assert said, "the stub names the default inline threshold"
+    n = int(said.group(1))
+    with blobcask.Store(path, capacity=8 << 20) as s:
+        assert s.put("at", b"x" * n).inline
+        assert not s.put("above", b"x" * (n + 1)).inline

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use blobcask::blocking::Store;
 use blobcask::{ErrorKind, Options};
 
-use crate::open::{no_store, salvage};
+use crate::open::{is_symlink, no_store, salvage};
 use crate::text::human;
 
 /// What a check found: lines to print, and whether anything is wrong.
@@ -31,13 +31,19 @@ pub fn run(path: &Path, data: bool, salvage: bool, human: impl Fn(u64) -> String
         .salvage(salvage)
         // Every tuple block read, and the index image held to them.
         .scan_metadata(true);
-    let store = match Store::open(path, options) {
+    let store = match Store::open(path, options.clone()) {
         Ok(s) => s,
         Err(e) => {
             let advice = match e.kind() {
                 ErrorKind::Corrupt if salvage => {
                     "even a salvage open refuses the store (the problem above); nothing was changed. \
                      Restore it from a backup"
+                }
+                // Advice that leads somewhere: a salvage is suggested only
+                // where a salvage open works (a truncated store refuses it).
+                ErrorKind::Corrupt if !salvageable(path, options) => {
+                    "the store cannot be opened safely, not even by a salvage open (`--salvage`); \
+                     nothing was changed. Restore it from a backup"
                 }
                 ErrorKind::Corrupt => {
                     "the store cannot be opened safely; nothing was changed. Restore it from a backup \
@@ -127,6 +133,11 @@ pub fn run(path: &Path, data: bool, salvage: bool, human: impl Fn(u64) -> String
     Outcome { lines, problems }
 }
 
+/// Whether a salvage open (read-only, like `options`) opens the store.
+fn salvageable(path: &Path, options: Options) -> bool {
+    Store::open(path, options.salvage(true)).is_ok_and(|s| s.close().is_ok())
+}
+
 /// `check [--data]`: the report printed, and an error when anything is wrong.
 pub fn command(
     store_path: &dyn Fn() -> Result<PathBuf, String>,
@@ -134,7 +145,8 @@ pub fn command(
 ) -> Result<(), String> {
     let path = store_path()?;
     match std::fs::metadata(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        // A dangling symbolic link goes on: the open names its target.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !is_symlink(&path) => {
             return Err(no_store(&path, "the path does not exist"))
         }
         Ok(m) if m.is_file() && m.len() == 0 => return Err(no_store(&path, "the file is empty")),

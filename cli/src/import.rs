@@ -13,8 +13,9 @@ pub fn import(
     dir: &Path,
     skip_errors: &bool,
 ) -> Result<(), String> {
-    let s = open(&store_path()?)?;
-    let report = load::import(&s, dir, &mut Progress::new("import"))?;
+    let path = store_path()?;
+    let s = open(&path)?;
+    let report = load::import(&s, &path, dir, &mut Progress::new("import"))?;
     s.close().map_err(|e| e.to_string())?;
     if report.skipped > 0 && !skip_errors {
         return Err(format!(

@@ -18,6 +18,7 @@ use std::time::Instant;
 use blobcask::blocking::Store;
 use blobcask::{Bytes, ObjectInfo, PutOptions, MAX_KEY_LEN, PART_ALIGN};
 
+use crate::open::{file_id, is_the_store};
 use crate::progress::Progress;
 
 /// Bytes of a file read and written at a time by an upload; files up to
@@ -61,8 +62,9 @@ pub enum Source {
 impl Source {
     /// Opens `name`, or stdin for `-`. A regular file (stdin redirected
     /// from one included) is streamed from where it stands; anything else
-    /// is read whole now.
-    pub fn open(name: &str) -> Result<Source, String> {
+    /// is read whole now. The store file itself (at `store`) is refused:
+    /// storing it would grow it while it is read.
+    pub fn open(name: &str, store: &Path) -> Result<Source, String> {
         let (mut file, name) = if name == "-" {
             let fd = std::os::fd::AsFd::as_fd(&std::io::stdin())
                 .try_clone_to_owned()
@@ -75,6 +77,9 @@ impl Source {
         let meta = file
             .metadata()
             .map_err(|e| format!("reading {name}: {e}"))?;
+        if is_the_store(&meta, store) {
+            return Err(the_store_itself(&name, store));
+        }
         if meta.is_file() {
             let at = file
                 .stream_position()
@@ -135,6 +140,14 @@ pub fn put(
     }
 }
 
+/// Why the store file is not stored in itself.
+fn the_store_itself(name: &str, store: &Path) -> String {
+    format!(
+        "{name} is the store {} itself: storing it would grow the store while it is read; nothing stored",
+        store.display()
+    )
+}
+
 /// A read error, or the file shrinking under the reader.
 fn changed_or(name: &str, e: std::io::Error) -> Failure {
     Failure::Source(if e.kind() == std::io::ErrorKind::UnexpectedEof {
@@ -189,10 +202,17 @@ pub struct ImportReport {
 /// Stores every regular file under `dir`, keyed by its path relative to
 /// `dir` (its bytes as they are: `/` separated, not necessarily UTF-8).
 /// Symbolic links are not followed; they, special files (fifos, sockets,
-/// devices), unreadable files or directories, and paths too long for a key
-/// are skipped, each reported through `progress` as it is found. A store
-/// error ends the import (what was stored before it stays).
-pub fn import(s: &Store, dir: &Path, progress: &mut Progress) -> Result<ImportReport, String> {
+/// devices), unreadable files or directories, paths too long for a key
+/// and the store file itself (at `store`, or a hard link to it: storing it
+/// would grow it while it is read) are skipped, each reported through
+/// `progress` as it is found, before anything is stored. A store error
+/// ends the import (what was stored before it stays).
+pub fn import(
+    s: &Store,
+    store: &Path,
+    dir: &Path,
+    progress: &mut Progress,
+) -> Result<ImportReport, String> {
     let started = Instant::now();
     let meta = std::fs::metadata(dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
     if !meta.is_dir() {
@@ -205,7 +225,8 @@ pub fn import(s: &Store, dir: &Path, progress: &mut Progress) -> Result<ImportRe
         *skipped += 1;
         progress.note(&format!("blobcask: skipped {}: {why}", path.display()));
     };
-    walk(dir, dir, &mut files, &mut |p, why| {
+    let store_id = std::fs::metadata(store).ok().map(|m| file_id(&m));
+    walk(dir, dir, store_id, &mut files, &mut |p, why| {
         skip(p, why, progress, &mut skipped)
     })?;
     let total_files = files.len();
@@ -303,10 +324,12 @@ pub fn import(s: &Store, dir: &Path, progress: &mut Progress) -> Result<ImportRe
 }
 
 /// Collects the regular files under `dir` (sorted, depth first) with
-/// their keys relative to `root`; tells `skip` of everything else.
+/// their keys relative to `root`, but the one whose device and inode are
+/// `store`'s; tells `skip` of everything else.
 fn walk(
     root: &Path,
     dir: &Path,
+    store: Option<(u64, u64)>,
     out: &mut Vec<Found>,
     skip: &mut dyn FnMut(&Path, String),
 ) -> Result<(), String> {
@@ -331,7 +354,7 @@ fn walk(
             }
         };
         if ty.is_dir() {
-            walk(root, &path, out, skip)?;
+            walk(root, &path, store, out, skip)?;
         } else if ty.is_symlink() {
             skip(&path, "a symbolic link (not followed)".into());
         } else if !ty.is_file() {
@@ -362,7 +385,15 @@ fn walk(
                 );
                 continue;
             }
-            let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+            let meta = entry.metadata();
+            if store.is_some() && meta.as_ref().ok().map(file_id) == store {
+                skip(
+                    &path,
+                    "the store itself (storing it would grow it while it is read)".into(),
+                );
+                continue;
+            }
+            let size = meta.map(|m| m.len()).unwrap_or(0);
             out.push(Found { path, key, size });
         }
     }

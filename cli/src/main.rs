@@ -164,9 +164,10 @@ enum Cmd {
     },
     /// Store every file under DIR, keyed by its path relative to DIR: small
     /// files by bulk load in batches, files over 8 MiB streamed by
-    /// multipart upload. Symbolic links (not followed), special files and
-    /// unreadable files are skipped, each reported on stderr, and make the
-    /// exit code non-zero (after storing the rest) unless --skip-errors.
+    /// multipart upload. Symbolic links (not followed), special files,
+    /// unreadable files and the store file itself are skipped, each
+    /// reported on stderr, and make the exit code non-zero (after storing
+    /// the rest) unless --skip-errors.
     Import {
         dir: PathBuf,
         /// Exit 0 even when files were skipped (still reported).

@@ -10,7 +10,7 @@ use blobcask::{PutOptions, MAX_TTL};
 
 use crate::keys::KeyForm;
 use crate::load;
-use crate::open::{open, open_read_only};
+use crate::open::{is_the_store, open, open_read_only};
 use crate::progress::Progress;
 use crate::text::{human, time_left};
 
@@ -28,8 +28,9 @@ pub fn put(
     }
     let raw = form.parse(key, "key")?;
     let key = form.show(&raw);
-    let source = load::Source::open(file)?;
-    let s = open(&store_path()?)?;
+    let path = store_path()?;
+    let source = load::Source::open(file, &path)?;
+    let s = open(&path)?;
     let mut progress = Progress::new("put");
     let info = load::put(&s, &raw, source, options, &mut |at| {
         progress.update(|| human(at))
@@ -233,11 +234,7 @@ fn refuse_the_store(
     store: &Path,
     shown: &Path,
 ) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt;
-    let (Some(t), Ok(st)) = (target, std::fs::metadata(store)) else {
-        return Ok(());
-    };
-    if t.dev() == st.dev() && t.ino() == st.ino() {
+    if target.is_some_and(|t| is_the_store(&t, store)) {
         return Err(format!(
             "{} is the store {} itself: writing the object there would destroy the store; nothing written",
             shown.display(),

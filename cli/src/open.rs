@@ -40,9 +40,29 @@ pub fn open_read_only(path: &Path, index: Option<IndexKind>) -> Result<Store, St
 
 pub fn open_with(path: &Path, options: Options) -> Result<Store, String> {
     Store::open(path, options).map_err(|e| match e.kind() {
-        ErrorKind::NotFound => no_store(path, &e.to_string()),
+        // A dangling symbolic link: the error names its target; `create`
+        // would not make a store through it either.
+        ErrorKind::NotFound if !is_symlink(path) => no_store(path, &e.to_string()),
         _ => e.to_string(),
     })
+}
+
+pub fn is_symlink(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink())
+}
+
+/// Whether `target` (the metadata of a file a command reads or writes) is
+/// the store file at `store` itself, or a hard link to it: the same device
+/// and inode. False when the store cannot be stat'ed (then it is not
+/// there to be harmed).
+pub fn is_the_store(target: &std::fs::Metadata, store: &Path) -> bool {
+    std::fs::metadata(store).is_ok_and(|st| file_id(target) == file_id(&st))
+}
+
+/// A file's identity: its device and inode.
+pub fn file_id(m: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
 }
 
 pub fn no_store(path: &Path, why: &str) -> String {

@@ -1345,3 +1345,161 @@ fn salvage_reads_around_a_damaged_block_and_writes_nothing() {
     ));
     ok(&run(&copy, &["check", "--data"], None));
 }
+
+/// Runs the tool like [`run`] (no stdin), killing it after 20 s: `None`
+/// when it had not exited by then (a hang).
+fn run_or_hang(store: &std::path::Path, args: &[&str]) -> Option<Output> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_blobcask"))
+        .arg("-s")
+        .arg(store)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Some(child.wait_with_output().unwrap())
+}
+
+// A FIFO given as the store blocked every read-only command forever and
+// failed the others with "Illegal seek": each is refused at once, naming
+// what the path is; a dangling symbolic link is named as one (it was "the
+// path kept changing"), with no advice to `create` through it.
+#[test]
+fn a_fifo_or_a_dangling_link_as_the_store_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let dangling = dir.path().join("dangling.blobcask");
+    std::os::unix::fs::symlink(dir.path().join("gone.blobcask"), &dangling).unwrap();
+    let commands: [&[&str]; 7] = [
+        &["ls"],
+        &["get", "k"],
+        &["check"],
+        &["stats"],
+        &["rm", "k"],
+        &["compact"],
+        &["create"],
+    ];
+    // `check` reports what it found on stdout, then fails.
+    let said = |o: &Output| {
+        assert!(!o.status.success(), "succeeded: {o:?}");
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)
+    };
+    for args in commands {
+        let o = run_or_hang(&fifo, args).unwrap_or_else(|| panic!("{args:?} on a FIFO hangs"));
+        assert!(said(&o).contains("is a FIFO"), "{args:?}: {o:?}");
+        let o = run_or_hang(&dangling, args).expect("hangs");
+        let said = said(&o);
+        assert!(said.contains("dangling symbolic link"), "{args:?}: {said}");
+        assert!(
+            said.contains("gone.blobcask") && !said.contains("create one"),
+            "{args:?}: {said}"
+        );
+    }
+    assert!(!dir.path().join("gone.blobcask").exists());
+}
+
+// `put` of the store file and `import` of the directory holding it read
+// the live store while writing to it: they failed with "grew while being
+// read" and left the store grown. The store itself is refused before
+// anything is read or written (`import` skips it and stores the rest), as
+// `get -o` refuses to write over it.
+#[test]
+fn the_store_is_never_stored_in_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("d");
+    std::fs::create_dir(&d).unwrap();
+    let store = d.join("s.blobcask");
+    ok(&run(&store, &["create"], None));
+    std::fs::write(d.join("a"), b"a file").unwrap();
+    let link = dir.path().join("hard.blobcask");
+    std::fs::hard_link(&store, &link).unwrap();
+    let before = std::fs::read(&store).unwrap();
+    for name in [&store, &link] {
+        fails_with(
+            &run(&store, &["put", "k", name.to_str().unwrap()], None),
+            "itself",
+        );
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_blobcask"))
+        .arg("-s")
+        .arg(&store)
+        .args(["put", "k", "-"])
+        .stdin(std::fs::File::open(&store).unwrap())
+        .output()
+        .unwrap();
+    fails_with(&o, "itself");
+    assert!(
+        std::fs::read(&store).unwrap() == before,
+        "the store changed"
+    );
+
+    let o = run(&store, &["import", d.to_str().unwrap()], None);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("skipped") && err.contains("the store itself"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::metadata(&store).unwrap().len(),
+        before.len() as u64,
+        "the store grew"
+    );
+    assert_eq!(
+        ok(&run(&store, &["ls"], None)).lines().collect::<Vec<_>>(),
+        ["a"]
+    );
+    ok(&run(
+        &store,
+        &["import", d.to_str().unwrap(), "--skip-errors"],
+        None,
+    ));
+}
+
+// A truncated store is refused by a salvage open too: `check` suggested
+// `--salvage check` and `--salvage backup`, which both failed. It suggests
+// a salvage only where one works.
+#[test]
+fn check_suggests_a_salvage_only_where_one_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s.blobcask");
+    ok(&run(&store, &["create"], None));
+    ok(&run(&store, &["put", "k", "-"], Some(&vec![5u8; 9000])));
+    let len = std::fs::metadata(&store).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&store)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let o = run(&store, &["check"], None);
+    assert!(!o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("problem:"), "{out}");
+    assert!(!out.contains("`blobcask --salvage"), "{out}");
+    assert!(out.contains("Restore it from a backup"), "{out}");
+    // What it no longer suggests fails indeed.
+    assert!(!run(&store, &["--salvage", "check"], None).status.success());
+    let copy = dir.path().join("copy.blobcask");
+    let o = run(
+        &store,
+        &["--salvage", "backup", copy.to_str().unwrap()],
+        None,
+    );
+    assert!(!o.status.success());
+}

@@ -189,7 +189,7 @@ class Store:
         below a capacity asked for before. ``index`` (``"hash"``, ``"btree"``,
         ``"fst"``), ``inline_threshold`` and ``max_capacity`` are stored in
         the store: left as None, an existing store uses its stored ones (a
-        new one gets ``"hash"``, 512 bytes and no limit); given at
+        new one gets ``"hash"``, 1024 bytes and no limit); given at
         a read-write open, they replace the stored ones (a read-only open
         uses them for itself only). ``max_capacity`` must be an ``int``
         (``TypeError`` otherwise); ``2**64 - 1`` means no limit.

@@ -407,3 +407,132 @@ async fn engines_without_a_path_create_only_when_zeroed() {
     assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
     assert!(dev.volatile_image() == foreign);
 }
+
+/// Opens `path` with `options` on a thread of its own, blocking: the
+/// result, or `None` when the open had not returned after 20 s (a hang).
+fn open_or_hang(path: &Path, options: Options) -> Option<blobcask::Result<()>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = path.to_owned();
+    std::thread::spawn(move || {
+        let r = blobcask::blocking::Store::open(&path, options).map(|s| drop(s.close()));
+        let _ = tx.send(r);
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(20)).ok()
+}
+
+// Guards invariant 3 (bad input is refused): a store is a regular file or
+// a block device. A FIFO blocked a read-only open forever (nobody writes
+// to it) and failed a read-write one with "Illegal seek"; a socket, a
+// character device or a directory are refused alike, each by its kind,
+// and left as they were.
+#[test]
+fn a_fifo_socket_device_or_directory_is_refused_by_its_kind_without_blocking() {
+    let t = temp_path();
+    let fifo = t.dir.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    #[allow(unsafe_code)]
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    let made = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    assert_eq!(made, 0, "mkfifo: {}", std::io::Error::last_os_error());
+    let socket = t.dir.path().join("socket");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let dir = t.dir.path().join("dir");
+    std::fs::create_dir(&dir).unwrap();
+    let cases = [
+        (fifo.as_path(), "FIFO"),
+        (socket.as_path(), "socket"),
+        (Path::new("/dev/null"), "character device"),
+        (dir.as_path(), "directory"),
+    ];
+    for (path, kind) in cases {
+        for engine in engines() {
+            for o in [
+                opts(engine).read_only(true),
+                opts(engine).read_only(true).salvage(true),
+                opts(engine),
+                opts(engine).create(false),
+                opts(engine).create_new(true),
+            ] {
+                let Some(r) = open_or_hang(path, o.clone()) else {
+                    panic!("{kind}, {o:?}: the open hangs");
+                };
+                let err = r.expect_err(kind);
+                assert_eq!(
+                    err.kind(),
+                    ErrorKind::InvalidArgument,
+                    "{kind}, {o:?}: {err}"
+                );
+                assert!(err.to_string().contains(kind), "{kind}, {o:?}: {err}");
+            }
+        }
+    }
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    assert!(std::fs::metadata(&socket).unwrap().file_type().is_socket());
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+}
+
+// A symbolic link to nothing is NotFound naming its target, for every kind
+// of open (it was "the path kept changing while it was opened"), and no
+// open creates the target through it.
+#[test]
+fn a_dangling_symlink_is_not_found_naming_its_target() {
+    let t = temp_path();
+    let target = t.dir.path().join("nowhere").join("store.blobcask");
+    std::os::unix::fs::symlink(&target, &t.path).unwrap();
+    for engine in engines() {
+        for o in [
+            opts(engine).read_only(true),
+            opts(engine),
+            opts(engine).create(false),
+            opts(engine).create_new(true),
+        ] {
+            let err = open_or_hang(&t.path, o.clone())
+                .expect("the open hangs")
+                .unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::NotFound, "{o:?}: {err}");
+            let shown = err.to_string();
+            assert!(shown.contains("dangling symbolic link"), "{o:?}: {err}");
+            assert!(
+                shown.contains(&target.display().to_string()),
+                "{o:?}: {err}"
+            );
+        }
+    }
+    assert!(!target.exists() && !target.parent().unwrap().exists());
+}
+
+// Guards invariant 3: a NUL byte cannot be in a file name; the path is
+// bad input (it was an I/O error), and nothing is created.
+#[test]
+fn a_nul_in_the_path_is_an_invalid_argument() {
+    let t = temp_path();
+    let bad = t.dir.path().join("store\0.blobcask");
+    for o in [Options::new(), Options::new().read_only(true)] {
+        let err = open_or_hang(&bad, o.clone()).unwrap().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{o:?}: {err}");
+        assert!(err.to_string().contains("NUL"), "{o:?}: {err}");
+    }
+    assert_eq!(std::fs::read_dir(t.dir.path()).unwrap().count(), 0);
+}
+
+// A store that never committed anything and was closed cleanly reports a
+// clean close at reopen (its clean sequence of 0 is also its newest): it
+// said "not closed cleanly".
+#[test]
+fn a_store_never_written_to_reopens_clean() {
+    let t = temp_path();
+    for engine in engines() {
+        std::fs::remove_file(&t.path).ok();
+        blobcask::blocking::Store::open(&t.path, opts(engine))
+            .unwrap()
+            .close()
+            .unwrap();
+        for o in [opts(engine).read_only(true), opts(engine)] {
+            let s = blobcask::blocking::Store::open(&t.path, o.clone()).unwrap();
+            let r = s.stats().recovery;
+            assert!(r.clean && r.is_empty(), "{o:?}: {r:?}");
+            s.close().unwrap();
+        }
+    }
+}

@@ -64,7 +64,8 @@ const REPORT_NAMES: usize = 100;
 /// what damage it repaired. Empty after a clean close of an intact store.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
-    /// The store had been closed cleanly: nothing could be torn.
+    /// The store had been closed cleanly, or had never committed anything
+    /// (a store just created): nothing could be torn.
     pub clean: bool,
     /// Commit groups rolled back whole (cut by a crash before their sync,
     /// or bulk-load groups with an object whose bytes did not land).

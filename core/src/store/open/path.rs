@@ -35,15 +35,72 @@ fn not_found() -> Error {
     Error::new(ErrorKind::NotFound, "no store at this path")
 }
 
+/// What a file of type `ty` is, when a store cannot live in it: a store is
+/// a regular file or a block device. Anything else is refused by its kind
+/// before it is opened for I/O (a FIFO would block the open, or the read
+/// of its superblock, for as long as nobody writes to it).
+fn unfit(ty: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if ty.is_file() || ty.is_block_device() {
+        None
+    } else if ty.is_dir() {
+        Some("a directory")
+    } else if ty.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if ty.is_socket() {
+        Some("a socket")
+    } else if ty.is_char_device() {
+        Some("a character device")
+    } else {
+        Some("neither a regular file nor a block device")
+    }
+}
+
+fn unfit_error(kind: &str) -> Error {
+    Error::new(
+        ErrorKind::InvalidArgument,
+        format!("is {kind}, not a store: a store is a regular file or a block device"),
+    )
+}
+
+/// `NotFound` naming the target of `path` when `path` is a symbolic link
+/// to nothing (a stat follows it and finds nothing; an exclusive create
+/// refuses to follow it). `None` when `path` is not a symbolic link.
+fn dangling_link(path: &Path) -> Option<Error> {
+    let link = std::fs::symlink_metadata(path).ok()?;
+    if !link.is_symlink() {
+        return None;
+    }
+    let target = match std::fs::read_link(path) {
+        Ok(t) => t.display().to_string(),
+        Err(e) => format!("(unreadable: {e})"),
+    };
+    Some(Error::new(
+        ErrorKind::NotFound,
+        format!("is a dangling symbolic link: its target {target} does not exist"),
+    ))
+}
+
 /// Opens the handle that carries the lock, creating the file (`O_EXCL`)
 /// only when nothing is at `path` and the options allow a new store.
 fn open_lock_file(path: &Path, options: &Options) -> Result<(std::fs::File, Made)> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::OpenOptionsExt;
+    if path.as_os_str().as_bytes().contains(&0) {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "the path contains a NUL byte",
+        ));
+    }
     let may_create = !options.read_only && (options.create || options.create_new);
     // Twice at most: a file created by someone else between the `stat` and
     // the exclusive create is then opened as an existing file.
     for _ in 0..2 {
         match std::fs::metadata(path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(dangling) = dangling_link(path) {
+                    return Err(dangling);
+                }
                 if !may_create {
                     return Err(not_found());
                 }
@@ -60,18 +117,19 @@ fn open_lock_file(path: &Path, options: &Options) -> Result<(std::fs::File, Made
             }
             Err(e) => return Err(Error::io("stat of the store file", e)),
             Ok(m) => {
-                if m.is_dir() {
-                    return Err(Error::new(
-                        ErrorKind::InvalidArgument,
-                        "is a directory, not a store file",
-                    ));
+                if let Some(kind) = unfit(m.file_type()) {
+                    return Err(unfit_error(kind));
                 }
                 if options.create_new && m.is_file() && m.len() > 0 {
                     return Err(already_exists());
                 }
+                // Non-blocking: should the path become a FIFO after the
+                // `stat`, the open returns and its type is refused below
+                // (`open_path`). No effect on a regular file or a device.
                 let f = std::fs::OpenOptions::new()
                     .read(true)
                     .write(!options.read_only)
+                    .custom_flags(libc::O_NONBLOCK)
                     .open(path)
                     .map_err(|e| Error::io("opening the store file", e))?;
                 return Ok((f, Made::Nothing));
@@ -127,6 +185,10 @@ pub(crate) async fn open_path(path: &Path, options: Options) -> Result<Store> {
             return Err(ctx(undo_create(path, &lock, &made, e)));
         }
     };
+    if let Some(kind) = unfit(meta.file_type()) {
+        let e = unfit_error(kind);
+        return Err(ctx(undo_create(path, &lock, &made, e)));
+    }
     let if_blank = if meta.is_file() && meta.len() == 0 {
         if options.read_only || !(options.create || options.create_new) {
             return Err(ctx(Error::new(
@@ -144,17 +206,9 @@ pub(crate) async fn open_path(path: &Path, options: Options) -> Result<Store> {
             return Err(ctx(already_exists()));
         }
         IfBlank::Refuse
-    } else if std::os::unix::fs::FileTypeExt::is_block_device(&meta.file_type()) {
-        if options.create_new {
-            IfBlank::Format
-        } else {
-            IfBlank::Refuse
-        }
     } else if options.create_new {
-        return Err(ctx(Error::new(
-            ErrorKind::InvalidArgument,
-            "create_new needs a new or empty regular file or a block device",
-        )));
+        // A block device: anything else was refused above.
+        IfBlank::Format
     } else {
         IfBlank::Refuse
     };

@@ -17,6 +17,7 @@ use std::collections::BTreeSet;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::format::Layout;
+use crate::meta::block::SlotContent;
 use crate::meta::recovery::scan::ScannedBlock;
 use crate::meta::recovery::RecoveryReport;
 use crate::meta::tuple::Tuple;
@@ -56,6 +57,10 @@ pub(super) struct Horizon {
     pub max_seq: u64,
     /// Closed cleanly after the newest group: nothing can be torn.
     pub clean: bool,
+    /// No copy of any tuple block was ever written (and no checkpoint
+    /// stands for unread ones): a store that never committed, whose
+    /// clean sequence of 0 is then its newest too. Nothing can be torn.
+    pub blank: bool,
     /// The least sequence a torn write may claim: the newest group, and
     /// after a clean close only a group newer than it.
     pub tear_floor: u64,
@@ -81,6 +86,10 @@ impl Horizon {
             .max()
             .unwrap_or(0)
             .max(checkpoint);
+        let blank = checkpoint == 0
+            && scanned
+                .iter()
+                .all(|b| b.slots.iter().all(|(_, s)| matches!(s, SlotContent::Empty)));
         let tear_floor = if clean_seq == 0 {
             max_seq
         } else {
@@ -92,7 +101,8 @@ impl Horizon {
             salvage,
             clean_seq,
             max_seq,
-            clean: clean_seq != 0 && clean_seq == max_seq,
+            clean: clean_seq == max_seq && (clean_seq != 0 || blank),
+            blank,
             tear_floor,
             checkpoint,
         }

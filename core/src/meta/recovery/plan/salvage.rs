@@ -82,6 +82,6 @@ pub(super) fn settle(report: &mut RecoveryReport, h: &Horizon, synced_floor: u64
         )));
     }
     // Closed cleanly after the group the lost copies prove synced.
-    report.clean = h.clean_seq != 0 && h.clean_seq == h.max_seq.max(synced_floor);
+    report.clean = h.clean_seq == h.max_seq.max(synced_floor) && (h.clean_seq != 0 || h.blank);
     Ok(())
 }
