@@ -38,7 +38,13 @@ impl Committer {
         let changes = self.reap_due()
             || !self.stale.is_empty()
             || batch.iter().any(|r| !matches!(r, Request::Barrier { .. }));
-        if let Err(e) = if changes {
+        // Compaction packs objects into free space: the checkpoint's pieces
+        // are given back first, so it can pack into them too (the close or
+        // the next background checkpoint writes a new one).
+        let relocating = batch.iter().any(|r| matches!(r, Request::Relocate { .. }));
+        if let Err(e) = if relocating {
+            self.end_checkpoint()
+        } else if changes {
             self.before_change()
         } else {
             Ok(())

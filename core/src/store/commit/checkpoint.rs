@@ -17,7 +17,9 @@
 //! * a block the map cannot hold (the metadata area grew past it), or an
 //!   image named without a map (format 6, written by an older build), ends
 //!   the checkpoint: the superblock stops naming it (synced) before the
-//!   write, as every change did before the map.
+//!   write, as every change did before the map. So does compaction's first
+//!   relocation (`commit_group`), so that it can pack objects into the
+//!   checkpoint's space too.
 
 use std::collections::BTreeSet;
 
