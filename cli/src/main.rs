@@ -116,7 +116,8 @@ enum Cmd {
         #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
         ttl: Option<String>,
     },
-    /// Write KEY's bytes to stdout or a file.
+    /// Write KEY's bytes to stdout or a file, 8 MiB at a time (memory
+    /// stays bounded whatever the object's size).
     Get {
         /// The key: the argument's bytes, or hex (--key-hex), or the
         /// escaped form `ls` prints (--key-escaped).
