@@ -360,6 +360,35 @@ def test_keys_no_path_can_name_are_left_out_of_listings(bfs):
     assert bfs.cat_file(name) == b"not UTF-8" and bfs.info(name)["size"] == 9
 
 
+def test_keys_no_path_can_name_make_no_directories(bfs):
+    for key in ("ghost//x", "../up", "./here", "odd/./z", "odd/../w", "odd/z/.."):
+        bfs.store.put(key, b"unnamed")
+    bfs.pipe_file("odd/y", b"plain")
+    assert bfs.ls("", detail=False) == ["odd"]
+    assert bfs.ls("odd", detail=False) == ["odd/y"]
+    assert bfs.find("") == ["odd/y"]
+    assert not bfs.exists("ghost")
+
+
+def test_every_key_written_through_paths_is_listed_and_removed(bfs):
+    # Repeated "/" are one: "a//b" names the key "a/b".
+    bfs.pipe_file("a//b", b"1")
+    bfs.pipe_file("a/x", b"2")
+    assert list(bfs.store.list(b"")) == [b"a/b", b"a/x"]
+    assert bfs.cat_file("a//b") == bfs.cat_file("a/b") == b"1"
+    assert bfs.ls("a", detail=False) == ["a/b", "a/x"]
+    bfs.rm("a", recursive=True)
+    assert list(bfs.store.list(b"")) == [] and bfs.ls("", detail=False) == []
+    # "." and ".." are refused, not stored as names no path gives back.
+    for bad in ("../up", "./d", "a/./b", "a/../c", "a/b/..", ".", "..", "blobcask://a/../b"):
+        with pytest.raises(ValueError, match="component"):
+            bfs.pipe_file(bad, b"z")
+        with pytest.raises(ValueError, match="component"):
+            with bfs.open(bad, "wb") as f:
+                f.write(b"z")
+    assert list(bfs.store.list(b"")) == []
+
+
 def test_times_checksum_ukey_come_from_the_version(bfs):
     bfs.pipe_file("m/obj", b"one")
     info = bfs.info("m/obj")

@@ -5,11 +5,19 @@
 //! read and written at a time, so `put` and `import` hold one chunk of it,
 //! never the whole file. `import` gathers smaller files into batches of at
 //! most [`BATCH_BYTES`] bytes or [`BATCH_FILES`] files, each stored by one
-//! bulk load. Bytes from a pipe (`put KEY -` fed by a command) are read
-//! whole, since an upload needs the size before its first byte.
+//! bulk load.
+//!
+//! Bytes from a pipe (`put KEY -` fed by a command) have no size until
+//! their end, and an upload needs it before its first byte. Up to
+//! [`CHUNK`] of them are kept in memory (one put); a longer stream goes on
+//! into a spool, an unnamed temporary file in `TMPDIR` (gone when closed,
+//! also on a crash), which is then uploaded like any file. That costs the
+//! object's size in temporary space and one more write of it, and keeps
+//! memory bounded. Growing an upload instead is not possible: its size is
+//! fixed when it begins and its parts cannot be read back to move them.
 
 use std::fs::File;
-use std::io::{Read, Seek};
+use std::io::{Read, Seek, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
@@ -52,8 +60,9 @@ fn store_err(e: blobcask::Error) -> Failure {
     Failure::Store(e.to_string())
 }
 
-/// Bytes to store: an open regular file of known size (streamed), or bytes
-/// already read (a pipe).
+/// Bytes to store: an open regular file of known size (streamed: a file
+/// named, stdin redirected from one, or the spool of a long pipe), or
+/// bytes already read (a short pipe).
 pub enum Source {
     File { file: File, size: u64, name: String },
     Bytes(Vec<u8>),
@@ -62,8 +71,10 @@ pub enum Source {
 impl Source {
     /// Opens `name`, or stdin for `-`. A regular file (stdin redirected
     /// from one included) is streamed from where it stands; anything else
-    /// is read whole now. The store file itself (at `store`) is refused:
-    /// storing it would grow it while it is read.
+    /// (a pipe) is read now: up to [`CHUNK`] bytes into memory, a longer
+    /// stream into a spool (see the module's documentation). The store
+    /// file itself (at `store`) is refused: storing it would grow it while
+    /// it is read.
     pub fn open(name: &str, store: &Path) -> Result<Source, String> {
         let (mut file, name) = if name == "-" {
             let fd = std::os::fd::AsFd::as_fd(&std::io::stdin())
@@ -87,11 +98,33 @@ impl Source {
             let size = meta.len().saturating_sub(at);
             return Ok(Source::File { file, size, name });
         }
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
+        let mut head = Vec::new();
+        (&mut file)
+            .take(CHUNK + 1)
+            .read_to_end(&mut head)
             .map_err(|e| format!("reading {name}: {e}"))?;
-        Ok(Source::Bytes(bytes))
+        if head.len() as u64 <= CHUNK {
+            return Ok(Source::Bytes(head));
+        }
+        spool(file, head, name)
     }
+}
+
+/// The stream `from`, whose first bytes (`head`) were already read, as a
+/// spool: an unnamed temporary file holding all of it, to be streamed.
+fn spool(mut from: File, head: Vec<u8>, name: String) -> Result<Source, String> {
+    let fail = |e: std::io::Error| {
+        format!(
+            "reading {name} into a temporary file in {}: {e}",
+            std::env::temp_dir().display()
+        )
+    };
+    let mut file = tempfile::tempfile().map_err(fail)?;
+    file.write_all(&head).map_err(fail)?;
+    let rest = std::io::copy(&mut from, &mut file).map_err(fail)?;
+    file.rewind().map_err(fail)?;
+    let size = head.len() as u64 + rest;
+    Ok(Source::File { file, size, name })
 }
 
 /// Stores `source` under `key`: by one put up to [`CHUNK`] bytes (or from

@@ -99,8 +99,9 @@ enum Cmd {
     },
     /// Store FILE (or - for stdin) under KEY. A file (stdin redirected
     /// from one too) larger than 8 MiB is streamed in 8 MiB parts through
-    /// a multipart upload, in bounded memory; bytes from a pipe are read
-    /// whole first.
+    /// a multipart upload, in bounded memory; bytes from a pipe are too,
+    /// once more than 8 MiB of them are spooled to a temporary file in
+    /// TMPDIR (a pipe's size is known only at its end).
     Put {
         /// The key: the argument's bytes, or hex (--key-hex), or the
         /// escaped form `ls` prints (--key-escaped).
@@ -115,7 +116,8 @@ enum Cmd {
         #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
         ttl: Option<String>,
     },
-    /// Write KEY's bytes to stdout or a file.
+    /// Write KEY's bytes to stdout or a file, 8 MiB at a time (memory
+    /// stays bounded whatever the object's size).
     Get {
         /// The key: the argument's bytes, or hex (--key-hex), or the
         /// escaped form `ls` prints (--key-escaped).

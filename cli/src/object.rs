@@ -1,5 +1,5 @@
 //! The commands on one key: `put` (with `--ttl`), `get` (with `--range`,
-//! never onto the store itself), `stat` and `rm`.
+//! streamed in chunks, never onto the store itself), `stat` and `rm`.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -70,24 +70,81 @@ pub fn get(
         None => refuse_the_store(stdout_metadata(), &path, Path::new("stdout"))?,
     }
     let s = open_read_only(&path, None)?;
-    let bytes = match range {
-        Some((r, text)) => {
-            let size = s.stat(&key).map_err(|e| e.to_string())?.size;
-            let (off, len) = r.within(size, text, &form.show(&key))?;
-            s.read(&key, off, len)
-        }
-        None => s.get(&key),
-    }
-    .map_err(|e| e.to_string())?;
+    let size = s.stat(&key).map_err(|e| e.to_string())?.size;
+    let (off, len) = match range {
+        Some((r, text)) => r.within(size, text, &form.show(&key))?,
+        None => (0, size),
+    };
+    let mut chunks = Chunks {
+        s: &s,
+        key: &key,
+        at: off,
+        end: off + len.min(size - off),
+    };
+    // Read before the output is made: a failed first read leaves a file
+    // named by `-o` as it was.
+    let first = chunks.next_chunk()?;
     match output {
         Some(p) => {
-            std::fs::write(p, &bytes).map_err(|e| format!("writing {}: {e}", p.display()))?
+            let existed = std::fs::symlink_metadata(p).is_ok();
+            let shown = p.display().to_string();
+            let written = std::fs::File::create(p)
+                .map_err(|e| format!("writing {shown}: {e}"))
+                .and_then(|mut f| chunks.write_out(first, &mut f, &shown));
+            if written.is_err() && !existed {
+                let _ = std::fs::remove_file(p);
+            }
+            written?
         }
-        None => std::io::stdout()
-            .write_all(&bytes)
-            .map_err(|e| format!("writing stdout: {e}"))?,
+        None => chunks.write_out(first, &mut std::io::stdout().lock(), "stdout")?,
     }
     s.close().map_err(|e| e.to_string())
+}
+
+/// The bytes `at..end` of an object, read [`load::CHUNK`] bytes at a time,
+/// so `get` holds one chunk whatever the object's size. The read-only open
+/// holds the store's shared lock, so no writer can replace the object
+/// between two reads (an expiry can still end it: the next read fails).
+struct Chunks<'a> {
+    s: &'a blobcask::blocking::Store,
+    key: &'a [u8],
+    at: u64,
+    end: u64,
+}
+
+impl Chunks<'_> {
+    /// The next chunk, empty at the end.
+    fn next_chunk(&mut self) -> Result<blobcask::Bytes, String> {
+        if self.at >= self.end {
+            return Ok(blobcask::Bytes::new());
+        }
+        let n = (self.end - self.at).min(load::CHUNK);
+        let bytes = self
+            .s
+            .read(self.key, self.at, n)
+            .map_err(|e| e.to_string())?;
+        self.at += bytes.len() as u64;
+        if bytes.is_empty() {
+            self.end = self.at; // clipped: the object ended early
+        }
+        Ok(bytes)
+    }
+
+    /// Writes `first` and every chunk after it to `out` (`shown` in
+    /// errors).
+    fn write_out(
+        &mut self,
+        mut chunk: blobcask::Bytes,
+        out: &mut dyn Write,
+        shown: &str,
+    ) -> Result<(), String> {
+        let write_err = |e: std::io::Error| format!("writing {shown}: {e}");
+        while !chunk.is_empty() {
+            out.write_all(&chunk).map_err(write_err)?;
+            chunk = self.next_chunk()?;
+        }
+        out.flush().map_err(write_err)
+    }
 }
 
 /// `stat KEY`.

@@ -741,7 +741,18 @@ fn run_args(store: &std::path::Path, args: &[&std::ffi::OsStr], stdin: Stdio) ->
 /// resident set size seen while it ran (kB; polled from /proc, so a lower
 /// bound of the true peak, which a short spike could escape).
 fn run_measured(store: &std::path::Path, args: &[&str], stdin: Stdio) -> (Output, u64) {
-    let child = Command::new(env!("CARGO_BIN_EXE_blobcask"))
+    run_fed(store, args, stdin, None)
+}
+
+/// [`run_measured`], with `input` written to the tool's stdin (a pipe)
+/// from another thread while it runs.
+fn run_fed(
+    store: &std::path::Path,
+    args: &[&str],
+    stdin: Stdio,
+    input: Option<std::sync::Arc<Vec<u8>>>,
+) -> (Output, u64) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_blobcask"))
         .arg("-s")
         .arg(store)
         .args(args)
@@ -750,6 +761,10 @@ fn run_measured(store: &std::path::Path, args: &[&str], stdin: Stdio) -> (Output
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let feeder = input.map(|bytes| {
+        let mut pipe = child.stdin.take().expect("stdin is a pipe");
+        std::thread::spawn(move || pipe.write_all(&bytes))
+    });
     let status = format!("/proc/{}/status", child.id());
     let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -771,6 +786,9 @@ fn run_measured(store: &std::path::Path, args: &[&str], stdin: Stdio) -> (Output
     let out = child.wait_with_output().unwrap();
     done.store(true, std::sync::atomic::Ordering::Release);
     poller.join().unwrap();
+    if let Some(feeder) = feeder {
+        feeder.join().unwrap().unwrap();
+    }
     (out, peak.load(std::sync::atomic::Ordering::Relaxed))
 }
 
@@ -861,6 +879,59 @@ fn put_streams_a_large_file_in_bounded_memory() {
         "reading /nonexistent/file",
     );
     fails_with(&run(&store, &["stat", "k"], None), "NOT_FOUND");
+}
+
+/// An object larger than any buffer moves through pipes both ways in
+/// bounded memory: `put KEY -` fed by a pipe (its size unknown until the
+/// end), `get` to a pipe and `get -o`.
+#[test]
+fn pipes_move_a_large_object_both_ways_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("piped.blobcask");
+    ok(&run(&store, &["create", "--capacity", "160M"], None));
+    // 96 MiB and a bit: twelve chunks and a short last part.
+    let size = (96 << 20) + 4097;
+    let data = std::sync::Arc::new(pattern(size, 11));
+    // Far less than the object: a few chunks and the program itself.
+    let bound_kb = 48 << 10;
+    let (o, peak_kb) = run_fed(
+        &store,
+        &["put", "big", "-"],
+        Stdio::piped(),
+        Some(data.clone()),
+    );
+    assert!(ok(&o).contains(&format!("big: {size} bytes")), "{o:?}");
+    assert!(peak_kb > 0, "no memory figure read");
+    assert!(
+        peak_kb < bound_kb,
+        "put from a pipe: peak RSS {peak_kb} kB for a 96 MiB object"
+    );
+    let (o, peak_kb) = run_measured(&store, &["get", "big"], Stdio::null());
+    assert!(o.status.success(), "{o:?}");
+    assert!(o.stdout == *data, "bytes differ");
+    assert!(
+        peak_kb < bound_kb,
+        "get to a pipe: peak RSS {peak_kb} kB for a 96 MiB object"
+    );
+    let out = dir.path().join("big.out");
+    let (o, peak_kb) = run_measured(
+        &store,
+        &["get", "big", "-o", out.to_str().unwrap()],
+        Stdio::null(),
+    );
+    ok(&o);
+    assert!(std::fs::read(&out).unwrap() == *data, "bytes differ");
+    assert!(
+        peak_kb < bound_kb,
+        "get -o: peak RSS {peak_kb} kB for a 96 MiB object"
+    );
+    // A range that spans chunks streams too.
+    let (o, _) = run_measured(
+        &store,
+        &["get", "big", "--range", "1000-25166000"],
+        Stdio::null(),
+    );
+    assert!(o.stdout == data[1000..=25_166_000], "range bytes differ");
 }
 
 /// `get --range`: A-B, A- (to the end), -N (the last N bytes, or all of a

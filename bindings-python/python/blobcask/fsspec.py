@@ -24,14 +24,19 @@ The store's index must be ordered ("btree" or "fst"): listing is how
 directories are found.
 
 Paths are keys, as on S3. The protocol and any leading or trailing "/" are
-stripped (``blobcask:///a/b.txt``, ``/a/b.txt`` and ``a/b.txt`` are the
-key ``a/b.txt``); keys are UTF-8 (bytes that are not come back through
-``surrogateescape``). Directories are implied by the keys under them: no
-directory markers are stored, so a directory exists exactly while some
-object lies under it, ``mkdir``/``makedirs`` store nothing (they refuse a
-path that is a file) and there are no empty directories. Keys that no path
-can name (an empty component: a trailing ``/`` or ``//``) are left out of
-listings.
+stripped and repeated "/" are one (``blobcask:///a/b.txt``, ``/a/b.txt``,
+``a//b.txt`` and ``a/b.txt`` are the key ``a/b.txt``); a path with a "."
+or ".." component is refused (``InvalidArgumentError``, a ``ValueError``):
+keys are names, not resolved like a file system's, and such a key could
+not be listed or removed by path. So every key written through the file
+system is listed and removed through it. Keys are UTF-8 (bytes that are
+not come back through ``surrogateescape``). Directories are implied by
+the keys under them: no directory markers are stored, so a directory
+exists exactly while some object lies under it, ``mkdir``/``makedirs``
+store nothing (they refuse a path that is a file) and there are no empty
+directories. Keys written otherwise that no path can name (an empty, "."
+or ".." component: a trailing ``/``, ``//``, ``../x``) are left out of
+listings, and make no directory.
 
 Reads: ``cat_file`` is one ``Store.read`` of the range; files opened for
 reading fetch their blocks the same way and raise ``OSError(ESTALE)`` if
@@ -55,6 +60,7 @@ import datetime
 import errno
 import hashlib
 import os
+import re
 import threading
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional, Union
@@ -101,6 +107,15 @@ def _bytes_like(value: Any) -> Any:
     except TypeError:
         raise TypeError(f"a bytes-like object is required, not {type(value).__name__!r}") from None
     return value
+
+
+_SLASHES = re.compile("//+")
+
+
+def _nameable(name: str) -> bool:
+    """Whether a path names this key (or key suffix): no empty, "." or
+    ".." component."""
+    return not any(part in ("", ".", "..") for part in name.split("/"))
 
 
 @contextmanager
@@ -161,7 +176,12 @@ class BlobcaskFileSystem(fsspec.AbstractFileSystem):
     def _strip_protocol(cls, path: Any) -> Any:
         if isinstance(path, list):
             return [cls._strip_protocol(p) for p in path]
-        return super()._strip_protocol(path).lstrip("/")
+        path = _SLASHES.sub("/", super()._strip_protocol(path).lstrip("/"))
+        if path and not _nameable(path):
+            raise InvalidArgumentError(
+                f"path {path!r} has a '.' or '..' component; keys are names, not resolved"
+            )
+        return path
 
     def _key(self, path: str) -> bytes:
         path = self._strip_protocol(path)
@@ -182,8 +202,9 @@ class BlobcaskFileSystem(fsspec.AbstractFileSystem):
 
     def _has_children(self, path: str) -> bool:
         path = self._strip_protocol(path)
-        prefix = (path + "/" if path else "").encode("utf-8", "surrogateescape")
-        return next(iter(self.store.list(prefix)), None) is not None
+        prefix = path + "/" if path else ""
+        keys = self.store.list(prefix.encode("utf-8", "surrogateescape"))
+        return any(_nameable(self._name(key)[len(prefix) :]) for key in keys)
 
     @staticmethod
     def _file_info(name: str, st: ObjectInfo) -> dict[str, Any]:
@@ -217,8 +238,9 @@ class BlobcaskFileSystem(fsspec.AbstractFileSystem):
         prefix = path + "/" if path else ""
         entries: dict[tuple[str, str], Optional[dict[str, Any]]] = {}
         for key in self.store.list(prefix.encode("utf-8", "surrogateescape")):
-            child, sep, _ = self._name(key)[len(prefix) :].partition("/")
-            if child:
+            rest = self._name(key)[len(prefix) :]
+            if _nameable(rest):
+                child, sep, _ = rest.partition("/")
                 entries[(prefix + child, "directory" if sep else "file")] = None
         if not entries:
             if not path:
@@ -253,9 +275,10 @@ class BlobcaskFileSystem(fsspec.AbstractFileSystem):
         prefix = path + "/" if path else ""
         out: dict[str, Optional[dict[str, Any]]] = {}
         for key in self.store.list(prefix.encode("utf-8", "surrogateescape")):
-            parts = self._name(key)[len(prefix) :].split("/")
-            if "" in parts:
+            rest = self._name(key)[len(prefix) :]
+            if not _nameable(rest):
                 continue
+            parts = rest.split("/")
             if withdirs:  # the directories on the way, down to maxdepth
                 deepest = len(parts) if maxdepth is None else min(len(parts), maxdepth + 1)
                 for depth in range(1, deepest):
