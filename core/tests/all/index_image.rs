@@ -900,23 +900,45 @@ fn a_flipped_byte_in_the_change_map_is_reported_and_costs_no_object() {
 }
 
 /// A damaged home slot beside a whole journal image of it (after a clean
-/// close the journal still holds images of the blocks it last wrote): an
-/// open from the checkpoint weighs the block's copies as a scan of every
-/// block does, and serves its objects from the journal's copy.
+/// close the journal still holds images of the blocks it last wrote), in a
+/// store cut by a crash after a change since its checkpoint: the open from
+/// the checkpoint weighs the block's copies as a scan of every block does,
+/// and serves its objects from the journal's copy.
 #[test]
 fn a_damaged_home_beside_its_journal_image_is_served_from_the_journal() {
-    let (image, model) = closed_store(IndexKind::Hash);
+    let (closed, mut model) = closed_store(IndexKind::Hash);
+    let (dev, store) = open_image(closed, options(IndexKind::Hash));
+    store.put("since", pattern(44, 70_000)).unwrap();
+    model.insert("since".into(), pattern(44, 70_000));
+    dev.crash_now();
+    drop(store);
+    let image = dev.crash_image(CrashMode::DropUnsynced);
     let sb = superblock(&image);
     let journal = sb.journal.expect("a journal");
     let extent = sb.meta_extents[0];
     let home_of = |block: usize| (extent.start as usize + block) * BLOCK_SIZE;
-    // A journal image of a block of the first extent that holds tuples.
-    let block = (0..1usize << journal.order)
+    // A block of the first extent that holds tuples and whose journal
+    // images are all from before the checkpoint (not one the change since
+    // wrote: that one is read anyway).
+    let stamp = sb.index_image.unwrap().seq;
+    let images: Vec<(usize, u64)> = (0..1usize << journal.order)
         .map(|s| (journal.start as usize + s) * BLOCK_SIZE)
         .filter(|&at| image[at..at + 4] == *b"BCT4")
-        .map(|at| u32::from_le_bytes(image[at + 4..at + 8].try_into().unwrap()) as usize)
-        .find(|&b| b < 1 << extent.order && image[home_of(b) + 24] != 0)
-        .expect("a journal image of a block with tuples");
+        .map(|at| {
+            let block = u32::from_le_bytes(image[at + 4..at + 8].try_into().unwrap());
+            let seq = u64::from_le_bytes(image[at + 16..at + 24].try_into().unwrap());
+            (block as usize, seq)
+        })
+        .collect();
+    let block = images
+        .iter()
+        .map(|&(b, _)| b)
+        .find(|&b| {
+            b < 1 << extent.order
+                && image[home_of(b) + 24] != 0
+                && images.iter().all(|&(o, seq)| o != b || seq <= stamp)
+        })
+        .expect("a journal image from before the checkpoint of a block with tuples");
     let mut bad = image.clone();
     bad[home_of(block) + 60] ^= 0x20;
     let (_, store) = open_image(bad.clone(), options(IndexKind::Hash).read_only(true));

@@ -22,7 +22,7 @@ use super::{plan, resolve, scan::ScannedBlock, Recovered};
 use crate::alloc::BuddyAllocator;
 use crate::format::{Layout, Superblock, BLOCK_SIZE, SUPER_BLOCKS};
 use crate::io::{AlignedBuf, IoEngine};
-use crate::meta::block::{decode_slot, SlotIdentity};
+use crate::meta::block::{decode_slot, SlotContent, SlotIdentity};
 use crate::meta::image::changes::ChangeMap;
 use crate::meta::image::{ImageSink, Since};
 use crate::meta::tuple::{Piece, Tuple};
@@ -165,12 +165,13 @@ pub(crate) fn unread_blocks(sb: &Superblock) -> Vec<ScannedBlock> {
 }
 
 /// Which blocks an open from the checkpoint reads from the device (it
-/// takes the others' state from the image): every block the change map
-/// marks, and every block the metadata journal holds an image of (read
-/// whole, into `scanned`), so a block's copies are weighed as a scan of
-/// every block weighs them (a damaged home beside a whole journal image
-/// is repaired from it). `check` compares the image with the blocks this
-/// leaves out.
+/// takes the others' state from the image): after a crash that followed
+/// changes, every block the change map marks and every block the metadata
+/// journal holds an image of (read whole, into `scanned`), so a block's
+/// copies are weighed as a scan of every block weighs them (a damaged home
+/// beside a whole journal image is repaired from it); when nothing was
+/// written since the image, none. `check` compares the image with the
+/// blocks this leaves out.
 pub(crate) async fn blocks_read(
     engine: &dyn IoEngine,
     sb: &Superblock,
@@ -188,6 +189,23 @@ pub(crate) async fn blocks_read(
     super::journal::scan_journal(engine, sb.store_id, journal, scanned)
         .await
         .map_err(|e| format!("metadata journal: {e}"))?;
+    // Nothing written since the image (no mark; every journal image whole
+    // and no newer than its stamp, from before the clean close that wrote
+    // it): the image stands for every block, and no block is read — as
+    // after a clean close, damage to one is found by the reads of its
+    // objects and by `check`.
+    let stamp = sb.index_image.map_or(0, |i| i.seq);
+    let since = map.marked_count() > 0
+        || scanned.iter().any(|b| {
+            b.slots.iter().any(|(_, s)| match s {
+                SlotContent::Empty => false,
+                SlotContent::Valid { seq, .. } => *seq > stamp,
+                SlotContent::Invalid { .. } => true,
+            })
+        });
+    if !since {
+        scanned.iter_mut().for_each(|b| b.slots.clear());
+    }
     let mut read: Vec<bool> = scanned.iter().map(|b| !b.slots.is_empty()).collect();
     for b in map.marked() {
         if let Some(r) = read.get_mut(b as usize) {
