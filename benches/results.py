@@ -127,6 +127,9 @@ TARGETS: list[tuple[str, list[Target]]] = [
                "all verified (the run fails otherwise)", "scale.verify_all.100b.100000000.hash", "value", ">", 0,
                "s", "target/release/scale-bench --n 100M --no-kill --verify --json "
                "benches/results/figures/DATE-scale-100m.jsonl", engine=None),
+        Target("open after kill -9, 100M objects of 100 B (its clean open, same run)",
+               "≤ 2 × the clean open + one checkpoint interval", "scale.open_kill.100b.100000000.hash", "ratio",
+               "<=", 2.0, "×", SCALE.replace("1M,10M", "100M"), engine=None),
         Target("open after kill -9, 10M objects of 100 B (its clean open, same run)",
                "≤ 2 × the clean open + one checkpoint interval", "scale.open_kill.100b.10000000.hash", "ratio",
                "<=", 2.0, "×", SCALE, engine=None),
