@@ -37,13 +37,6 @@ pub(crate) struct Since<'a> {
     pub map: crate::meta::tuple::Piece,
 }
 
-/// Whether block `no`'s records are left out (`Since::read`).
-fn is_read(since: &Option<Since<'_>>, no: u32) -> bool {
-    since
-        .as_ref()
-        .is_some_and(|s| s.read.get(no as usize).copied().unwrap_or(false))
-}
-
 /// Loads the image `sb` names: `Err(why)` when there is none that reflects
 /// the tuple blocks exactly (stale, damaged, not this store's, or
 /// inconsistent) or it records key fingerprints and the index opened holds
@@ -55,7 +48,7 @@ pub(crate) async fn load(
     sb: &Superblock,
     fingerprints: bool,
     sink: &mut dyn ImageSink,
-    mut since: Option<Since<'_>>,
+    since: Option<Since<'_>>,
 ) -> std::result::Result<Recovered, String> {
     let r = sb.index_image.ok_or("not named by the superblock")?;
     let Layout::Journaled(_) = sb.layout() else {
@@ -92,11 +85,19 @@ pub(crate) async fn load(
     if pieces_len(&header.pieces) < BLOCK_SIZE as u64 + header.payload_len {
         return Err("payload longer than the image's pieces".into());
     }
-    let (mut alloc, mut metadata_bytes) = match since.as_mut() {
-        Some(s) => {
-            let alloc = std::mem::replace(&mut s.alloc, BuddyAllocator::new(0, 0, 0));
-            (alloc, s.metadata_bytes)
-        }
+    // What recovery read already: its allocator, its blocks and their keys.
+    let (base, read, keys, map) = match since {
+        Some(s) => (
+            Some((s.alloc, s.metadata_bytes)),
+            s.read,
+            s.keys,
+            Some(s.map),
+        ),
+        None => (None, &[][..], Vec::new(), None),
+    };
+    let is_read = |no: u32| read.get(no as usize).copied().unwrap_or(false);
+    let (mut alloc, mut metadata_bytes) = match base {
+        Some(base) => base,
         None => {
             let mut alloc = BuddyAllocator::new(SUPER_BLOCKS, total - SUPER_BLOCKS, sb.max_order);
             let bytes = claim_metadata(&mut alloc, sb).map_err(|e| e.to_string())?;
@@ -106,14 +107,14 @@ pub(crate) async fn load(
     // The image's own pieces (and its map's) count as metadata while it is
     // named.
     metadata_bytes += pieces_len(&header.pieces);
-    if let Some(s) = &since {
-        metadata_bytes += s.map.len_bytes();
-        if s.map.start.saturating_add(1 << s.map.order) > total {
+    if let Some(map) = map {
+        metadata_bytes += map.len_bytes();
+        if map.start.saturating_add(1 << map.order) > total {
             return Err("change map lies beyond the end of the store".into());
         }
         alloc
-            .mark_allocated(s.map)
-            .map_err(|e| format!("change map at block {}: {e}", s.map.start))?;
+            .mark_allocated(map)
+            .map_err(|e| format!("change map at block {}: {e}", map.start))?;
     }
     for p in &header.pieces {
         alloc
@@ -128,7 +129,7 @@ pub(crate) async fn load(
         .collect();
     // Blocks the metadata area grew by since a checkpoint's image: written
     // since (marked) or empty.
-    let grown = since.is_some() && offsets.len() > header.blocks as usize;
+    let grown = map.is_some() && offsets.len() > header.blocks as usize;
     if offsets.len() != header.blocks as usize && !grown {
         return Err(format!(
             "holds {} tuple blocks, the store {}",
@@ -165,11 +166,11 @@ pub(crate) async fn load(
     // records them.
     let mut taken_keys = std::collections::HashSet::new();
     let mut taken_fps = std::collections::HashSet::new();
-    for k in since.iter().flat_map(|s| s.keys.iter()) {
+    for k in keys {
         if fingerprints {
             taken_fps.insert(fingerprint_of.of(k));
         } else {
-            taken_keys.insert(*k);
+            taken_keys.insert(k);
         }
     }
     let mut blocks = Vec::with_capacity(offsets.len());
@@ -230,7 +231,7 @@ pub(crate) async fn load(
                         previous_fp = Some(fp);
                     }
                 }
-                if is_read(&since, block) {
+                if is_read(block) {
                     // Its state was read from the device.
                     seen += 1;
                     continue;
