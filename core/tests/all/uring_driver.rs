@@ -251,7 +251,10 @@ fn a_completion_reaped_by_its_own_poll_or_a_sibling_does_not_wake_its_task() {
             .unwrap(),
     ] {
         let e = e.clone();
-        rt.block_on(async move {
+        // In a spawned task: the future of a multi-thread runtime's
+        // `block_on` waits on its own thread instead (`io::waits_here`),
+        // whose first poll of a read asks to be polled again on purpose.
+        let task = rt.spawn(async move {
             let wakes = Arc::new(Wakes::default());
             // Reads in the first 4 MiB, writes in the next.
             for i in 0..300u64 {
@@ -286,6 +289,7 @@ fn a_completion_reaped_by_its_own_poll_or_a_sibling_does_not_wake_its_task() {
             let own = wakes.from_own_poll.load(SeqCst);
             assert_eq!(own, 0, "group woken from inside its own poll {own} times");
         });
+        rt.block_on(task).unwrap();
     }
 }
 
@@ -420,4 +424,69 @@ fn an_idle_runtime_is_not_woken_by_another_runtimes_completions() {
         .recv_timeout(minute)
         .expect("runtime A's reads beside B's hung");
     a.join().unwrap();
+}
+
+/// The future of a multi-thread runtime's `block_on` (a `#[tokio::main]`
+/// program's own) waits for its I/O on its own thread (`io::waits_here`):
+/// a read alone as a `pread`, reads started together through the ring
+/// and the runtime's reactor, a commit's writes and sync in the kernel.
+/// Every way gives each object its own bytes: puts one by one and many at
+/// once, gets one by one and 64 at once, ranges, a read dropped after its
+/// first poll (a `select!` another branch won) and one moved to a worker
+/// between polls, all under a timeout (a lost wake-up hangs).
+#[test]
+fn a_multi_thread_block_on_caller_reads_and_writes_on_its_own_thread() {
+    use crate::common::{options, pattern, temp_path};
+    use blobcask::{IoEngineKind, Store};
+
+    let t = temp_path();
+    let rt = runtime();
+    rt.block_on(async {
+        let all = async {
+            let s = Store::open(&t.path, options(IoEngineKind::IoUring))
+                .await
+                .unwrap();
+            for i in 0..40u64 {
+                s.put(format!("k{i}"), pattern(i, 700 + i as usize * 300))
+                    .await
+                    .unwrap();
+            }
+            let puts =
+                (40..80u64).map(|i| s.put(format!("k{i}"), pattern(i, 700 + i as usize * 300)));
+            for r in futures::future::join_all(puts).await {
+                r.unwrap();
+            }
+            for i in 0..80u64 {
+                let v = s.get(format!("k{i}")).await.unwrap();
+                assert_eq!(&v[..], &pattern(i, 700 + i as usize * 300)[..], "k{i}");
+            }
+            let gets = (0..64u64).map(|i| s.read(format!("k{}", i + 16), 5, 600));
+            for (i, v) in futures::future::join_all(gets)
+                .await
+                .into_iter()
+                .enumerate()
+            {
+                let i = i as u64 + 16;
+                assert_eq!(&v.unwrap()[..], &pattern(i, 700 + i as usize * 300)[5..605]);
+            }
+            for _ in 0..20 {
+                tokio::select! {
+                    biased;
+                    () = std::future::ready(()) => {}
+                    _ = s.get("k3") => panic!("the ready branch comes first"),
+                }
+            }
+            // Polled once here, finished on a worker.
+            let owned = s.clone();
+            let mut moved = Box::pin(async move { owned.get("k70").await });
+            assert!(futures::poll!(moved.as_mut()).is_pending());
+            let v = tokio::spawn(moved).await.unwrap().unwrap();
+            assert_eq!(&v[..], &pattern(70, 700 + 70 * 300)[..]);
+            assert_eq!(&s.get("k1").await.unwrap()[..], &pattern(1, 1000)[..]);
+            s.close().await.unwrap();
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(120), all)
+            .await
+            .expect("a block_on caller's I/O hung");
+    });
 }

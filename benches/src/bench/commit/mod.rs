@@ -190,7 +190,15 @@ pub(crate) async fn commit_phase(cfg: &Config, engine: IoEngineKind) {
         for (name, p50) in turns {
             println!("| {name} | {p50:.1} | {:.2} |", base / p50);
             // The ratio is raw p50 / row p50: a rate ratio, as above.
-            let runtime = name.contains("current-thread").then_some("current-thread");
+            let runtime = if name.contains("current-thread") {
+                Some("current-thread")
+            } else if name.contains("block_on of a tokio multi-thread") {
+                Some("multi-thread, block_on")
+            } else if name.contains("spawned on a tokio multi-thread") {
+                Some("multi-thread, spawned task")
+            } else {
+                None
+            };
             let id = format!("commit.1w_turns.{}", slug(&name));
             cfg.figures.record(
                 Figure::new("commit", &id, &name, p50, "µs p50")

@@ -1,7 +1,8 @@
 //! The commit phase's one durable writer with every row in turn (on
 //! Linux, with the io_uring engine): raw pwrite + fdatasync, raw io_uring
 //! floors of a put's I/O, blocking puts and async puts on a current-thread
-//! runtime.
+//! runtime, in `block_on` of a multi-thread runtime (a `#[tokio::main]`
+//! program's own future) and in a task spawned on it.
 
 use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
@@ -10,6 +11,10 @@ use blobcask::Store;
 
 use blobcask_bench::raw::{self, aligned, as_bytes, open_direct};
 use rand::{Rng, SeedableRng};
+
+/// The row of [`one_writer_in_turns`] whose puts run in a spawned task.
+#[cfg(target_os = "linux")]
+const SPAWNED: usize = 8;
 
 /// Puts (or raw writes) per turn of [`one_writer_in_turns`].
 #[cfg(target_os = "linux")]
@@ -47,6 +52,11 @@ pub(crate) fn one_writer_in_turns(
         .enable_all()
         .build()
         .expect("current-thread runtime");
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("multi-thread runtime");
     let names = [
         "raw: pwrite 16 KiB + fdatasync",
         "raw io_uring: write 16 KiB, then fsync through the ring",
@@ -55,12 +65,32 @@ pub(crate) fn one_writer_in_turns(
         "blocking::Store::put, keys in turn",
         "blocking::Store::put, random keys",
         "Store::put (async) on a tokio current-thread runtime, keys in turn",
+        "Store::put (async) in block_on of a tokio multi-thread runtime, keys in turn",
+        "Store::put (async) in a task spawned on a tokio multi-thread runtime, keys in turn",
     ];
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
     let (t, mut n) = (Instant::now(), 0u64);
     while t.elapsed() < secs * names.len() as u32 {
         for (row, times) in times.iter_mut().enumerate() {
+            if row == SPAWNED {
+                // The turn's puts in one task, each timed inside it: the
+                // spawn and the join are not a put's cost.
+                let (store, bytes, from) = (store.clone(), bytes.clone(), n);
+                n += TURN as u64;
+                let task = multi.spawn(async move {
+                    let mut t = Vec::with_capacity(TURN);
+                    for i in 1..=TURN as u64 {
+                        let key = format!("t/{}", (from + i) % 512);
+                        let start = Instant::now();
+                        store.put(key, bytes.clone()).await.unwrap();
+                        t.push(start.elapsed().as_secs_f64() * 1e6);
+                    }
+                    t
+                });
+                times.extend(multi.block_on(task).unwrap());
+                continue;
+            }
             for _ in 0..TURN {
                 n += 1;
                 let key = format!("t/{}", n % 512);
@@ -86,8 +116,11 @@ pub(crate) fn one_writer_in_turns(
                         let key = format!("t/{}", rng.random_range(0..512u32));
                         blocking.put(key, bytes.clone()).unwrap();
                     }
-                    _ => {
+                    6 => {
                         rt.block_on(store.put(key, bytes.clone())).unwrap();
+                    }
+                    _ => {
+                        multi.block_on(store.put(key, bytes.clone())).unwrap();
                     }
                 }
                 times.push(start.elapsed().as_secs_f64() * 1e6);

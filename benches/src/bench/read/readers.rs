@@ -106,6 +106,28 @@ where
     (times, process_cpu() - cpu)
 }
 
+/// `Store::read` awaited in `handle.block_on` (a multi-thread runtime's)
+/// on a thread of its own, which is none of that runtime's workers: as a
+/// `#[tokio::main]` program's main future awaits. Each request is the
+/// (key, offset) of each 4 KiB read.
+pub(crate) fn block_on_reader(
+    store: Store,
+    handle: tokio::runtime::Handle,
+) -> RoundThread<Vec<(String, u64)>, Timed> {
+    RoundThread::start(
+        "bench-block-on",
+        move |rounds: Rounds<Vec<(String, u64)>, Timed>| {
+            while let Ok((reads, reply)) = rounds.recv() {
+                let s = &store;
+                let r = handle.block_on(timed_reads(reads, |key, off| async move {
+                    s.read(&key, off, 4096).await
+                }));
+                let _ = reply.send(r);
+            }
+        },
+    )
+}
+
 /// `Store::read` on a tokio current-thread runtime of its own, of a store
 /// of its own at `path` holding the same objects as the read phase's: the
 /// async row without the multi-thread scheduler's hand-offs between

@@ -6,6 +6,7 @@
 #![allow(unsafe_code)]
 
 mod driver;
+mod here;
 #[cfg(all(test, blobcask_loom))]
 mod loom_model;
 
@@ -165,6 +166,14 @@ impl UringEngine {
 
 impl IoEngine for UringEngine {
     fn read_at(&self, buf: AlignedBuf, offset: u64) -> IoFuture<BufResult<()>> {
+        let ring = Arc::as_ptr(&self.driver) as usize;
+        if !super::in_block_on()
+            && !super::polled_by_loop_of(ring)
+            && super::in_multi_thread_block_on()
+        {
+            // Alone, a `pread` here; among others, the ring (`here.rs`).
+            return Box::pin(here::ReadHere::new(self.driver.clone(), buf, offset));
+        }
         let total = buf.capacity();
         match self.start_read(buf, offset) {
             Ok(op) => Box::pin(read_rest(self.driver.clone(), op, total, offset)),

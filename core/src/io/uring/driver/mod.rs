@@ -126,6 +126,9 @@ pub(crate) struct Driver {
     reactors: Mutex<Vec<Reactor>>,
     fallback: Arc<FallbackCtl>,
     this: Weak<Driver>,
+    /// Operations pushed, for tests that tell whether one used the ring.
+    #[cfg(test)]
+    pushes: AtomicUsize,
 }
 
 fn new_eventfd() -> io::Result<OwnedFd> {
@@ -183,6 +186,8 @@ impl Driver {
                 shutdown: AtomicBool::new(false),
             }),
             this: this.clone(),
+            #[cfg(test)]
+            pushes: AtomicUsize::new(0),
         }))
     }
 
@@ -199,6 +204,18 @@ impl Driver {
         } else {
             FileRef::Fd(self.file.as_raw_fd())
         }
+    }
+
+    /// The file every entry names (for calls made without the ring).
+    pub fn file(&self) -> &std::fs::File {
+        &self.file
+    }
+
+    /// Operations pushed so far, for tests that tell whether an operation
+    /// went through the ring.
+    #[cfg(test)]
+    pub(crate) fn pushes(&self) -> usize {
+        self.pushes.load(Ordering::Relaxed)
     }
 
     /// The eventfd the ring signals at every completion.

@@ -132,8 +132,9 @@ impl Future for Op {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<OpOutput> {
         let driver = self.driver.clone();
         together::join(driver.identity(), self.data);
-        if crate::io::in_block_on() {
-            // A blocking caller: wait in the kernel on this thread.
+        if crate::io::waits_here(Arc::as_ptr(&driver) as usize) {
+            // A blocking caller, or the future of a multi-thread runtime's
+            // `block_on`: wait in the kernel on this thread.
             return Poll::Ready(driver.wait_blocking(&mut self));
         }
         if let Err(e) = driver.submit() {

@@ -28,6 +28,8 @@ impl Driver {
         buf: Option<AlignedBuf>,
     ) -> Result<Op, (io::Error, Option<AlignedBuf>)> {
         let (id, data) = self.slots.lock().insert(buf);
+        #[cfg(test)]
+        self.pushes.fetch_add(1, Ordering::Relaxed);
         let entry = entry.user_data(data);
         let mut pushed = false;
         for _ in 0..2 {
