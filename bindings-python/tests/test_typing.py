@@ -43,6 +43,8 @@ CLEAN = """
         for key, value in src.items():
             dst.put(key, memoryview(value), if_absent=True)
         dst.update({b"x": b"y"})
+        dst.update({"b": b"2"}, c=b"3")  # str keys, as the README shows
+        dst.setdefault("a", b"other")
         return len(dst)
 
 
@@ -71,6 +73,7 @@ WRONG = """
         s["k"] = "v"  # E
         s.put("k", "v")  # E
         s.bulk_load([("k", "v")])  # E
+        s.setdefault("k", "v")  # E
         await a.put("k", "v")  # E
         with s.begin_upload("k", 4096) as up:
             up.write_part(0, "v" * 4096)  # E
