@@ -399,6 +399,8 @@ export declare class Store {
    * as `buffer` holds, fewer at the object's end; resolves to the count.
    * Rejects with NOT_FOUND when `key` has no object, INVALID_ARGUMENT for
    * an offset past the end; nothing is written into `buffer` on an error.
+   * The bytes are copied into `buffer` on the JavaScript thread, 2 MiB
+   * per event-loop turn: leave `buffer` alone until the promise settles.
    */
   readInto(key: Key, buffer: ArrayBufferView, offset?: number): Promise<number>
   /** Size, version and commit time (rejects with NOT_FOUND when `key` has no object). */
