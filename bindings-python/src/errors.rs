@@ -73,7 +73,7 @@ pub(crate) fn path_err(e: Error, path: &Path) -> PyErr {
         ErrorKind::AlreadyExists => Some(libc::EEXIST),
         _ => None,
     };
-    let file = errno.is_some().then_some(path);
+    let file = (kind == ErrorKind::Io || errno.is_some()).then_some(path);
     raise(class_name(kind), e.to_string(), errno, file)
 }
 
