@@ -356,9 +356,9 @@ class Store {
    */
   get(key) {
     const given = arguments.length
-    return call(async () => {
+    return call(() => {
       arity(given, 1, 'get(key)', this.get)
-      return (await this.#n.get(keyOf(key, this.get))) ?? undefined
+      return this.#n.get(keyOf(key, this.get))
     })
   }
   /**
@@ -605,7 +605,7 @@ class Store {
   /** Synchronous `get`: `undefined` when `key` has no object. */
   getSync(key) {
     arity(arguments.length, 1, 'getSync(key)', this.getSync)
-    return callSync(() => this.#n.getSync(keyOf(key, this.getSync))) ?? undefined
+    return callSync(() => this.#n.getSync(keyOf(key, this.getSync)))
   }
   readSync(key, offset = 0, length) {
     arity(arguments.length, 3, 'readSync(key, offset?, length?)', this.readSync)

@@ -126,12 +126,12 @@ impl Store {
     }
 }
 
-/// A read's outcome with a miss as `None` (NOT_FOUND is no error for
-/// `get`); any other error as it is.
-fn found<T>(read: engine::Result<T>) -> Result<Option<T>> {
+/// A read's outcome with a miss as `()`, which JavaScript sees as
+/// `undefined` (NOT_FOUND is no error for `get`); any other error as it is.
+fn found<T>(read: engine::Result<T>) -> Result<Either<T, ()>> {
     match read {
-        Ok(v) => Ok(Some(v)),
-        Err(e) if e.kind() == engine::ErrorKind::NotFound => Ok(None),
+        Ok(v) => Ok(Either::A(v)),
+        Err(e) if e.kind() == engine::ErrorKind::NotFound => Ok(Either::B(())),
         Err(e) => Err(js_err(e)),
     }
 }
@@ -168,10 +168,10 @@ impl Store {
         })
     }
 
-    /// The whole object, or nothing (`null`; `undefined` from lib.js, as
-    /// classic-level's `get`) when `key` has no object. Runs on the
-    /// store's loop; results of 1 MiB or more are read by a helper thread.
-    #[napi(ts_return_type = "Promise<Buffer | null>")]
+    /// The whole object, or `undefined` when `key` has no object (as
+    /// classic-level's `get`). Runs on the store's loop; results of 1 MiB
+    /// or more are read by a helper thread.
+    #[napi(ts_return_type = "Promise<Buffer | undefined>")]
     pub fn get(&self, env: &Env, key: Either<String, Uint8Array>) -> Result<Promise> {
         let key = key_of(key);
         let options = read_options(&self.blocking(), &key, 0, u64::MAX);
@@ -405,9 +405,9 @@ impl Store {
             .map_err(js_err)
     }
 
-    /// Synchronous `get`: `null` when `key` has no object.
-    #[napi(ts_return_type = "Buffer | null")]
-    pub fn get_sync(&self, key: Either<String, Uint8Array>) -> Result<Option<ObjectBytes>> {
+    /// Synchronous `get`: `undefined` when `key` has no object.
+    #[napi(ts_return_type = "Buffer | undefined")]
+    pub fn get_sync(&self, key: Either<String, Uint8Array>) -> Result<Either<ObjectBytes, ()>> {
         self.check_open()?;
         let key = key_of(key);
         let store = self.blocking();
