@@ -57,10 +57,11 @@ export declare class Store {
    */
   put(key: string | Uint8Array, value: Uint8Array, conditions?: PutConditions | undefined | null): Promise<ObjectInfo>
   /**
-   * The whole object. Runs on the store's loop; results of 1 MiB or
-   * more are read by a helper thread.
+   * The whole object, or `undefined` when `key` has no object (as
+   * classic-level's `get`). Runs on the store's loop; results of 1 MiB
+   * or more are read by a helper thread.
    */
-  get(key: string | Uint8Array): Promise<Buffer>
+  get(key: string | Uint8Array): Promise<Buffer | undefined>
   /**
    * `length` bytes from `offset` (to the end when omitted), clipped at
    * the end; an offset past the end rejects with INVALID_ARGUMENT.
@@ -149,8 +150,8 @@ export declare class Store {
   close(): Promise<void>
   /** Synchronous `put` (blocks the event loop; for scripts). */
   putSync(key: string | Uint8Array, value: Uint8Array, conditions?: PutConditions | undefined | null): ObjectInfo
-  /** Synchronous `get`. */
-  getSync(key: string | Uint8Array): Buffer
+  /** Synchronous `get`: `undefined` when `key` has no object. */
+  getSync(key: string | Uint8Array): Buffer | undefined
   /** Synchronous `read`. */
   readSync(key: string | Uint8Array, offset: number, length?: number | undefined | null): Buffer
   /** Synchronous `stat`. */

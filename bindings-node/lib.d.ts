@@ -286,7 +286,9 @@ export type ErrorCode =
  * What blobcask throws or rejects with: an Error whose `code` names the
  * kind. Its `stack` shows the caller's frames (for a rejection, the async
  * functions awaiting it). Exceptions of the caller's own (an iterable
- * given to `bulkLoad` that throws) pass through unchanged.
+ * given to `bulkLoad` that throws) pass through unchanged. A call given
+ * more arguments than it takes is INVALID_ARGUMENT (an argument too many
+ * is a mistake, never ignored); `undefined` for an optional one is fine.
  */
 export declare class BlobcaskError extends Error {
   private constructor()
@@ -308,6 +310,24 @@ export declare class BlobcaskError extends Error {
 }
 
 export type Key = string | Uint8Array
+
+/**
+ * A value to store: bytes, or a string, stored as its UTF-8 bytes (as
+ * classic-level and lmdb-js store one; it reads back as a Buffer, which
+ * `.toString()` decodes). A string with a lone surrogate, and anything
+ * else, is INVALID_ARGUMENT.
+ */
+export type Value = Uint8Array | string
+
+/** Options of `bulkLoad`. */
+export interface BulkLoadOptions {
+  /**
+   * Called as `progress(objects, bytes)` with the items taken so far at
+   * most every 250 ms, and once with the totals before the promise
+   * resolves. If it throws, the load stops as if the iterable had thrown.
+   */
+  progress?: ((objects: number, bytes: number) => void) | null
+}
 
 /** A multipart upload: parts in any order, concurrently, then one atomic commit. */
 export declare class Upload {
@@ -334,6 +354,12 @@ export declare class Upload {
   commit(conditions?: PutConditions | null): Promise<ObjectInfo>
   /** Abandons the upload and frees its space (a no-op once it ended). */
   abort(): Promise<void>
+  /**
+   * `await using up = await store.beginUpload(...)`: aborts the upload at
+   * the end of the scope unless it was committed. Defined where the
+   * runtime has `Symbol.asyncDispose`.
+   */
+  [Symbol.asyncDispose](): Promise<void>
 }
 
 /** An open blob store. */
@@ -351,22 +377,32 @@ export declare class Store {
    * version (VERSION_MISMATCH otherwise), decided in commit order. `ttl`
    * (milliseconds) makes the object expire that long after its commit.
    */
-  put(key: Key, value: Uint8Array, conditions?: PutConditions | null): Promise<ObjectInfo>
+  put(key: Key, value: Value, conditions?: PutConditions | null): Promise<ObjectInfo>
   /**
    * The whole object, as a Buffer that is the caller's own: writing into
    * it changes nothing else, and it stays valid after the key is
    * overwritten or deleted and the store closed. Results up to 1 MiB are
    * copies; larger ones are Buffers over the engine's read buffer (no
-   * copy). Rejects with NOT_FOUND when `key` has no object (or it has
-   * expired): use `has(key)` to ask without an error.
+   * copy). Resolves to `undefined` when `key` has no object (or it has
+   * expired), as classic-level 3's `get` does; a stored empty value is an
+   * empty Buffer. `read`, `stat` and `delete` reject with NOT_FOUND instead.
    */
-  get(key: Key): Promise<Buffer>
+  get(key: Key): Promise<Buffer | undefined>
   /**
    * `length` bytes from `offset` (to the end when omitted), clipped at the
    * end. Rejects with NOT_FOUND when `key` has no object, INVALID_ARGUMENT
    * for an offset past the end.
    */
   read(key: Key, offset?: number, length?: number): Promise<Buffer>
+  /**
+   * Reads the object from `offset` (default 0) into `buffer`: as many bytes
+   * as `buffer` holds, fewer at the object's end; resolves to the count.
+   * Rejects with NOT_FOUND when `key` has no object, INVALID_ARGUMENT for
+   * an offset past the end; nothing is written into `buffer` on an error.
+   * The bytes are copied into `buffer` on the JavaScript thread, 2 MiB
+   * per event-loop turn: leave `buffer` alone until the promise settles.
+   */
+  readInto(key: Key, buffer: ArrayBufferView, offset?: number): Promise<number>
   /** Size, version and commit time (rejects with NOT_FOUND when `key` has no object). */
   stat(key: Key): Promise<ObjectInfo>
   /** Deletes `key`; resolves once durable (rejects with NOT_FOUND when `key` has no object). */
@@ -387,8 +423,8 @@ export declare class Store {
    * order given; a crash leaves a prefix of them.
    *
    * A bad item (not a two-element `[key, value]` array, a key that is not a
-   * string or Uint8Array, a value that is not a Uint8Array) or an exception
-   * of the iterable ends the load: the items before it are loaded, and the
+   * string or Uint8Array, a value that is not a Uint8Array or string) or an
+   * exception of the iterable or of `options.progress` ends the load: the items before it are loaded, and the
    * promise rejects with INVALID_ARGUMENT (naming the item's index) or the
    * iterable's own exception. An error of the store (TOO_LARGE key,
    * NO_SPACE, ...) rejects with it, and takes precedence; the commit groups
@@ -396,7 +432,10 @@ export declare class Store {
    * INVALID_ARGUMENT when `items` is not iterable, UNSUPPORTED on a
    * read-only store, CLOSED after `close()`.
    */
-  bulkLoad(items: Iterable<readonly [Key, Uint8Array]> | AsyncIterable<readonly [Key, Uint8Array]>): Promise<LoadReport>
+  bulkLoad(
+    items: Iterable<readonly [Key, Value]> | AsyncIterable<readonly [Key, Value]>,
+    options?: BulkLoadOptions | null,
+  ): Promise<LoadReport>
   /**
    * The uploads in progress on this store (begun through this process's
    * open store and neither committed, aborted nor dropped), oldest first.
@@ -455,12 +494,19 @@ export declare class Store {
    * `closeSync()` again does nothing, and an Upload's `abort()` succeeds.
    */
   close(): Promise<void>
+  /**
+   * `await using store = await Store.open(...)`: closes the store at the
+   * end of the scope. Defined where the runtime has `Symbol.asyncDispose`.
+   */
+  [Symbol.asyncDispose](): Promise<void>
   /** Synchronous `put` (blocks the event loop; for scripts). */
-  putSync(key: Key, value: Uint8Array, conditions?: PutConditions | null): ObjectInfo
-  /** Synchronous `get`: throws NOT_FOUND when `key` has no object. */
-  getSync(key: Key): Buffer
+  putSync(key: Key, value: Value, conditions?: PutConditions | null): ObjectInfo
+  /** Synchronous `get`: `undefined` when `key` has no object. */
+  getSync(key: Key): Buffer | undefined
   /** Synchronous `read`: throws NOT_FOUND when `key` has no object. */
   readSync(key: Key, offset?: number, length?: number): Buffer
+  /** Synchronous `readInto` (blocks the event loop; for scripts). */
+  readIntoSync(key: Key, buffer: ArrayBufferView, offset?: number): number
   /** Synchronous `stat`: throws NOT_FOUND when `key` has no object. */
   statSync(key: Key): ObjectInfo
   /** Synchronous `delete`: throws NOT_FOUND when `key` has no object. */

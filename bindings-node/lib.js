@@ -177,6 +177,66 @@ function describe(v) {
 }
 
 /**
+ * INVALID_ARGUMENT when a call got more than `max` arguments: one too many
+ * is a mistake (`put(k, v, 60000)` meant as a ttl, `get(k, 'utf8')` meant
+ * as an encoding), never ignored.
+ */
+function arity(given, max, usage, site) {
+  if (given > max) {
+    throw failure('INVALID_ARGUMENT', `${usage} takes at most ${max} argument${max === 1 ? '' : 's'}, not ${given}`, site)
+  }
+}
+
+/**
+ * A value as the native layer takes it: a Uint8Array (a Buffer included)
+ * as it is, a string as its UTF-8 bytes (as classic-level and lmdb-js
+ * store it; read back, it is a Buffer: `.toString()` decodes it). A string
+ * with a lone surrogate has no UTF-8 form and is INVALID_ARGUMENT, as such
+ * a key is. Anything else (a number, an object, an ArrayBuffer, a
+ * Float64Array) is INVALID_ARGUMENT, never converted.
+ */
+function valueOf(value, site) {
+  if (types.isUint8Array(value)) return value
+  if (typeof value === 'string') {
+    if (!value.isWellFormed()) {
+      throw failure('INVALID_ARGUMENT', 'the value is a string that is not well-formed UTF-16 (it has a lone surrogate), so it has no UTF-8 form; encode it yourself (e.g. as a Buffer) if it must be kept', site)
+    }
+    return Buffer.from(value, 'utf8')
+  }
+  throw failure('INVALID_ARGUMENT', `the value must be a Buffer, a Uint8Array or a string, not ${describe(value)}`, site)
+}
+
+/** The bytes of `buffer`, an ArrayBufferView (Buffer, any TypedArray, DataView), to read into. */
+function targetOf(buffer, site) {
+  if (!ArrayBuffer.isView(buffer)) {
+    throw failure('INVALID_ARGUMENT', `readInto needs a Buffer, TypedArray or DataView to read into, not ${describe(buffer)}`, site)
+  }
+  return types.isUint8Array(buffer) ? buffer : new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength)
+}
+
+/** Bytes `readInto` copies into the caller's buffer per event-loop turn. */
+const COPY_STEP = 2 << 20
+
+/** Least time between two calls of a bulk load's `progress`, in ms. */
+const PROGRESS_INTERVAL_MS = 250
+
+/** `bulkLoad`'s options: `{ progress }`, a function or absent. */
+function loadOptionsOf(options, site) {
+  if (options === undefined || options === null) return {}
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    throw failure('INVALID_ARGUMENT', `bulkLoad options must be an object { progress }, not ${describe(options)}`, site)
+  }
+  for (const k of Object.keys(options)) {
+    if (k !== 'progress') throw failure('INVALID_ARGUMENT', `unknown bulkLoad option ${JSON.stringify(k)}: expected progress`, site)
+  }
+  const { progress } = options
+  if (progress !== undefined && progress !== null && typeof progress !== 'function') {
+    throw failure('INVALID_ARGUMENT', `progress must be a function (objects, bytes), not ${describe(progress)}`, site)
+  }
+  return { progress: progress ?? undefined }
+}
+
+/**
  * A key as the native layer takes it. A string with a lone surrogate
  * (`'\ud800'`) has no UTF-8 form: converted, it would become U+FFFD and
  * name the same object as `'\ufffd'` (and as every other such string), so
@@ -214,7 +274,14 @@ class Upload {
    * `crc32c()`) the bytes are checked against it before anything is written.
    */
   writePart(offset, data, crc32c) {
-    return call(() => this.#n.writePart(offset, data, crc32c))
+    const given = arguments.length
+    return call(() => {
+      arity(given, 3, 'writePart(offset, data, crc32c?)', this.writePart)
+      if (!types.isUint8Array(data)) {
+        throw failure('INVALID_ARGUMENT', `a part must be a Buffer or Uint8Array, not ${describe(data)}`, this.writePart)
+      }
+      return this.#n.writePart(offset, data, crc32c)
+    })
   }
   /**
    * Makes the object visible atomically; resolves to its ObjectInfo.
@@ -225,11 +292,19 @@ class Upload {
    * written (INVALID_ARGUMENT).
    */
   commit(conditions) {
-    return call(() => this.#n.commit(conditionsOf(conditions)))
+    const given = arguments.length
+    return call(() => {
+      arity(given, 1, 'commit(conditions?)', this.commit)
+      return this.#n.commit(conditionsOf(conditions))
+    })
   }
-  /** Abandons the upload and frees its space. */
+  /** Abandons the upload and frees its space (a no-op once it ended). */
   abort() {
-    return call(() => this.#n.abort())
+    const given = arguments.length
+    return call(() => {
+      arity(given, 0, 'abort()', this.abort)
+      return this.#n.abort()
+    })
   }
 }
 
@@ -247,10 +322,15 @@ class Store {
    * OpenOptions in lib.d.ts (`capacity`, `index`, `durability`, ...).
    */
   static async open(path, options) {
-    return new Store(await call(() => native.open(path, options)))
+    const given = arguments.length
+    return new Store(await call(() => {
+      arity(given, 2, 'Store.open(path, options?)', Store.open)
+      return native.open(path, options)
+    }))
   }
   /** Synchronous `open`, for scripts. */
   static openSync(path, options) {
+    arity(arguments.length, 2, 'Store.openSync(path, options?)', Store.openSync)
     return new Store(callSync(() => native.openSync(path, options)))
   }
   /**
@@ -261,16 +341,25 @@ class Store {
    * (the object expires that long after its commit).
    */
   put(key, value, conditions) {
-    return call(() => this.#n.put(keyOf(key, this.put), value, conditionsOf(conditions)))
+    const given = arguments.length
+    return call(() => {
+      arity(given, 3, 'put(key, value, conditions?)', this.put)
+      return this.#n.put(keyOf(key, this.put), valueOf(value, this.put), conditionsOf(conditions))
+    })
   }
   /**
    * The whole object as a Buffer, the caller's own (writing into it changes
-   * nothing else). Rejects with NOT_FOUND when `key` has no object (as
-   * `read`, `stat` and `delete` do, and their Sync twins throw): `has(key)`
-   * asks without an error.
+   * nothing else), or `undefined` when `key` has no object, as
+   * classic-level's `get` resolves (a stored empty value is an empty
+   * Buffer, never `undefined`). `read`, `stat` and `delete` reject with
+   * NOT_FOUND instead.
    */
   get(key) {
-    return call(() => this.#n.get(keyOf(key, this.get)))
+    const given = arguments.length
+    return call(() => {
+      arity(given, 1, 'get(key)', this.get)
+      return this.#n.get(keyOf(key, this.get))
+    })
   }
   /**
    * `length` bytes from `offset` (to the end when omitted), clipped at the
@@ -278,21 +367,60 @@ class Store {
    * NOT_FOUND.
    */
   read(key, offset = 0, length) {
-    return call(() => this.#n.read(keyOf(key, this.read), offset, length))
+    const given = arguments.length
+    return call(() => {
+      arity(given, 3, 'read(key, offset?, length?)', this.read)
+      return this.#n.read(keyOf(key, this.read), offset, length)
+    })
+  }
+  /**
+   * Reads the object from `offset` (default 0) into `buffer` (a Buffer,
+   * any TypedArray or a DataView): as many bytes as `buffer` holds, fewer
+   * at the object's end; resolves to the count. Rejects with NOT_FOUND when
+   * `key` has no object, INVALID_ARGUMENT for an offset past the end or a
+   * `buffer` that is not an ArrayBufferView. Nothing is written into
+   * `buffer` on an error. The bytes are copied into `buffer` on the
+   * JavaScript thread once read, 2 MiB per event-loop turn (the caller
+   * must not use `buffer` until the promise settles).
+   */
+  readInto(key, buffer, offset = 0) {
+    const given = arguments.length
+    return call(async () => {
+      arity(given, 3, 'readInto(key, buffer, offset?)', this.readInto)
+      const target = targetOf(buffer, this.readInto)
+      const bytes = await this.#n.read(keyOf(key, this.readInto), offset, target.byteLength)
+      // The copy is on this thread: a step at a time, so a large read
+      // holds the event loop ~1 ms per step, not for the whole copy
+      // (48 MiB into a fresh buffer took 41 ms at once here).
+      for (let at = 0; at < bytes.length; at += COPY_STEP) {
+        if (at > 0) await new Promise(setImmediate)
+        target.set(bytes.subarray(at, at + COPY_STEP), at)
+      }
+      return bytes.length
+    })
   }
   /**
    * ObjectInfo `{ size, version, created, inline, expires }` (NOT_FOUND
    * when `key` has no object).
    */
   stat(key) {
-    return call(() => this.#n.stat(keyOf(key, this.stat)))
+    const given = arguments.length
+    return call(() => {
+      arity(given, 1, 'stat(key)', this.stat)
+      return this.#n.stat(keyOf(key, this.stat))
+    })
   }
   /** Deletes `key`; resolves once durable (NOT_FOUND when it has no object). */
   delete(key) {
-    return call(() => this.#n.delete(keyOf(key, this.delete)))
+    const given = arguments.length
+    return call(() => {
+      arity(given, 1, 'delete(key)', this.delete)
+      return this.#n.delete(keyOf(key, this.delete))
+    })
   }
   /** Whether `key` has an object (no I/O). */
   has(key) {
+    arity(arguments.length, 1, 'has(key)', this.has)
     return callSync(() => this.#n.has(keyOf(key, this.has)))
   }
   /**
@@ -301,6 +429,7 @@ class Store {
    * holding it.
    */
   async *list(prefix = '') {
+    arity(arguments.length, 1, 'list(prefix?)', this.list)
     let after = null
     for (;;) {
       const page = callSync(() => this.#n.listPage(keyOf(prefix, this.list), after, PAGE))
@@ -311,6 +440,7 @@ class Store {
   }
   /** Starts a multipart upload of exactly `size` bytes. */
   async beginUpload(key, size) {
+    arity(arguments.length, 2, 'beginUpload(key, size)', this.beginUpload)
     return new Upload(await call(() => this.#n.beginUpload(keyOf(key, this.beginUpload), size)))
   }
   /**
@@ -330,7 +460,9 @@ class Store {
    * message says how many objects). UNSUPPORTED on a read-only store,
    * CLOSED after `close()`.
    */
-  async bulkLoad(items) {
+  async bulkLoad(items, options) {
+    arity(arguments.length, 2, 'bulkLoad(items, options?)', this.bulkLoad)
+    const { progress } = loadOptionsOf(options, this.bulkLoad)
     const iterable = items?.[Symbol.asyncIterator] ?? items?.[Symbol.iterator]
     if (typeof iterable !== 'function') {
       throw failure('INVALID_ARGUMENT', `bulkLoad takes an iterable of [key, value] pairs, not ${describe(items)}`, this.bulkLoad)
@@ -339,19 +471,32 @@ class Store {
     const bad = (taken, what) =>
       failure('INVALID_ARGUMENT', `bulkLoad item ${taken}: ${what}; the ${taken} items before it are loaded`, this.bulkLoad)
     let taken = 0
+    let bytes = 0
+    let reported = performance.now()
     let stopped = null
     try {
       for await (const item of items) {
         if (!Array.isArray(item) || item.length !== 2) throw bad(taken, `not a [key, value] pair but ${describe(item)}`)
-        const [key, value] = item
+        const [key, raw] = item
         if (typeof key !== 'string' && !types.isUint8Array(key)) {
           throw bad(taken, `the key must be a string or a Uint8Array, not ${describe(key)}`)
         }
         if (illFormed(key)) throw bad(taken, ILL_FORMED)
-        if (!types.isUint8Array(value)) throw bad(taken, `the value must be a Buffer or Uint8Array, not ${describe(value)}`)
+        let value = raw
+        if (typeof raw === 'string') {
+          if (!raw.isWellFormed()) throw bad(taken, 'the value is a string with a lone surrogate, so it has no UTF-8 form')
+          value = Buffer.from(raw, 'utf8')
+        } else if (!types.isUint8Array(raw)) {
+          throw bad(taken, `the value must be a Buffer, a Uint8Array or a string, not ${describe(raw)}`)
+        }
         // Copied here: the iterable may reuse its Buffers.
         const full = callSync(() => load.add(key, value))
         taken++
+        bytes += value.byteLength
+        if (progress && performance.now() - reported >= PROGRESS_INTERVAL_MS) {
+          reported = performance.now()
+          progress(taken, bytes)
+        }
         if (full && !(await call(() => load.feed()))) break // the load failed: finish says why
       }
     } catch (e) {
@@ -360,6 +505,7 @@ class Store {
     // Loads what was taken (before a failure too) and ends the load.
     const report = await call(() => load.finish())
     if (stopped) throw stopped
+    if (progress) progress(report.objects, report.bytes)
     return report
   }
   /**
@@ -371,6 +517,7 @@ class Store {
    * open, its space free).
    */
   listUploads() {
+    arity(arguments.length, 0, 'listUploads()', this.listUploads)
     return callSync(() => this.#n.listUploads())
   }
   /**
@@ -380,10 +527,12 @@ class Store {
    * such upload is in progress, CLOSED after `close()`.
    */
   abortUpload(id) {
+    arity(arguments.length, 1, 'abortUpload(id)', this.abortUpload)
     return callSync(() => this.#n.abortUpload(id))
   }
   /** Space and content figures. */
   stats() {
+    arity(arguments.length, 0, 'stats()', this.stats)
     return callSync(() => this.#n.stats())
   }
   /**
@@ -393,11 +542,19 @@ class Store {
    * or a read-only store, NO_SPACE when the file system is full.
    */
   grow(capacity) {
-    return call(() => this.#n.grow(capacity))
+    const given = arguments.length
+    return call(() => {
+      arity(given, 1, 'grow(capacity)', this.grow)
+      return this.#n.grow(capacity)
+    })
   }
   /** Barrier: resolves once everything acknowledged before is durable. */
   sync() {
-    return call(() => this.#n.sync())
+    const given = arguments.length
+    return call(() => {
+      arity(given, 0, 'sync()', this.sync)
+      return this.#n.sync()
+    })
   }
   /**
    * Writes a consistent copy of the store to `dest`, a path that must not
@@ -407,7 +564,11 @@ class Store {
    * exists (nothing is ever replaced), NOT_FOUND if its directory does not.
    */
   backup(dest) {
-    return call(() => this.#n.backup(dest))
+    const given = arguments.length
+    return call(() => {
+      arity(given, 1, 'backup(dest)', this.backup)
+      return this.#n.backup(dest)
+    })
   }
   /**
    * Moves objects towards the start of the store so that free space left
@@ -418,7 +579,11 @@ class Store {
    * store.
    */
   compact() {
-    return call(() => this.#n.compact())
+    const given = arguments.length
+    return call(() => {
+      arity(given, 0, 'compact()', this.compact)
+      return this.#n.compact()
+    })
   }
   /**
    * Finishes pending commits and releases the lock. Every later call
@@ -427,41 +592,82 @@ class Store {
    * again do nothing, and an Upload's `abort()` still succeeds.
    */
   close() {
-    return call(() => this.#n.close())
+    const given = arguments.length
+    return call(() => {
+      arity(given, 0, 'close()', this.close)
+      return this.#n.close()
+    })
   }
   putSync(key, value, conditions) {
-    return callSync(() => this.#n.putSync(keyOf(key, this.putSync), value, conditionsOf(conditions)))
+    arity(arguments.length, 3, 'putSync(key, value, conditions?)', this.putSync)
+    return callSync(() => this.#n.putSync(keyOf(key, this.putSync), valueOf(value, this.putSync), conditionsOf(conditions)))
   }
+  /** Synchronous `get`: `undefined` when `key` has no object. */
   getSync(key) {
+    arity(arguments.length, 1, 'getSync(key)', this.getSync)
     return callSync(() => this.#n.getSync(keyOf(key, this.getSync)))
   }
   readSync(key, offset = 0, length) {
+    arity(arguments.length, 3, 'readSync(key, offset?, length?)', this.readSync)
     return callSync(() => this.#n.readSync(keyOf(key, this.readSync), offset, length))
   }
+  /** Synchronous `readInto` (blocks the event loop; for scripts). */
+  readIntoSync(key, buffer, offset = 0) {
+    arity(arguments.length, 3, 'readIntoSync(key, buffer, offset?)', this.readIntoSync)
+    const target = targetOf(buffer, this.readIntoSync)
+    const bytes = callSync(() => this.#n.readSync(keyOf(key, this.readIntoSync), offset, target.byteLength))
+    target.set(bytes)
+    return bytes.length
+  }
   statSync(key) {
+    arity(arguments.length, 1, 'statSync(key)', this.statSync)
     return callSync(() => this.#n.statSync(keyOf(key, this.statSync)))
   }
   deleteSync(key) {
+    arity(arguments.length, 1, 'deleteSync(key)', this.deleteSync)
     return callSync(() => this.#n.deleteSync(keyOf(key, this.deleteSync)))
   }
   growSync(capacity) {
+    arity(arguments.length, 1, 'growSync(capacity)', this.growSync)
     return callSync(() => this.#n.growSync(capacity))
   }
   syncSync() {
+    arity(arguments.length, 0, 'syncSync()', this.syncSync)
     return callSync(() => this.#n.syncSync())
   }
   backupSync(dest) {
+    arity(arguments.length, 1, 'backupSync(dest)', this.backupSync)
     return callSync(() => this.#n.backupSync(dest))
   }
   compactSync() {
+    arity(arguments.length, 0, 'compactSync()', this.compactSync)
     return callSync(() => this.#n.compactSync())
   }
   closeSync() {
+    arity(arguments.length, 0, 'closeSync()', this.closeSync)
     return callSync(() => this.#n.closeSync())
   }
 }
 
+/**
+ * `await using` (explicit resource management): a store is closed, an
+ * upload aborted (a no-op once committed) when its scope ends. Defined
+ * where the runtime has `Symbol.asyncDispose` (Node 18.18+, 20.4+).
+ */
+if (typeof Symbol.asyncDispose === 'symbol') {
+  const dispose = (fn) => ({ value: fn, writable: true, configurable: true, enumerable: false })
+  Object.defineProperty(Store.prototype, Symbol.asyncDispose, dispose(function () {
+    return this.close()
+  }))
+  Object.defineProperty(Upload.prototype, Symbol.asyncDispose, dispose(function () {
+    return this.abort()
+  }))
+}
+
 /** CRC32C (Castagnoli) of `data`: the checksum `Upload.writePart` takes. */
-const crc32c = (data) => callSync(() => native.crc32c(data))
+function crc32c(data) {
+  arity(arguments.length, 1, 'crc32c(data)', crc32c)
+  return callSync(() => native.crc32c(data))
+}
 
 module.exports = { Store, Upload, BlobcaskError, crc32c }

@@ -126,6 +126,16 @@ impl Store {
     }
 }
 
+/// A read's outcome with a miss as `()`, which JavaScript sees as
+/// `undefined` (NOT_FOUND is no error for `get`); any other error as it is.
+fn found<T>(read: engine::Result<T>) -> Result<Either<T, ()>> {
+    match read {
+        Ok(v) => Ok(Either::A(v)),
+        Err(e) if e.kind() == engine::ErrorKind::NotFound => Ok(Either::B(())),
+        Err(e) => Err(js_err(e)),
+    }
+}
+
 impl Drop for Store {
     /// The JavaScript `Store` was collected (or `open` was abandoned, with
     /// no host yet): pending calls still settle, then the host stops.
@@ -158,11 +168,17 @@ impl Store {
         })
     }
 
-    /// The whole object. Runs on the store's loop; results of 1 MiB or
-    /// more are read by a helper thread.
-    #[napi(ts_return_type = "Promise<Buffer>")]
+    /// The whole object, or `undefined` when `key` has no object (as
+    /// classic-level's `get`). Runs on the store's loop; results of 1 MiB
+    /// or more are read by a helper thread.
+    #[napi(ts_return_type = "Promise<Buffer | undefined>")]
     pub fn get(&self, env: &Env, key: Either<String, Uint8Array>) -> Result<Promise> {
-        self.read_range(env, key_of(key), 0, u64::MAX)
+        let key = key_of(key);
+        let options = read_options(&self.blocking(), &key, 0, u64::MAX);
+        self.host(env)?.spawn(|ev| {
+            let read = ev.read_op(key, 0, u64::MAX, options);
+            async move { found(read.await.map(|bytes| ObjectBytes::new(bytes, options))) }
+        })
     }
 
     /// `length` bytes from `offset` (to the end when omitted), clipped at
@@ -389,10 +405,18 @@ impl Store {
             .map_err(js_err)
     }
 
-    /// Synchronous `get`.
-    #[napi(ts_return_type = "Buffer")]
-    pub fn get_sync(&self, key: Either<String, Uint8Array>) -> Result<ObjectBytes> {
-        self.read_sync_range(key_of(key), 0, u64::MAX)
+    /// Synchronous `get`: `undefined` when `key` has no object.
+    #[napi(ts_return_type = "Buffer | undefined")]
+    pub fn get_sync(&self, key: Either<String, Uint8Array>) -> Result<Either<ObjectBytes, ()>> {
+        self.check_open()?;
+        let key = key_of(key);
+        let store = self.blocking();
+        let options = read_options(&store, &key, 0, u64::MAX);
+        found(
+            store
+                .read_with(key, 0, u64::MAX, options)
+                .map(|bytes| ObjectBytes::new(bytes, options)),
+        )
     }
 
     /// Synchronous `read`.

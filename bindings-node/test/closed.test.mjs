@@ -14,6 +14,7 @@ function storeCalls(s, dir) {
     put: () => s.put('k', Buffer.from('x')),
     get: () => s.get('k'),
     read: () => s.read('k', 0, 1),
+    readInto: () => s.readInto('k', Buffer.alloc(1)),
     stat: () => s.stat('k'),
     delete: () => s.delete('k'),
     has: () => s.has('k'),
@@ -32,6 +33,7 @@ function storeCalls(s, dir) {
     putSync: () => s.putSync('k', Buffer.from('x')),
     getSync: () => s.getSync('k'),
     readSync: () => s.readSync('k', 0, 1),
+    readIntoSync: () => s.readIntoSync('k', Buffer.alloc(1)),
     statSync: () => s.statSync('k'),
     deleteSync: () => s.deleteSync('k'),
     growSync: () => s.growSync(64 << 20),
@@ -45,7 +47,7 @@ function storeCalls(s, dir) {
 const NOT_CALLS = new Set(['constructor', 'close', 'closeSync'])
 
 /** Methods that throw; the others return a Promise that rejects. */
-const SYNC = new Set(['has', 'listUploads', 'abortUpload', 'stats', 'putSync', 'getSync', 'readSync', 'statSync', 'deleteSync', 'growSync', 'syncSync', 'backupSync', 'compactSync'])
+const SYNC = new Set(['has', 'listUploads', 'abortUpload', 'stats', 'putSync', 'getSync', 'readSync', 'readIntoSync', 'statSync', 'deleteSync', 'growSync', 'syncSync', 'backupSync', 'compactSync'])
 
 test('the table below covers every Store method', () => {
   const listed = new Set(Object.keys(storeCalls({}, '/nowhere')))

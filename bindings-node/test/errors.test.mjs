@@ -57,14 +57,15 @@ test('every failing call fails with a BlobcaskError and a documented code, never
     await s.put('k', Buffer.alloc(10))
     const up = await s.beginUpload('u', 10)
     const rejecting = {
-      'get missing': [() => s.get('missing'), 'NOT_FOUND'],
+      'read missing': [() => s.read('missing'), 'NOT_FOUND'],
       'read past the end': [() => s.read('k', 11, 1), 'INVALID_ARGUMENT'],
       'empty key': [() => s.put('', Buffer.from('x')), 'INVALID_ARGUMENT'],
       'key too large': [() => s.put('k'.repeat(2000), Buffer.from('x')), 'TOO_LARGE'],
       'locked': [() => Store.open(path), 'LOCKED'],
       'list on a hash index': [async () => { for await (const _ of s.list()) break }, 'UNSUPPORTED'],
       'number key': [() => s.put(5, Buffer.from('x')), 'INVALID_ARGUMENT'],
-      'string value': [() => s.put('k', 'text'), 'INVALID_ARGUMENT'],
+      'number value': [() => s.put('k', 5), 'INVALID_ARGUMENT'],
+      'Float64Array value': [() => s.put('k', new Float64Array(1)), 'INVALID_ARGUMENT'],
       'object key for get': [() => s.get({}), 'INVALID_ARGUMENT'],
       'string offset': [() => s.read('k', 'x'), 'INVALID_ARGUMENT'],
       'string ttl': [() => s.put('k', Buffer.from('x'), { ttl: '5' }), 'INVALID_ARGUMENT'],
@@ -81,7 +82,7 @@ test('every failing call fails with a BlobcaskError and a documented code, never
       await assert.rejects(call(), (e) => isOurs(e, code), what)
     }
     const throwing = {
-      'getSync missing': [() => s.getSync('missing'), 'NOT_FOUND'],
+      'readSync missing': [() => s.readSync('missing'), 'NOT_FOUND'],
       'putSync of an array': [() => s.putSync('k', [1, 2]), 'INVALID_ARGUMENT'],
       'statSync of a number': [() => s.statSync(1), 'INVALID_ARGUMENT'],
       'readSync negative offset': [() => s.readSync('k', -1), 'INVALID_ARGUMENT'],
@@ -105,7 +106,7 @@ test('an argument of the wrong type keeps napi status in napiStatus', async () =
     await assert.rejects(s.read('k', 'x'), (e) => isOurs(e, 'INVALID_ARGUMENT') && typeof e.napiStatus === 'string')
     assert.throws(() => s.getSync(5), (e) => isOurs(e, 'INVALID_ARGUMENT') && typeof e.napiStatus === 'string')
     // Errors of blobcask's own have none.
-    assert.throws(() => s.getSync('missing'), (e) => isOurs(e, 'NOT_FOUND') && !('napiStatus' in e))
+    assert.throws(() => s.statSync('missing'), (e) => isOurs(e, 'NOT_FOUND') && !('napiStatus' in e))
   })
 })
 
@@ -133,7 +134,7 @@ test('an OS error is the cause, with Node\'s code and errno', async () => {
   }
   // An error the OS did not cause has none.
   await withStore({}, async (s) => {
-    await assert.rejects(s.get('missing'), (e) => isOurs(e, 'NOT_FOUND') && e.cause === undefined)
+    await assert.rejects(s.read('missing'), (e) => isOurs(e, 'NOT_FOUND') && e.cause === undefined)
   })
 })
 
@@ -142,7 +143,8 @@ test('a rejection\'s stack shows the awaiting callers', async () => {
     await s.put('k', Buffer.alloc(10))
     const up = await s.beginUpload('u', 10)
     const calls = {
-      get: () => s.get('missing'),
+      get: () => s.get(''),
+      readInto: () => s.readInto('missing', Buffer.alloc(1)),
       read: () => s.read('k', 11, 1),
       stat: () => s.stat('missing'),
       delete: () => s.delete('missing'),
@@ -179,9 +181,11 @@ test('a thrown error\'s stack shows the caller', async () => {
       call()
     }
     const calls = {
-      getSync: () => s.getSync('missing'),
+      getSync: () => s.getSync(''),
       statSync: () => s.statSync('missing'),
-      putSync: () => s.putSync('k', 'not bytes'),
+      putSync: () => s.putSync('k', 42),
+      putSyncBadString: () => s.putSync('k', '\ud800'),
+      extraArgument: () => s.getSync('k', 'utf8'),
       has: () => s.has(42),
     }
     for (const [what, call] of Object.entries(calls)) {

@@ -54,7 +54,7 @@ for (const ioEngine of ENGINES) {
       await s.put('k', Buffer.alloc(10))
       await s.put('big', Buffer.alloc(2 << 20))
       const cases = [
-        [s.get('missing'), 'NOT_FOUND'],
+        [s.readInto('missing', Buffer.alloc(1)), 'NOT_FOUND'],
         [s.read('missing', 0, 1), 'NOT_FOUND'],
         [s.stat('missing'), 'NOT_FOUND'],
         [s.delete('missing'), 'NOT_FOUND'],

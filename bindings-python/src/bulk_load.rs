@@ -17,7 +17,7 @@ const PULL_BYTES: usize = 8 << 20;
 /// caller's values beyond what the core itself holds).
 pub(crate) const LOAD_QUEUE: usize = 2;
 /// Least time between two calls of a bulk load's `progress`.
-const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
+pub(crate) const PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
 
 /// The caller's side of a `Store.bulk_load`: takes the items from the
 /// Python iterable, a chunk at a time with the GIL, on the caller's thread,

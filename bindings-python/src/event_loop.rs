@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 
 use crate::blob::Blob;
 use crate::convert::{key_of, put_options, record_out, value_of};
-use crate::errors::py_err;
+use crate::errors::{py_err, py_err_in, StorePath};
 use crate::store::Store;
 /// Runs a store's asyncio calls on the event loop's own thread.
 ///
@@ -22,12 +22,15 @@ use crate::store::Store;
 #[pyclass(frozen, module = "blobcask", name = "EventLoop")]
 pub(crate) struct EventLoop {
     inner: engine::event_loop::EventLoop,
+    /// Its store's path, named by I/O errors.
+    path: StorePath,
 }
 
 /// Resolves the asyncio future `fut` with `outcome` (unless it was
 /// cancelled meanwhile). Runs inside `EventLoop.run` or a start call, on the
 /// loop's thread.
 fn resolve<T>(
+    path: &StorePath,
     fut: Py<PyAny>,
     outcome: std::thread::Result<engine::Result<T>>,
     convert: impl for<'py> FnOnce(Python<'py>, T) -> PyResult<Bound<'py, PyAny>>,
@@ -48,7 +51,9 @@ fn resolve<T>(
             return;
         }
         let value = match outcome {
-            Ok(r) => r.map_err(py_err).and_then(|v| convert(py, v)),
+            Ok(r) => r
+                .map_err(py_err_in(Some(path)))
+                .and_then(|v| convert(py, v)),
             Err(_) => Err(PyRuntimeError::new_err("blobcask: the operation panicked")),
         };
         let set = match value {
@@ -70,7 +75,10 @@ impl EventLoop {
     #[new]
     fn new(store: &Store) -> PyResult<Self> {
         let inner = engine::event_loop::EventLoop::new(store.inner.as_async()).map_err(py_err)?;
-        Ok(EventLoop { inner })
+        Ok(EventLoop {
+            inner,
+            path: store.path.clone(),
+        })
     }
 
     /// The descriptors to watch for readability (`run` when readable).
@@ -110,12 +118,13 @@ impl EventLoop {
         fut: Py<PyAny>,
     ) -> PyResult<u64> {
         let len = length.unwrap_or(u64::MAX);
+        let path = self.path.clone();
         Ok(self.inner.read(
             key_of(key)?,
             offset,
             len,
             ReadOptions::default(),
-            move |out| resolve(fut, out, Blob::into_py),
+            move |out| resolve(&path, fut, out, Blob::into_py),
         ))
     }
 
@@ -133,22 +142,25 @@ impl EventLoop {
     ) -> PyResult<u64> {
         let options = put_options(if_absent, if_version, ttl)?;
         let (key, value) = (key_of(key)?, value_of(value)?);
-        Ok(self
-            .inner
-            .put(key, value, options, move |out| resolve(fut, out, info_out)))
+        let path = self.path.clone();
+        Ok(self.inner.put(key, value, options, move |out| {
+            resolve(&path, fut, out, info_out)
+        }))
     }
 
     /// Starts a stat that resolves `fut` with an `ObjectInfo`.
     fn stat(&self, key: &Bound<'_, PyAny>, fut: Py<PyAny>) -> PyResult<u64> {
+        let path = self.path.clone();
         Ok(self
             .inner
-            .stat(key_of(key)?, move |out| resolve(fut, out, info_out)))
+            .stat(key_of(key)?, move |out| resolve(&path, fut, out, info_out)))
     }
 
     /// Starts a delete that resolves `fut` with None once durable.
     fn delete(&self, key: &Bound<'_, PyAny>, fut: Py<PyAny>) -> PyResult<u64> {
+        let path = self.path.clone();
         Ok(self.inner.delete(key_of(key)?, move |out| {
-            resolve(fut, out, |py, ()| Ok(py.None().into_bound(py)))
+            resolve(&path, fut, out, |py, ()| Ok(py.None().into_bound(py)))
         }))
     }
 }

@@ -9,17 +9,20 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::convert::bytes_out;
-use crate::errors::py_err;
+use crate::errors::{py_err_in, StorePath};
 /// Iterator returned by `Store.list` and `iter(store)`: keys as `bytes`.
 #[pyclass(frozen, module = "blobcask", name = "KeyIterator")]
 pub(crate) struct KeyIterator {
     keys: Mutex<engine::Keys>,
+    /// Its store's path, named by I/O errors.
+    path: StorePath,
 }
 
 impl KeyIterator {
-    pub(crate) fn new(keys: engine::Keys) -> Self {
+    pub(crate) fn new(keys: engine::Keys, path: StorePath) -> Self {
         KeyIterator {
             keys: Mutex::new(keys),
+            path,
         }
     }
 
@@ -44,7 +47,7 @@ impl KeyIterator {
         match next {
             None => Ok(None),
             Some(Ok(entry)) => Ok(Some(bytes_out(py, &entry.key))),
-            Some(Err(e)) => Err(py_err(e)),
+            Some(Err(e)) => Err(py_err_in(Some(&self.path))(e)),
         }
     }
 
@@ -67,7 +70,7 @@ impl KeyIterator {
                 .collect()
         });
         let page = page.map_err(|e| match e {
-            Some(e) => py_err(e),
+            Some(e) => py_err_in(Some(&self.path))(e),
             None => PyRuntimeError::new_err("key iterator poisoned"),
         })?;
         Ok(page.iter().map(|k| bytes_out(py, k)).collect())

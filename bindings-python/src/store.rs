@@ -8,12 +8,12 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use crate::blob::Blob;
-use crate::bulk_load::{LoadSource, LOAD_QUEUE};
+use crate::bulk_load::{LoadSource, LOAD_QUEUE, PROGRESS_INTERVAL};
 use crate::convert::{
     byte_count, bytes_out, durability_of, fraction_of, key_of, put_options, record_out, value_of,
     writable_buffer,
 };
-use crate::errors::{error_class, py_err, type_name};
+use crate::errors::{error_class, path_err, py_err, py_err_in, type_name, StorePath};
 use crate::keys::KeyIterator;
 use crate::upload::Upload;
 /// An open blob store. Thread-safe; every I/O call releases the GIL.
@@ -23,6 +23,8 @@ use crate::upload::Upload;
 #[pyclass(frozen, subclass, module = "blobcask._native", name = "Store")]
 pub(crate) struct Store {
     pub(crate) inner: blocking::Store,
+    /// The path it was opened at, named by its I/O errors.
+    pub(crate) path: StorePath,
 }
 
 /// The store options. `capacity`, `index`, `inline_threshold` and
@@ -74,7 +76,24 @@ fn path_arg(obj: &Bound<'_, PyAny>) -> PyResult<std::path::PathBuf> {
     Ok(path)
 }
 
+/// `TypeError` unless `progress` is None or callable.
+fn check_callable(progress: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    match progress.filter(|p| !p.is_callable()) {
+        Some(p) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "progress must be callable, not {}",
+            type_name(p)
+        ))),
+        None => Ok(()),
+    }
+}
+
 impl Store {
+    /// Maps an engine error of a call on this store (an I/O error names
+    /// the store's file).
+    pub(crate) fn fail(&self) -> impl Fn(engine::Error) -> PyErr + '_ {
+        py_err_in(Some(&self.path))
+    }
+
     /// `ClosedError` once `close()` has run, for the calls whose engine
     /// counterparts cannot fail (`contains`, `len`, `stats`).
     fn check_open(&self) -> PyResult<()> {
@@ -112,7 +131,7 @@ impl Store {
         durability: &str,
         max_delay: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let path = path_arg(path)?;
+        let path: StorePath = path_arg(path)?.into();
         let mut opts = options(
             capacity,
             index,
@@ -139,9 +158,9 @@ impl Store {
         opts = opts.warm_up(warm_up);
         opts = opts.durability(durability_of(durability, max_delay)?);
         let inner = py
-            .detach(|| blocking::Store::open(path, opts))
-            .map_err(py_err)?;
-        Ok(Store { inner })
+            .detach(|| blocking::Store::open(&path, opts))
+            .map_err(|e| path_err(e, &path))?;
+        Ok(Store { inner, path })
     }
 
     /// Stores `value` under `key` (create or replace); durable on return.
@@ -164,7 +183,7 @@ impl Store {
         let (key, value) = (key_of(key)?, value_of(value)?);
         let s = &self.inner;
         py.detach(|| s.put_with(&key, value, options))
-            .map_err(py_err)
+            .map_err(self.fail())
             .and_then(|r| record_out(py, &r))
     }
 
@@ -186,7 +205,7 @@ impl Store {
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 Ok(default.unwrap_or_else(|| py.None().into_bound(py)))
             }
-            Err(e) => Err(py_err(e)),
+            Err(e) => Err(self.fail()(e)),
         }
     }
 
@@ -205,7 +224,7 @@ impl Store {
         let s = &self.inner;
         let b = py
             .detach(|| s.read(&key, offset, length.unwrap_or(u64::MAX)))
-            .map_err(py_err)?;
+            .map_err(self.fail())?;
         Ok(bytes_out(py, &b))
     }
 
@@ -220,7 +239,7 @@ impl Store {
     ) -> PyResult<Bound<'py, PyAny>> {
         let key = key_of(key)?;
         let s = &self.inner;
-        let b = py.detach(|| s.get(&key)).map_err(py_err)?;
+        let b = py.detach(|| s.get(&key)).map_err(self.fail())?;
         Blob::into_py(py, b)
     }
 
@@ -237,7 +256,7 @@ impl Store {
         let s = &self.inner;
         let b = py
             .detach(|| s.read(&key, offset, length.unwrap_or(u64::MAX)))
-            .map_err(py_err)?;
+            .map_err(self.fail())?;
         Blob::into_py(py, b)
     }
 
@@ -292,7 +311,7 @@ impl Store {
             Ok(n)
         });
         drop(target);
-        copied.map_err(py_err)
+        copied.map_err(self.fail())
     }
 
     /// Size, version and commit time of `key`.
@@ -300,7 +319,7 @@ impl Store {
         let key = key_of(key)?;
         let s = &self.inner;
         py.detach(|| s.stat(&key))
-            .map_err(py_err)
+            .map_err(self.fail())
             .and_then(|r| record_out(py, &r))
     }
 
@@ -308,7 +327,7 @@ impl Store {
     fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let key = key_of(key)?;
         let s = &self.inner;
-        py.detach(|| s.delete(&key)).map_err(py_err)
+        py.detach(|| s.delete(&key)).map_err(self.fail())
     }
 
     /// Whether `key` has an object.
@@ -336,7 +355,7 @@ impl Store {
     ) -> PyResult<Bound<'py, PyBytes>> {
         let key = key_of(key)?;
         let s = &self.inner;
-        let b = py.detach(|| s.get(&key)).map_err(py_err)?;
+        let b = py.detach(|| s.get(&key)).map_err(self.fail())?;
         Ok(bytes_out(py, &b))
     }
 
@@ -349,8 +368,8 @@ impl Store {
     /// iteration reaches it is skipped.
     fn __iter__(&self, py: Python<'_>) -> PyResult<KeyIterator> {
         let s = &self.inner;
-        let keys = py.detach(|| s.keys()).map_err(py_err)?;
-        Ok(KeyIterator::new(keys))
+        let keys = py.detach(|| s.keys()).map_err(self.fail())?;
+        Ok(KeyIterator::new(keys, self.path.clone()))
     }
 
     fn __setitem__(
@@ -374,16 +393,21 @@ impl Store {
             Some(p) => key_of(p)?,
             None => Bytes::new(),
         };
-        let keys = self.inner.list(&prefix).map_err(py_err)?;
-        Ok(KeyIterator::new(keys))
+        let keys = self.inner.list(&prefix).map_err(self.fail())?;
+        Ok(KeyIterator::new(keys, self.path.clone()))
     }
 
     /// Starts a multipart upload of exactly `size` bytes.
     fn begin_upload(&self, py: Python<'_>, key: &Bound<'_, PyAny>, size: u64) -> PyResult<Upload> {
         let key = key_of(key)?;
         let s = &self.inner;
-        let up = py.detach(|| s.begin_upload(&key, size)).map_err(py_err)?;
-        Ok(Upload { inner: up })
+        let up = py
+            .detach(|| s.begin_upload(&key, size))
+            .map_err(self.fail())?;
+        Ok(Upload {
+            inner: up,
+            path: self.path.clone(),
+        })
     }
 
     /// The uploads in progress on this store (begun through this process's
@@ -406,7 +430,7 @@ impl Store {
     /// way is not stopped.
     fn abort_upload(&self, id: &Bound<'_, PyAny>) -> PyResult<()> {
         let id = byte_count(id, "id")?;
-        self.inner.abort_upload(id).map_err(py_err)
+        self.inner.abort_upload(id).map_err(self.fail())
     }
 
     /// Space and content figures, as a `Stats` (attributes; `stats()[name]`
@@ -444,12 +468,7 @@ impl Store {
         items: &Bound<'_, PyAny>,
         progress: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        if let Some(p) = progress.as_ref().filter(|p| !p.is_callable()) {
-            let type_name = type_name(p);
-            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                "progress must be callable, not {type_name}"
-            )));
-        }
+        check_callable(progress.as_ref())?;
         let iter = items.try_iter()?;
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(Bytes, Bytes)>>(LOAD_QUEUE);
         let store = self.inner.clone();
@@ -486,7 +505,7 @@ impl Store {
             let _ = err.value(py).call_method1("add_note", (note,));
             return Err(err);
         }
-        let report = loaded.map_err(py_err)?;
+        let report = loaded.map_err(self.fail())?;
         if let Some(p) = progress {
             p.call1((report.objects, report.bytes))?;
         }
@@ -505,13 +524,13 @@ impl Store {
     fn grow(&self, py: Python<'_>, capacity: &Bound<'_, PyAny>) -> PyResult<()> {
         let capacity = byte_count(capacity, "capacity")?;
         let s = &self.inner;
-        py.detach(|| s.grow(capacity)).map_err(py_err)
+        py.detach(|| s.grow(capacity)).map_err(self.fail())
     }
 
     /// Barrier: returns once everything acknowledged before it is durable.
     fn sync(&self, py: Python<'_>) -> PyResult<()> {
         let s = &self.inner;
-        py.detach(|| s.sync()).map_err(py_err)
+        py.detach(|| s.sync()).map_err(self.fail())
     }
 
     /// Writes a consistent copy of the store to `dest` (`str` or
@@ -523,17 +542,83 @@ impl Store {
     /// (`cp`) of an open store is not a backup.
     ///
     /// Raises `AlreadyExistsError` if `dest` exists (nothing is ever
-    /// replaced), `NotFoundError` if its directory does not exist,
+    /// replaced; errno EEXIST), `PathNotFoundError` (a `NotFoundError` and
+    /// a `FileNotFoundError`) if its directory does not exist,
     /// `InvalidArgumentError` if it names no file, `ClosedError` after
     /// `close()`, `CorruptError` if an object fails its checksums (no copy
-    /// is made), `NoSpaceError`, `IOError`; `TypeError` for a `dest` that
-    /// is not a path.
-    fn backup<'py>(&self, py: Python<'py>, dest: &Bound<'_, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    /// is made), `NoSpaceError`, `IOError` (`errno`, `strerror` and
+    /// `filename` set: `dest`); `TypeError` for a `dest` that is not a path.
+    ///
+    /// `progress`, if given, is called as `progress(objects, bytes)` with
+    /// what has been copied so far at most every 0.25 s, on the calling
+    /// thread (the backup runs on a thread of its own meanwhile), and once
+    /// with the totals before this returns. A backup cannot be stopped
+    /// half way: if `progress` raises (or a signal handler does), it is
+    /// not called again, the backup runs to its end, and then the
+    /// exception is raised, with a note saying whether the copy was made.
+    #[pyo3(signature = (dest, *, progress=None))]
+    fn backup<'py>(
+        &self,
+        py: Python<'py>,
+        dest: &Bound<'_, PyAny>,
+        progress: Option<Bound<'_, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        check_callable(progress.as_ref())?;
         let dest = path_arg(dest)?;
-        let s = &self.inner;
-        py.detach(|| s.backup(dest))
-            .map_err(py_err)
-            .and_then(|r| record_out(py, &r))
+        let Some(progress) = progress else {
+            let s = &self.inner;
+            return py
+                .detach(|| s.backup(&dest))
+                .map_err(|e| path_err(e, &dest))
+                .and_then(|r| record_out(py, &r));
+        };
+        let copied = std::sync::Arc::new(engine::BackupProgress::new());
+        let (tx, rx) = std::sync::mpsc::channel();
+        // In a mutex: waited on without the GIL, which needs `Sync`.
+        let rx = std::sync::Mutex::new(rx);
+        let (store, counter, to) = (self.inner.clone(), copied.clone(), dest.clone());
+        std::thread::Builder::new()
+            .name("blobcask-py-backup".into())
+            .spawn(move || {
+                let _ = tx.send(store.backup_with_progress(&to, &counter));
+            })
+            .map_err(|e| PyRuntimeError::new_err(format!("cannot start the backup: {e}")))?;
+        let mut failure: Option<PyErr> = None;
+        let outcome = loop {
+            let waited = py.detach(|| match rx.lock() {
+                Ok(rx) => rx.recv_timeout(PROGRESS_INTERVAL),
+                Err(_) => Err(std::sync::mpsc::RecvTimeoutError::Disconnected),
+            });
+            match waited {
+                Ok(outcome) => break outcome,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if failure.is_none() {
+                        failure = py
+                            .check_signals()
+                            .and_then(|()| progress.call1((copied.objects(), copied.bytes())))
+                            .err();
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(PyRuntimeError::new_err("blobcask: the backup panicked"))
+                }
+            }
+        };
+        if let Some(err) = failure {
+            let note = match &outcome {
+                Ok(r) => format!(
+                    "backup: the copy was made all the same ({} objects in {})",
+                    r.objects,
+                    r.path.display()
+                ),
+                Err(e) => format!("backup: it failed too: {e}"),
+            };
+            let _ = err.value(py).call_method1("add_note", (note,));
+            return Err(err);
+        }
+        let report = outcome.map_err(|e| path_err(e, &dest))?;
+        progress.call1((report.objects, report.bytes))?;
+        record_out(py, &report)
     }
 
     /// Moves objects towards the start of the store so that free space
@@ -545,14 +630,14 @@ impl Store {
     fn compact<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let s = &self.inner;
         py.detach(|| s.compact())
-            .map_err(py_err)
+            .map_err(self.fail())
             .and_then(|r| record_out(py, &r))
     }
 
     /// Finishes pending commits and releases the store's lock.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let s = &self.inner;
-        py.detach(|| s.close()).map_err(py_err)
+        py.detach(|| s.close()).map_err(self.fail())
     }
 
     /// `ClosedError` on a closed store, as every other call.

@@ -5,7 +5,7 @@ use engine::blocking;
 use pyo3::prelude::*;
 
 use crate::convert::{put_options, record_out, value_of};
-use crate::errors::py_err;
+use crate::errors::{py_err_in, StorePath};
 /// A multipart upload; see `Store.begin_upload`.
 #[pyclass(frozen, module = "blobcask", name = "Upload")]
 pub(crate) struct Upload {
@@ -14,6 +14,8 @@ pub(crate) struct Upload {
     /// it was; once it ended, `write_part` and `commit` raise
     /// `ClosedError`. An ended handle holds no store.
     pub(crate) inner: blocking::Upload,
+    /// Its store's path, named by I/O errors.
+    pub(crate) path: StorePath,
 }
 
 #[pymethods]
@@ -43,7 +45,7 @@ impl Upload {
             Some(c) => up.write_part_checked(offset, data, c),
             None => up.write_part(offset, data),
         })
-        .map_err(py_err)
+        .map_err(py_err_in(Some(&self.path)))
     }
 
     /// Makes the object visible atomically. `if_absent=True` commits only
@@ -64,14 +66,15 @@ impl Upload {
         let options = put_options(if_absent, if_version, ttl)?;
         let up = &self.inner;
         py.detach(|| up.commit_with(options))
-            .map_err(py_err)
+            .map_err(py_err_in(Some(&self.path)))
             .and_then(|r| record_out(py, &r))
     }
 
     /// Abandons the upload and frees its space (no-op when already done).
     fn abort(&self, py: Python<'_>) -> PyResult<()> {
         let up = &self.inner;
-        py.detach(|| up.abort()).map_err(py_err)
+        py.detach(|| up.abort())
+            .map_err(py_err_in(Some(&self.path)))
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {

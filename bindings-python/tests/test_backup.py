@@ -208,3 +208,69 @@ def test_async_backup(path, tmp_path):
         assert not (tmp_path / "later").exists()
 
     asyncio.run(main())
+
+
+def test_backup_reports_progress_like_bulk_load(store, tmp_path):
+    # Enough bytes that the copy takes several 0.25 s intervals here;
+    # 20 MiB objects go through the large-object path, chunk by chunk.
+    big = pattern(7, 20 << 20)
+    store.bulk_load((f"big/{i}", big) for i in range(12))
+    store.bulk_load((f"small/{i}", pattern(i, 3000)) for i in range(2000))
+    total = (12 + 2000, 12 * len(big) + 2000 * 3000)
+    calls: list[tuple[int, int]] = []
+    threads: set[int] = set()
+
+    def progress(objects: int, nbytes: int) -> None:
+        calls.append((objects, nbytes))
+        threads.add(threading.get_ident())
+
+    report = store.backup(str(tmp_path / "copy.blobcask"), progress=progress)
+    assert (report.objects, report.bytes) == total
+    assert calls[-1] == total, "the last call has the totals"
+    assert calls == sorted(calls), "progress went backwards"
+    assert all(o <= total[0] and b <= total[1] for o, b in calls)
+    assert threads == {threading.get_ident()}, "progress ran on another thread"
+    assert len(calls) <= report.elapsed / 0.25 + 2, calls
+    if report.elapsed >= 0.6:
+        assert len(calls) >= 2, f"no progress before the end of a {report.elapsed:.2f} s backup"
+        assert calls[0] < total
+
+
+def test_backup_progress_must_be_callable(store, tmp_path):
+    dest = tmp_path / "copy.blobcask"
+    with pytest.raises(TypeError, match="progress must be callable"):
+        store.backup(str(dest), progress=5)  # type: ignore[arg-type]
+    assert not dest.exists()
+
+
+def test_an_exception_from_backup_progress_is_raised_after_the_copy(store, tmp_path):
+    values = fill(store)
+    dest = str(tmp_path / "copy.blobcask")
+
+    def angry(objects: int, nbytes: int) -> None:
+        raise ValueError("stop")
+
+    with pytest.raises(ValueError, match="stop"):
+        store.backup(dest, progress=angry)  # raised by the final call at least
+    assert_holds(dest, values)
+
+
+def test_async_backup_reports_progress_on_the_loop_thread(path, tmp_path):
+    async def main() -> None:
+        async with await blobcask.AsyncStore.open(path) as s:
+            await s.put("a", b"1")
+            await s.put("b", pattern(3, 100_000))
+            calls: list[tuple[int, int]] = []
+            loop_thread = threading.get_ident()
+
+            def progress(objects: int, nbytes: int) -> None:
+                assert threading.get_ident() == loop_thread
+                calls.append((objects, nbytes))
+
+            report = await s.backup(str(tmp_path / "copy.blobcask"), progress=progress)
+            await asyncio.sleep(0)  # the final call is scheduled on the loop
+            assert calls and calls[-1] == (report.objects, report.bytes) == (2, 100_001)
+            with pytest.raises(TypeError, match="progress must be callable"):
+                await s.backup(str(tmp_path / "other"), progress="no")  # type: ignore[arg-type]
+
+    asyncio.run(main())

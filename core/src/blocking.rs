@@ -160,6 +160,14 @@ impl Store {
     pub fn backup(&self, dest: impl AsRef<Path>) -> Result<crate::BackupReport> {
         block_on(self.inner.backup(dest))
     }
+    /// See [`crate::Store::backup_with_progress`].
+    pub fn backup_with_progress(
+        &self,
+        dest: impl AsRef<Path>,
+        progress: &crate::BackupProgress,
+    ) -> Result<crate::BackupReport> {
+        block_on(self.inner.backup_with_progress(dest, progress))
+    }
     /// See [`crate::Store::stats`].
     pub fn stats(&self) -> Stats {
         self.inner.stats()

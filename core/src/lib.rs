@@ -79,6 +79,6 @@ pub use options::{
 #[cfg(target_os = "linux")]
 pub use store::LocalStore;
 pub use store::{
-    BackupReport, BulkOptions, CacheStats, CompactReport, Keys, ListEntry, LoadReport, ObjectInfo,
-    ScrubReport, Stats, Store, Upload, UploadInfo, PART_ALIGN,
+    BackupProgress, BackupReport, BulkOptions, CacheStats, CompactReport, Keys, ListEntry,
+    LoadReport, ObjectInfo, ScrubReport, Stats, Store, Upload, UploadInfo, PART_ALIGN,
 };

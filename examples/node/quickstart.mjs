@@ -24,10 +24,11 @@ await up.commit()
 let n = 0
 for await (const key of store.list('thumbs/')) n++
 console.log('keys under thumbs/:', n)
+console.log('missing ->', await store.get('missing')) // undefined: no object
 try {
-  await store.get('missing')
+  await store.stat('missing')
 } catch (e) {
-  console.log('missing ->', e.code)
+  console.log('stat of missing ->', e.code) // NOT_FOUND
 }
 console.log(store.stats())
 await store.close()

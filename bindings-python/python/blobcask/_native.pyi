@@ -2,7 +2,6 @@
 
 import asyncio
 import numbers
-import sys
 from datetime import timedelta
 from os import PathLike
 from types import TracebackType
@@ -22,7 +21,7 @@ from typing import (
     overload,
 )
 
-from typing_extensions import Self, disjoint_base
+from typing_extensions import Buffer, Self, disjoint_base
 
 from ._records import (
     BackupReport,
@@ -34,7 +33,9 @@ from ._records import (
 )
 
 _Key = Union[str, bytes, bytearray, memoryview, "Blob"]
-_BytesLike = Union[bytes, bytearray, memoryview, "Blob", Any]
+# Any object with the buffer protocol (bytes, bytearray, memoryview, Blob,
+# array.array, mmap, numpy arrays); a ``str`` is not one.
+_BytesLike = Buffer
 _TTL = Union[int, float, timedelta, numbers.Real]
 _Seconds = Union[int, float, timedelta]
 _T = TypeVar("_T")
@@ -56,7 +57,7 @@ PART_ALIGN: int
 MAX_TTL: float
 
 @final
-class Blob:
+class Blob(Buffer):
     """Bytes read from a store, handed over without a copy.
 
     Owns the engine's buffer and lends it, read-only, through the buffer
@@ -67,9 +68,6 @@ class Blob:
     it (or a memoryview of it) lives, even after the key is overwritten or
     deleted and the store closed.
     """
-
-    if sys.version_info >= (3, 12):
-        def __buffer__(self, flags: int, /) -> memoryview: ...
 
     def __len__(self) -> int: ...
     def __bytes__(self) -> bytes:
@@ -130,8 +128,10 @@ class Upload:
         ``write_part`` and ``commit`` raise ``ClosedError`` saying how."""
     def abort(self) -> None:
         """Abandons the upload and frees its space (a no-op once it ended)."""
-    def __enter__(self) -> "Upload": ...
-    def __exit__(self, *args: object) -> bool: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(self, *args: object) -> Literal[False]:
+        """Aborts the upload unless it was committed; never swallows the
+        exception."""
 
 @disjoint_base
 class Store:
@@ -304,7 +304,10 @@ class Store:
     def sync(self) -> None:
         """Barrier: everything acknowledged before is durable."""
     def backup(
-        self, dest: Union[str, bytes, "PathLike[str]", "PathLike[bytes]"]
+        self,
+        dest: Union[str, bytes, "PathLike[str]", "PathLike[bytes]"],
+        *,
+        progress: Optional[Callable[[int, int], object]] = None,
     ) -> BackupReport:
         """Writes a consistent copy of the store to ``dest``, which must not
         exist yet, while other threads go on reading and writing; open the
@@ -312,12 +315,20 @@ class Store:
         call, is checked against the source's bytes before this returns,
         and appears under ``dest`` only once complete.
 
+        ``progress(objects, bytes)``, as for ``bulk_load``, is called with
+        what has been copied so far at most every 0.25 s (on the calling
+        thread) and with the totals before this returns. A backup cannot be
+        stopped half way: an exception from ``progress`` is raised once the
+        backup has ended, with a note saying whether the copy was made.
+
         Raises ``AlreadyExistsError`` if ``dest`` exists (nothing is ever
-        replaced), ``NotFoundError`` if its directory does not exist,
+        replaced; errno EEXIST), ``PathNotFoundError`` (a ``NotFoundError``
+        and a ``FileNotFoundError``) if its directory does not exist,
         ``InvalidArgumentError`` if it names no file, ``ClosedError`` after
         ``close()``, ``CorruptError`` if an object fails its checksums,
-        ``NoSpaceError``, ``IOError``; ``TypeError`` if ``dest`` is not a
-        ``str`` or ``os.PathLike``.
+        ``NoSpaceError``, ``IOError`` (``errno``, ``strerror``, ``filename``);
+        ``TypeError`` if ``dest`` is not a ``str`` or ``os.PathLike``, or
+        ``progress`` is not callable.
         """
     def compact(self) -> CompactReport:
         """Moves objects towards the start of the store so that free space
@@ -328,13 +339,14 @@ class Store:
         read-only store, ``ClosedError`` after ``close()``."""
     def close(self) -> None:
         """Finishes pending commits and releases the lock."""
-    def __enter__(self) -> "Store": ...
+    def __enter__(self) -> Self: ...
     def __exit__(
         self,
         exc_type: Optional[type[BaseException]],
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
-    ) -> bool: ...
+    ) -> Literal[False]:
+        """Closes the store; never swallows the exception."""
 
 @final
 class EventLoop:

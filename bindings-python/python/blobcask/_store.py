@@ -16,18 +16,25 @@ choices (documented in the README):
 * ``items()`` and ``values()`` skip keys whose object goes away between
   being listed and being read (a delete or an expiry meanwhile), instead
   of raising in the middle of an iteration.
+* To a type checker a ``Store`` is a ``MutableMapping[bytes, bytes]``
+  (what iteration and reads give); its methods take ``str`` keys too, and
+  any bytes-like value (``str`` values are refused: a ``TypeError`` at run
+  time, an error to mypy).
 * Equality is identity and stores are hashable, like files: ``Mapping``'s
   ``==`` would read every object of both stores.
 """
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterator, KeysView, Mapping, MutableMapping, ValuesView
-from typing import Any, TypeVar, Union, cast, overload
+from collections.abc import ItemsView, Iterator, KeysView, MutableMapping, ValuesView
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, Union, overload
 
 from ._native import Blob
 from ._native import Store as _NativeStore
 from .errors import AlreadyExistsError, NotFoundError
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 __all__ = ["Store"]
 
@@ -36,7 +43,7 @@ _T = TypeVar("_T")
 _MISSING: Any = object()
 
 
-class Store(_NativeStore, MutableMapping[Key, bytes]):
+class Store(_NativeStore, MutableMapping[bytes, bytes]):
     """An open blob store, and a ``MutableMapping`` of keys to ``bytes``.
 
     Thread-safe; every call that does I/O releases the GIL. See
@@ -54,18 +61,18 @@ class Store(_NativeStore, MutableMapping[Key, bytes]):
 
     def keys(self) -> KeysView[bytes]:
         """A view of the keys, as ``bytes``; ``in`` takes ``str`` keys too."""
-        return KeysView(cast(Mapping[bytes, bytes], self))
+        return KeysView(self)
 
     def items(self) -> ItemsView[bytes, bytes]:
         """A view of ``(key, value)`` pairs: keys as ``bytes``, values read
         as the iteration reaches them (one ``get`` each). A key whose
         object is gone by then (deleted, expired) is skipped."""
-        return _ItemsView(cast(Mapping[bytes, bytes], self))
+        return _ItemsView(self)
 
     def values(self) -> ValuesView[bytes]:
         """A view of the values, read as the iteration reaches them; keys
         gone by then are skipped (see ``items``)."""
-        return _ValuesView(cast(Mapping[bytes, bytes], self))
+        return _ValuesView(self)
 
     @overload
     def pop(self, key: Key, /) -> bytes: ...
@@ -115,7 +122,7 @@ class Store(_NativeStore, MutableMapping[Key, bytes]):
             except NotFoundError:
                 pass
 
-    def setdefault(self, key: Key, default: Any = None, /) -> bytes:
+    def setdefault(self, key: Key, default: Optional[Buffer] = None, /) -> bytes:
         """``store[key]`` if present, else stores ``default`` and returns it
         as ``bytes``. ``default`` must be bytes-like: ``None`` is no value,
         so leaving it out raises ``TypeError`` (for an absent key). Atomic:

@@ -32,6 +32,7 @@ from typing import (
     List,
     Optional,
     Tuple,
+    TYPE_CHECKING,
     TypeVar,
     Union,
     overload,
@@ -42,6 +43,9 @@ from ._native import Store as _NativeStore
 from ._records import BackupReport, CompactReport, LoadReport, ObjectInfo, Stats, UploadInfo
 from ._store import Store
 from .errors import ClosedError, NotFoundError
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 Key = Union[str, bytes, bytearray, memoryview, Blob]
 TTL = Union[int, float, timedelta, numbers.Real]
@@ -128,7 +132,7 @@ class AsyncStore:
     async def put(
         self,
         key: Key,
-        value: Any,
+        value: Buffer,
         *,
         if_absent: bool = False,
         if_version: Optional[int] = None,
@@ -194,7 +198,7 @@ class AsyncStore:
 
     async def bulk_load(
         self,
-        items: Iterable[Tuple[Key, Any]],
+        items: Iterable[Tuple[Key, Buffer]],
         *,
         progress: Optional[Callable[[int, int], object]] = None,
     ) -> LoadReport:
@@ -202,16 +206,9 @@ class AsyncStore:
         a worker thread, and ``progress(objects, bytes)`` is called on the
         event loop's thread (at most every 0.25 s, and with the totals
         before this returns). Cancelling the await does not stop the load."""
-        report = None
-        if progress is not None:
-            if not callable(progress):
-                raise TypeError(f"progress must be callable, not {type(progress).__name__}")
-            loop = asyncio.get_running_loop()
-
-            def report(objects: int, nbytes: int) -> None:
-                loop.call_soon_threadsafe(progress, objects, nbytes)
-
-        return await self._run(functools.partial(self._store.bulk_load, items, progress=report))
+        return await self._run(
+            functools.partial(self._store.bulk_load, items, progress=_on_loop(progress))
+        )
 
     async def begin_upload(self, key: Key, size: int) -> "AsyncUpload":
         """Starts a multipart upload of exactly ``size`` bytes."""
@@ -243,11 +240,19 @@ class AsyncStore:
         """Barrier: everything acknowledged before is durable."""
         await self._run(self._store.sync)
 
-    async def backup(self, dest: Union[str, "PathLike[str]"]) -> BackupReport:
+    async def backup(
+        self,
+        dest: Union[str, "PathLike[str]"],
+        *,
+        progress: Optional[Callable[[int, int], object]] = None,
+    ) -> BackupReport:
         """Writes a consistent copy of the store to ``dest`` (see
         ``Store.backup``) on the thread pool, so the event loop and the
-        store's other calls go on meanwhile."""
-        return await self._run(self._store.backup, dest)
+        store's other calls go on meanwhile. ``progress(objects, bytes)``
+        is called on the event loop's thread, as ``bulk_load``'s is."""
+        return await self._run(
+            functools.partial(self._store.backup, dest, progress=_on_loop(progress))
+        )
 
     async def compact(self) -> CompactReport:
         """Moves objects down the store so that free space joins into
@@ -275,6 +280,24 @@ class AsyncStore:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
+
+
+def _on_loop(
+    progress: Optional[Callable[[int, int], object]],
+) -> Optional[Callable[[int, int], None]]:
+    """``progress`` called on the running event loop's thread, from the
+    worker thread that runs a bulk load or backup; ``TypeError`` unless it
+    is None or callable."""
+    if progress is None:
+        return None
+    if not callable(progress):
+        raise TypeError(f"progress must be callable, not {type(progress).__name__}")
+    loop = asyncio.get_running_loop()
+
+    def report(objects: int, nbytes: int) -> None:
+        loop.call_soon_threadsafe(progress, objects, nbytes)
+
+    return report
 
 
 def _forget_if_cancelled(events: EventLoop, task: int, fut: "asyncio.Future[Any]") -> None:
@@ -341,7 +364,7 @@ class AsyncUpload:
         """This upload's id in ``list_uploads`` (for ``abort_upload``)."""
         return self._upload.id
 
-    async def write_part(self, offset: int, data: Any, crc32c: int | None = None) -> None:
+    async def write_part(self, offset: int, data: Buffer, crc32c: int | None = None) -> None:
         """Writes one part (see ``Upload.write_part``)."""
         await self._store._run(self._upload.write_part, offset, data, crc32c)
 

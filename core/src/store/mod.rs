@@ -76,7 +76,7 @@ use crate::options::PutMode;
 use crate::options::{Options, PutOptions, ReadOptions};
 pub use cache::CacheStats;
 
-pub use backup::BackupReport;
+pub use backup::{BackupProgress, BackupReport};
 pub use bulk::{BulkOptions, LoadReport};
 pub use compact::CompactReport;
 pub use list::{Keys, ListEntry};

@@ -10,8 +10,8 @@ use futures::future::{join, OptionFuture};
 use futures::stream::{self, StreamExt, TryStreamExt};
 
 use super::{
-    Pinned, ReadObject, BATCH_BYTES, BATCH_OBJECTS, LARGE, LARGE_CHUNKS_IN_FLIGHT, READS_IN_FLIGHT,
-    RUN_BYTES, RUN_GAP,
+    BackupProgress, Pinned, ReadObject, BATCH_BYTES, BATCH_OBJECTS, LARGE, LARGE_CHUNKS_IN_FLIGHT,
+    READS_IN_FLIGHT, RUN_BYTES, RUN_GAP,
 };
 use crate::error::{show_key, Error, ErrorKind, Result};
 use crate::format::BLOCK_SIZE;
@@ -51,6 +51,7 @@ impl Store {
         &self,
         temp: &Path,
         snapshot: &[Pinned],
+        progress: &BackupProgress,
     ) -> Result<Vec<Arc<[u32]>>> {
         let s = self.shared();
         // The copy keeps the capacity the source was asked for (so the
@@ -86,14 +87,19 @@ impl Store {
                 return Err(e);
             }
         }
-        let filled = self.fill(&copy, snapshot).await;
+        let filled = self.fill(&copy, snapshot, progress).await;
         let closed = copy.close().await;
         let crcs = filled?;
         closed?;
         Ok(crcs)
     }
 
-    async fn fill(&self, copy: &Store, snapshot: &[Pinned]) -> Result<Vec<Arc<[u32]>>> {
+    async fn fill(
+        &self,
+        copy: &Store,
+        snapshot: &[Pinned],
+        progress: &BackupProgress,
+    ) -> Result<Vec<Arc<[u32]>>> {
         let mut crcs: Vec<Arc<[u32]>> = vec![Arc::from(Vec::new()); snapshot.len()];
         let (large, small): (Vec<usize>, Vec<usize>) =
             (0..snapshot.len()).partition(|&i| snapshot.get(i).is_some_and(|p| p.size > LARGE));
@@ -124,14 +130,20 @@ impl Store {
                     }
                 })
                 .collect();
+            let batch = (
+                items.len() as u64,
+                items.iter().map(|i| i.value.len() as u64).sum(),
+            );
             let load = copy.load_items(items.into_iter(), BulkOptions::default());
             let (loaded, following) = join(load, next).await;
             loaded?;
+            progress.add(batch.0, batch.1);
             current = following;
         }
         for i in large {
             let Some(p) = snapshot.get(i) else { continue };
-            let sums = self.copy_large(copy, p).await?;
+            let sums = self.copy_large(copy, p, progress).await?;
+            progress.add(1, 0);
             p.release();
             if let Some(slot) = crcs.get_mut(i) {
                 *slot = sums;
@@ -237,7 +249,12 @@ impl Store {
 
     /// Copies one large object through an upload, a chunk at a time (the
     /// next chunk read while one is written); the CRC32C of its blocks.
-    async fn copy_large(&self, copy: &Store, p: &Pinned) -> Result<Arc<[u32]>> {
+    async fn copy_large(
+        &self,
+        copy: &Store,
+        p: &Pinned,
+        progress: &BackupProgress,
+    ) -> Result<Arc<[u32]>> {
         let upload = copy.begin_upload(p.key(), p.size).await?;
         let parts = &upload;
         // Its chunks are checked against these as they are read.
@@ -254,6 +271,7 @@ impl Store {
                     None => tuple::block_sums(&bytes),
                 };
                 parts.write_part(at, bytes).await?;
+                progress.add(0, len);
                 Ok::<Vec<u32>, Error>(sums)
             })
             .buffered(LARGE_CHUNKS_IN_FLIGHT)

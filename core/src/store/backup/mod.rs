@@ -60,6 +60,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use super::{data, ObjectData, Store};
@@ -94,6 +95,39 @@ pub struct BackupReport {
     pub bytes: u64,
     /// From the call to the copy being verified and published.
     pub elapsed: Duration,
+}
+
+/// What a running backup has copied so far, for progress reports: shared
+/// with [`Store::backup_with_progress`], read from any thread meanwhile.
+/// Objects count once whole in the copy (a large one's bytes as its
+/// chunks are written); the totals reach the report's before the copy is
+/// verified and published.
+#[derive(Debug, Default)]
+pub struct BackupProgress {
+    objects: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl BackupProgress {
+    /// Nothing copied yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Objects written into the copy so far.
+    pub fn objects(&self) -> u64 {
+        self.objects.load(Ordering::Relaxed)
+    }
+
+    /// Object bytes written into the copy so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn add(&self, objects: u64, bytes: u64) {
+        self.objects.fetch_add(objects, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
 }
 
 impl BackupReport {
@@ -181,6 +215,17 @@ impl Store {
     /// the source's capacity; `Corrupt` if an object of the source fails its
     /// checksums (no copy is published); `Io` otherwise.
     pub async fn backup(&self, dest: impl AsRef<Path>) -> Result<BackupReport> {
+        self.backup_with_progress(dest, &BackupProgress::new())
+            .await
+    }
+
+    /// [`backup`](Self::backup), counting what it has copied in `progress`
+    /// as it goes (a progress bar reads it from another thread or task).
+    pub async fn backup_with_progress(
+        &self,
+        dest: impl AsRef<Path>,
+        progress: &BackupProgress,
+    ) -> Result<BackupReport> {
         let started = Instant::now();
         let dest = dest.as_ref();
         let ctx = || format!("backup to {}", dest.display());
@@ -216,7 +261,7 @@ impl Store {
         let _running = self.staging();
         let snapshot = self.snapshot().await.map_err(|e| e.context(ctx()))?;
         self.sync().await.map_err(|e| e.context(ctx()))?;
-        let outcome = match self.copy_to(&temp, &snapshot).await {
+        let outcome = match self.copy_to(&temp, &snapshot, progress).await {
             Ok(sums) => verify(self, &temp, &snapshot, &sums).await,
             Err(e) => Err(e),
         };

@@ -140,3 +140,32 @@ fn adjacent_small_objects_are_read_in_runs() {
         s.close().await.unwrap();
     });
 }
+
+/// A backup's progress counts every object and byte it copies, inline,
+/// batched and large (chunk by chunk) alike, and ends at the report's
+/// totals.
+#[test]
+fn backup_progress_ends_at_the_reports_totals() {
+    futures::executor::block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path().join("s"), Options::new().capacity(64 << 20))
+            .await
+            .unwrap();
+        let sizes = [10usize, 5000, 70_000, (LARGE as usize) + 4097];
+        for (i, &n) in sizes.iter().enumerate() {
+            s.put(format!("k{i}").as_bytes(), vec![i as u8; n])
+                .await
+                .unwrap();
+        }
+        let progress = BackupProgress::new();
+        assert_eq!((progress.objects(), progress.bytes()), (0, 0));
+        let report = s
+            .backup_with_progress(dir.path().join("copy"), &progress)
+            .await
+            .unwrap();
+        let total: u64 = sizes.iter().map(|&n| n as u64).sum();
+        assert_eq!((report.objects, report.bytes), (sizes.len() as u64, total));
+        assert_eq!((progress.objects(), progress.bytes()), (4, total));
+        s.close().await.unwrap();
+    });
+}
