@@ -10,8 +10,9 @@
 //    getBinary of the same values, interleaved (when lmdb-js is found: LMDB_JS_DIR names a
 //    directory where `npm install lmdb` ran);
 //  * the event loop's delay (monitorEventLoopDelay, 1 ms resolution) while
-//    48 MiB gets are awaited, while 48 MiB puts are awaited (put copies the
-//    value before returning), idle, and while a `dd iflag=direct` process
+//    48 MiB gets are awaited, while 48 MiB puts are awaited (a put of 1 MiB
+//    or more writes from the caller's Buffer, uncopied, on a helper thread),
+//    idle, and while a `dd iflag=direct` process
 //    reads as many bytes of the file (the machine's floor).
 //
 //   (cd bindings-node && npm install --no-audit --no-fund)

@@ -27,7 +27,10 @@
 //!
 //! Bytes in and out: values passed to `put`/`writePart`/`bulkLoad` are
 //! copied before the call returns (the caller may reuse its Buffer at
-//! once); read results become Buffers as `results.rs` describes.
+//! once), except a `put` of 1 MiB or more, which keeps a reference to the
+//! caller's bytes and writes them from the helper thread (the caller
+//! leaves them unchanged until the promise settles, as with `fs.write`);
+//! read results become Buffers as `results.rs` describes.
 #![deny(unsafe_code)]
 
 mod args;
