@@ -5,7 +5,9 @@
 //  * getSync of 1 MiB (results cross as Buffers over the engine's memory);
 //  * an awaited 16 KiB get against getSync of the same objects (both direct
 //    I/O, interleaved, so the ratio is the cost of the async path), and 64
-//    awaited 16 KiB gets in flight at once;
+//    awaited 16 KiB gets in flight at once; the same for 1 MiB objects;
+//  * 500 durable 16 KiB puts issued in one tick against lmdb-js's (when
+//    lmdb-js is found);
 //  * warm 16 KiB and 1 MiB getSync (read-cache hits) against lmdb-js
 //    getBinary of the same values, interleaved (when lmdb-js is found: LMDB_JS_DIR names a
 //    directory where `npm install lmdb` ran);
@@ -116,6 +118,36 @@ console.log(
     `(${(median(async16) / median(sync16)).toFixed(2)} x getSync); ${DEPTH} in flight: ${inflight.toFixed(0)} gets/s`,
 )
 
+// Awaited get against getSync of 1 MiB objects, both from the device (a
+// store of its own without a read cache), interleaved.
+{
+  const cold = await Store.open(join(dir, 'mib.blobcask'), { capacity: 64 * 1024 * 1024, cacheBytes: 0 })
+  const MIBS = 16
+  for (let i = 0; i < MIBS; i++) await cold.put(`m/${i}`, randomBytes(1 << 20))
+  const syncs = []
+  const asyncs = []
+  for (let r = 0; r < 400; r++) {
+    const k = `m/${r % MIBS}`
+    const once = async (out, f) => {
+      const t = process.hrtime.bigint()
+      await f()
+      out.push(Number(process.hrtime.bigint() - t) / 1000)
+    }
+    if (r & 1) {
+      await once(asyncs, () => cold.get(k))
+      await once(syncs, () => cold.getSync(k))
+    } else {
+      await once(syncs, () => cold.getSync(k))
+      await once(asyncs, () => cold.get(k))
+    }
+  }
+  await cold.close()
+  console.log(
+    `1 MiB get from the device, median of 400: getSync ${median(syncs).toFixed(1)} us, await get ${median(asyncs).toFixed(1)} us ` +
+      `(${(median(asyncs) / median(syncs)).toFixed(2)} x getSync)`,
+  )
+}
+
 // Warm: a hot set read twice first (the read cache keeps an object from its
 // second whole read on), then every getSync is a hit.
 let lmdb = null
@@ -152,9 +184,35 @@ async function warmVersusLmdb(size, samples) {
       `${median(theirs).toFixed(2)} us (${(median(ours) / median(theirs)).toFixed(2)} x); ${served} of ${samples} were cache hits`,
   )
 }
+// 500 durable 16 KiB puts issued in one tick, against lmdb-js doing the
+// same (its puts in one tick commit as one synced transaction), rounds in
+// turn, each round overwriting the last one's keys.
+async function tickVersusLmdb(rounds) {
+  const env = lmdb.open({ path: join(dir, 'tick.lmdb'), encoding: 'binary' })
+  const ours = []
+  const theirs = []
+  const timed = async (out, f) => {
+    const t = process.hrtime.bigint()
+    await f()
+    out.push(Number(process.hrtime.bigint() - t) / 1e6)
+  }
+  for (let r = 0; r < rounds; r++) {
+    const batch = (put) => Promise.all(Array.from({ length: M }, (_, i) => put(`tick/${i}`, value)))
+    const mine = () => timed(ours, () => batch((k, v) => store.put(k, v)))
+    const lmdbs = () => timed(theirs, () => batch((k, v) => env.put(k, v)))
+    if (r & 1) { await lmdbs(); await mine() } else { await mine(); await lmdbs() }
+  }
+  await env.close()
+  console.log(
+    `${M} durable 16 KiB puts issued in one tick, median of ${rounds} rounds in turn: ${median(ours).toFixed(1)} ms, ` +
+      `lmdb-js ${median(theirs).toFixed(1)} ms (${(median(ours) / median(theirs)).toFixed(2)} x)`,
+  )
+}
+
 if (lmdb) {
   await warmVersusLmdb(SIZE, 3000)
   await warmVersusLmdb(1 << 20, 500)
+  await tickVersusLmdb(15)
 } else {
   console.log('warm gets vs lmdb-js: skipped (set LMDB_JS_DIR to a directory where `npm install lmdb` ran)')
 }

@@ -95,6 +95,11 @@ thread_local! {
     ///
     /// [`EventLoop`]: crate::event_loop::EventLoop
     static LOOP_SOURCE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Set while an [`EventLoop`] polls tasks on this thread, whatever
+    /// engine they use.
+    ///
+    /// [`EventLoop`]: crate::event_loop::EventLoop
+    static IN_LOOP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Runs `f` with `source` marked as watched by the event loop polling on
@@ -102,14 +107,18 @@ thread_local! {
 /// [`CompletionSource::complete`] instead of a reactor or another thread.
 pub(crate) fn polling_for_loop<R>(source: Option<&CompletionSource>, f: impl FnOnce() -> R) -> R {
     /// Restores the mark even when `f` panics.
-    struct Restore(usize);
+    struct Restore(usize, bool);
     impl Drop for Restore {
         fn drop(&mut self) {
             LOOP_SOURCE.with(|s| s.set(self.0));
+            IN_LOOP.with(|s| s.set(self.1));
         }
     }
     let id = source.map_or(0, CompletionSource::id);
-    let _restore = Restore(LOOP_SOURCE.with(|s| s.replace(id)));
+    let _restore = Restore(
+        LOOP_SOURCE.with(|s| s.replace(id)),
+        IN_LOOP.with(|s| s.replace(true)),
+    );
     f()
 }
 
@@ -118,6 +127,14 @@ pub(crate) fn polling_for_loop<R>(source: Option<&CompletionSource>, f: impl FnO
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) fn polled_by_loop_of(id: usize) -> bool {
     id != 0 && LOOP_SOURCE.with(|s| s.get()) == id
+}
+
+/// Whether an event loop ([`EventLoop`]) polls the task running on this
+/// thread.
+///
+/// [`EventLoop`]: crate::event_loop::EventLoop
+pub(crate) fn polled_by_a_loop() -> bool {
+    IN_LOOP.with(std::cell::Cell::get)
 }
 
 /// A descriptor through which a foreign event loop completes an engine's

@@ -195,6 +195,7 @@ impl CommitPath {
     /// Waits for the reply to a queued change, leading groups when told
     /// to. `None` when the store closed without answering.
     pub(crate) async fn wait<T>(&self, role: Role, mut reply: oneshot::Receiver<T>) -> Option<T> {
+        let fresh = matches!(role, Role::Leader);
         let summons = match role {
             Role::Leader => None,
             Role::Follower(rx) => Some(Summons { path: self, rx }),
@@ -218,6 +219,16 @@ impl CommitPath {
         }
         {
             let mut leading = self.take_lead();
+            if fresh && crate::io::polled_by_a_loop() {
+                // On an event loop, the changes its callers issue in one
+                // turn (500 puts from one tick of JavaScript, a `gather`
+                // in asyncio) are queued by the tasks the loop polls after
+                // this one: the lead waits for that round, so they commit
+                // as one group rather than this change alone first (500
+                // durable puts from Node: two groups, the first of one
+                // put). Dropped meanwhile, `leading` passes the lead on.
+                YieldOnce(false).await;
+            }
             if let Some(lead) = leading.lead.as_mut() {
                 self.lead_groups(lead, LEAD_ONE_MORE).await;
             }
@@ -306,5 +317,22 @@ impl CommitPath {
         let left: Vec<Queued> = self.queue.lock().requests.drain(..).collect();
         let e = Error::new(ErrorKind::Closed, "the store is closed");
         left.into_iter().for_each(|q| fail_request(q.req, &e));
+    }
+}
+
+/// Pending once (waking its task at once), then ready: lets the loop poll
+/// its other ready tasks in between.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
     }
 }
