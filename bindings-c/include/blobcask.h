@@ -133,7 +133,8 @@ typedef enum bc_durability {
 } bc_durability;
 
 /*
- An error: a code and a message (opaque).
+ An error: a code, a message and, when the OS reported it, the OS error
+ number (opaque).
  */
 typedef struct bc_error bc_error;
 
@@ -869,9 +870,21 @@ void bc_buf_free(struct bc_buf *buf);
 enum bc_code bc_error_code(const struct bc_error *err);
 
 /*
- The error's message (valid until bc_error_free); "" for NULL.
+ The error's message (valid until bc_error_free); "" for NULL. It says
+ what failed and why (the operation, the key or path, the OS's own
+ words), without the code's name: print `bc_code_name(code)` beside it
+ if wanted.
  */
 const char *bc_error_message(const struct bc_error *err);
+
+/*
+ The OS error number (an `errno` value such as ENOENT, ENOSPC, EACCES)
+ of the system call that failed, when the error comes from one: a BC_IO
+ error the OS reported (the message ends with the OS's words for it), or
+ an error of another code whose cause was an OS error. 0 when the error
+ has no OS cause (the library detected it itself) and for NULL.
+ */
+int bc_error_errno(const struct bc_error *err);
 
 /*
  Frees an error. NULL is a no-op.

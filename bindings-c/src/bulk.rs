@@ -68,10 +68,10 @@ impl Iterator for CallbackItems {
         }
         let n = self.given;
         if rc < 0 {
-            self.stopped = Some((
+            self.stopped = Some(Fail::new(
                 bc_code::BC_CANCELLED,
                 format!(
-                    "CANCELLED: bulk_load: the item callback returned {rc} after {n} items; they are loaded"
+                    "bulk_load: the item callback returned {rc} after {n} items; they are loaded"
                 ),
             ));
             return None;
@@ -79,11 +79,11 @@ impl Iterator for CallbackItems {
         let copy = |ptr, len, what| {
             bytes(ptr, len, what)
                 .map(Bytes::copy_from_slice)
-                .map_err(|(code, m)| {
-                    (
-                        code,
-                        format!("{m} (item {n} of bulk_load; the {n} before it are loaded)"),
-                    )
+                .map_err(|mut f| {
+                    f.message.push_str(&format!(
+                        " (item {n} of bulk_load; the {n} before it are loaded)"
+                    ));
+                    f
                 })
         };
         match (

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use engine::Bytes;
 
-use crate::boundary::{call, engine_err, store_ref};
+use crate::boundary::{call, engine_err, store_ref, Fail};
 use crate::{bc_buf, bc_code, bc_error, bc_store};
 /// Closes the store: pending commits finish, the lock is released. The
 /// handle stays valid (calls return BC_CLOSED) until bc_store_free. A
@@ -16,10 +16,7 @@ pub extern "C" fn bc_close(store: *const bc_store, err: *mut *mut bc_error) -> b
     call(err, || {
         let s = store_ref(store)?;
         if s.closed.swap(true, Ordering::AcqRel) {
-            return Err((
-                bc_code::BC_CLOSED,
-                "CLOSED: the store is already closed".into(),
-            ));
+            return Err(Fail::new(bc_code::BC_CLOSED, "the store is already closed"));
         }
         s.store.close().map_err(engine_err)
     })

@@ -33,7 +33,8 @@ mod bulk;
 mod maintenance;
 // bc_close, bc_store_free, bc_buf_free.
 mod close;
-// bc_error_code, bc_error_message, bc_error_free, bc_code_name.
+// bc_error_code, bc_error_message, bc_error_errno, bc_error_free,
+// bc_code_name.
 mod error;
 
 pub use bulk::*;

@@ -131,9 +131,9 @@ pub extern "C" fn bc_list_next(
         }
         if c.store.is_closed() {
             c.done = true;
-            return Err((
+            return Err(Fail::new(
                 bc_code::BC_CLOSED,
-                "CLOSED: the store of this listing is closed".into(),
+                "the store of this listing is closed",
             ));
         }
         match c.keys.next() {

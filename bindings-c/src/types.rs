@@ -275,8 +275,10 @@ pub struct bc_upload {
     pub(crate) upload: Upload,
 }
 
-/// An error: a code and a message (opaque).
+/// An error: a code, a message and, when the OS reported it, the OS error
+/// number (opaque).
 pub struct bc_error {
     pub(crate) code: bc_code,
     pub(crate) message: CString,
+    pub(crate) os_errno: i32,
 }

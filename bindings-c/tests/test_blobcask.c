@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L /* mkfifo, symlink */
 #include "blobcask.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <sched.h>
@@ -88,7 +89,7 @@ static void test_errors(bc_store *s) {
     bc_buf buf = {0};
     CHECK(bc_get(s, K("missing"), &buf, &err) == BC_NOT_FOUND);
     CHECK(err && bc_error_code(err) == BC_NOT_FOUND);
-    CHECK(strstr(bc_error_message(err), "NOT_FOUND") != NULL);
+    CHECK(strstr(bc_error_message(err), "missing") != NULL); /* names the key */
     bc_error_free(err);
     err = NULL;
     CHECK(bc_delete(s, K("missing"), NULL) == BC_NOT_FOUND);
@@ -1465,7 +1466,7 @@ static void test_bulk_load(void) {
     it.cancel_at = 40;
     memset(&r, 0, sizeof r);
     CHECK(bc_bulk_load(s, next_item, &it, &r, &err) == BC_CANCELLED);
-    CHECK(bc_error_code(err) == BC_CANCELLED && strstr(bc_error_message(err), "CANCELLED"));
+    CHECK(bc_error_code(err) == BC_CANCELLED && strstr(bc_error_message(err), "returned -1"));
     bc_error_free(err);
     err = NULL;
     CHECK(r.objects == 40);
@@ -1681,6 +1682,93 @@ static void test_listing(void) {
     unlink(p);
 }
 
+/* A message says what failed without the code's name (C callers print
+ * bc_code_name beside it, and it read "NOT_FOUND: NOT_FOUND: ..."), for
+ * errors of the engine and of the binding alike; an error the OS reported
+ * carries its errno (bc_error_errno), others 0. */
+static int starts_with(const char *s, const char *prefix) {
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static void check_message(bc_code got, bc_code want, bc_error *err) {
+    CHECK(got == want && err != NULL);
+    if (!err) return;
+    const char *m = bc_error_message(err);
+    CHECK(m[0] != '\0');
+    for (int code = 0; code <= 99; code++) {
+        if (strcmp(bc_code_name(code), "INTERNAL") == 0 && code != BC_INTERNAL) continue;
+        char named[64];
+        snprintf(named, sizeof named, "%s:", bc_code_name(code));
+        if (strstr(m, named) != NULL) {
+            fprintf(stderr, "message of %s names a code: %s\n", bc_code_name(want), m);
+            failures++;
+        }
+    }
+    CHECK(!starts_with(m, bc_code_name(want)));
+    CHECK(bc_error_errno(err) == 0 || want == BC_IO);
+}
+
+static void test_error_messages_and_errno(void) {
+    char p[300], file[300], inside[320];
+    snprintf(p, sizeof p, "%s.messages", path);
+    snprintf(file, sizeof file, "%s.a-file", path);
+    snprintf(inside, sizeof inside, "%s/store", file);
+    unlink(p);
+    bc_error *err = NULL;
+    bc_store *s = bc_open(p, NULL, &err);
+    CHECK(s != NULL);
+    if (!s) {
+        bc_error_free(err);
+        return;
+    }
+    bc_buf buf = {0};
+    bc_code rc = bc_get(s, K("absent"), &buf, &err);
+    check_message(rc, BC_NOT_FOUND, err);
+    CHECK(strstr(bc_error_message(err), "absent") != NULL && bc_error_errno(err) == 0);
+    bc_error_free(err);
+    err = NULL;
+    rc = bc_put(s, NULL, 3, NULL, 0, NULL, &err);
+    check_message(rc, BC_INVALID_ARGUMENT, err);
+    CHECK(strcmp(bc_error_message(err), "key is NULL with length 3") == 0);
+    bc_error_free(err);
+    err = NULL;
+    static uint8_t big_key[5000];
+    memset(big_key, 'k', sizeof big_key);
+    rc = bc_put(s, big_key, sizeof big_key, NULL, 0, NULL, &err);
+    check_message(rc, BC_TOO_LARGE, err);
+    bc_error_free(err);
+    err = NULL;
+    CHECK(bc_put(s, K("k"), (const uint8_t *)"v", 1, NULL, NULL) == BC_OK);
+    rc = bc_put_if(s, K("k"), (const uint8_t *)"v", 1, BC_PUT_CREATE, 0, NULL, &err);
+    check_message(rc, BC_ALREADY_EXISTS, err);
+    bc_error_free(err);
+    err = NULL;
+    CHECK(bc_close(s, NULL) == BC_OK);
+    rc = bc_close(s, &err);
+    check_message(rc, BC_CLOSED, err);
+    bc_error_free(err);
+    err = NULL;
+    rc = bc_get(s, K("k"), &buf, &err);
+    check_message(rc, BC_CLOSED, err);
+    bc_error_free(err);
+    err = NULL;
+    bc_store_free(s);
+    unlink(p);
+
+    /* The OS's errno: a store path below a regular file is ENOTDIR. */
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL);
+    if (f) fclose(f);
+    CHECK(bc_open(inside, NULL, &err) == NULL);
+    check_message(bc_error_code(err), BC_IO, err);
+    CHECK(bc_error_errno(err) == ENOTDIR);
+    CHECK(strstr(bc_error_message(err), strerror(ENOTDIR)) != NULL);
+    bc_error_free(err);
+    err = NULL;
+    unlink(file);
+    CHECK(bc_error_errno(NULL) == 0);
+}
+
 /* A path is the file system's bytes: one that is not UTF-8 opens (the CLI
  * and Python take it; this refused it). What cannot hold a store is refused
  * by its kind at once (a FIFO blocked a read-only open forever), and a
@@ -1750,6 +1838,7 @@ int main(void) {
     test_full_store(s);
     test_create_new_and_read_only();
     test_paths();
+    test_error_messages_and_errno();
     test_free_with_an_upload_outstanding();
     test_upload_listing();
     test_backup();
