@@ -15,6 +15,7 @@ use crate::{bc_buf, bc_code, bc_error, bc_info, bc_store};
 /// The message never starts with the code's name: C callers print both
 /// (`bc_code_name(code)`, `bc_error_message(err)`), and a prefix here read
 /// "NOT_FOUND: NOT_FOUND: ...".
+#[derive(Debug)]
 pub(crate) struct Fail {
     pub(crate) code: bc_code,
     pub(crate) message: String,
@@ -180,6 +181,7 @@ pub(crate) fn expires_micros(t: Option<SystemTime>) -> u64 {
 
 pub(crate) fn info_of(i: &ObjectInfo) -> bc_info {
     bc_info {
+        struct_size: std::mem::size_of::<bc_info>(),
         size: i.size,
         version: i.version,
         created_unix_micros: created_micros(i.created),

@@ -19,6 +19,8 @@
 mod types;
 // Errors to codes, panics caught, pointer arguments borrowed.
 mod boundary;
+// Structs that carry their own size: checked, read and written by it.
+mod sized;
 // bc_options_default, bc_open.
 mod open;
 // bc_put*, bc_get, bc_read*, bc_stat, bc_delete, bc_contains.
