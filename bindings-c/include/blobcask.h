@@ -79,6 +79,20 @@
 
 
 /*
+ Changes only when a program built against an older header could break
+ (a removed or changed function, a struct changed other than by a field
+ added at its end): the soname is `libblobcask.so.BC_ABI_MAJOR`.
+ */
+#define BC_ABI_MAJOR 1
+
+/*
+ Grows with each addition (a function, a field at the end of a sized
+ struct); back to 0 when `BC_ABI_MAJOR` changes. The installed file is
+ `libblobcask.so.BC_ABI_MAJOR.BC_ABI_MINOR`.
+ */
+#define BC_ABI_MINOR 0
+
+/*
  Longest time to live `bc_put_ttl` and `bc_put_if_ttl` accept, in
  microseconds: 100 years of 365 days (the Rust `MAX_TTL`).
  */

@@ -15,6 +15,8 @@
 // is the order of the generated header: keep it (each comment holds the
 // declarations apart so rustfmt does not sort them).
 
+// BC_ABI_MAJOR (the soname's number), BC_ABI_MINOR.
+mod abi;
 // Result codes, enums, options, info and report structs, opaque handles.
 mod types;
 // Errors to codes, panics caught, pointer arguments borrowed.
@@ -39,6 +41,7 @@ mod close;
 // bc_code_name.
 mod error;
 
+pub use abi::*;
 pub use bulk::*;
 pub use close::*;
 pub use error::*;
