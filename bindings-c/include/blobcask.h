@@ -973,6 +973,8 @@ enum bc_code bc_close(const struct bc_store *store, struct bc_error **err);
 
 /*
  Frees the handle (closing the store first if needed). NULL is a no-op.
+ When this frees the last store of the process, and none of its uploads
+ or cursors is left, no thread of the library runs after it returns.
  */
 void bc_store_free(struct bc_store *store);
 

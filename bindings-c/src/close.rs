@@ -23,6 +23,8 @@ pub extern "C" fn bc_close(store: *const bc_store, err: *mut *mut bc_error) -> b
 }
 
 /// Frees the handle (closing the store first if needed). NULL is a no-op.
+/// When this frees the last store of the process, and none of its uploads
+/// or cursors is left, no thread of the library runs after it returns.
 #[no_mangle]
 pub extern "C" fn bc_store_free(store: *mut bc_store) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
