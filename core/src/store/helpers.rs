@@ -48,6 +48,8 @@ struct State {
     idle: usize,
     /// Every thread started and not yet joined.
     threads: Vec<JoinHandle<()>>,
+    /// Threads that ended by themselves since `threads` was last pruned.
+    ended: usize,
     /// Bumped when the last lease goes: threads of an older generation
     /// end once the queue is empty.
     generation: u64,
@@ -58,6 +60,7 @@ static POOL: LazyLock<Pool> = LazyLock::new(|| Pool {
         queue: VecDeque::new(),
         idle: 0,
         threads: Vec::new(),
+        ended: 0,
         generation: 0,
     }),
     work: Condvar::new(),
@@ -95,7 +98,7 @@ impl Drop for Lease {
 pub(crate) fn spawn(job: impl FnOnce() + Send + 'static) {
     let pool = &*POOL;
     let mut st = pool.state.lock();
-    reap(&mut st);
+    let ended = take_ended(&mut st);
     st.queue.push_back(Box::new(job));
     if st.queue.len() > st.idle && st.threads.len() < MAX_THREADS {
         let generation = st.generation;
@@ -108,6 +111,7 @@ pub(crate) fn spawn(job: impl FnOnce() + Send + 'static) {
                 // No thread will ever take it: run it on the caller's.
                 if let Some(job) = st.queue.pop_back() {
                     drop(st);
+                    join(ended);
                     job();
                     return;
                 }
@@ -117,6 +121,8 @@ pub(crate) fn spawn(job: impl FnOnce() + Send + 'static) {
         }
     }
     pool.work.notify_one();
+    drop(st);
+    join(ended);
 }
 
 /// Runs `f` on a pool thread and returns its result; a panic in `f` is
@@ -146,11 +152,14 @@ fn work(generation: u64) {
     loop {
         if let Some(job) = st.queue.pop_front() {
             drop(st);
-            job();
+            // A panicking job (a detached one: `unblock` catches its own)
+            // must not take the thread, and its place in `idle`, with it.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
             st = pool.state.lock();
             continue;
         }
         if st.generation != generation {
+            st.ended += 1;
             return;
         }
         st.idle += 1;
@@ -159,20 +168,33 @@ fn work(generation: u64) {
         // The queue is looked at again first: a job queued as the wait
         // timed out is taken, not stranded.
         if timed_out && st.queue.is_empty() {
+            st.ended += 1;
             return;
         }
     }
 }
 
-/// Joins the threads that have ended by themselves (`IDLE`).
-fn reap(st: &mut State) {
+/// Takes the threads that have ended by themselves (`IDLE`), to be
+/// joined once the lock is released (their thread-local destructors may
+/// still run, and could need it).
+/// Looks only when some thread ended: a spawn per I/O of the portable
+/// engine must not walk every thread.
+fn take_ended(st: &mut State) -> Vec<JoinHandle<()>> {
+    if st.ended == 0 {
+        return Vec::new();
+    }
     let (ended, running): (Vec<_>, Vec<_>) = std::mem::take(&mut st.threads)
         .into_iter()
         .partition(JoinHandle::is_finished);
     st.threads = running;
-    for handle in ended {
-        // Its function returned: this waits at most for its thread-local
-        // destructors.
+    // One still leaving (its function not yet returned) waits for the
+    // next thread to end, or for the wind-down.
+    st.ended = 0;
+    ended
+}
+
+fn join(threads: Vec<JoinHandle<()>>) {
+    for handle in threads {
         let _ = handle.join();
     }
 }
@@ -192,11 +214,10 @@ fn wind_down() {
             // Joined by a later spawn or wind-down.
             return;
         }
+        st.ended = 0;
         std::mem::take(&mut st.threads)
     };
-    for handle in threads {
-        let _ = handle.join();
-    }
+    join(threads);
 }
 
 #[cfg(test)]
