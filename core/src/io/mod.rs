@@ -23,7 +23,7 @@ use std::future::Future;
 use std::io;
 use std::path::Path;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 pub use buf::{round_up, AlignedBuf};
 pub(crate) use counted::Counted;
@@ -82,11 +82,14 @@ pub(crate) fn wait_here<F: Future>(fut: F) -> F::Output {
 /// condition variable. Not `std::thread::Thread::unpark`: the handle
 /// `std::thread::current()` makes for a thread that std did not start (a
 /// C program's, a Python or Node thread) is never freed, and valgrind
-/// reports it when the program exits.
+/// reports it when the program exits. std's lock and condition variable
+/// (a futex each), not parking_lot's, whose process-wide table a fork can
+/// copy with a lock held by a thread the child does not have (see
+/// `store::helpers`).
 #[derive(Default)]
 struct Parker {
-    woken: parking_lot::Mutex<bool>,
-    wake: parking_lot::Condvar,
+    woken: std::sync::Mutex<bool>,
+    wake: std::sync::Condvar,
 }
 
 impl std::task::Wake for Parker {
@@ -95,7 +98,7 @@ impl std::task::Wake for Parker {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        let mut woken = self.woken.lock();
+        let mut woken = self.woken.lock().unwrap_or_else(PoisonError::into_inner);
         if !*woken {
             *woken = true;
             self.wake.notify_one();
@@ -108,9 +111,12 @@ impl Parker {
     /// was). A wake-up left over from an earlier wait costs one extra
     /// poll, nothing else.
     fn park(&self) {
-        let mut woken = self.woken.lock();
+        let mut woken = self.woken.lock().unwrap_or_else(PoisonError::into_inner);
         while !*woken {
-            self.wake.wait(&mut woken);
+            woken = self
+                .wake
+                .wait(woken)
+                .unwrap_or_else(PoisonError::into_inner);
         }
         *woken = false;
     }

@@ -16,16 +16,18 @@
 //! the next last close.
 //!
 //! In a fork child the pool is not used (`fork` starts threads of its own
-//! there) and never joined: its threads stayed in the parent.
+//! there) and never joined: its threads stayed in the parent. Its lock and
+//! condition variable are std's (a futex each), not parking_lot's: a
+//! parking_lot wait or wake-up goes through one process-wide table whose
+//! locks a fork can copy held, and an idle helper thread of the parent
+//! (waking every `IDLE`) left a fork child hung in its first wake-up.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::LazyLock;
+use std::sync::{Condvar, LazyLock, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
-
-use parking_lot::{Condvar, Mutex};
 
 /// How long a thread waits for work before it ends.
 pub(crate) const IDLE: Duration = Duration::from_millis(500);
@@ -53,6 +55,14 @@ struct State {
     /// Bumped when the last lease goes: threads of an older generation
     /// end once the queue is empty.
     generation: u64,
+}
+
+impl Pool {
+    /// The state; jobs run outside the lock, so a poisoned one (a panic
+    /// in this file's own bookkeeping) is still consistent.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 static POOL: LazyLock<Pool> = LazyLock::new(|| Pool {
@@ -97,7 +107,7 @@ impl Drop for Lease {
 /// thread can be started and none runs, runs it here rather than never.
 pub(crate) fn spawn(job: impl FnOnce() + Send + 'static) {
     let pool = &*POOL;
-    let mut st = pool.state.lock();
+    let mut st = pool.lock();
     let ended = take_ended(&mut st);
     st.queue.push_back(Box::new(job));
     if st.queue.len() > st.idle && st.threads.len() < MAX_THREADS {
@@ -148,14 +158,14 @@ where
 fn work(generation: u64) {
     IN_POOL.with(|p| p.set(true));
     let pool = &*POOL;
-    let mut st = pool.state.lock();
+    let mut st = pool.lock();
     loop {
         if let Some(job) = st.queue.pop_front() {
             drop(st);
             // A panicking job (a detached one: `unblock` catches its own)
             // must not take the thread, and its place in `idle`, with it.
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-            st = pool.state.lock();
+            st = pool.lock();
             continue;
         }
         if st.generation != generation {
@@ -163,7 +173,12 @@ fn work(generation: u64) {
             return;
         }
         st.idle += 1;
-        let timed_out = pool.work.wait_for(&mut st, IDLE).timed_out();
+        let (guard, waited) = pool
+            .work
+            .wait_timeout(st, IDLE)
+            .unwrap_or_else(PoisonError::into_inner);
+        st = guard;
+        let timed_out = waited.timed_out();
         st.idle -= 1;
         // The queue is looked at again first: a job queued as the wait
         // timed out is taken, not stranded.
@@ -207,7 +222,7 @@ fn wind_down() {
     }
     let pool = &*POOL;
     let threads = {
-        let mut st = pool.state.lock();
+        let mut st = pool.lock();
         st.generation += 1;
         pool.work.notify_all();
         if IN_POOL.with(Cell::get) {
