@@ -9,8 +9,10 @@
 //! * `read.rs`: the read path (locate, read, verify, keep in the cache);
 //! * `report.rs`: the public [`ObjectInfo`] and [`Stats`];
 //! * `request.rs`: what a change asks of the commit path; `commit/`: the
-//!   commit path (a file per role); `open.rs`: open; the rest
-//!   one job each (uploads, bulk loads, backup, compaction, scrub, growth).
+//!   commit path (a file per role); `open.rs`: open; `helpers.rs`: the
+//!   threads blocking work is handed to, ended by the last store's close;
+//!   the rest one job each (uploads, bulk loads, backup, compaction,
+//!   scrub, growth).
 //!
 //! The front keeps the handle's life: a call on a closed handle, or on one
 //! a fork child inherited, fails (`Closed`, `Locked`) before it touches the
