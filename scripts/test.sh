@@ -125,7 +125,7 @@ done
 step "doc tests and docs build without warnings"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked -q
 
-step "C API: tests (shared, static, valgrind, AddressSanitizer) and the example"
+step "C API: tests (shared, static, valgrind with its default leak kinds, AddressSanitizer), an install to a temporary PREFIX built against with pkg-config, and the example"
 make -C bindings-c test
 make -C examples/c run
 

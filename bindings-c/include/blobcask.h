@@ -18,6 +18,33 @@
  *    return BC_CLOSED, and they are still freed with their own function.
  *  - No call aborts or unwinds into C: invalid arguments (NULL pointers,
  *    a closed store) return an error code.
+ *
+ * Structs that grow (so a field can be added without breaking a program
+ * built against an older header; the rule for every new struct too):
+ *  - Every struct passed by pointer between the program and the library,
+ *    except bc_buf, starts with `size_t struct_size`: the struct's size as
+ *    the side that allocated it knows it. Fields are only ever added at
+ *    the end, and a struct never ends in padding.
+ *  - A struct the program allocates (bc_options, bc_info, bc_stats, the
+ *    reports, bc_list_entry) starts from its BC_<NAME>_INIT macro, which
+ *    sets struct_size to sizeof in this header (and, for bc_options, every
+ *    field to its default):
+ *        bc_options o = BC_OPTIONS_INIT;   o.capacity = 1 << 30;
+ *        bc_info info = BC_INFO_INIT;      bc_put(..., &info, &err);
+ *    The library reads or writes only the first struct_size bytes: an
+ *    options field beyond them takes its default, a report field beyond
+ *    them is not written.
+ *  - A struct the library allocates for a callback (bc_bulk_item,
+ *    bc_upload_info) has struct_size set by the library: use a field
+ *    added after the oldest library you support only when
+ *    BC_HAS_FIELD(ptr, type, field).
+ *  - struct_size must be a size some blobcask.h gave that struct, up to the
+ *    library's own. Anything else (0, an uninitialised value, a header
+ *    newer than the library) is BC_INVALID_ARGUMENT before the call does
+ *    anything, and no byte past the struct_size field is read to find out.
+ *  - Library versions: the soname libblobcask.so.BC_ABI_MAJOR changes only
+ *    when a program built against an older header could break; additions
+ *    (a function, a field) keep it.
  */
 
 #ifndef BLOBCASK_H
@@ -30,6 +57,40 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+/* sizeof(type) in this header, then every field: its default for
+ * bc_options (as bc_options_init fills it), 0 for the rest. */
+#define BC_OPTIONS_INIT                                                      \
+    { sizeof(bc_options), 0, BC_INDEX_STORED, BC_IO_AUTO, -1, 1, 1, 0, 0, 0, \
+      -1, 0, BC_DURABILITY_SYNC, 0 }
+#define BC_INFO_INIT { sizeof(bc_info), 0, 0, 0, false, 0 }
+#define BC_STATS_INIT                                                        \
+    { sizeof(bc_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, \
+      0, 0, 0, false, 0 }
+#define BC_BACKUP_REPORT_INIT { sizeof(bc_backup_report), 0, 0, 0 }
+#define BC_COMPACT_REPORT_INIT { sizeof(bc_compact_report), 0, 0, 0, 0, 0 }
+#define BC_LOAD_REPORT_INIT { sizeof(bc_load_report), 0, 0, 0, 0 }
+#define BC_LIST_ENTRY_INIT { sizeof(bc_list_entry), NULL, 0, 0, 0, 0, 0 }
+
+/* Whether `ptr` (a struct the library allocated, e.g. the bc_bulk_item or
+ * bc_upload_info a callback receives) has `field`: false for a field this
+ * header has but the library running the program does not. */
+#define BC_HAS_FIELD(ptr, type, field) \
+    ((ptr)->struct_size >= offsetof(type, field) + sizeof(((type *)0)->field))
+
+
+/*
+ Changes only when a program built against an older header could break
+ (a removed or changed function, a struct changed other than by a field
+ added at its end): the soname is `libblobcask.so.BC_ABI_MAJOR`.
+ */
+#define BC_ABI_MAJOR 1
+
+/*
+ Grows with each addition (a function, a field at the end of a sized
+ struct); back to 0 when `BC_ABI_MAJOR` changes. The installed file is
+ `libblobcask.so.BC_ABI_MAJOR.BC_ABI_MINOR`.
+ */
+#define BC_ABI_MINOR 0
 
 /*
  Longest time to live `bc_put_ttl` and `bc_put_if_ttl` accept, in
@@ -133,7 +194,8 @@ typedef enum bc_durability {
 } bc_durability;
 
 /*
- An error: a code and a message (opaque).
+ An error: a code, a message and, when the OS reported it, the OS error
+ number (opaque).
  */
 typedef struct bc_error bc_error;
 
@@ -156,10 +218,16 @@ typedef struct bc_store bc_store;
 typedef struct bc_upload bc_upload;
 
 /*
- Options for `bc_open`. Start from `bc_options_default()`; fields left at
- their default take the engine's defaults.
+ Options for `bc_open`. Start from BC_OPTIONS_INIT (or
+ `bc_options_init`); fields left at their default take the engine's
+ defaults.
  */
 typedef struct bc_options {
+  /*
+   The size of this struct as the program knows it: set by
+   BC_OPTIONS_INIT (see "Structs that grow" at the top of this header).
+   */
+  size_t struct_size;
   /*
    Size of the store file in bytes. A new store file starts at it
    (0 = 16 MiB) and grows by itself as it fills, up to `max_capacity`
@@ -209,6 +277,14 @@ typedef struct bc_options {
    */
   int32_t read_only;
   /*
+   1 = salvage, with `read_only` = 1 only (otherwise
+   BC_INVALID_ARGUMENT): open a store that a plain open refuses for a
+   damaged tuple block, skipping the block. Its objects are missing
+   (BC_NOT_FOUND, never an older copy), `bc_stats.skipped` counts such
+   blocks; copy out what reads with `bc_backup`. 0 = no (default).
+   */
+  int32_t salvage;
+  /*
    Bytes of the read cache of whole small objects; -1 = default
    (64 MiB), 0 = off. Hits are the store's memory behind a `const`
    pointer: never write through `bc_buf.data`.
@@ -234,20 +310,17 @@ typedef struct bc_options {
    BC_DURABILITY_SYNC (the default). Otherwise BC_INVALID_ARGUMENT.
    */
   uint64_t max_delay_micros;
-  /*
-   1 = salvage, with `read_only` = 1 only (otherwise
-   BC_INVALID_ARGUMENT): open a store that a plain open refuses for a
-   damaged tuple block, skipping the block. Its objects are missing
-   (BC_NOT_FOUND, never an older copy), `bc_stats.skipped` counts such
-   blocks; copy out what reads with `bc_backup`. 0 = no (default).
-   */
-  int32_t salvage;
 } bc_options;
 
 /*
  What a commit produced, or what `bc_stat` reports.
  */
 typedef struct bc_info {
+  /*
+   The size of this struct as the program knows it: set by
+   BC_INFO_INIT (see "Structs that grow" at the top of this header).
+   */
+  size_t struct_size;
   uint64_t size;
   uint64_t version;
   /*
@@ -268,7 +341,8 @@ typedef struct bc_info {
 
 /*
  Bytes returned by blobcask. Read `data[0..len]`; release with
- `bc_buf_free` (which also resets the struct).
+ `bc_buf_free` (which also resets the struct). The one struct without
+ `struct_size`: its three fields are fixed for good.
  */
 typedef struct bc_buf {
   const uint8_t *data;
@@ -284,6 +358,12 @@ typedef struct bc_buf {
  `key_len` bytes valid only during the `visit` call that receives it.
  */
 typedef struct bc_upload_info {
+  /*
+   The size of this struct as the library knows it (set by the
+   library): a field added after the program's header was released is
+   there when BC_HAS_FIELD(info, bc_upload_info, field).
+   */
+  size_t struct_size;
   /*
    Identifies the upload in its store until it ends (`bc_upload_id`,
    `bc_abort_upload`); never 0.
@@ -316,6 +396,11 @@ typedef struct bc_upload_info {
  */
 typedef struct bc_list_entry {
   /*
+   The size of this struct as the program knows it: set by
+   BC_LIST_ENTRY_INIT (see "Structs that grow" at the top of this header).
+   */
+  size_t struct_size;
+  /*
    The key (not NUL-terminated).
    */
   const uint8_t *key;
@@ -342,6 +427,13 @@ typedef struct bc_list_entry {
  they need to stay valid only until then.
  */
 typedef struct bc_bulk_item {
+  /*
+   The size of this struct as the library knows it (set by the
+   library before each call): fill a field added after the program's
+   header was released only when BC_HAS_FIELD(item, bc_bulk_item,
+   field).
+   */
+  size_t struct_size;
   const uint8_t *key;
   size_t key_len;
   const uint8_t *value;
@@ -352,6 +444,11 @@ typedef struct bc_bulk_item {
  What `bc_bulk_load` did.
  */
 typedef struct bc_load_report {
+  /*
+   The size of this struct as the program knows it: set by
+   BC_LOAD_REPORT_INIT (see "Structs that grow" at the top of this header).
+   */
+  size_t struct_size;
   /*
    Objects committed.
    */
@@ -374,6 +471,11 @@ typedef struct bc_load_report {
  Space and content figures of a store.
  */
 typedef struct bc_stats {
+  /*
+   The size of this struct as the program knows it: set by
+   BC_STATS_INIT (see "Structs that grow" at the top of this header).
+   */
+  size_t struct_size;
   uint64_t objects;
   uint64_t logical_bytes;
   uint64_t allocated_bytes;
@@ -438,6 +540,11 @@ typedef struct bc_stats {
  */
 typedef struct bc_compact_report {
   /*
+   The size of this struct as the program knows it: set by
+   BC_COMPACT_REPORT_INIT (see "Structs that grow" at the top of this header).
+   */
+  size_t struct_size;
+  /*
    Objects moved to lower addresses.
    */
   uint64_t moved;
@@ -465,6 +572,11 @@ typedef struct bc_compact_report {
  */
 typedef struct bc_backup_report {
   /*
+   The size of this struct as the program knows it: set by
+   BC_BACKUP_REPORT_INIT (see "Structs that grow" at the top of this header).
+   */
+  size_t struct_size;
+  /*
    Objects in the copy: the live objects when the backup started.
    */
   uint64_t objects;
@@ -483,14 +595,21 @@ extern "C" {
 #endif // __cplusplus
 
 /*
- The default options.
+ Fills `*opts` with the default options, as BC_OPTIONS_INIT does (for
+ callers that cannot use a C macro, e.g. through an FFI): `struct_size`
+ is the program's `sizeof(bc_options)`, and only that many bytes are
+ written.
+
+ Errors: BC_INVALID_ARGUMENT if `opts` is NULL or `struct_size` is no
+ size a blobcask.h gave bc_options; nothing is written then.
  */
-struct bc_options bc_options_default(void);
+enum bc_code bc_options_init(struct bc_options *opts, size_t struct_size, struct bc_error **err);
 
 /*
  Opens (creating when missing) the store at `path`. `opts` may be NULL
  for defaults. Returns NULL on failure, with `*err` set when `err` is
- not NULL.
+ not NULL: BC_INVALID_ARGUMENT among others when `opts->struct_size` is
+ no size a blobcask.h gave bc_options (start from BC_OPTIONS_INIT).
  */
 struct bc_store *bc_open(const char *path, const struct bc_options *opts, struct bc_error **err);
 
@@ -854,6 +973,8 @@ enum bc_code bc_close(const struct bc_store *store, struct bc_error **err);
 
 /*
  Frees the handle (closing the store first if needed). NULL is a no-op.
+ When this frees the last store of the process, and none of its uploads
+ or cursors is left, no thread of the library runs after it returns.
  */
 void bc_store_free(struct bc_store *store);
 
@@ -869,9 +990,21 @@ void bc_buf_free(struct bc_buf *buf);
 enum bc_code bc_error_code(const struct bc_error *err);
 
 /*
- The error's message (valid until bc_error_free); "" for NULL.
+ The error's message (valid until bc_error_free); "" for NULL. It says
+ what failed and why (the operation, the key or path, the OS's own
+ words), without the code's name: print `bc_code_name(code)` beside it
+ if wanted.
  */
 const char *bc_error_message(const struct bc_error *err);
+
+/*
+ The OS error number (an `errno` value such as ENOENT, ENOSPC, EACCES)
+ of the system call that failed, when the error comes from one: a BC_IO
+ error the OS reported (the message ends with the OS's words for it), or
+ an error of another code whose cause was an OS error. 0 when the error
+ has no OS cause (the library detected it itself) and for NULL.
+ */
+int bc_error_errno(const struct bc_error *err);
 
 /*
  Frees an error. NULL is a no-op.

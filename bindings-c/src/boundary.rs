@@ -11,7 +11,27 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use engine::{Bytes, Error, ErrorKind, ObjectInfo};
 
 use crate::{bc_buf, bc_code, bc_error, bc_info, bc_store};
-pub(crate) type Fail = (bc_code, String);
+/// Why a call failed: what `call` turns into its `bc_code` and `bc_error`.
+/// The message never starts with the code's name: C callers print both
+/// (`bc_code_name(code)`, `bc_error_message(err)`), and a prefix here read
+/// "NOT_FOUND: NOT_FOUND: ...".
+#[derive(Debug)]
+pub(crate) struct Fail {
+    pub(crate) code: bc_code,
+    pub(crate) message: String,
+    /// The OS `errno` behind the error (`bc_error_errno`); 0 for none.
+    pub(crate) os_errno: i32,
+}
+
+impl Fail {
+    pub(crate) fn new(code: bc_code, message: impl Into<String>) -> Fail {
+        Fail {
+            code,
+            message: message.into(),
+            os_errno: 0,
+        }
+    }
+}
 
 pub(crate) fn code_of(kind: ErrorKind) -> bc_code {
     match kind {
@@ -30,15 +50,35 @@ pub(crate) fn code_of(kind: ErrorKind) -> bc_code {
     }
 }
 
+/// An engine error as C sees it: its kind's code; its message and cause
+/// without the kind's name (the engine's `Display` starts with it); the
+/// OS error number of the first `io::Error` among its causes.
 pub(crate) fn engine_err(e: Error) -> Fail {
-    (code_of(e.kind()), e.to_string())
+    use std::error::Error as _;
+    let mut message = e.message().to_owned();
+    let mut os_errno = 0;
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        message.push_str(&format!(": {c}"));
+        if os_errno == 0 {
+            if let Some(n) = c
+                .downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::raw_os_error)
+            {
+                os_errno = n;
+            }
+        }
+        cause = c.source();
+    }
+    Fail {
+        code: code_of(e.kind()),
+        message,
+        os_errno,
+    }
 }
 
 pub(crate) fn invalid(msg: &str) -> Fail {
-    (
-        bc_code::BC_INVALID_ARGUMENT,
-        format!("INVALID_ARGUMENT: {msg}"),
-    )
+    Fail::new(bc_code::BC_INVALID_ARGUMENT, msg)
 }
 
 /// Runs `f`, turning errors and panics into a code (and `*err`).
@@ -49,16 +89,25 @@ pub(crate) fn call(err: *mut *mut bc_error, f: impl FnOnce() -> Result<(), Fail>
             .map(|s| s.to_string())
             .or_else(|| p.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
-        Err((bc_code::BC_INTERNAL, format!("INTERNAL: {what}")))
+        Err(Fail::new(bc_code::BC_INTERNAL, format!("panic: {what}")))
     });
     match outcome {
         Ok(()) => bc_code::BC_OK,
-        Err((code, message)) => {
+        Err(Fail {
+            code,
+            message,
+            os_errno,
+        }) => {
             if !err.is_null() {
                 let message = CString::new(message.replace('\0', "?")).unwrap_or_default();
+                let error = bc_error {
+                    code,
+                    message,
+                    os_errno,
+                };
                 // SAFETY: `err` is non-null and, per the header, points to a
                 // writable `bc_error*`.
-                unsafe { *err = Box::into_raw(Box::new(bc_error { code, message })) };
+                unsafe { *err = Box::into_raw(Box::new(error)) };
             }
             code
         }
@@ -86,7 +135,7 @@ pub(crate) fn store_ref<'a>(store: *const bc_store) -> Result<&'a bc_store, Fail
     // bc_store_free, which the caller must not race with other calls.
     let s = unsafe { &*store };
     if s.closed.load(Ordering::Acquire) {
-        return Err((bc_code::BC_CLOSED, "CLOSED: the store is closed".into()));
+        return Err(Fail::new(bc_code::BC_CLOSED, "the store is closed"));
     }
     Ok(s)
 }
@@ -132,6 +181,7 @@ pub(crate) fn expires_micros(t: Option<SystemTime>) -> u64 {
 
 pub(crate) fn info_of(i: &ObjectInfo) -> bc_info {
     bc_info {
+        struct_size: std::mem::size_of::<bc_info>(),
         size: i.size,
         version: i.version,
         created_unix_micros: created_micros(i.created),

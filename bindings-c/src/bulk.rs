@@ -4,7 +4,8 @@ use std::ffi::{c_int, c_void};
 
 use engine::Bytes;
 
-use crate::boundary::{bytes, call, engine_err, invalid, out_ref, store_ref, Fail};
+use crate::boundary::{bytes, call, engine_err, invalid, store_ref, Fail};
+use crate::sized::{self, own_size};
 use crate::{bc_code, bc_error, bc_store};
 /// One item of a bulk load, filled by the `next` callback of
 /// `bc_bulk_load`. Its bytes are copied before `next` is called again, so
@@ -12,6 +13,11 @@ use crate::{bc_code, bc_error, bc_store};
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct bc_bulk_item {
+    /// The size of this struct as the library knows it (set by the
+    /// library before each call): fill a field added after the program's
+    /// header was released only when BC_HAS_FIELD(item, bc_bulk_item,
+    /// field).
+    pub struct_size: usize,
     pub key: *const u8,
     pub key_len: usize,
     pub value: *const u8,
@@ -22,6 +28,9 @@ pub struct bc_bulk_item {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct bc_load_report {
+    /// The size of this struct as the program knows it: set by
+    /// BC_LOAD_REPORT_INIT (see "Structs that grow" at the top of this header).
+    pub struct_size: usize,
     /// Objects committed.
     pub objects: u64,
     /// Their value bytes.
@@ -55,6 +64,7 @@ impl Iterator for CallbackItems {
             return None;
         }
         let mut item = bc_bulk_item {
+            struct_size: own_size::<bc_bulk_item>(),
             key: std::ptr::null(),
             key_len: 0,
             value: std::ptr::null(),
@@ -68,10 +78,10 @@ impl Iterator for CallbackItems {
         }
         let n = self.given;
         if rc < 0 {
-            self.stopped = Some((
+            self.stopped = Some(Fail::new(
                 bc_code::BC_CANCELLED,
                 format!(
-                    "CANCELLED: bulk_load: the item callback returned {rc} after {n} items; they are loaded"
+                    "bulk_load: the item callback returned {rc} after {n} items; they are loaded"
                 ),
             ));
             return None;
@@ -79,11 +89,11 @@ impl Iterator for CallbackItems {
         let copy = |ptr, len, what| {
             bytes(ptr, len, what)
                 .map(Bytes::copy_from_slice)
-                .map_err(|(code, m)| {
-                    (
-                        code,
-                        format!("{m} (item {n} of bulk_load; the {n} before it are loaded)"),
-                    )
+                .map_err(|mut f| {
+                    f.message.push_str(&format!(
+                        " (item {n} of bulk_load; the {n} before it are loaded)"
+                    ));
+                    f
                 })
         };
         match (
@@ -134,6 +144,7 @@ pub extern "C" fn bc_bulk_load(
         let Some(next) = next else {
             return Err(invalid("next is NULL"));
         };
+        let out = sized::optional(out, "out")?;
         let mut items = CallbackItems {
             next,
             ctx,
@@ -141,13 +152,14 @@ pub extern "C" fn bc_bulk_load(
             stopped: None,
         };
         let r = s.store.bulk_load(&mut items).map_err(engine_err)?;
-        if !out.is_null() {
-            *out_ref(out, "out")? = bc_load_report {
+        if let Some(out) = &out {
+            out.write(bc_load_report {
+                struct_size: std::mem::size_of::<bc_load_report>(),
                 objects: r.objects,
                 bytes: r.bytes,
                 groups: r.groups,
                 elapsed_nanos: u64::try_from(r.elapsed.as_nanos()).unwrap_or(u64::MAX),
-            };
+            });
         }
         match items.stopped {
             Some(stop) => Err(stop),

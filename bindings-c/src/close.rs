@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use engine::Bytes;
 
-use crate::boundary::{call, engine_err, store_ref};
+use crate::boundary::{call, engine_err, store_ref, Fail};
 use crate::{bc_buf, bc_code, bc_error, bc_store};
 /// Closes the store: pending commits finish, the lock is released. The
 /// handle stays valid (calls return BC_CLOSED) until bc_store_free. A
@@ -16,16 +16,15 @@ pub extern "C" fn bc_close(store: *const bc_store, err: *mut *mut bc_error) -> b
     call(err, || {
         let s = store_ref(store)?;
         if s.closed.swap(true, Ordering::AcqRel) {
-            return Err((
-                bc_code::BC_CLOSED,
-                "CLOSED: the store is already closed".into(),
-            ));
+            return Err(Fail::new(bc_code::BC_CLOSED, "the store is already closed"));
         }
         s.store.close().map_err(engine_err)
     })
 }
 
 /// Frees the handle (closing the store first if needed). NULL is a no-op.
+/// When this frees the last store of the process, and none of its uploads
+/// or cursors is left, no thread of the library runs after it returns.
 #[no_mangle]
 pub extern "C" fn bc_store_free(store: *mut bc_store) {
     let _ = catch_unwind(AssertUnwindSafe(|| {

@@ -15,10 +15,14 @@
 // is the order of the generated header: keep it (each comment holds the
 // declarations apart so rustfmt does not sort them).
 
+// BC_ABI_MAJOR (the soname's number), BC_ABI_MINOR.
+mod abi;
 // Result codes, enums, options, info and report structs, opaque handles.
 mod types;
 // Errors to codes, panics caught, pointer arguments borrowed.
 mod boundary;
+// Structs that carry their own size: checked, read and written by it.
+mod sized;
 // bc_options_default, bc_open.
 mod open;
 // bc_put*, bc_get, bc_read*, bc_stat, bc_delete, bc_contains.
@@ -33,9 +37,11 @@ mod bulk;
 mod maintenance;
 // bc_close, bc_store_free, bc_buf_free.
 mod close;
-// bc_error_code, bc_error_message, bc_error_free, bc_code_name.
+// bc_error_code, bc_error_message, bc_error_errno, bc_error_free,
+// bc_code_name.
 mod error;
 
+pub use abi::*;
 pub use bulk::*;
 pub use close::*;
 pub use error::*;

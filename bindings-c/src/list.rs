@@ -9,6 +9,7 @@ use engine::{Keys, ListEntry};
 use crate::boundary::{
     bytes, call, created_micros, engine_err, expires_micros, out_ref, store_ref, Fail,
 };
+use crate::sized;
 use crate::{bc_code, bc_error, bc_store};
 /// One key of a listing, as `bc_list_next` fills it. `key` points to
 /// `key_len` bytes owned by the cursor, valid until the next
@@ -16,6 +17,9 @@ use crate::{bc_code, bc_error, bc_store};
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct bc_list_entry {
+    /// The size of this struct as the program knows it: set by
+    /// BC_LIST_ENTRY_INIT (see "Structs that grow" at the top of this header).
+    pub struct_size: usize,
     /// The key (not NUL-terminated).
     pub key: *const u8,
     pub key_len: usize,
@@ -122,7 +126,7 @@ pub extern "C" fn bc_list_next(
 ) -> bc_code {
     call(err, || {
         let c = out_ref(cursor, "cursor")?;
-        let entry = out_ref(entry, "entry")?;
+        let entry = sized::required(entry, "entry")?;
         let has_entry = out_ref(has_entry, "has_entry")?;
         c.current = None;
         if c.done {
@@ -131,9 +135,9 @@ pub extern "C" fn bc_list_next(
         }
         if c.store.is_closed() {
             c.done = true;
-            return Err((
+            return Err(Fail::new(
                 bc_code::BC_CLOSED,
-                "CLOSED: the store of this listing is closed".into(),
+                "the store of this listing is closed",
             ));
         }
         match c.keys.next() {
@@ -147,14 +151,15 @@ pub extern "C" fn bc_list_next(
                 Err(engine_err(e))
             }
             Some(Ok(e)) => {
-                *entry = bc_list_entry {
+                entry.write(bc_list_entry {
+                    struct_size: std::mem::size_of::<bc_list_entry>(),
                     key: e.key.as_ptr(),
                     key_len: e.key.len(),
                     size: e.size,
                     version: e.version,
                     created_unix_micros: created_micros(e.created),
                     expires_unix_micros: expires_micros(e.expires),
-                };
+                });
                 *has_entry = true;
                 c.current = Some(e);
                 Ok(())

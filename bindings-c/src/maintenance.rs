@@ -3,7 +3,8 @@
 
 use std::ffi::c_char;
 
-use crate::boundary::{call, engine_err, out_ref, path_ref, store_ref};
+use crate::boundary::{call, engine_err, path_ref, store_ref};
+use crate::sized;
 use crate::{bc_backup_report, bc_code, bc_compact_report, bc_error, bc_stats, bc_store};
 /// Fills `*out` with the store's figures.
 #[no_mangle]
@@ -14,9 +15,10 @@ pub extern "C" fn bc_store_stats(
 ) -> bc_code {
     call(err, || {
         let s = store_ref(store)?;
-        let out = out_ref(out, "out")?;
+        let out = sized::required(out, "out")?;
         let st = s.store.stats();
-        *out = bc_stats {
+        out.write(bc_stats {
+            struct_size: std::mem::size_of::<bc_stats>(),
             objects: st.objects,
             logical_bytes: st.logical_bytes,
             allocated_bytes: st.allocated_bytes,
@@ -38,7 +40,7 @@ pub extern "C" fn bc_store_stats(
             max_capacity: st.max_capacity.unwrap_or(0),
             clean: st.recovery.clean,
             skipped: st.recovery.skipped.len() as u64,
-        };
+        });
         Ok(())
     })
 }
@@ -83,15 +85,18 @@ pub extern "C" fn bc_compact(
     err: *mut *mut bc_error,
 ) -> bc_code {
     call(err, || {
-        let r = store_ref(store)?.store.compact().map_err(engine_err)?;
-        if !out.is_null() {
-            *out_ref(out, "out")? = bc_compact_report {
+        let s = store_ref(store)?;
+        let out = sized::optional(out, "out")?;
+        let r = s.store.compact().map_err(engine_err)?;
+        if let Some(out) = out {
+            out.write(bc_compact_report {
+                struct_size: std::mem::size_of::<bc_compact_report>(),
                 moved: r.moved,
                 bytes_moved: r.bytes_moved,
                 largest_free_before: r.largest_free_before,
                 largest_free_after: r.largest_free_after,
                 elapsed_micros: u64::try_from(r.elapsed.as_micros()).unwrap_or(u64::MAX),
-            };
+            });
         }
         Ok(())
     })
@@ -127,13 +132,15 @@ pub extern "C" fn bc_backup(
     call(err, || {
         let s = store_ref(store)?;
         let dest = path_ref(dest, "dest")?;
+        let out = sized::optional(out, "out")?;
         let r = s.store.backup(dest).map_err(engine_err)?;
-        if !out.is_null() {
-            *out_ref(out, "out")? = bc_backup_report {
+        if let Some(out) = out {
+            out.write(bc_backup_report {
+                struct_size: std::mem::size_of::<bc_backup_report>(),
                 objects: r.objects,
                 bytes: r.bytes,
                 elapsed_nanos: u64::try_from(r.elapsed.as_nanos()).unwrap_or(u64::MAX),
-            };
+            });
         }
         Ok(())
     })

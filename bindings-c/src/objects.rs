@@ -8,6 +8,7 @@ use engine::{Bytes, PutMode, PutOptions};
 use crate::boundary::{
     bytes, call, engine_err, fill_buf, info_of, invalid, out_ref, store_ref, Fail,
 };
+use crate::sized;
 use crate::{bc_buf, bc_code, bc_error, bc_info, bc_put_mode, bc_store};
 /// Stores `val[0..val_len]` under `key[0..key_len]`, durably. `info` may
 /// be NULL.
@@ -137,11 +138,12 @@ fn put(
         options = options.ttl(ttl);
     }
     let s = store_ref(store)?;
+    let info = sized::optional(info, "info")?;
     let key = bytes(key, key_len, "key")?;
     let val = Bytes::copy_from_slice(bytes(val, val_len, "value")?);
     let i = s.store.put_with(key, val, options).map_err(engine_err)?;
-    if !info.is_null() {
-        *out_ref(info, "info")? = info_of(&i);
+    if let Some(info) = info {
+        info.write(info_of(&i));
     }
     Ok(())
 }
@@ -225,9 +227,9 @@ pub extern "C" fn bc_stat(
 ) -> bc_code {
     call(err, || {
         let s = store_ref(store)?;
-        let out = out_ref(out, "out")?;
+        let out = sized::required(out, "out")?;
         let key = bytes(key, key_len, "key")?;
-        *out = info_of(&s.store.stat(key).map_err(engine_err)?);
+        out.write(info_of(&s.store.stat(key).map_err(engine_err)?));
         Ok(())
     })
 }

@@ -9,11 +9,33 @@ use engine::blocking::Store;
 use engine::{Durability, IndexKind, IoEngineKind, Options};
 
 use crate::boundary::{call, engine_err, invalid, path_ref, Fail};
-use crate::{bc_durability, bc_error, bc_index, bc_io_engine, bc_options, bc_store};
-/// The default options.
+use crate::sized::{out_of_size, read_in};
+use crate::{bc_code, bc_durability, bc_error, bc_index, bc_io_engine, bc_options, bc_store};
+
+/// Fills `*opts` with the default options, as BC_OPTIONS_INIT does (for
+/// callers that cannot use a C macro, e.g. through an FFI): `struct_size`
+/// is the program's `sizeof(bc_options)`, and only that many bytes are
+/// written.
+///
+/// Errors: BC_INVALID_ARGUMENT if `opts` is NULL or `struct_size` is no
+/// size a blobcask.h gave bc_options; nothing is written then.
 #[no_mangle]
-pub extern "C" fn bc_options_default() -> bc_options {
+pub extern "C" fn bc_options_init(
+    opts: *mut bc_options,
+    struct_size: usize,
+    err: *mut *mut bc_error,
+) -> bc_code {
+    call(err, || {
+        out_of_size(opts, struct_size, "opts")?.write(defaults());
+        Ok(())
+    })
+}
+
+/// The defaults: what BC_OPTIONS_INIT spells out, and what a field beyond
+/// an older program's `struct_size` takes.
+fn defaults() -> bc_options {
     bc_options {
+        struct_size: std::mem::size_of::<bc_options>(),
         capacity: 0,
         index: bc_index::BC_INDEX_STORED as u32,
         io_engine: bc_io_engine::BC_IO_AUTO as u32,
@@ -104,7 +126,8 @@ fn options_of(o: &bc_options) -> Result<Options, Fail> {
 
 /// Opens (creating when missing) the store at `path`. `opts` may be NULL
 /// for defaults. Returns NULL on failure, with `*err` set when `err` is
-/// not NULL.
+/// not NULL: BC_INVALID_ARGUMENT among others when `opts->struct_size` is
+/// no size a blobcask.h gave bc_options (start from BC_OPTIONS_INIT).
 #[no_mangle]
 pub extern "C" fn bc_open(
     path: *const c_char,
@@ -115,10 +138,9 @@ pub extern "C" fn bc_open(
     call(err, || {
         let path = path_ref(path, "path")?;
         let options = if opts.is_null() {
-            options_of(&bc_options_default())?
+            options_of(&defaults())?
         } else {
-            // SAFETY: non-null and points to a bc_options.
-            options_of(unsafe { &*opts })?
+            options_of(&read_in(opts, defaults(), "opts")?)?
         };
         let store = Store::open(path, options).map_err(engine_err)?;
         handle = Box::into_raw(Box::new(bc_store {

@@ -84,11 +84,15 @@ pub enum bc_durability {
     BC_DURABILITY_BUFFERED = 1,
 }
 
-/// Options for `bc_open`. Start from `bc_options_default()`; fields left at
-/// their default take the engine's defaults.
+/// Options for `bc_open`. Start from BC_OPTIONS_INIT (or
+/// `bc_options_init`); fields left at their default take the engine's
+/// defaults.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct bc_options {
+    /// The size of this struct as the program knows it: set by
+    /// BC_OPTIONS_INIT (see "Structs that grow" at the top of this header).
+    pub struct_size: usize,
     /// Size of the store file in bytes. A new store file starts at it
     /// (0 = 16 MiB) and grows by itself as it fills, up to `max_capacity`
     /// (a block device keeps its size). At reopen, 0 keeps the store's
@@ -121,6 +125,12 @@ pub struct bc_options {
     /// change fails with BC_UNSUPPORTED, nothing is ever written; 0 = no
     /// (default).
     pub read_only: i32,
+    /// 1 = salvage, with `read_only` = 1 only (otherwise
+    /// BC_INVALID_ARGUMENT): open a store that a plain open refuses for a
+    /// damaged tuple block, skipping the block. Its objects are missing
+    /// (BC_NOT_FOUND, never an older copy), `bc_stats.skipped` counts such
+    /// blocks; copy out what reads with `bc_backup`. 0 = no (default).
+    pub salvage: i32,
     /// Bytes of the read cache of whole small objects; -1 = default
     /// (64 MiB), 0 = off. Hits are the store's memory behind a `const`
     /// pointer: never write through `bc_buf.data`.
@@ -139,18 +149,15 @@ pub struct bc_options {
     /// acknowledged change stays unwritten (more than 0). Must be 0 with
     /// BC_DURABILITY_SYNC (the default). Otherwise BC_INVALID_ARGUMENT.
     pub max_delay_micros: u64,
-    /// 1 = salvage, with `read_only` = 1 only (otherwise
-    /// BC_INVALID_ARGUMENT): open a store that a plain open refuses for a
-    /// damaged tuple block, skipping the block. Its objects are missing
-    /// (BC_NOT_FOUND, never an older copy), `bc_stats.skipped` counts such
-    /// blocks; copy out what reads with `bc_backup`. 0 = no (default).
-    pub salvage: i32,
 }
 
 /// What a commit produced, or what `bc_stat` reports.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct bc_info {
+    /// The size of this struct as the program knows it: set by
+    /// BC_INFO_INIT (see "Structs that grow" at the top of this header).
+    pub struct_size: usize,
     pub size: u64,
     pub version: u64,
     /// Commit time, microseconds since the Unix epoch.
@@ -167,6 +174,9 @@ pub struct bc_info {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct bc_stats {
+    /// The size of this struct as the program knows it: set by
+    /// BC_STATS_INIT (see "Structs that grow" at the top of this header).
+    pub struct_size: usize,
     pub objects: u64,
     pub logical_bytes: u64,
     pub allocated_bytes: u64,
@@ -208,6 +218,9 @@ pub struct bc_stats {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct bc_backup_report {
+    /// The size of this struct as the program knows it: set by
+    /// BC_BACKUP_REPORT_INIT (see "Structs that grow" at the top of this header).
+    pub struct_size: usize,
     /// Objects in the copy: the live objects when the backup started.
     pub objects: u64,
     /// Their bytes (keys not counted).
@@ -220,6 +233,9 @@ pub struct bc_backup_report {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct bc_compact_report {
+    /// The size of this struct as the program knows it: set by
+    /// BC_COMPACT_REPORT_INIT (see "Structs that grow" at the top of this header).
+    pub struct_size: usize,
     /// Objects moved to lower addresses.
     pub moved: u64,
     /// Heap bytes copied.
@@ -238,6 +254,10 @@ pub struct bc_compact_report {
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct bc_upload_info {
+    /// The size of this struct as the library knows it (set by the
+    /// library): a field added after the program's header was released is
+    /// there when BC_HAS_FIELD(info, bc_upload_info, field).
+    pub struct_size: usize,
     /// Identifies the upload in its store until it ends (`bc_upload_id`,
     /// `bc_abort_upload`); never 0.
     pub id: u64,
@@ -254,7 +274,8 @@ pub struct bc_upload_info {
 }
 
 /// Bytes returned by blobcask. Read `data[0..len]`; release with
-/// `bc_buf_free` (which also resets the struct).
+/// `bc_buf_free` (which also resets the struct). The one struct without
+/// `struct_size`: its three fields are fixed for good.
 #[repr(C)]
 #[derive(Debug)]
 pub struct bc_buf {
@@ -275,8 +296,10 @@ pub struct bc_upload {
     pub(crate) upload: Upload,
 }
 
-/// An error: a code and a message (opaque).
+/// An error: a code, a message and, when the OS reported it, the OS error
+/// number (opaque).
 pub struct bc_error {
     pub(crate) code: bc_code,
     pub(crate) message: CString,
+    pub(crate) os_errno: i32,
 }

@@ -8,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use engine::Bytes;
 
 use crate::boundary::{bytes, call, engine_err, info_of, invalid, out_ref, store_ref};
+use crate::sized::{self, own_size};
 use crate::{bc_code, bc_error, bc_info, bc_store, bc_upload, bc_upload_info};
 /// Starts a multipart upload of exactly `size` bytes; `*out` receives the
 /// upload, which bc_upload_commit or bc_upload_abort consumes.
@@ -74,9 +75,12 @@ pub extern "C" fn bc_upload_commit(
         // SAFETY: uploads are boxed by bc_upload_begin; this call takes
         // ownership back exactly once.
         let up = unsafe { Box::from_raw(up) };
+        // Checked before the commit: a refused `info` frees the handle
+        // uncommitted, as any failure does.
+        let info = sized::optional(info, "info")?;
         let i = up.upload.commit().map_err(engine_err)?;
-        if !info.is_null() {
-            *out_ref(info, "info")? = info_of(&i);
+        if let Some(info) = info {
+            info.write(info_of(&i));
         }
         Ok(())
     })
@@ -143,6 +147,7 @@ pub extern "C" fn bc_list_uploads(
         };
         for u in s.store.list_uploads() {
             let info = bc_upload_info {
+                struct_size: own_size::<bc_upload_info>(),
                 id: u.id,
                 key: u.key.as_ptr(),
                 key_len: u.key.len(),

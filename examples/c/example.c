@@ -7,7 +7,7 @@
 
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : "/tmp/blobcask-example.blobcask";
-    bc_options opts = bc_options_default();
+    bc_options opts = BC_OPTIONS_INIT; /* struct_size and every default */
     opts.capacity = 64u << 20;
     bc_error *err = NULL;
     bc_store *store = bc_open(path, &opts, &err);
@@ -18,7 +18,7 @@ int main(int argc, char **argv) {
     }
     const char *key = "greetings/hello.txt";
     const char *text = "hello from C, stored durably in one blob file\n";
-    bc_info info;
+    bc_info info = BC_INFO_INIT;
     if (bc_put(store, (const uint8_t *)key, strlen(key), (const uint8_t *)text, strlen(text), &info, &err) != BC_OK) {
         fprintf(stderr, "put: %s\n", bc_error_message(err));
         bc_error_free(err);

@@ -10,13 +10,15 @@
 //! idle tick, an O(1) step, so neither readers nor writers wait for a
 //! merge. At open every key arrives at once: they serve lookups from the
 //! frozen layer while the first FST is built behind them. A merge still
-//! running when the index is dropped finishes on its own and is discarded.
+//! running when the index is dropped is stopped and its thread joined: no
+//! thread of a store outlives it.
 //!
 //! Invariant: for any key, the newest of (overlay, frozen, base) that
 //! mentions it is its state; `len` counts keys whose state is `Some`.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -41,6 +43,17 @@ pub struct FstIndex {
     overlay: Overlay,
     len: usize,
     merge: Option<JoinHandle<Option<Map<Vec<u8>>>>>,
+    /// Set when the index is dropped: a running merge stops early.
+    cancel: Arc<AtomicBool>,
+}
+
+impl Drop for FstIndex {
+    fn drop(&mut self) {
+        if let Some(merge) = self.merge.take() {
+            self.cancel.store(true, Ordering::Relaxed);
+            let _ = merge.join();
+        }
+    }
 }
 
 impl Default for FstIndex {
@@ -51,6 +64,7 @@ impl Default for FstIndex {
             overlay: Overlay::new(),
             len: 0,
             merge: None,
+            cancel: Arc::default(),
         }
     }
 }
@@ -94,9 +108,10 @@ impl FstIndex {
     fn start_merge(&mut self, changes: Frozen) {
         self.frozen = Arc::new(changes);
         let (base, frozen) = (self.base.clone(), self.frozen.clone());
+        let cancel = self.cancel.clone();
         self.merge = std::thread::Builder::new()
             .name("blobcask-fst-merge".into())
-            .spawn(move || merge(&base, &frozen))
+            .spawn(move || merge(&base, &frozen, &cancel))
             .ok();
         if self.merge.is_none() {
             // No thread: keep the changes in the overlay.
@@ -107,12 +122,19 @@ impl FstIndex {
     }
 }
 
-/// A new FST holding `base` updated by `changes`.
-fn merge(base: &Map<Vec<u8>>, changes: &Frozen) -> Option<Map<Vec<u8>>> {
+/// A new FST holding `base` updated by `changes`; `None` when it failed
+/// or `cancel` was set (looked at every `CANCEL_EVERY` keys).
+fn merge(base: &Map<Vec<u8>>, changes: &Frozen, cancel: &AtomicBool) -> Option<Map<Vec<u8>>> {
+    const CANCEL_EVERY: usize = 4096;
     let mut out = MapBuilder::memory();
     let mut changes = changes.iter().peekable();
     let mut stream = base.stream();
+    let mut seen = 0usize;
     while let Some((k, v)) = stream.next() {
+        seen += 1;
+        if seen.is_multiple_of(CANCEL_EVERY) && cancel.load(Ordering::Relaxed) {
+            return None;
+        }
         while let Some((ck, cv)) = changes.next_if(|(ck, _)| &**ck < k) {
             if let Some(id) = cv {
                 out.insert(ck, *id).ok()?;

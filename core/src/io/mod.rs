@@ -23,7 +23,7 @@ use std::future::Future;
 use std::io;
 use std::path::Path;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 pub use buf::{round_up, AlignedBuf};
 pub(crate) use counted::Counted;
@@ -43,8 +43,8 @@ thread_local! {
 /// io_uring engine waits in the kernel here), so it works even when called
 /// from inside an async runtime's worker. Nested (a blocking call made
 /// from code this runs, e.g. a bulk load's item iterator calling `get`)
-/// and with no event loop to keep running, it waits with `wait_here`: an
-/// executor cannot be entered twice.
+/// and with no event loop to keep running, it waits with `wait_here`, on
+/// a parker of its own.
 pub fn block_on<F: Future>(fut: F) -> F::Output {
     /// Restores the flag even when `fut` panics.
     struct Restore(bool);
@@ -60,7 +60,13 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
     match crate::event_loop::drive_hosted(fut) {
         Ok(out) => out,
         Err(fut) if nested => wait_here(fut),
-        Err(fut) => futures::executor::block_on(fut),
+        // The thread's own parker (no allocation per call). A nested wait
+        // takes a fresh one: it could consume a wake-up meant for the
+        // outer wait, which would then sleep through it.
+        Err(fut) => match PARKER.try_with(Arc::clone) {
+            Ok(parker) => run_parked(fut, parker),
+            Err(_) => wait_here(fut),
+        },
     }
 }
 
@@ -69,23 +75,69 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
 /// executor's task (the engine must complete `fut` without that executor's
 /// help, as every engine here does).
 pub(crate) fn wait_here<F: Future>(fut: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-        fn wake_by_ref(self: &Arc<Self>) {
-            self.0.unpark();
+    run_parked(fut, Arc::new(Parker::default()))
+}
+
+/// Wakes a thread waiting in [`run_parked`]: a flag under a lock and a
+/// condition variable. Not `std::thread::Thread::unpark`: the handle
+/// `std::thread::current()` makes for a thread that std did not start (a
+/// C program's, a Python or Node thread) is never freed, and valgrind
+/// reports it when the program exits. std's lock and condition variable
+/// (a futex each), not parking_lot's, whose process-wide table a fork can
+/// copy with a lock held by a thread the child does not have (see
+/// `store::helpers`).
+#[derive(Default)]
+struct Parker {
+    woken: std::sync::Mutex<bool>,
+    wake: std::sync::Condvar,
+}
+
+impl std::task::Wake for Parker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let mut woken = self.woken.lock().unwrap_or_else(PoisonError::into_inner);
+        if !*woken {
+            *woken = true;
+            self.wake.notify_one();
         }
     }
-    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+}
+
+impl Parker {
+    /// Sleeps until woken since the last `park` returned (at once if it
+    /// was). A wake-up left over from an earlier wait costs one extra
+    /// poll, nothing else.
+    fn park(&self) {
+        let mut woken = self.woken.lock().unwrap_or_else(PoisonError::into_inner);
+        while !*woken {
+            woken = self
+                .wake
+                .wait(woken)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        *woken = false;
+    }
+}
+
+thread_local! {
+    /// This thread's parker for [`block_on`].
+    static PARKER: Arc<Parker> = Arc::new(Parker::default());
+}
+
+/// Polls `fut` on this thread until it is ready, sleeping on `parker`
+/// between polls.
+fn run_parked<F: Future>(fut: F, parker: Arc<Parker>) -> F::Output {
+    let waker = std::task::Waker::from(parker.clone());
     let mut cx = std::task::Context::from_waker(&waker);
     let mut fut = std::pin::pin!(fut);
     loop {
         if let std::task::Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
             return v;
         }
-        std::thread::park();
+        parker.park();
     }
 }
 

@@ -1,5 +1,6 @@
-//! pread/pwrite engine: blocking syscalls on the `blocking` crate's thread
-//! pool, so the returned futures are `Send` and runtime-agnostic.
+//! pread/pwrite engine: blocking syscalls on the engine's helper threads
+//! (`store::helpers`), so the returned futures are `Send` and
+//! runtime-agnostic.
 
 use std::fs::File;
 use std::io;

@@ -31,11 +31,12 @@ pub(crate) fn generation() -> u64 {
     FORKS.load(Ordering::Relaxed)
 }
 
-/// Runs `f` on the `blocking` crate's thread pool, as `blocking::unblock`
-/// does, except in a fork child: a child of a process that used the pool
-/// inherits the pool's bookkeeping (its threads counted, some as idle) but
-/// none of its threads, so a task handed to the pool there waited forever
-/// (a child that opened a store of its own hung in `open`). In a child `f`
+/// Runs `f` on the engine's helper threads (`helpers`), except in a fork
+/// child: a child of a process that used the pool inherits the pool's
+/// bookkeeping (its threads counted, some as idle) but none of its
+/// threads, so a task handed to the pool there waited forever (a child
+/// that opened a store of its own hung in `open`, with the `blocking`
+/// crate's pool used before). In a child `f`
 /// runs on a thread of its own, started for it; a panic in `f` is resumed
 /// in the caller either way.
 pub(crate) async fn unblock<T, F>(f: F) -> T
@@ -44,7 +45,7 @@ where
     F: FnOnce() -> T + Send + 'static,
 {
     if generation() == 0 {
-        return blocking::unblock(f).await;
+        return crate::store::helpers::unblock(f).await;
     }
     let (tx, rx) = futures::channel::oneshot::channel();
     on_a_thread_of_its_own(move || {
@@ -57,15 +58,14 @@ where
     }
 }
 
-/// Runs `f` in the background, nobody waiting for it: on the `blocking`
-/// crate's pool, or in a fork child (see [`unblock`]) on a thread of its
-/// own.
+/// Runs `f` in the background, nobody waiting for it: on the helper
+/// threads, or in a fork child (see [`unblock`]) on a thread of its own.
 pub(crate) fn detach<F>(f: F)
 where
     F: FnOnce() + Send + 'static,
 {
     if generation() == 0 {
-        blocking::unblock(f).detach();
+        crate::store::helpers::spawn(f);
     } else {
         on_a_thread_of_its_own(f);
     }

@@ -9,8 +9,10 @@
 //! * `read.rs`: the read path (locate, read, verify, keep in the cache);
 //! * `report.rs`: the public [`ObjectInfo`] and [`Stats`];
 //! * `request.rs`: what a change asks of the commit path; `commit/`: the
-//!   commit path (a file per role); `open.rs`: open; the rest
-//!   one job each (uploads, bulk loads, backup, compaction, scrub, growth).
+//!   commit path (a file per role); `open.rs`: open; `helpers.rs`: the
+//!   threads blocking work is handed to, ended by the last store's close;
+//!   the rest one job each (uploads, bulk loads, backup, compaction,
+//!   scrub, growth).
 //!
 //! The front keeps the handle's life: a call on a closed handle, or on one
 //! a fork child inherited, fails (`Closed`, `Locked`) before it touches the
@@ -43,6 +45,7 @@ mod compact;
 mod data;
 pub(crate) mod fork;
 mod grow;
+pub(crate) mod helpers;
 mod landing;
 mod list;
 #[cfg(target_os = "linux")]
@@ -111,6 +114,10 @@ struct Inner {
     /// Puts started and not yet answered (`Staging` guards): `close`
     /// lets them finish before its last group.
     staging: AtomicUsize,
+    /// Keeps the helper threads while the store is open: let go by
+    /// `close` on the caller's thread once the close is done (the last
+    /// store's close joins them), or with the handle.
+    helpers: Mutex<Option<helpers::Lease>>,
 }
 
 /// A put in progress, counted in `Inner::staging` until dropped.
@@ -207,6 +214,9 @@ impl Store {
     /// writing).
     pub async fn open(path: impl AsRef<Path>, options: Options) -> Result<Store> {
         let path = path.as_ref().to_path_buf();
+        // Held until the store holds its own: a failed open lets the
+        // helper threads go.
+        let _helpers = helpers::lease();
         crate::store::fork::unblock(move || crate::io::block_on(open::open_path(&path, options)))
             .await
     }
@@ -256,6 +266,7 @@ impl Store {
                 closing: AtomicBool::new(false),
                 fork_generation: fork::generation(),
                 staging: AtomicUsize::new(0),
+                helpers: Mutex::new(Some(helpers::lease())),
             }),
         })
     }
@@ -506,6 +517,7 @@ impl Store {
         }
         if self.inner.forked() {
             self.inner.shut_down();
+            drop(self.inner.helpers.lock().take());
             return Ok(());
         }
         self.inner.closing.store(true, Ordering::Release);
@@ -522,6 +534,9 @@ impl Store {
         let synced = self.sync().await;
         let inner = self.inner.clone();
         crate::store::fork::unblock(move || inner.shut_down()).await;
+        // Here, not in `shut_down`: that ran on a helper thread, and the
+        // last store's close joins them all.
+        drop(self.inner.helpers.lock().take());
         synced
     }
 }
