@@ -79,6 +79,7 @@ pub use options::{
 #[cfg(target_os = "linux")]
 pub use store::LocalStore;
 pub use store::{
-    BackupReport, BulkOptions, CacheStats, CompactReport, Keys, ListEntry, LoadReport, ObjectInfo,
-    ScrubReport, Stats, Store, Upload, UploadInfo, PART_ALIGN,
+    BackupReport, Batch, BatchOutcome, BulkOptions, CacheStats, CompactReport, Keys, ListEntry,
+    LoadReport, ObjectInfo, ScrubReport, Stats, Store, Upload, UploadInfo, MAX_BATCH_OPS,
+    PART_ALIGN,
 };

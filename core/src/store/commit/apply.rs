@@ -93,7 +93,12 @@ impl Committer {
                 self.deferred.push_back(req);
                 continue;
             }
-            if !matches!(req, Request::PutMany { .. } | Request::Barrier { .. }) {
+            // A load or a batch makes its own room (a batch: all of it at
+            // once, so it is never split).
+            if !matches!(
+                req,
+                Request::PutMany { .. } | Request::Barrier { .. } | Request::Batch { .. }
+            ) {
                 if let Err(e) = self.room_for_one().await {
                     self.poison(&e);
                     fail_request(req, &e);
@@ -181,6 +186,13 @@ impl Committer {
                         other => drop(reply.send(other)),
                     }
                 }
+                Request::Batch { ops, reply } => match self.apply_batch(ops).await {
+                    Ok((outcomes, bytes)) => acks.push(Ack::Batch(reply, outcomes, bytes)),
+                    // Refused whole before anything changed, or (having
+                    // poisoned the store) failed part way: either way no
+                    // part of it is ever written.
+                    Err(e) => drop(reply.send(Err(e))),
+                },
                 Request::Delete { key, reply } => match self.apply_delete(&key, None).await {
                     Ok(true) => acks.push(Ack::Done(reply)),
                     Ok(false) => {
@@ -235,7 +247,7 @@ impl Committer {
         for ack in acks {
             let committed = match &ack {
                 Ack::Info(_, info) => info.size,
-                Ack::Many(_, _, bytes, _, _) => *bytes,
+                Ack::Many(_, _, bytes, _, _) | Ack::Batch(_, _, bytes) => *bytes,
                 Ack::Done(_) | Ack::Moved(_) => 0,
             };
             if result.is_ok() {
@@ -247,7 +259,7 @@ impl Committer {
         }
     }
 
-    async fn apply_put(
+    pub(super) async fn apply_put(
         &mut self,
         key: Box<[u8]>,
         size: u64,
@@ -566,6 +578,9 @@ impl Committer {
                         .filter(|e| e.version == *version)
                         .map(|e| e.block),
                 ),
+                Request::Batch { ops, .. } => {
+                    out.extend(ops.iter().filter_map(|op| of_key(op.key())))
+                }
                 Request::Barrier { .. } => {}
             }
         }
