@@ -340,3 +340,48 @@ fn the_blocking_batch_and_get_many_match_the_async_ones() {
     );
     assert!(!s.contains("c"));
 }
+
+/// A batch may change one tuple block per operation, and its group must
+/// fit the metadata journal whole. On a full heap (no room for a larger
+/// journal) a batch over more blocks than the journal holds is refused
+/// whole, before anything changes, where single changes would be split
+/// into several groups; the store stays usable, and a batch that fits
+/// commits.
+#[test]
+fn a_batch_the_journal_cannot_hold_on_a_full_heap_is_refused_whole() {
+    use blobcask::blocking::Store;
+    let dev = std::sync::Arc::new(blobcask::io::fault::MemDevice::new(8 << 20));
+    let s = Store::open_with_engine(dev.clone(), blobcask::Options::new()).unwrap();
+    // 600 inline objects: ~50 tuple blocks with state, more than the 32
+    // journal slots an 8 MiB store starts with.
+    let small = |i: u64, round: u64| pattern(i * 31 + round, 300);
+    for i in 0..600 {
+        s.put(format!("s{i:04}"), small(i, 0)).unwrap();
+    }
+    let mut n = 0u64;
+    while s.put(format!("big{n}"), pattern(n, 100_000)).is_ok() {
+        n += 1;
+    }
+    assert!(s.stats().free_bytes < 128 << 10, "the heap is full");
+    let mut b = s.batch();
+    for i in 0..600 {
+        b.put(format!("s{i:04}"), small(i, 1));
+    }
+    let err = b.commit().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NoSpace, "{err}");
+    assert_eq!(err.batch_op(), None);
+    for i in 0..600 {
+        assert_eq!(s.get(format!("s{i:04}")).unwrap(), small(i, 0));
+    }
+    let mut b = s.batch();
+    for i in 0..20 {
+        b.put(format!("s{i:04}"), small(i, 2));
+    }
+    b.commit().unwrap();
+    s.close().unwrap();
+    let s = Store::open_with_engine(dev, blobcask::Options::new().create(false)).unwrap();
+    for i in 0..600 {
+        let want = if i < 20 { small(i, 2) } else { small(i, 0) };
+        assert_eq!(s.get(format!("s{i:04}")).unwrap(), want, "s{i:04}");
+    }
+}
