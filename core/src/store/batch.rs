@@ -22,7 +22,6 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use futures::StreamExt;
 
 use super::state::heap;
 use super::write::Staged;
@@ -197,15 +196,15 @@ impl Store {
         &self,
         keys: impl IntoIterator<Item = K>,
     ) -> Result<Vec<Option<Bytes>>> {
-        let reads = keys.into_iter().map(|k| {
-            let key: Box<[u8]> = k.as_ref().into();
-            async move { self.get(&key).await }
-        });
-        let got: Vec<Result<Bytes>> = futures::stream::iter(reads)
-            .buffered(GET_MANY_IN_FLIGHT)
-            .collect()
-            .await;
-        got.into_iter().map(found).collect()
+        let keys: Vec<Box<[u8]>> = keys.into_iter().map(|k| k.as_ref().into()).collect();
+        let mut out = Vec::with_capacity(keys.len());
+        for some in keys.chunks(GET_MANY_IN_FLIGHT) {
+            let reads = futures::future::join_all(some.iter().map(|k| self.get(k))).await;
+            for r in reads {
+                out.push(found(r)?);
+            }
+        }
+        Ok(out)
     }
 
     /// The most operations a batch of this store may hold: a group must
