@@ -31,6 +31,7 @@
 #![deny(unsafe_code)]
 
 mod args;
+mod batch;
 mod bulk_load;
 mod errors;
 mod host;
@@ -40,6 +41,7 @@ mod store;
 mod upload;
 
 pub use args::{BufferedDurability, OpenOptions, PutConditions};
+pub use batch::BatchOperation;
 pub use bulk_load::{BulkLoad, Feed, Finish};
 pub use store::{open, open_sync, Store};
 pub use upload::{crc32c_of, Upload};
