@@ -308,10 +308,13 @@ on_every_engine!(
             assert_eq!(g.as_deref(), w.as_deref());
         }
         assert_eq!(s.get_many(Vec::<&str>::new()).await.unwrap(), vec![]);
-    // Its future is `Send` (a binding runs it on another thread).
-    let s2 = s.clone();
-    let spawned = tokio::spawn(async move { s2.get_many(vec![b"a".to_vec()]).await });
-    assert_eq!(spawned.await.unwrap().unwrap()[0].as_deref(), Some(&pattern(1, 10)[..]));
+        // Its future is `Send` (a binding runs it on another thread).
+        let s2 = s.clone();
+        let spawned = tokio::spawn(async move { s2.get_many(vec![b"a".to_vec()]).await });
+        assert_eq!(
+            spawned.await.unwrap().unwrap()[0].as_deref(),
+            Some(&pattern(1, 10)[..])
+        );
         let err = s.get_many(["a", ""]).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     }
