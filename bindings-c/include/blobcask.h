@@ -133,6 +133,12 @@ typedef enum bc_durability {
 } bc_durability;
 
 /*
+ Puts and deletes to commit together (opaque). Used by one thread at a
+ time; nothing is written before `bc_batch_commit`.
+ */
+typedef struct bc_batch bc_batch;
+
+/*
  An error: a code and a message (opaque).
  */
 typedef struct bc_error bc_error;
@@ -752,6 +758,81 @@ enum bc_code bc_list_next(struct bc_list_cursor *cursor,
  store's bc_close/bc_store_free). NULL is a no-op.
  */
 void bc_list_free(struct bc_list_cursor *cursor);
+
+/*
+ A new, empty batch on `store` into `*out` (free with `bc_batch_free`).
+ */
+enum bc_code bc_batch_new(const struct bc_store *store,
+                          struct bc_batch **out,
+                          struct bc_error **err);
+
+/*
+ Adds a put of `val[0..val_len]` under `key[0..key_len]` (both copied),
+ with a condition as `bc_put_if`'s: `mode` a `bc_put_mode` value,
+ `version` the version BC_PUT_UPDATE requires.
+ */
+enum bc_code bc_batch_put(struct bc_batch *batch,
+                          const uint8_t *key,
+                          size_t key_len,
+                          const uint8_t *val,
+                          size_t val_len,
+                          uint32_t mode,
+                          uint64_t version,
+                          struct bc_error **err);
+
+/*
+ Adds a delete of `key[0..key_len]`. A key without an object is no
+ change, not an error.
+ */
+enum bc_code bc_batch_delete(struct bc_batch *batch,
+                             const uint8_t *key,
+                             size_t key_len,
+                             struct bc_error **err);
+
+/*
+ Adds a delete of `key[0..key_len]` only if it holds `version`
+ (BC_VERSION_MISMATCH from `bc_batch_commit` otherwise).
+ */
+enum bc_code bc_batch_delete_if(struct bc_batch *batch,
+                                const uint8_t *key,
+                                size_t key_len,
+                                uint64_t version,
+                                struct bc_error **err);
+
+/*
+ How many operations the batch holds (0 for NULL).
+ */
+size_t bc_batch_len(const struct bc_batch *batch);
+
+/*
+ Commits every operation or none; durable on BC_OK. The batch is empty
+ afterwards, whatever the result (free it with `bc_batch_free`, or fill
+ it again), except when refused before the commit for its own
+ arguments (NULL batch, too few `infos`).
+
+ `infos` may be NULL; otherwise it has room for `infos_len` entries, at
+ least `bc_batch_len(batch)` (else BC_INVALID_ARGUMENT, nothing
+ committed), and receives per operation in order a put's new version's
+ info, or, for a delete, all zeros except `size` = 1 when it removed an
+ object.
+
+ `failed_op` may be NULL; otherwise it receives the index of the
+ operation that refused the batch (a failed condition:
+ BC_ALREADY_EXISTS, BC_VERSION_MISMATCH; a bad key or value, or a key
+ twice: BC_INVALID_ARGUMENT, ...), or SIZE_MAX when the batch committed
+ or failed as a whole. A refused batch changes nothing.
+ */
+enum bc_code bc_batch_commit(struct bc_batch *batch,
+                             struct bc_info *infos,
+                             size_t infos_len,
+                             size_t *failed_op,
+                             struct bc_error **err);
+
+/*
+ Frees a batch (its operations are dropped, nothing written). NULL is a
+ no-op.
+ */
+void bc_batch_free(struct bc_batch *batch);
 
 /*
  Loads many objects at sequential-write speed, replacing existing keys:

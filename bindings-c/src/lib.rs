@@ -27,6 +27,8 @@ mod objects;
 mod upload;
 // bc_list_open, bc_keys_open, bc_list_next, bc_list_free.
 mod list;
+// bc_batch_new, bc_batch_put, bc_batch_delete*, bc_batch_commit, bc_batch_free.
+mod batch;
 // bc_bulk_load.
 mod bulk;
 // bc_store_stats, bc_grow, bc_compact, bc_sync, bc_backup.
@@ -36,6 +38,7 @@ mod close;
 // bc_error_code, bc_error_message, bc_error_free, bc_code_name.
 mod error;
 
+pub use batch::*;
 pub use bulk::*;
 pub use close::*;
 pub use error::*;
