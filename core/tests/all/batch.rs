@@ -392,3 +392,41 @@ fn a_batch_the_journal_cannot_hold_on_a_full_heap_is_refused_whole() {
         assert_eq!(s.get(format!("s{i:04}")).unwrap(), want, "s{i:04}");
     }
 }
+
+/// Readers racing a batch's commit never see part of it: once any of its
+/// puts is visible, all are (visibility only grows here, so a reader that
+/// finds the first key and then misses the last saw a partial batch). The
+/// batch spans many tuple blocks, so the metadata area grows while it is
+/// applied.
+#[test]
+fn readers_never_see_part_of_a_batch() {
+    let t = temp_path();
+    let s = blobcask::blocking::Store::open(&t.path, options(blobcask::IoEngineKind::Portable))
+        .unwrap();
+    for round in 0..6 {
+        let first = format!("r{round}/0000");
+        let last = format!("r{round}/0999");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (s, stop) = (s.clone(), stop.clone());
+            let (first, last) = (first.clone(), last.clone());
+            std::thread::spawn(move || {
+                let mut partial = 0;
+                while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                    if s.contains(&first) && !s.contains(&last) {
+                        partial += 1;
+                    }
+                }
+                partial
+            })
+        };
+        let mut b = s.batch();
+        for i in 0..1000 {
+            b.put(format!("r{round}/{i:04}"), pattern(i, 400));
+        }
+        b.commit().unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Release);
+        let partial = reader.join().unwrap();
+        assert_eq!(partial, 0, "round {round}: a reader saw part of the batch");
+    }
+}

@@ -12,7 +12,9 @@
 //!    nothing changed;
 //! 3. then every operation is applied, unconditionally (the decision of
 //!    step 2 stands even when an object's ttl runs out meanwhile), in
-//!    order, marking the group ATOMIC.
+//!    order, marking the group ATOMIC: each placed in its block's image
+//!    first, then all linked into the index under one lock
+//!    (`link_all`), so a reader sees all of the batch or none of it.
 //!
 //! So the batch lies in one commit group, which is written and synced once
 //! and acknowledged whole; and recovery rolls a torn newest group back
@@ -24,11 +26,12 @@
 //! fully there or absent after a crash.
 //!
 //! A failure in step 3 (no room to grow the metadata area, a tuple block
-//! that no longer reads) after part of the batch is applied poisons the
-//! store: that part is in the index but is never written (nothing more is
-//! written until a reopen, whose recovery finds the state before the
-//! group).
+//! that no longer reads) after part of the batch is placed poisons the
+//! store: that part is in the cached block images (not in the index) and
+//! must never be written (nothing more is written until a reopen, whose
+//! recovery finds the state before the group).
 
+use super::apply::{image_missing, Link};
 use super::Committer;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::PutMode;
@@ -78,6 +81,7 @@ impl Committer {
         // Step 3.
         self.pending.atomic = true;
         let mut outcomes = Vec::with_capacity(n);
+        let mut links = Vec::with_capacity(n);
         let mut bytes = 0;
         for (i, op) in ops.into_iter().enumerate() {
             let verb = op.verb();
@@ -93,27 +97,68 @@ impl Committer {
                         ..spec
                     };
                     bytes += size;
-                    let r = self.apply_put(key.clone(), size, data, spec).await;
-                    r.map(BatchOutcome::Put).map_err(|e| (e, key))
+                    match self.put_unlinked(key.clone(), size, data, spec).await {
+                        Ok((info, link)) => Ok((BatchOutcome::Put(info), Some(link))),
+                        Err(e) => Err((e, key)),
+                    }
                 }
-                BatchItem::Delete { key, .. } => match self.apply_delete(&key, None).await {
-                    Ok(existed) => Ok(BatchOutcome::Deleted { existed }),
+                BatchItem::Delete { key, .. } => match self.delete_unlinked(&key).await {
+                    Ok(Some((existed, link))) => {
+                        Ok((BatchOutcome::Deleted { existed }, Some(link)))
+                    }
+                    Ok(None) => Ok((BatchOutcome::Deleted { existed: false }, None)),
                     Err(e) => Err((e, key)),
                 },
             };
             match applied {
-                Ok(outcome) => outcomes.push(outcome),
+                Ok((outcome, link)) => {
+                    outcomes.push(outcome);
+                    links.extend(link);
+                }
                 Err((e, key)) => {
                     let e = e.in_batch(i, verb, &key);
                     if i > 0 {
-                        // Part of the batch is in the index: it must never
-                        // be written (see the module doc).
+                        // Part of the batch is in the block images: it
+                        // must never be written (see the module doc).
                         self.poison(&e);
                     }
                     return Err(e);
                 }
             }
         }
+        // Visible all at once (readers never see part of a batch).
+        self.link_all(links);
         Ok((outcomes, bytes))
+    }
+
+    /// `apply_delete` for a batch: `key`'s tuple removed from its block's
+    /// image, the key left in the index for `link_all` to unlink with the
+    /// rest of the batch. Whether it had a visible object, and the unlink;
+    /// `None` when it had no tuple at all.
+    async fn delete_unlinked(&mut self, key: &[u8]) -> Result<Option<(bool, Link)>> {
+        let found = {
+            let st = self.shared.state.read();
+            st.lookup_any(key)
+                .map(|e| (e.block, e.live(), e.version, e.tuple_len()))
+        };
+        let Some((block, live, version, tuple_len)) = found else {
+            return Ok(None);
+        };
+        self.load_image(block).await?;
+        self.bump();
+        let image = self
+            .table
+            .images
+            .get_mut(&block)
+            .ok_or_else(|| image_missing(block))?;
+        if let Some(i) = image
+            .iter()
+            .position(|t| &*t.key == key && t.version == version)
+        {
+            self.shared.retired.keep(image.swap_remove(i));
+        }
+        self.table.shrink_used(block, tuple_len);
+        self.touch(block);
+        Ok(Some((live, Link::Remove { key: key.into() })))
     }
 }
