@@ -129,13 +129,14 @@ impl Batch {
     /// Commits on a clean exit; discards when the block raised (and lets
     /// that exception through).
     #[pyo3(signature = (*args))]
-    fn __exit__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<bool> {
+    /// Returns None, so the block's exception is never swallowed.
+    fn __exit__(&self, py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<()> {
         let raised = args.get_item(0).is_ok_and(|t| !t.is_none());
         if raised {
             self.discard();
         } else if self.slot().is_some() {
             self.commit(py)?;
         }
-        Ok(false)
+        Ok(())
     }
 }

@@ -86,3 +86,14 @@ def test_get_many_returns_values_in_order_and_none_for_a_miss(store):
         store.get_many("abc")
     with pytest.raises(blobcask.InvalidArgumentError):
         store.get_many(["a", ""])
+
+
+def test_returning_from_a_batch_block_commits_it(store):
+    def put_two() -> int:
+        with store.batch() as b:
+            b.put("x", b"1")
+            b.put("y", b"2")
+            return len(b)
+
+    assert put_two() == 2
+    assert store.get("y") == b"2"

@@ -45,6 +45,7 @@ __all__ = [
     "Blob",
     "EventLoop",
     "Upload",
+    "Batch",
     "KeyIterator",
     "MAX_KEY_LEN",
     "PART_ALIGN",
@@ -162,8 +163,9 @@ class Batch:
         """Drops every operation without writing anything."""
     def __len__(self) -> int: ...
     def __enter__(self) -> "Batch": ...
-    def __exit__(self, *args: object) -> bool:
-        """Commits on a clean exit; discards when the block raised."""
+    def __exit__(self, *args: object) -> None:
+        """Commits on a clean exit; discards when the block raised (and
+        lets its exception through)."""
 
 @disjoint_base
 class Store:
