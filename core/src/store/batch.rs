@@ -38,6 +38,9 @@ use crate::options::{PutMode, PutOptions};
 /// anything is written.
 pub const MAX_BATCH_OPS: usize = 4096;
 
+/// Operations a batch stages at once (their values written concurrently).
+const STAGE_IN_FLIGHT: usize = 16;
+
 /// Reads `get_many` keeps in flight at once.
 const GET_MANY_IN_FLIGHT: usize = 64;
 
@@ -249,18 +252,30 @@ impl Store {
             }
         }
         drop(first_of);
+        // Staged STAGE_IN_FLIGHT at a time (their heap values written
+        // concurrently); the first failure in the batch's order is reported,
+        // and every value staged is freed with its extent.
         let mut items = Vec::with_capacity(ops.len());
-        for (i, op) in ops.into_iter().enumerate() {
-            let verb = op.verb();
-            let item = match op {
-                BatchOp::Put {
-                    key,
-                    value,
-                    options,
-                } => self.stage_batch_put(key, value, options).await,
-                BatchOp::Delete { key, expect } => self.stage_batch_delete(key, expect),
-            };
-            items.push(item.map_err(|(e, key)| e.in_batch(i, verb, &key))?);
+        let mut rest: Vec<(usize, BatchOp)> = ops.into_iter().enumerate().collect();
+        while !rest.is_empty() {
+            let some: Vec<(usize, BatchOp)> =
+                rest.drain(..rest.len().min(STAGE_IN_FLIGHT)).collect();
+            let staged = futures::future::join_all(some.into_iter().map(|(i, op)| async move {
+                let verb = op.verb();
+                let item = match op {
+                    BatchOp::Put {
+                        key,
+                        value,
+                        options,
+                    } => self.stage_batch_put(key, value, options).await,
+                    BatchOp::Delete { key, expect } => self.stage_batch_delete(key, expect),
+                };
+                item.map_err(|(e, key)| e.in_batch(i, verb, &key))
+            }))
+            .await;
+            for item in staged {
+                items.push(item?);
+            }
         }
         self.submit(|reply| request::Request::Batch { ops: items, reply })
             .await
