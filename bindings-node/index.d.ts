@@ -159,6 +159,19 @@ export declare class Store {
   /** Synchronous `delete`. */
   deleteSync(key: string | Uint8Array): void
   /**
+   * Commits every operation or none (one commit, one sync); resolves once
+   * durable with each operation's outcome. A refused batch (a failed
+   * condition, a bad key, a key twice) changes nothing.
+   */
+  batch(operations: Array<BatchOperation>): Promise<Array<ObjectInfo | boolean>>
+  /** Synchronous `batch`. */
+  batchSync(operations: Array<BatchOperation>): Array<ObjectInfo | boolean>
+  /**
+   * The whole object of each key, in order (`null` for a key without
+   * one; lib.js gives `undefined`). Not one snapshot.
+   */
+  getMany(keys: Array<string | Uint8Array>): Promise<Array<Buffer | null>>
+  /**
    * Synchronous `grow` (blocks the event loop while the file system
    * reserves the space; for scripts).
    */
@@ -310,5 +323,23 @@ export interface PutConditions {
    * object expires that long after its commit. Omitted or `null`, it
    * never expires (replacing one that would have).
    */
+  ttl?: number | null
+}
+
+/** One operation of a batch. */
+export interface BatchOperation {
+  /** `'put'` or `'del'`. */
+  type: 'put' | 'del'
+  key: string | Uint8Array
+  /** A put's value (required for `'put'`, refused for `'del'`). */
+  value?: Uint8Array
+  /** A put only if the key has no object (ALREADY_EXISTS otherwise). */
+  ifAbsent?: boolean
+  /**
+   * A put or del only if the key holds this version (VERSION_MISMATCH
+   * otherwise).
+   */
+  ifVersion?: number | bigint
+  /** A put's time to live in milliseconds. */
   ttl?: number | null
 }

@@ -307,6 +307,8 @@ export declare class BlobcaskError extends Error {
    * it ('StringExpected', 'NumberExpected', ...).
    */
   napiStatus?: string
+  /** For an error that refused a `batch`: the index of the operation that failed. */
+  batchOp?: number
 }
 
 export type Key = string | Uint8Array
@@ -328,6 +330,11 @@ export interface BulkLoadOptions {
    */
   progress?: ((objects: number, bytes: number) => void) | null
 }
+
+/** One operation of `Store.batch`. */
+export type BatchOperation =
+  | { type: 'put'; key: Key; value: Value; ifAbsent?: boolean | null; ifVersion?: number | bigint | null; ttl?: number | null }
+  | { type: 'del'; key: Key; ifVersion?: number | bigint | null }
 
 /** A multipart upload: parts in any order, concurrently, then one atomic commit. */
 export declare class Upload {
@@ -407,6 +414,18 @@ export declare class Store {
   stat(key: Key): Promise<ObjectInfo>
   /** Deletes `key`; resolves once durable (rejects with NOT_FOUND when `key` has no object). */
   delete(key: Key): Promise<void>
+  /**
+   * Commits every operation or none (one commit, one sync), like
+   * classic-level's `batch`. Resolves once durable with each operation's
+   * outcome (a put's ObjectInfo, whether a del removed an object). A
+   * refused batch writes nothing; its error's `batchOp` names the
+   * operation that failed.
+   */
+  batch(operations: BatchOperation[]): Promise<Array<ObjectInfo | boolean>>
+  /** Synchronous `batch`. */
+  batchSync(operations: BatchOperation[]): Array<ObjectInfo | boolean>
+  /** The whole object of each key, in order; `undefined` for a miss. */
+  getMany(keys: Key[]): Promise<Array<Buffer | undefined>>
   /** Whether `key` has an object (no I/O). */
   has(key: Key): boolean
   /** Keys starting with `prefix`, in order (index 'btree' or 'fst'). */

@@ -142,6 +142,48 @@ function callSync(fn) {
 
 const CONDITIONS = new Set(['ifAbsent', 'ifVersion', 'ttl'])
 
+const OPERATION_FIELDS = new Set(['type', 'key', 'value', 'ifAbsent', 'ifVersion', 'ttl'])
+
+/**
+ * A batch's operations as the native layer takes them: an array of
+ * `{ type: 'put', key, value, ifAbsent?, ifVersion?, ttl? }` and
+ * `{ type: 'del', key, ifVersion? }`. Anything else (not an array, an
+ * unknown field, a key that has no UTF-8 form) is INVALID_ARGUMENT naming
+ * the operation.
+ */
+function operationsOf(ops, site) {
+  if (!Array.isArray(ops)) {
+    throw failure('INVALID_ARGUMENT', `batch takes an array of operations, not ${describe(ops)}`, site)
+  }
+  return ops.map((op, i) => {
+    if (typeof op !== 'object' || op === null || Array.isArray(op)) {
+      throw failure('INVALID_ARGUMENT', `batch operation ${i}: an object { type, key, ... }, not ${describe(op)}`, site)
+    }
+    const out = {}
+    for (const k of Object.keys(op)) {
+      if (!OPERATION_FIELDS.has(k)) {
+        throw failure('INVALID_ARGUMENT', `batch operation ${i}: unknown field ${JSON.stringify(k)}`, site)
+      }
+      if (op[k] !== null && op[k] !== undefined) out[k] = op[k]
+    }
+    out.key = keyOf(op.key, site)
+    // A put's value as `put` takes it: bytes, or a string as its UTF-8.
+    if (op.type === 'put' && out.value !== undefined) out.value = valueOf(out.value, site)
+    return out
+  })
+}
+
+/** A refused batch's error names its operation in `batchOp` too. */
+const BATCH_OP = /batch operation (\d+) \(/
+
+function withBatchOp(e) {
+  if (e instanceof BlobcaskError) {
+    const m = BATCH_OP.exec(e.message)
+    if (m) e.batchOp = Number(m[1])
+  }
+  return e
+}
+
 /**
  * Put conditions as the native layer takes them. `undefined` or `null`: none.
  * Otherwise an object of `ifAbsent`, `ifVersion` and `ttl`, a `null` field
@@ -646,6 +688,43 @@ class Store {
   closeSync() {
     arity(arguments.length, 0, 'closeSync()', this.closeSync)
     return callSync(() => this.#n.closeSync())
+  }
+  /**
+   * Commits every operation or none, as one commit with one sync (like
+   * classic-level's `batch(operations)`): `{ type: 'put', key, value,
+   * ifAbsent?, ifVersion?, ttl? }` and `{ type: 'del', key, ifVersion? }`
+   * (a del of a missing key changes nothing). Resolves once durable, with
+   * each operation's outcome: a put's ObjectInfo, whether a del removed an
+   * object. A failed condition (ALREADY_EXISTS, VERSION_MISMATCH), a bad
+   * key or value, or a key given twice (INVALID_ARGUMENT) rejects the
+   * whole batch, writing nothing; the error's `batchOp` is the index of
+   * that operation. Values are copied before this returns.
+   */
+  async batch(operations) {
+    try {
+      return await call(() => this.#n.batch(operationsOf(operations, this.batch)))
+    } catch (e) {
+      throw withBatchOp(e)
+    }
+  }
+  batchSync(operations) {
+    try {
+      return callSync(() => this.#n.batchSync(operationsOf(operations, this.batchSync)))
+    } catch (e) {
+      throw withBatchOp(e)
+    }
+  }
+  /**
+   * The whole object of each key, in order, as Buffers the caller owns;
+   * `undefined` for a key without one (as classic-level's `getMany`). The
+   * keys are read independently, not as one snapshot.
+   */
+  async getMany(keys) {
+    if (!Array.isArray(keys)) {
+      throw failure('INVALID_ARGUMENT', `getMany takes an array of keys, not ${describe(keys)}`, this.getMany)
+    }
+    const got = await call(() => this.#n.getMany(keys.map((k) => keyOf(k, this.getMany))))
+    return got.map((b) => b ?? undefined)
   }
 }
 

@@ -18,7 +18,7 @@ pub(crate) fn key_of(key: Either<String, Uint8Array>) -> Bytes {
 }
 
 /// An `ifVersion`: a number that is a safe integer, or a bigint below 2^64.
-fn version_of(v: Either<f64, BigInt>) -> Result<u64> {
+pub(crate) fn version_of(v: Either<f64, BigInt>) -> Result<u64> {
     const BAD: &str =
         "ifVersion must be a version: a non-negative safe integer or bigint below 2^64";
     match v {

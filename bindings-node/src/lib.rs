@@ -34,6 +34,7 @@
 #![deny(unsafe_code)]
 
 mod args;
+mod batch;
 mod bulk_load;
 mod errors;
 mod host;
@@ -43,6 +44,7 @@ mod store;
 mod upload;
 
 pub use args::{BufferedDurability, OpenOptions, PutConditions};
+pub use batch::BatchOperation;
 pub use bulk_load::{BulkLoad, Feed, Finish};
 pub use store::{open, open_sync, Store};
 pub use upload::{crc32c_of, Upload};

@@ -44,7 +44,7 @@ struct Hosting {
 /// An open blob store.
 #[napi]
 pub struct Store {
-    inner: engine::Store,
+    pub(crate) inner: engine::Store,
     /// Made at the first call that needs it, on the JavaScript thread, and
     /// used there only; `open` builds the `Store` on a runtime thread with
     /// an empty one.
@@ -64,14 +64,14 @@ impl Store {
         }
     }
 
-    fn blocking(&self) -> engine::blocking::Store {
+    pub(crate) fn blocking(&self) -> engine::blocking::Store {
         engine::blocking::Store::from(self.inner.clone())
     }
 
     /// CLOSED once `close()` or `closeSync()` was called, even while the
     /// close is still finishing: every call but `close` checks this first
     /// (`sync()` after an unawaited `close()` used to go through).
-    fn check_open(&self) -> Result<()> {
+    pub(crate) fn check_open(&self) -> Result<()> {
         if self.closing.load(Ordering::Acquire) || self.inner.is_closed() {
             return Err(host::closed());
         }
@@ -80,7 +80,7 @@ impl Store {
 
     /// The store's loop host, made on first use. `env` proves we are on
     /// the JavaScript thread (H1).
-    fn host(&self, env: &Env) -> Result<Rc<Host>> {
+    pub(crate) fn host(&self, env: &Env) -> Result<Rc<Host>> {
         self.check_open()?;
         let mut hosting = self.hosting.0.borrow_mut();
         if let Some(h) = &hosting.host {

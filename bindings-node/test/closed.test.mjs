@@ -40,6 +40,9 @@ function storeCalls(s, dir) {
     syncSync: () => s.syncSync(),
     backupSync: () => s.backupSync(join(dir, 'backup-sync')),
     compactSync: () => s.compactSync(),
+    batch: () => s.batch([{ type: 'put', key: 'k', value: Buffer.from('x') }]),
+    batchSync: () => s.batchSync([{ type: 'del', key: 'k' }]),
+    getMany: () => s.getMany(['k']),
   }
 }
 
@@ -47,7 +50,7 @@ function storeCalls(s, dir) {
 const NOT_CALLS = new Set(['constructor', 'close', 'closeSync'])
 
 /** Methods that throw; the others return a Promise that rejects. */
-const SYNC = new Set(['has', 'listUploads', 'abortUpload', 'stats', 'putSync', 'getSync', 'readSync', 'readIntoSync', 'statSync', 'deleteSync', 'growSync', 'syncSync', 'backupSync', 'compactSync'])
+const SYNC = new Set(['has', 'listUploads', 'abortUpload', 'stats', 'putSync', 'getSync', 'readSync', 'readIntoSync', 'statSync', 'deleteSync', 'growSync', 'syncSync', 'backupSync', 'compactSync', 'batchSync'])
 
 test('the table below covers every Store method', () => {
   const listed = new Set(Object.keys(storeCalls({}, '/nowhere')))

@@ -16,6 +16,7 @@
 //! `collections.abc.MutableMapping` with the methods that are plain Python
 //! over these.
 
+mod batch;
 mod blob;
 mod bulk_load;
 mod convert;
@@ -27,6 +28,7 @@ mod upload;
 
 use pyo3::prelude::*;
 
+use crate::batch::Batch;
 use crate::blob::Blob;
 use crate::event_loop::EventLoop;
 use crate::keys::KeyIterator;
@@ -40,6 +42,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Blob>()?;
     m.add_class::<EventLoop>()?;
     m.add_class::<Upload>()?;
+    m.add_class::<Batch>()?;
     m.add_class::<KeyIterator>()?;
     m.add("MAX_KEY_LEN", engine::MAX_KEY_LEN)?;
     m.add("PART_ALIGN", engine::PART_ALIGN)?;

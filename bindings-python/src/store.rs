@@ -323,6 +323,37 @@ impl Store {
             .and_then(|r| record_out(py, &r))
     }
 
+    /// A new atomic batch of puts and deletes (see `Batch`).
+    fn batch(&self) -> PyResult<crate::batch::Batch> {
+        self.check_open()?;
+        Ok(crate::batch::Batch::new(self.inner.batch()))
+    }
+
+    /// The whole object of each key, in order, as `bytes`; `None` for a key
+    /// without one. Not one snapshot: a batch committed meanwhile may show
+    /// for some keys only.
+    fn get_many<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
+        if keys.is_instance_of::<pyo3::types::PyString>() || keys.is_instance_of::<PyBytes>() {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "get_many takes an iterable of keys, not one key",
+            ));
+        }
+        let keys = keys
+            .try_iter()?
+            .map(|k| key_of(&k?))
+            .collect::<PyResult<Vec<Bytes>>>()?;
+        let s = &self.inner;
+        let got = py.detach(|| s.get_many(&keys)).map_err(py_err)?;
+        Ok(got
+            .iter()
+            .map(|b| b.as_ref().map(|b| bytes_out(py, b)))
+            .collect())
+    }
+
     /// Deletes `key` (NotFoundError when absent); durable on return.
     fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
         let key = key_of(key)?;

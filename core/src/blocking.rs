@@ -180,6 +180,73 @@ impl Store {
     pub fn close(&self) -> Result<()> {
         block_on(self.inner.close())
     }
+    /// See [`crate::Store::batch`].
+    pub fn batch(&self) -> Batch {
+        Batch {
+            inner: self.inner.batch(),
+        }
+    }
+    /// See [`crate::Store::get_many`]; here the keys are read one after
+    /// another on the calling thread.
+    pub fn get_many<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Bytes>>> {
+        keys.into_iter()
+            .map(|k| match self.get(k) {
+                Ok(b) => Ok(Some(b)),
+                Err(e) if e.kind() == crate::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(e),
+            })
+            .collect()
+    }
+}
+
+/// Blocking handle over [`crate::Batch`]: the same operations, and a
+/// [`commit`](Batch::commit) that blocks.
+#[derive(Debug)]
+pub struct Batch {
+    inner: crate::Batch,
+}
+
+impl Batch {
+    /// See [`crate::Batch::put`].
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl Into<Bytes>) -> &mut Self {
+        self.inner.put(key, value);
+        self
+    }
+    /// See [`crate::Batch::put_with`].
+    pub fn put_with(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl Into<Bytes>,
+        options: PutOptions,
+    ) -> &mut Self {
+        self.inner.put_with(key, value, options);
+        self
+    }
+    /// See [`crate::Batch::delete`].
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
+        self.inner.delete(key);
+        self
+    }
+    /// See [`crate::Batch::delete_if_version`].
+    pub fn delete_if_version(&mut self, key: impl AsRef<[u8]>, version: u64) -> &mut Self {
+        self.inner.delete_if_version(key, version);
+        self
+    }
+    /// See [`crate::Batch::len`].
+    pub fn len(&self) -> usize {
+        self.inner.len()
+    }
+    /// See [`crate::Batch::is_empty`].
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+    /// See [`crate::Batch::commit`].
+    pub fn commit(&mut self) -> Result<Vec<crate::BatchOutcome>> {
+        block_on(self.inner.commit())
+    }
 }
 
 impl Upload {

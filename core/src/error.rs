@@ -59,6 +59,8 @@ pub struct Error {
     kind: ErrorKind,
     message: String,
     source: Option<std::io::Error>,
+    /// The operation of a batch that failed (its index in the batch).
+    batch_op: Option<usize>,
 }
 
 impl Error {
@@ -67,6 +69,7 @@ impl Error {
             kind,
             message: message.into(),
             source: None,
+            batch_op: None,
         }
     }
 
@@ -75,6 +78,7 @@ impl Error {
             kind: ErrorKind::Io,
             message: context.into(),
             source: Some(err),
+            batch_op: None,
         }
     }
 
@@ -86,6 +90,22 @@ impl Error {
     /// The message with its context, without the kind prefix.
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// For an error that aborted a batch ([`Store::batch`](crate::Store::batch)):
+    /// the index of the operation that failed (its condition, key or
+    /// value), counted from 0 in the order they were added; the message
+    /// names it and its key too. `None` for any other error, and for a
+    /// batch that failed as a whole (a closed store, a failed sync).
+    pub fn batch_op(&self) -> Option<usize> {
+        self.batch_op
+    }
+
+    /// Marks the error as operation `index` of a batch, and says so (and
+    /// which operation on which key) in the message.
+    pub(crate) fn in_batch(mut self, index: usize, op: &str, key: &[u8]) -> Self {
+        self.batch_op = Some(index);
+        self.context(format!("batch operation {index} ({op} {})", show_key(key)))
     }
 
     /// Prefixes more context (e.g. the operation and key) to the message.

@@ -79,6 +79,7 @@ pub use options::{
 #[cfg(target_os = "linux")]
 pub use store::LocalStore;
 pub use store::{
-    BackupProgress, BackupReport, BulkOptions, CacheStats, CompactReport, Keys, ListEntry,
-    LoadReport, ObjectInfo, ScrubReport, Stats, Store, Upload, UploadInfo, PART_ALIGN,
+    BackupProgress, BackupReport, Batch, BatchOutcome, BulkOptions, CacheStats, CompactReport,
+    Keys, ListEntry, LoadReport, ObjectInfo, ScrubReport, Stats, Store, Upload, UploadInfo,
+    MAX_BATCH_OPS, PART_ALIGN,
 };

@@ -46,6 +46,7 @@ __all__ = [
     "Blob",
     "EventLoop",
     "Upload",
+    "Batch",
     "KeyIterator",
     "MAX_KEY_LEN",
     "PART_ALIGN",
@@ -132,6 +133,39 @@ class Upload:
     def __exit__(self, *args: object) -> Literal[False]:
         """Aborts the upload unless it was committed; never swallows the
         exception."""
+
+@final
+class Batch:
+    """Puts and deletes committed all or nothing; see ``Store.batch``."""
+
+    def put(
+        self,
+        key: _Key,
+        value: _BytesLike,
+        *,
+        if_absent: bool = False,
+        if_version: Optional[int] = None,
+        ttl: Optional[_TTL] = None,
+    ) -> None:
+        """Adds a put (conditions and ``ttl`` as ``Store.put``); nothing is
+        written before the commit."""
+    def delete(self, key: _Key, *, if_version: Optional[int] = None) -> None:
+        """Adds a delete: of whatever ``key`` holds (a missing key is no
+        change), or with ``if_version`` only of that version."""
+    def commit(self) -> list[Union[ObjectInfo, bool]]:
+        """Commits every operation or none; durable on return. Per
+        operation, in order: the put's ``ObjectInfo``, or whether the delete
+        removed an object. A failed condition raises its error
+        (``AlreadyExistsError``, ``VersionMismatchError``), as does a bad
+        key or value or a key twice (``InvalidArgumentError``), with
+        ``batch_op`` the index of that operation; nothing is written."""
+    def discard(self) -> None:
+        """Drops every operation without writing anything."""
+    def __len__(self) -> int: ...
+    def __enter__(self) -> "Batch": ...
+    def __exit__(self, *args: object) -> None:
+        """Commits on a clean exit; discards when the block raised (and
+        lets its exception through)."""
 
 @disjoint_base
 class Store:
@@ -252,6 +286,14 @@ class Store:
         """Size, version and commit time."""
     def delete(self, key: _Key) -> None:
         """Deletes ``key`` (NotFoundError when absent)."""
+    def batch(self) -> Batch:
+        """A new atomic batch: ``with store.batch() as b: b.put(...);
+        b.delete(...)`` commits every operation or none on a clean exit (one
+        commit, one sync), and discards them when the block raises."""
+    def get_many(self, keys: Iterable[_Key]) -> list[Optional[bytes]]:
+        """The whole object of each key, in order (``None`` for a key
+        without one). Not one snapshot: a batch committed meanwhile may show
+        for some keys only."""
     def contains(self, key: _Key) -> bool:
         """Whether ``key`` has an object."""
     def __contains__(self, key: object, /) -> bool: ...

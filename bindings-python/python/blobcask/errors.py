@@ -48,6 +48,9 @@ class Error(Exception):
     """Base class of every blobcask error. ``code`` names the kind."""
 
     code = "ERROR"
+    #: For an error that refused a batch (``Store.batch``): the index of the
+    #: operation that failed, counted from 0; ``None`` otherwise.
+    batch_op: int | None = None
 
     def __str__(self) -> str:  # KeyError would otherwise repr() the message
         return str(self.args[0]) if self.args else self.code

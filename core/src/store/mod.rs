@@ -8,6 +8,8 @@
 //! * `write.rs`: put staging, a put turned into a commit request;
 //! * `read.rs`: the read path (locate, read, verify, keep in the cache);
 //! * `report.rs`: the public [`ObjectInfo`] and [`Stats`];
+//! * `batch.rs`: atomic batches (staged here, applied by `commit/batch.rs`)
+//!   and `get_many`;
 //! * `request.rs`: what a change asks of the commit path; `commit/`: the
 //!   commit path (a file per role); `open.rs`: open; `helpers.rs`: the
 //!   threads blocking work is handed to, ended by the last store's close;
@@ -38,6 +40,7 @@
 //!   the disk (invariant 2).
 
 mod backup;
+mod batch;
 mod bulk;
 mod cache;
 mod commit;
@@ -80,6 +83,7 @@ use crate::options::{Options, PutOptions, ReadOptions};
 pub use cache::CacheStats;
 
 pub use backup::{BackupProgress, BackupReport};
+pub use batch::{Batch, BatchOutcome, MAX_BATCH_OPS};
 pub use bulk::{BulkOptions, LoadReport};
 pub use compact::CompactReport;
 pub use list::{Keys, ListEntry};

@@ -18,7 +18,7 @@ use futures::channel::oneshot::Sender;
 use crate::error::{Error, Result};
 use crate::io::AlignedBuf;
 use crate::options::{PutMode, PutOptions};
-use crate::store::{Extent, ObjectData, ObjectInfo};
+use crate::store::{BatchOutcome, Extent, ObjectData, ObjectInfo};
 
 /// When a new version expires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +92,43 @@ pub(crate) enum Request {
         items: Vec<Staged>,
         reply: Sender<(usize, Option<Error>)>,
     },
+    /// An atomic batch (`store/batch.rs`): every condition checked first,
+    /// then all of it applied in one group, or none of it (`commit/batch.rs`).
+    Batch {
+        ops: Vec<BatchItem>,
+        reply: Sender<Result<Vec<BatchOutcome>>>,
+    },
+}
+
+/// One operation of an atomic batch, staged: a put's value already in
+/// place (inline, or written to pieces nothing else holds), or a delete.
+/// Its index in the batch is its position.
+pub(crate) enum BatchItem {
+    Put {
+        key: Box<[u8]>,
+        size: u64,
+        data: ObjectData,
+        spec: PutSpec,
+    },
+    /// A delete; with `expect`, only of that version (`VersionMismatch`
+    /// otherwise, aborting the batch). Without, a missing key is no change.
+    Delete { key: Box<[u8]>, expect: Option<u64> },
+}
+
+impl BatchItem {
+    pub(crate) fn key(&self) -> &[u8] {
+        match self {
+            BatchItem::Put { key, .. } | BatchItem::Delete { key, .. } => key,
+        }
+    }
+
+    /// What it does, for error messages.
+    pub(crate) fn verb(&self) -> &'static str {
+        match self {
+            BatchItem::Put { .. } => "put",
+            BatchItem::Delete { .. } => "delete",
+        }
+    }
 }
 
 /// A value's device write, prepared by its put (bytes in place, checksums
@@ -125,6 +162,9 @@ impl Request {
         match self {
             Request::Put { data, .. } | Request::Relocate { data, .. } => unchecked(data),
             Request::PutMany { items, .. } => items.iter().any(|(_, _, d, _)| unchecked(d)),
+            Request::Batch { ops, .. } => ops
+                .iter()
+                .any(|op| matches!(op, BatchItem::Put { data, .. } if unchecked(data))),
             _ => false,
         }
     }
@@ -138,6 +178,7 @@ impl Request {
             // older version elsewhere does not matter.
             Request::Relocate { .. } => false,
             Request::PutMany { items, .. } => items.iter().any(|(k, _, _, _)| keys.contains(k)),
+            Request::Batch { ops, .. } => ops.iter().any(|op| keys.contains(op.key())),
             Request::Barrier { .. } => false,
         }
     }
@@ -160,6 +201,9 @@ pub(crate) enum Ack {
         Option<Error>,
         usize,
     ),
+    /// A batch applied whole: each operation's outcome, and the value
+    /// bytes it put.
+    Batch(Sender<Result<Vec<BatchOutcome>>>, Vec<BatchOutcome>, u64),
 }
 
 impl Ack {
@@ -175,6 +219,8 @@ impl Ack {
             (Ack::Moved(tx), Some(e)) => drop(tx.send(Err(fail(e)))),
             (Ack::Many(tx, n, _, stop, _), None) => drop(tx.send((n, stop))),
             (Ack::Many(tx, _, _, _, durable), Some(e)) => drop(tx.send((durable, Some(fail(e))))),
+            (Ack::Batch(tx, outcomes, _), None) => drop(tx.send(Ok(outcomes))),
+            (Ack::Batch(tx, _, _), Some(e)) => drop(tx.send(Err(fail(e)))),
         }
     }
 }
@@ -186,6 +232,7 @@ pub(crate) fn fail_request(req: Request, e: &Error) {
         Request::Put { reply, .. } => drop(reply.send(Err(err()))),
         Request::Delete { reply, .. } | Request::Barrier { reply } => drop(reply.send(Err(err()))),
         Request::PutMany { reply, .. } => drop(reply.send((0, Some(err())))),
+        Request::Batch { reply, .. } => drop(reply.send(Err(err()))),
         Request::Relocate { reply, .. } => drop(reply.send(Err(err()))),
     }
 }

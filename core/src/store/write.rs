@@ -37,7 +37,7 @@ pub(crate) const UNSYNCED_LIMIT: u64 = 1 << 20;
 
 /// A put after its checks: the value to commit, or pieces to fill first
 /// (with the trailer table to write after the data, if any).
-enum Staged {
+pub(super) enum Staged {
     /// What to commit, and the value's write when the commit group issues
     /// it (`Store::prepare_write`).
     Ready(ObjectData, Option<request::DataWrite>),
@@ -175,7 +175,7 @@ impl Store {
     /// freshly allocated pieces with a checksum per block.
     /// With `overlap`, a value whose write can go beside its commit group's
     /// tuple blocks is prepared here (`prepare_write`) and comes back `Ready`.
-    fn stage_put(&self, key: &[u8], value: &Bytes, overlap: bool) -> Result<Staged> {
+    pub(super) fn stage_put(&self, key: &[u8], value: &Bytes, overlap: bool) -> Result<Staged> {
         self.check_open()?;
         check_key(key)?;
         self.shared().check_failed()?;

@@ -17,6 +17,7 @@
 mod common;
 
 mod backup;
+mod batch;
 mod behaviour;
 mod cache;
 mod cancel;

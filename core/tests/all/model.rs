@@ -5,7 +5,7 @@ use crate::common;
 
 use std::collections::BTreeMap;
 
-use blobcask::{ErrorKind, IndexKind, IoEngineKind, Store, PART_ALIGN};
+use blobcask::{ErrorKind, IndexKind, IoEngineKind, PutMode, Store, PART_ALIGN};
 use common::*;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -20,11 +20,102 @@ fn random_size(rng: &mut StdRng) -> usize {
     }
 }
 
+/// A random atomic batch against the model: puts (plain, create-only or
+/// compare-and-swap, right or wrong version) and deletes (plain or of a
+/// version), sometimes a key twice. The model changes only when every
+/// condition holds; otherwise the store must name the first operation
+/// that fails, and change nothing.
+async fn run_batch(
+    store: &Store,
+    model: &mut BTreeMap<String, Vec<u8>>,
+    rng: &mut StdRng,
+    step: usize,
+) -> bool {
+    let mut b = store.batch();
+    let mut next = model.clone();
+    // The first operation expected to fail: its index and kind.
+    let mut refused: Option<(usize, ErrorKind)> = None;
+    // A key twice is refused before any condition is looked at.
+    let mut twice: Option<usize> = None;
+    let mut seen = std::collections::HashSet::new();
+    for i in 0..rng.random_range(1..8) {
+        let key = format!("key/{}", rng.random_range(0..40));
+        let current = match store.stat(&key).await {
+            Ok(info) => Some(info.version),
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::NotFound, "step {step}: {e}");
+                None
+            }
+        };
+        let mut fail = |kind| {
+            refused.get_or_insert((i, kind));
+        };
+        if !seen.insert(key.clone()) {
+            twice.get_or_insert(i);
+        }
+        let version = match rng.random_range(0..4) {
+            0 => current.map_or(1, |v| v + 1),
+            _ => current.unwrap_or(1),
+        };
+        match rng.random_range(0..10) {
+            0..=5 => {
+                let v = pattern(rng.random(), random_size(rng).min(200_000));
+                let mode = match rng.random_range(0..3) {
+                    0 => PutMode::Overwrite,
+                    1 => PutMode::Create,
+                    _ => PutMode::Update(version),
+                };
+                match (mode, current) {
+                    (PutMode::Create, Some(_)) => fail(ErrorKind::AlreadyExists),
+                    (PutMode::Update(w), c) if c != Some(w) => fail(ErrorKind::VersionMismatch),
+                    _ => {}
+                }
+                b.put_with(&key, v.clone(), mode.into());
+                next.insert(key, v);
+            }
+            6..=7 => {
+                b.delete(&key);
+                next.remove(&key);
+            }
+            _ => {
+                if current != Some(version) {
+                    fail(ErrorKind::VersionMismatch);
+                }
+                b.delete_if_version(&key, version);
+                next.remove(&key);
+            }
+        }
+    }
+    let refused = twice.map(|i| (i, ErrorKind::InvalidArgument)).or(refused);
+    match (b.commit().await, refused) {
+        (Ok(out), None) => {
+            assert_eq!(out.len(), seen.len(), "step {step}");
+            *model = next;
+            true
+        }
+        (Err(e), Some((i, kind))) => {
+            assert_eq!(
+                (e.kind(), e.batch_op()),
+                (kind, Some(i)),
+                "step {step}: {e}"
+            );
+            false
+        }
+        (Err(e), None) => {
+            assert_eq!(e.kind(), ErrorKind::NoSpace, "step {step}: {e}");
+            false
+        }
+        (Ok(_), Some(r)) => panic!("step {step}: a batch committed that {r:?} should refuse"),
+    }
+}
+
 async fn run_model(engine: Setup, seed: u64, ops: usize) {
     let t = temp_path();
     let mut store = open(&t, engine).await;
     let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let mut rng = StdRng::seed_from_u64(seed);
+    // Batches refused and committed.
+    let mut batches = [0usize; 2];
     for step in 0..ops {
         let key = format!("key/{}", rng.random_range(0..40));
         match rng.random_range(0..100) {
@@ -88,6 +179,9 @@ async fn run_model(engine: Setup, seed: u64, ops: usize) {
                 Some(v) => assert_eq!(store.stat(&key).await.unwrap().size, v.len() as u64),
                 None => assert!(!store.contains(&key)),
             },
+            96..=97 => {
+                batches[usize::from(run_batch(&store, &mut model, &mut rng, step).await)] += 1
+            }
             _ => {
                 store.close().await.unwrap();
                 store = open(&t, engine).await;
@@ -100,6 +194,10 @@ async fn run_model(engine: Setup, seed: u64, ops: usize) {
             model.values().map(|v| v.len() as u64).sum::<u64>()
         );
     }
+    assert!(
+        batches[0] > 0 && batches[1] > 0,
+        "seed {seed}: batches refused and committed: {batches:?}"
+    );
     // A last reopen must rebuild exactly the model.
     store.close().await.unwrap();
     let store: Store = open(&t, engine).await;

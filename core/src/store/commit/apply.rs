@@ -93,7 +93,12 @@ impl Committer {
                 self.deferred.push_back(req);
                 continue;
             }
-            if !matches!(req, Request::PutMany { .. } | Request::Barrier { .. }) {
+            // A load or a batch makes its own room (a batch: all of it at
+            // once, so it is never split).
+            if !matches!(
+                req,
+                Request::PutMany { .. } | Request::Barrier { .. } | Request::Batch { .. }
+            ) {
                 if let Err(e) = self.room_for_one().await {
                     self.poison(&e);
                     fail_request(req, &e);
@@ -181,6 +186,13 @@ impl Committer {
                         other => drop(reply.send(other)),
                     }
                 }
+                Request::Batch { ops, reply } => match self.apply_batch(ops).await {
+                    Ok((outcomes, bytes)) => acks.push(Ack::Batch(reply, outcomes, bytes)),
+                    // Refused whole before anything changed, or (having
+                    // poisoned the store) failed part way: either way no
+                    // part of it is ever written.
+                    Err(e) => drop(reply.send(Err(e))),
+                },
                 Request::Delete { key, reply } => match self.apply_delete(&key, None).await {
                     Ok(true) => acks.push(Ack::Done(reply)),
                     Ok(false) => {
@@ -235,7 +247,7 @@ impl Committer {
         for ack in acks {
             let committed = match &ack {
                 Ack::Info(_, info) => info.size,
-                Ack::Many(_, _, bytes, _, _) => *bytes,
+                Ack::Many(_, _, bytes, _, _) | Ack::Batch(_, _, bytes) => *bytes,
                 Ack::Done(_) | Ack::Moved(_) => 0,
             };
             if result.is_ok() {
@@ -247,13 +259,30 @@ impl Committer {
         }
     }
 
-    async fn apply_put(
+    pub(super) async fn apply_put(
         &mut self,
         key: Box<[u8]>,
         size: u64,
         data: ObjectData,
         spec: PutSpec,
     ) -> Result<ObjectInfo> {
+        let (info, link) = self.put_unlinked(key, size, data, spec).await?;
+        self.link_all(vec![link]);
+        Ok(info)
+    }
+
+    /// [`apply_put`](Self::apply_put) but for linking the new version into
+    /// the index, which the caller does with [`link_all`](Self::link_all):
+    /// the tuple placed in its block's image, the group's accounting done.
+    /// A batch links all of its changes at once, so readers see all of
+    /// them or none.
+    pub(super) async fn put_unlinked(
+        &mut self,
+        key: Box<[u8]>,
+        size: u64,
+        data: ObjectData,
+        spec: PutSpec,
+    ) -> Result<(ObjectInfo, Link)> {
         let value = data.tuple_value();
         let len = tuple::encoded_len(key.len(), &value, spec.expiry.is_some());
         // An expired version is replaced like any other, but a condition
@@ -315,13 +344,12 @@ impl Committer {
             block,
         );
         let info = entry.info();
-        let (id, replaced) = self.shared.state.write().link(&tuple.key, entry);
-        if inline {
-            self.hold_inline(id, tuple.version);
-        }
-        if let Some(gone) = &replaced {
-            self.untrack(gone);
-        }
+        let link = Link::Put {
+            key: tuple.key.clone(),
+            entry,
+            inline,
+            version: tuple.version,
+        };
         if let Some(at) = expires_micros {
             self.track_expiry(tuple.key.clone(), at, tuple.version, size);
         }
@@ -356,9 +384,44 @@ impl Committer {
                 self.table.grow_used(block, len, true);
             }
         }
-        self.pending.release.extend(replaced);
         self.touch(block);
-        Ok(info)
+        Ok((info, link))
+    }
+
+    /// Makes changes visible: links each new version into the index (and
+    /// unlinks each removed key) under one lock, so a reader sees all of
+    /// them or none; then what the replaced versions held goes with the
+    /// group (their pieces once it is durable).
+    pub(super) fn link_all(&mut self, links: Vec<Link>) {
+        let mut linked = Vec::with_capacity(links.len());
+        {
+            let mut st = self.shared.state.write();
+            for link in links {
+                match link {
+                    Link::Put {
+                        key,
+                        entry,
+                        inline,
+                        version,
+                    } => {
+                        let (id, replaced) = st.link(&key, entry);
+                        linked.push((inline.then_some((id, version)), replaced));
+                    }
+                    Link::Remove { key } => {
+                        linked.push((None, st.unlink(&key).map(|(_, e)| e)));
+                    }
+                }
+            }
+        }
+        for (held, gone) in linked {
+            if let Some((id, version)) = held {
+                self.hold_inline(id, version);
+            }
+            if let Some(gone) = &gone {
+                self.untrack(gone);
+            }
+            self.pending.release.extend(gone);
+        }
     }
 
     /// Removes `key`'s tuple (only if it holds `expect`, when given).
@@ -464,7 +527,7 @@ impl Committer {
 
     /// Makes sure `block`'s content is in the image cache, reading its
     /// current slot when it is not.
-    async fn load_image(&mut self, block: u32) -> Result<()> {
+    pub(super) async fn load_image(&mut self, block: u32) -> Result<()> {
         if self.table.images.contains_key(&block) {
             self.table.touch_image(block);
             return Ok(());
@@ -566,6 +629,9 @@ impl Committer {
                         .filter(|e| e.version == *version)
                         .map(|e| e.block),
                 ),
+                Request::Batch { ops, .. } => {
+                    out.extend(ops.iter().filter_map(|op| of_key(op.key())))
+                }
                 Request::Barrier { .. } => {}
             }
         }
@@ -604,10 +670,25 @@ impl Committer {
     }
 }
 
+/// A change placed in its block's image, not yet visible to readers
+/// (`Committer::link_all` makes it so).
+pub(super) enum Link {
+    /// A new version of `key`; `inline`: its value is held in RAM until
+    /// its block is written (`hold_inline`).
+    Put {
+        key: Box<[u8]>,
+        entry: Entry,
+        inline: bool,
+        version: u64,
+    },
+    /// `key`'s tuple removed.
+    Remove { key: Box<[u8]> },
+}
+
 /// A block's image missing from the committer's table right after
 /// `load_image` loaded it: in-memory state gone wrong, refused (the store is
 /// poisoned by the caller's failure) rather than a panic.
-fn image_missing(block: u32) -> Error {
+pub(super) fn image_missing(block: u32) -> Error {
     Error::new(
         ErrorKind::Corrupt,
         format!("tuple block {block}'s image is not loaded; nothing was written"),

@@ -126,13 +126,22 @@ impl Committer {
     /// groups are written in order, each all or nothing). Whether the open
     /// group was written.
     pub(super) async fn room_for_one(&mut self) -> Result<bool> {
+        self.room_for(1).await
+    }
+
+    /// [`room_for_one`](Self::room_for_one) for `n` changes applied
+    /// together (an atomic batch): the open group is written first when
+    /// the `n` would not fit beside it, never in the middle of them. The
+    /// caller checks [`fits`](Self::fits) afterwards: `n` changes may need
+    /// more slots than any journal the device has room for.
+    pub(super) async fn room_for(&mut self, n: usize) -> Result<bool> {
         // A failed write leaves the store poisoned: nothing more is written
         // (above all no stale copy removed whose replacement did not land).
         self.check_failed()?;
         let Some(room) = self.journal_room() else {
             return Ok(false);
         };
-        let need = self.pending.journaled.max(self.stale_blocks.len()) + 1;
+        let need = self.pending.journaled.max(self.stale_blocks.len()) + n;
         if need <= room {
             return Ok(false);
         }
@@ -152,7 +161,7 @@ impl Committer {
             self.pending.needs_data_sync,
         );
         self.flush().await?;
-        if self.stale_blocks.len() >= room {
+        if self.stale_blocks.len() + n > room {
             self.remove_stale().await?;
         }
         if open {
@@ -161,6 +170,14 @@ impl Committer {
             self.pending.needs_data_sync = needs_data_sync;
         }
         Ok(true)
+    }
+
+    /// Whether `n` more changes fit the open group without a larger
+    /// journal than is ready (each adds at most one journaled block to the
+    /// group and one stale copy to the next group's step 0).
+    pub(super) fn fits(&self, n: usize) -> bool {
+        self.journal_room()
+            .is_none_or(|room| self.pending.journaled.max(self.stale_blocks.len()) + n <= room)
     }
 
     /// A zeroed, synced journal extent of at least `2n` slots and at least

@@ -48,6 +48,7 @@
 //! * `leader.rs`: the queue and the lead (leader/follower, `CommitPath`);
 //! * `apply.rs`: applying a group's requests to the index and the cached
 //!   block images (steps 0 and 2);
+//! * `batch.rs`: an atomic batch's part of step 2 (all of it or nothing);
 //! * `blocks.rs`: encoding and writing a group's tuple blocks, and its sync
 //!   (steps 1 and 3);
 //! * `journal.rs`: the metadata journal's slots (which slot an image goes
@@ -61,6 +62,7 @@
 //! this folder); they are re-exported here under their old paths.
 
 mod apply;
+mod batch;
 mod blocks;
 mod checkpoint;
 mod growth;

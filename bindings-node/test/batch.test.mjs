@@ -1,0 +1,81 @@
+// Atomic batches (`store.batch([{ type: 'put', ... }, { type: 'del', ... }])`,
+// as classic-level's) and getMany.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+
+import { BlobcaskError } from '../lib.mjs'
+import { withStore } from './helpers.mjs'
+
+test('a batch commits puts and dels together, each with its outcome', async () => {
+  await withStore({}, async (s) => {
+    await s.put('gone', Buffer.from('x'))
+    const large = randomBytes(300_000)
+    const out = await s.batch([
+      { type: 'put', key: 'small', value: Buffer.from('abc') },
+      { type: 'put', key: Buffer.from('large'), value: large },
+      { type: 'del', key: 'gone' },
+      { type: 'del', key: 'never-was' },
+    ])
+    assert.equal(out.length, 4)
+    assert.equal(out[0].size, 3)
+    assert.ok(out[1].version > out[0].version)
+    assert.deepEqual(out.slice(2), [true, false])
+    assert.deepEqual(await s.get('small'), Buffer.from('abc'))
+    assert.deepEqual(await s.get('large'), large)
+    assert.ok(!s.has('gone'))
+    assert.deepEqual(s.batchSync([{ type: 'del', key: 'small' }]), [true])
+    assert.ok(!s.has('small'))
+  })
+})
+
+test('a failed condition rejects the whole batch and names the operation', async () => {
+  await withStore({}, async (s) => {
+    const info = await s.put('taken', Buffer.from('old'))
+    await assert.rejects(
+      s.batch([
+        { type: 'put', key: 'fresh', value: randomBytes(50_000) },
+        { type: 'put', key: 'taken', value: Buffer.from('new'), ifAbsent: true },
+      ]),
+      (e) => e instanceof BlobcaskError && e.code === 'ALREADY_EXISTS' && e.batchOp === 1 && /"taken"/.test(e.message),
+    )
+    assert.ok(!s.has('fresh'))
+    assert.deepEqual(await s.get('taken'), Buffer.from('old'))
+    assert.throws(
+      () => s.batchSync([{ type: 'del', key: 'taken', ifVersion: info.version + 1 }]),
+      (e) => e.code === 'VERSION_MISMATCH' && e.batchOp === 0,
+    )
+    await s.batch([{ type: 'put', key: 'taken', value: Buffer.from('new'), ifVersion: info.version }])
+    assert.deepEqual(await s.get('taken'), Buffer.from('new'))
+  })
+})
+
+test('a key twice, bad operations and an empty batch', async () => {
+  await withStore({}, async (s) => {
+    await assert.rejects(
+      s.batch([
+        { type: 'put', key: 'a', value: Buffer.from('1') },
+        { type: 'del', key: 'a' },
+      ]),
+      (e) => e.code === 'INVALID_ARGUMENT' && e.batchOp === 1,
+    )
+    assert.ok(!s.has('a'))
+    await assert.rejects(s.batch('nope'), (e) => e.code === 'INVALID_ARGUMENT')
+    await assert.rejects(s.batch([{ type: 'put', key: 'a' }]), (e) => e.code === 'INVALID_ARGUMENT')
+    await assert.rejects(s.batch([{ type: 'delete', key: 'a' }]), (e) => e.code === 'INVALID_ARGUMENT')
+    await assert.rejects(s.batch([{ type: 'del', key: 'a', vlaue: 1 }]), (e) => e.code === 'INVALID_ARGUMENT')
+    assert.deepEqual(await s.batch([]), [])
+    assert.equal(s.stats().objects, 0)
+  })
+})
+
+test('getMany returns each value in order and undefined for a miss', async () => {
+  await withStore({}, async (s) => {
+    const big = randomBytes(70_000)
+    await s.put('a', Buffer.from('1'))
+    await s.put('c', big)
+    assert.deepEqual(await s.getMany(['c', 'b', Buffer.from('a')]), [big, undefined, Buffer.from('1')])
+    assert.deepEqual(await s.getMany([]), [])
+    await assert.rejects(s.getMany('abc'), (e) => e.code === 'INVALID_ARGUMENT')
+  })
+})

@@ -1,0 +1,164 @@
+//! An atomic batch applied in the open group (`store/batch.rs` stages it).
+//!
+//! All or nothing, in three steps, with the lead held (so nothing else
+//! changes the index in between):
+//!
+//! 1. room: the journal slots the whole batch can need are made ready
+//!    first (`room_for`), writing the open group before the batch when it
+//!    must, never in the middle of it; a batch no journal the device can
+//!    hold would fit is refused whole (`NoSpace`), nothing changed;
+//! 2. every condition is decided, at one instant, against the index: the
+//!    first that fails refuses the whole batch, naming its operation,
+//!    nothing changed;
+//! 3. then every operation is applied, unconditionally (the decision of
+//!    step 2 stands even when an object's ttl runs out meanwhile), in
+//!    order, marking the group ATOMIC: each placed in its block's image
+//!    first, then all linked into the index under one lock
+//!    (`link_all`), so a reader sees all of the batch or none of it.
+//!
+//! So the batch lies in one commit group, which is written and synced once
+//! and acknowledged whole; and recovery rolls a torn newest group back
+//! whole: fewer of its blocks landed than its slots declare, or one torn,
+//! and every block (journal image or FIRST home write alike) falls back to
+//! its state before the group; in an ATOMIC group one value that did not
+//! land rolls back the whole group, not that object alone
+//! (`meta/recovery/plan/newest.rs`). Invariant 1: the batch is either
+//! fully there or absent after a crash.
+//!
+//! A failure in step 3 (no room to grow the metadata area, a tuple block
+//! that no longer reads) after part of the batch is placed poisons the
+//! store: that part is in the cached block images (not in the index) and
+//! must never be written (nothing more is written until a reopen, whose
+//! recovery finds the state before the group).
+
+use super::apply::{image_missing, Link};
+use super::Committer;
+use crate::error::{Error, ErrorKind, Result};
+use crate::options::PutMode;
+use crate::store::request::{BatchItem, PutSpec};
+use crate::store::BatchOutcome;
+
+impl Committer {
+    /// Applies a whole batch, or refuses it having changed nothing (or,
+    /// failing part way, poisons the store). Its outcomes and the value
+    /// bytes it put.
+    pub(super) async fn apply_batch(
+        &mut self,
+        ops: Vec<BatchItem>,
+    ) -> Result<(Vec<BatchOutcome>, u64)> {
+        let n = ops.len();
+        // Step 1. Each operation adds at most one journaled block to the
+        // group and one stale copy to the next group's step 0.
+        if let Err(e) = self.room_for(n).await {
+            self.poison(&e);
+            return Err(e);
+        }
+        if !self.fits(n) {
+            return Err(Error::new(
+                ErrorKind::NoSpace,
+                format!(
+                    "a batch of {n} operations may change {n} tuple blocks, more than the \
+                     metadata journal holds, and the device has no room for a larger one; \
+                     nothing was changed (commit it as smaller batches)"
+                ),
+            ));
+        }
+        // Step 2.
+        {
+            let st = self.shared.state.read();
+            for (i, op) in ops.iter().enumerate() {
+                let visible = st.lookup(op.key()).map(|e| e.version);
+                let decided = match op {
+                    BatchItem::Put { spec, .. } => spec.mode.check(visible),
+                    BatchItem::Delete {
+                        expect: Some(want), ..
+                    } => PutMode::Update(*want).check(visible),
+                    BatchItem::Delete { expect: None, .. } => Ok(()),
+                };
+                decided.map_err(|e| e.in_batch(i, op.verb(), op.key()))?;
+            }
+        }
+        // Step 3.
+        self.pending.atomic = true;
+        let mut outcomes = Vec::with_capacity(n);
+        let mut links = Vec::with_capacity(n);
+        let mut bytes = 0;
+        for (i, op) in ops.into_iter().enumerate() {
+            let verb = op.verb();
+            let applied = match op {
+                BatchItem::Put {
+                    key,
+                    size,
+                    data,
+                    spec,
+                } => {
+                    let spec = PutSpec {
+                        mode: PutMode::Overwrite,
+                        ..spec
+                    };
+                    bytes += size;
+                    match self.put_unlinked(key.clone(), size, data, spec).await {
+                        Ok((info, link)) => Ok((BatchOutcome::Put(info), Some(link))),
+                        Err(e) => Err((e, key)),
+                    }
+                }
+                BatchItem::Delete { key, .. } => match self.delete_unlinked(&key).await {
+                    Ok(Some((existed, link))) => {
+                        Ok((BatchOutcome::Deleted { existed }, Some(link)))
+                    }
+                    Ok(None) => Ok((BatchOutcome::Deleted { existed: false }, None)),
+                    Err(e) => Err((e, key)),
+                },
+            };
+            match applied {
+                Ok((outcome, link)) => {
+                    outcomes.push(outcome);
+                    links.extend(link);
+                }
+                Err((e, key)) => {
+                    let e = e.in_batch(i, verb, &key);
+                    if i > 0 {
+                        // Part of the batch is in the block images: it
+                        // must never be written (see the module doc).
+                        self.poison(&e);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        // Visible all at once (readers never see part of a batch).
+        self.link_all(links);
+        Ok((outcomes, bytes))
+    }
+
+    /// `apply_delete` for a batch: `key`'s tuple removed from its block's
+    /// image, the key left in the index for `link_all` to unlink with the
+    /// rest of the batch. Whether it had a visible object, and the unlink;
+    /// `None` when it had no tuple at all.
+    async fn delete_unlinked(&mut self, key: &[u8]) -> Result<Option<(bool, Link)>> {
+        let found = {
+            let st = self.shared.state.read();
+            st.lookup_any(key)
+                .map(|e| (e.block, e.live(), e.version, e.tuple_len()))
+        };
+        let Some((block, live, version, tuple_len)) = found else {
+            return Ok(None);
+        };
+        self.load_image(block).await?;
+        self.bump();
+        let image = self
+            .table
+            .images
+            .get_mut(&block)
+            .ok_or_else(|| image_missing(block))?;
+        if let Some(i) = image
+            .iter()
+            .position(|t| &*t.key == key && t.version == version)
+        {
+            self.shared.retired.keep(image.swap_remove(i));
+        }
+        self.table.shrink_used(block, tuple_len);
+        self.touch(block);
+        Ok(Some((live, Link::Remove { key: key.into() })))
+    }
+}
