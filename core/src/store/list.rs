@@ -19,13 +19,8 @@ use std::ops::{Bound, RangeBounds};
 
 use bytes::Bytes;
 
-use futures::{StreamExt, TryStreamExt};
-
 use super::Store;
 use crate::error::Result;
-
-/// Tuple blocks read at once for the keys of an index that holds none.
-const KEY_READS_IN_FLIGHT: usize = 32;
 
 /// Keys copied per lock acquisition.
 const PAGE: usize = 1024;
@@ -56,6 +51,9 @@ pub struct Keys {
     /// Keys still to report, for an index that holds no keys in order
     /// (the hash index): each is looked up again when reached.
     snapshot: VecDeque<Box<[u8]>>,
+    /// The snapshot is in byte order (a listing's; `Store::keys` on the
+    /// hash index takes one in no order).
+    sorted: bool,
 }
 
 impl std::fmt::Debug for Keys {
@@ -108,17 +106,23 @@ impl Keys {
             page: VecDeque::new(),
             done,
             snapshot,
+            sorted: true,
         })
     }
 
-    /// Skips ahead: the next key reported is the first at or after `from`
-    /// (nothing changes when `from` is not after the next key). How a
-    /// delimiter listing steps over a "directory" without a new listing,
-    /// which on the hash index would read the tuple blocks again.
+    /// Skips ahead: from now on only keys at or after `from` are reported;
+    /// in a listing (byte order), the next is the first at or after `from`
+    /// (nothing changes when `from` is not after it). How a delimiter
+    /// listing steps over a "directory" without a new listing, which on
+    /// the hash index would read the tuple blocks again.
     pub fn seek(&mut self, from: impl AsRef<[u8]>) {
         let from = from.as_ref();
-        let skip = self.snapshot.partition_point(|k| &k[..] < from);
-        self.snapshot.drain(..skip);
+        if self.sorted {
+            let skip = self.snapshot.partition_point(|k| &k[..] < from);
+            self.snapshot.drain(..skip);
+        } else {
+            self.snapshot.retain(|k| &k[..] >= from);
+        }
         let skip = self.page.partition_point(|e| &e.key[..] < from);
         self.page.drain(..skip);
         // Past the page: the next refill starts at `from`, unless it would
@@ -225,6 +229,7 @@ impl Store {
             page: VecDeque::new(),
             done: true,
             snapshot: all.into(),
+            sorted: false,
         })
     }
 
@@ -241,42 +246,6 @@ impl Store {
                 .collect());
         }
         crate::io::block_on(self.keys_from_blocks(keep))
-    }
-
-    /// Every live key that `keep` accepts, read from the tuple blocks:
-    /// each live entry's tuple found by its version in its block
-    /// (`tuples_in_block`), once a `sync` has made sure every group that
-    /// linked one has written its blocks (tuples removed since are kept
-    /// aside: the hold). Memory: the keys kept, plus each live entry's
-    /// block and version while the blocks are read.
-    async fn keys_from_blocks(
-        &self,
-        keep: &(dyn Fn(&[u8]) -> bool + Sync),
-    ) -> Result<Vec<Box<[u8]>>> {
-        let _hold = self.shared().retired.hold();
-        let mut by_block: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
-        {
-            let st = self.shared().state.read();
-            for (_, e) in st.iter().filter(|(_, e)| e.live()) {
-                by_block.entry(e.block).or_default().push(e.version);
-            }
-        }
-        self.sync().await?;
-        let blocks: Vec<Vec<Box<[u8]>>> = futures::stream::iter(by_block)
-            .map(|(block, versions)| async move {
-                let found = self.tuples_in_block(block, &versions).await?;
-                Ok::<_, crate::Error>(
-                    found
-                        .into_iter()
-                        .map(|(k, _)| k)
-                        .filter(|k| keep(k))
-                        .collect(),
-                )
-            })
-            .buffer_unordered(KEY_READS_IN_FLIGHT)
-            .try_collect()
-            .await?;
-        Ok(blocks.into_iter().flatten().collect())
     }
 
     /// Keys starting with `prefix`, in byte order, with size and version,

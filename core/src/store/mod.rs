@@ -8,6 +8,8 @@
 //! * `write.rs`: put staging, a put turned into a commit request;
 //! * `read.rs`: the read path (locate, read, verify, keep in the cache);
 //! * `report.rs`: the public [`ObjectInfo`] and [`Stats`];
+//! * `list.rs`: listings ([`Keys`]); `tuple_keys.rs`: the keys read from
+//!   the tuple blocks in one pass, for an index that holds none (hash);
 //! * `request.rs`: what a change asks of the commit path; `commit/`: the
 //!   commit path (a file per role); `open.rs`: open; the rest
 //!   one job each (uploads, bulk loads, backup, compaction, scrub, growth).
@@ -56,6 +58,7 @@ mod request;
 mod scrub;
 mod shared;
 mod state;
+mod tuple_keys;
 mod upload;
 mod warm;
 mod write;
