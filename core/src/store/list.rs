@@ -212,8 +212,8 @@ impl Store {
     /// particular order, from a snapshot of the keys taken by this call
     /// (their entries are read as the iteration reaches them, so a key
     /// deleted meanwhile is skipped). The hash index holds no keys in
-    /// memory: this call reads them from the tuple blocks, one read per
-    /// block that holds a live object (many at once). What a mapping-style
+    /// memory: this call reads them from the tuple blocks that hold a live
+    /// object, in one pass of large reads. What a mapping-style
     /// binding iterates; [`list`](Self::list) gives byte order with every
     /// index, for the cost of a sort.
     pub fn keys(&self) -> Result<Keys> {
@@ -252,19 +252,25 @@ impl Store {
     /// with every index backend. An empty prefix lists every key.
     ///
     /// Keys that exist for the whole listing are each reported once; keys
-    /// added or removed meanwhile may or may not appear. The entry of a
-    /// key (size, version, times) is read when the iteration reaches it,
-    /// and a key deleted or expired by then is skipped.
+    /// added or removed meanwhile may or may not appear. On the hash index
+    /// a key's entry (size, version, times) is read when the iteration
+    /// reaches it, and a key deleted or expired by then is skipped; an
+    /// ordered index reads the entries with their page of keys.
     ///
     /// Cost: with [`IndexKind::BTree`](crate::IndexKind) or `Fst`, the
     /// iterator copies a page of keys at a time from the index, under its
     /// read lock. The hash index (the default) holds no keys: this call
     /// waits for pending commits (a `sync`), then reads every tuple block
-    /// that holds a live object (one pass, many reads in flight) and keeps
-    /// the keys inside the prefix, sorted; memory proportional to those
-    /// keys, plus 12 bytes or so per live object while the pass runs. So a
-    /// listing costs a pass over the metadata whatever its length: page
-    /// through one `Keys` (or [`Keys::seek`] ahead) rather than start many.
+    /// that holds a live object (one pass of large reads) and keeps the
+    /// keys inside the prefix, sorted; memory proportional to those keys,
+    /// plus 8 to 16 bytes per live object while the pass runs. The call
+    /// blocks for the pass: from an async task, make it where blocking is
+    /// fine (e.g. tokio's `spawn_blocking`). Measured on a million objects
+    /// (20-byte keys, `list-bench`): every key in 1.8 s on hash against
+    /// 0.11 s on BTree; a prefix of 1,000 keys in 0.54 s against 0.1 ms.
+    /// So a listing costs a pass over the metadata whatever its length:
+    /// page through one `Keys` (or [`Keys::seek`] ahead) rather than start
+    /// many.
     pub fn list(&self, prefix: impl AsRef<[u8]>) -> Result<Keys> {
         let prefix = prefix.as_ref();
         Keys::new(

@@ -1051,15 +1051,18 @@ fn keys_lists_every_live_key_with_any_index() {
 
 #[test]
 fn a_listing_stops_when_the_store_closes() {
-    let t = common::temp_path();
-    let s =
-        blobcask::blocking::Store::open(&t.path, Options::new().index(IndexKind::BTree)).unwrap();
-    for i in 0..50u32 {
-        s.put(format!("k{i:02}"), vec![1u8; 10]).unwrap();
+    for index in IndexKind::ALL {
+        let t = common::temp_path();
+        let s = blobcask::blocking::Store::open(&t.path, Options::new().index(index)).unwrap();
+        for i in 0..50u32 {
+            s.put(format!("k{i:02}"), vec![1u8; 10]).unwrap();
+        }
+        let mut it = s.list("").unwrap();
+        assert!(it.next().unwrap().is_ok());
+        s.close().unwrap();
+        let err = it.next().unwrap().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Closed, "{index:?}");
+        assert!(it.next().is_none(), "{index:?}");
+        assert_eq!(s.list("").unwrap_err().kind(), ErrorKind::Closed);
     }
-    let mut it = s.list("").unwrap();
-    assert!(it.next().unwrap().is_ok());
-    s.close().unwrap();
-    assert_eq!(it.next().unwrap().unwrap_err().kind(), ErrorKind::Closed);
-    assert!(it.next().is_none());
 }
