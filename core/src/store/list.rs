@@ -266,8 +266,9 @@ impl Store {
     /// plus 8 to 16 bytes per live object while the pass runs. The call
     /// blocks for the pass: from an async task, make it where blocking is
     /// fine (e.g. tokio's `spawn_blocking`). Measured on a million objects
-    /// (20-byte keys, `list-bench`): every key in 1.8 s on hash against
-    /// 0.11 s on BTree; a prefix of 1,000 keys in 0.54 s against 0.1 ms.
+    /// (20-byte keys, `list-bench`, three runs on a shared machine): every
+    /// key in 1.8-2.5 s on hash against 0.07-0.12 s on BTree; a prefix of
+    /// 1,000 keys in 0.5-1.4 s against 0.1 ms.
     /// So a listing costs a pass over the metadata whatever its length:
     /// page through one `Keys` (or [`Keys::seek`] ahead) rather than start
     /// many.

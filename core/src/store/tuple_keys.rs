@@ -13,8 +13,8 @@
 //! device, neighbours joined into one read of up to `READ_SPAN` bytes (the
 //! slots between them read too, when the gap is small). Reading each block
 //! alone, as `Store::tuples_in_block` does, took 4.0 s for the keys of the
-//! million objects `list-bench` stores; these reads take 0.54 s. A slot
-//! moved while it was read is read again alone.
+//! million objects `list-bench` stores; these reads took 0.54 s, at the
+//! same load. A slot moved while it was read is read again alone.
 
 use std::collections::BTreeMap;
 
