@@ -45,6 +45,17 @@ export declare class BulkLoad {
   finish(): Promise<LoadReport>
 }
 
+/** A listing in progress: the keys of `Store.listStart`, in byte order. */
+export declare class Listing {
+  /**
+   * Up to `limit` next keys, fewer only at the end (an empty page: the
+   * listing is over). Memory only: the index's pages (BTree, FST) or
+   * the snapshot taken at the start, each key looked up again (hash).
+   * CLOSED once the store is closed.
+   */
+  nextPage(limit: number): Array<Buffer>
+}
+
 /** An open blob store. */
 export declare class Store {
   /**
@@ -74,10 +85,13 @@ export declare class Store {
   /** Whether `key` has an object (memory only, no I/O). */
   has(key: string | Uint8Array): boolean
   /**
-   * Up to `limit` keys starting with `prefix`, strictly after `after`
-   * when given, in order. `list()` in lib.js pages through this.
+   * Starts a listing of the keys that start with `prefix`, in byte
+   * order, with every index; `list()` in lib.js pages through it. On
+   * the hash index the start reads the keys from the tuple blocks (one
+   * pass), on a blocking thread of napi-rs's runtime, so the event loop
+   * never waits for it.
    */
-  listPage(prefix: string | Uint8Array, after: Uint8Array | undefined | null, limit: number): Array<Buffer>
+  listStart(prefix: string | Uint8Array): Promise<Listing>
   /** Starts a multipart upload of exactly `size` bytes. */
   beginUpload(key: string | Uint8Array, size: number): Promise<Upload>
   /**
@@ -297,6 +311,17 @@ export interface OpenOptions {
    * turns it off). `stats().cache` counts its hits.
    */
   cacheBytes?: number
+  /**
+   * The read cache's bound as a fraction of memory instead, in (0, 1]
+   * (the system's, or the cgroup's limit when lower); not with
+   * `cacheBytes`.
+   */
+  cacheFraction?: number
+  /**
+   * Read the tuple blocks of small (inline) values into the cache in the
+   * background after open, into free room only (default true).
+   */
+  warmUp?: boolean
   /**
    * When an acknowledged change is durable: `'sync'` (the default) or
    * `{ maxDelayMs }` (see [`BufferedDurability`]). Not stored: given

@@ -836,6 +836,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.BulkLoad = nativeBinding.BulkLoad
+module.exports.Listing = nativeBinding.Listing
 module.exports.Store = nativeBinding.Store
 module.exports.Upload = nativeBinding.Upload
 module.exports.crc32c = nativeBinding.crc32c

@@ -10,7 +10,8 @@ export interface OpenOptions {
    */
   capacity?: number
   /**
-   * Index backend: 'hash' (no listing), 'btree' or 'fst'. Stored in the
+   * Index backend: 'hash' (no keys in memory: each `list` reads them from
+   * the tuple blocks), 'btree' or 'fst' (keys in memory). Stored in the
    * store: omitted, an existing store uses its stored kind ('hash' for a
    * new one); given at a read-write open, it replaces the stored kind (a
    * read-only open uses it for itself only).
@@ -428,7 +429,13 @@ export declare class Store {
   getMany(keys: Key[]): Promise<Array<Buffer | undefined>>
   /** Whether `key` has an object (no I/O). */
   has(key: Key): boolean
-  /** Keys starting with `prefix`, in order (index 'btree' or 'fst'). */
+  /**
+   * Keys starting with `prefix`, in byte order, with every index. On
+   * 'hash' (the default) the first step reads the keys from the tuple
+   * blocks (one pass, off the event loop); 'btree' and 'fst' page through
+   * the keys they hold. Keys added or removed meanwhile may or may not
+   * appear; every other key appears once.
+   */
   list(prefix?: Key): AsyncIterableIterator<Buffer>
   /** Starts a multipart upload of exactly `size` bytes. */
   beginUpload(key: Key, size: number): Promise<Upload>

@@ -467,17 +467,19 @@ class Store {
   }
   /**
    * Keys starting with `prefix`, in byte order, as an async iterator of
-   * Buffers. Needs index 'btree' or 'fst'. Pages through the index without
-   * holding it.
+   * Buffers, with every index. 'btree' and 'fst' are paged through
+   * without being held; on 'hash' (the default) the first step reads the
+   * keys from the tuple blocks (one pass, off the event loop) and keeps
+   * the matching ones, sorted. Keys that exist for the whole listing come
+   * once; keys added or removed meanwhile may or may not.
    */
   async *list(prefix = '') {
     arity(arguments.length, 1, 'list(prefix?)', this.list)
-    let after = null
+    const listing = await call(() => this.#n.listStart(keyOf(prefix, this.list)))
     for (;;) {
-      const page = callSync(() => this.#n.listPage(keyOf(prefix, this.list), after, PAGE))
+      const page = callSync(() => listing.nextPage(PAGE))
       for (const key of page) yield key
       if (page.length < PAGE) return
-      after = page[page.length - 1]
     }
   }
   /** Starts a multipart upload of exactly `size` bytes. */

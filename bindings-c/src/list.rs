@@ -60,15 +60,21 @@ fn cursor_out(out: *mut *mut bc_list_cursor, store: &Store, keys: Keys) -> Resul
 }
 
 /// Starts a listing of the keys that start with `prefix[0..prefix_len]`
-/// (every key when `prefix_len` is 0), in byte order; `*out` receives the
-/// cursor. The listing is read a page at a time as `bc_list_next` goes: it
-/// never blocks writers, sees every key that exists for its whole
-/// duration, and keys added or removed meanwhile may or may not appear.
+/// (every key when `prefix_len` is 0), in byte order, with every index;
+/// `*out` receives the cursor. The listing never blocks writers, reports
+/// every key that exists for its whole duration once, and keys added or
+/// removed meanwhile may or may not appear. With BC_INDEX_BTREE and
+/// BC_INDEX_FST it is read from memory a page at a time as `bc_list_next`
+/// goes. The hash index (BC_INDEX_HASH, the default) holds no keys: this
+/// call reads them from the tuple blocks (one pass over the blocks that
+/// hold a live object: it blocks for that long) and keeps the matching
+/// ones, sorted; `bc_list_next` looks each up again (a key deleted by then
+/// is skipped).
 ///
-/// Errors: BC_UNSUPPORTED with the hash index (use `bc_keys_open`, or open
-/// with BC_INDEX_BTREE or BC_INDEX_FST); BC_INVALID_ARGUMENT if `store` or
-/// `out` is NULL or `prefix` is NULL with a length; BC_CLOSED after
-/// bc_close. `*out` is left untouched on failure.
+/// Errors: BC_INVALID_ARGUMENT if `store` or `out` is NULL or `prefix` is
+/// NULL with a length; BC_CLOSED after bc_close; BC_CORRUPT or BC_IO if a
+/// tuple block cannot be read (hash index). `*out` is left untouched on
+/// failure.
 #[no_mangle]
 pub extern "C" fn bc_list_open(
     store: *const bc_store,

@@ -15,7 +15,8 @@
 //! Transfers of 1 MiB and more run on a helper thread instead (the
 //! engine's `EventLoop::read_op`/`put_op`: their checksums and copies would
 //! stall the loop). Uploads, `sync`, `backup` and `close` run on napi-rs's
-//! runtime; a bulk load on a thread of its own (see [`BulkLoad`]).
+//! runtime; a bulk load on a thread of its own (see [`BulkLoad`]); the
+//! start of a listing on that runtime's blocking threads (see [`Listing`]).
 //! The `...Sync` calls made while Promise calls are pending keep the loop
 //! running while they wait (the engine's invariant L4): a commit group one
 //! of those leads completes only when the loop runs.
@@ -38,6 +39,7 @@ mod batch;
 mod bulk_load;
 mod errors;
 mod host;
+mod listing;
 mod records;
 mod results;
 mod store;
@@ -46,5 +48,6 @@ mod upload;
 pub use args::{BufferedDurability, OpenOptions, PutConditions};
 pub use batch::BatchOperation;
 pub use bulk_load::{BulkLoad, Feed, Finish};
+pub use listing::Listing;
 pub use store::{open, open_sync, Store};
 pub use upload::{crc32c_of, Upload};

@@ -16,6 +16,7 @@ use crate::args::{key_of, offset_of, options_of, put_options, OpenOptions, PutCo
 use crate::bulk_load::{Batch, BulkLoad, FEED_BATCHES};
 use crate::errors::js_err;
 use crate::host::{self, Host, JsThread, Promise};
+use crate::listing::Listing;
 use crate::records::{js, Js};
 use crate::results::{read_options, ObjectBytes};
 use crate::upload::Upload;
@@ -232,27 +233,29 @@ impl Store {
         Ok(self.inner.contains(key_of(key)))
     }
 
-    /// Up to `limit` keys starting with `prefix`, strictly after `after`
-    /// when given, in order. `list()` in lib.js pages through this.
-    #[napi]
-    pub fn list_page(
+    /// Starts a listing of the keys that start with `prefix`, in byte
+    /// order, with every index; `list()` in lib.js pages through it. On
+    /// the hash index the start reads the keys from the tuple blocks (one
+    /// pass), on a blocking thread of napi-rs's runtime, so the event loop
+    /// never waits for it.
+    #[napi(ts_return_type = "Promise<Listing>")]
+    pub fn list_start(
         &self,
+        env: &Env,
         prefix: Either<String, Uint8Array>,
-        after: Option<Uint8Array>,
-        limit: u32,
-    ) -> Result<Vec<Buffer>> {
+    ) -> Result<AsyncBlock<Listing>> {
         self.check_open()?;
         let prefix = key_of(prefix);
-        let keys = match after {
-            None => self.inner.list(&prefix),
-            Some(a) => self.inner.list_after(&prefix, &*a),
-        }
-        .map_err(js_err)?;
-        let mut out = Vec::new();
-        for entry in keys.take(limit as usize) {
-            out.push(Buffer::from(entry.map_err(js_err)?.key.to_vec()));
-        }
-        Ok(out)
+        let store = self.inner.clone();
+        let store_closing = self.closing.clone();
+        AsyncBlockBuilder::new(async move {
+            let keys = spawn_blocking(move || store.list(&prefix))
+                .await
+                .map_err(|e| Error::from_reason(format!("IO: the listing's start failed: {e}")))?
+                .map_err(js_err)?;
+            Ok(Listing::new(keys, store_closing))
+        })
+        .build(env)
     }
 
     /// Starts a multipart upload of exactly `size` bytes.

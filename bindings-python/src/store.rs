@@ -416,15 +416,19 @@ impl Store {
         self.delete(py, key)
     }
 
-    /// Iterator over keys (as bytes) starting with `prefix`, in order.
-    /// Needs index="btree" or "fst" (UnsupportedError on "hash").
+    /// Iterator over keys (as bytes) starting with `prefix`, in byte
+    /// order, with every index. With "btree" and "fst" it pages through
+    /// the index; with "hash" (the default) this call reads the keys from
+    /// the store's tuple blocks (one pass; the GIL is released meanwhile)
+    /// and keeps the matching ones, sorted.
     #[pyo3(signature = (prefix=None))]
-    fn list(&self, prefix: Option<&Bound<'_, PyAny>>) -> PyResult<KeyIterator> {
+    fn list(&self, py: Python<'_>, prefix: Option<&Bound<'_, PyAny>>) -> PyResult<KeyIterator> {
         let prefix = match prefix {
             Some(p) => key_of(p)?,
             None => Bytes::new(),
         };
-        let keys = self.inner.list(&prefix).map_err(self.fail())?;
+        let s = &self.inner;
+        let keys = py.detach(|| s.list(&prefix)).map_err(self.fail())?;
         Ok(KeyIterator::new(keys, self.path.clone()))
     }
 

@@ -293,16 +293,31 @@ def test_async_listing_pages_are_fetched_off_the_event_loop(path, monkeypatch):
     asyncio.run(main())
 
 
-def test_async_listing_on_the_hash_index(path):
+def test_async_listing_on_the_hash_index(path, monkeypatch):
+    import threading
+
+    # The listing starts (on "hash": the pass over the tuple blocks) where
+    # its pages are fetched: on the thread pool, not the event loop.
+    started_on: list[int] = []
+    original = blobcask.aio.AsyncKeyIterator._opened
+
+    def spy(self: blobcask.aio.AsyncKeyIterator) -> blobcask.KeyIterator:
+        started_on.append(threading.get_ident())
+        return original(self)
+
+    monkeypatch.setattr(blobcask.aio.AsyncKeyIterator, "_opened", spy)
+
     async def main() -> None:
         async with await blobcask.AsyncStore.open(path, capacity=32 << 20) as s:
-            for i in range(10):
-                await s.put(f"k{i}", b"v")
-            # Listing by prefix needs an ordered index: refused at the call.
-            with pytest.raises(blobcask.UnsupportedError):
-                s.list("k")
+            assert s.sync_store.stats()["index"] == "hash"
+            for i in reversed(range(12)):
+                await s.put(f"k{i:02}", b"v")
+            await s.put("other", b"v")
+            # By prefix, in byte order.
+            assert [k async for k in s.list("k")] == [f"k{i:02}".encode() for i in range(12)]
+            assert started_on and threading.get_ident() not in started_on
             # Every key works with any index.
-            assert sorted([k async for k in s]) == sorted(f"k{i}".encode() for i in range(10))
+            assert sorted([k async for k in s]) == sorted([f"k{i:02}".encode() for i in range(12)] + [b"other"])
 
     asyncio.run(main())
 

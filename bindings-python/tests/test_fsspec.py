@@ -156,6 +156,21 @@ def test_a_path_uses_the_stored_ordered_index_and_btree_for_hash(tmp_path):
         fs.close()
 
 
+def test_a_store_on_the_hash_index_passed_in_lists(tmp_path):
+    # Each listing is then a pass over the tuple blocks, but it works.
+    with blobcask.Store(tmp_path / "hash.blobcask", capacity=1 << 20) as hashed:
+        assert hashed.stats()["index"] == "hash"
+        hashed.put("d/b", b"2")
+        hashed.put("d/a", b"1")
+        hashed.put("e", b"3")
+        fs = BlobcaskFileSystem(store=hashed, skip_instance_cache=True)
+        assert fs.ls("", detail=False) == ["d", "e"]
+        assert fs.ls("d", detail=False) == ["d/a", "d/b"]
+        assert fs.find("") == ["d/a", "d/b", "e"]
+        assert fs.isdir("d") and not fs.isdir("e")
+        fs.close()
+
+
 def test_importing_blobcask_does_not_import_fsspec():
     code = "import sys, blobcask; assert 'fsspec' not in sys.modules, 'fsspec imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -453,9 +468,6 @@ def test_bad_construction_and_modes(tmp_path, bfs):
         BlobcaskFileSystem(store=str(tmp_path / "x"), skip_instance_cache=True)
     with pytest.raises(ValueError):
         BlobcaskFileSystem(skip_instance_cache=True)
-    with blobcask.Store(tmp_path / "hash.blobcask", capacity=1 << 20) as hashed:
-        with pytest.raises(blobcask.UnsupportedError):
-            BlobcaskFileSystem(store=hashed, skip_instance_cache=True)
     bfs.pipe_file("a", b"x")
     with pytest.raises(NotImplementedError):
         bfs.open("a", "ab")

@@ -1,5 +1,6 @@
 //! `ls [PREFIX] [-l]`: the keys in byte order, through a BTree index built
-//! for this read-only open.
+//! for this read-only open (faster than a listing of a hash store: see
+//! `ls`).
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -19,7 +20,11 @@ pub fn ls(
     long: &bool,
 ) -> Result<(), String> {
     let prefix = form.parse(prefix, "prefix")?;
-    // Listing needs an ordered index: a BTree, for this open only.
+    // Every index lists, but a hash store's listing reads its tuple blocks
+    // after the open; a read-only open as BTree (for this open only) reads
+    // them once, in the open's scan, and lists from memory: 0.45-0.63 s
+    // against 2.2-3.8 s for 1M objects (`list-bench`), at about the same
+    // peak memory.
     let s = open_read_only(&store_path()?, Some(IndexKind::BTree))?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for entry in s.list(&prefix).map_err(|e| e.to_string())? {

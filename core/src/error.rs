@@ -23,7 +23,7 @@ pub enum ErrorKind {
     /// Another handle (in this or another process) holds the store's lock.
     Locked,
     /// The operation or format version is not supported by this build or
-    /// by the chosen options (for example listing on the hash index).
+    /// by the chosen options (for example a write to a read-only store).
     Unsupported,
     /// The store was closed.
     Closed,

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto'
 import { Store } from '../../bindings-node/lib.mjs'
 
 const dir = mkdtempSync(join(tmpdir(), 'blobcask-demo-'))
-const store = await Store.open(join(dir, 'demo.blobcask'), { capacity: 64 * 1024 * 1024, index: 'btree' })
+const store = await Store.open(join(dir, 'demo.blobcask'), { capacity: 64 * 1024 * 1024 }) // default index: hash
 
 await store.put('thumbs/cat.jpg', randomBytes(20_000)) // resolves once durable
 const head = await store.read('thumbs/cat.jpg', 0, 4096) // any byte range
@@ -22,7 +22,7 @@ await Promise.all([up.writePart(8192, Buffer.alloc(4106, 'c')), up.writePart(0, 
 await up.commit()
 
 let n = 0
-for await (const key of store.list('thumbs/')) n++
+for await (const key of store.list('thumbs/')) n++ // byte order, any index
 console.log('keys under thumbs/:', n)
 console.log('missing ->', await store.get('missing')) // undefined: no object
 try {

@@ -12,7 +12,7 @@ import blobcask
 
 path = os.path.join(tempfile.mkdtemp(), "demo.blobcask")
 
-with blobcask.Store(path, capacity=64 << 20, index="btree") as store:
+with blobcask.Store(path, capacity=64 << 20) as store:  # default index: hash
     store["thumbs/cat.jpg"] = os.urandom(20_000)          # durable on return
     head = store.read("thumbs/cat.jpg", 0, 4096)            # any byte range
     print("first 4 KiB:", len(head), "bytes;", store.stat("thumbs/cat.jpg"))
@@ -22,7 +22,7 @@ with blobcask.Store(path, capacity=64 << 20, index="btree") as store:
         up.write_part(0, b"a" * 8192)
         up.commit()
 
-    print("keys under thumbs/:", list(store.list("thumbs/")))
+    print("keys under thumbs/:", list(store.list("thumbs/")))  # byte order, any index
     try:
         store["missing"]
     except KeyError as e:                                   # NotFoundError is a KeyError

@@ -305,7 +305,8 @@ class Store:
     def __setitem__(self, key: _Key, value: _BytesLike, /) -> None: ...
     def __delitem__(self, key: _Key, /) -> None: ...
     def list(self, prefix: Optional[_Key] = None) -> KeyIterator:
-        """Keys starting with ``prefix`` in order (index "btree" or "fst")."""
+        """Keys starting with ``prefix``, in byte order, with every index
+        ("hash": read from the tuple blocks by this call, one pass)."""
     def begin_upload(self, key: _Key, size: int) -> Upload:
         """Starts a multipart upload of exactly ``size`` bytes."""
     def list_uploads(self) -> List[UploadInfo]:

@@ -182,13 +182,17 @@ class AsyncStore:
         return len(self._store)
 
     def list(self, prefix: Optional[Key] = None) -> "AsyncKeyIterator":
-        """Keys starting with ``prefix``, in byte order (index "btree" or
-        "fst"; ``UnsupportedError`` at once on "hash"), as ``bytes``:
-        ``async for key in astore.list(prefix)`` fetches them a page at a
-        time on the thread pool, so the event loop never waits for the
-        index. A plain ``for`` works too (on the calling thread)."""
-        keys = self._store.list(prefix)
-        return AsyncKeyIterator(self, lambda: keys)
+        """Keys starting with ``prefix``, in byte order, with every index,
+        as ``bytes``: ``async for key in astore.list(prefix)`` starts the
+        listing and fetches its keys a page at a time on the thread pool,
+        so the event loop never waits for the index (nor, on "hash", for
+        the pass over the tuple blocks that starts it). A plain ``for``
+        works too (on the calling thread). ``ClosedError`` at once after
+        ``close()``; other errors (a prefix of the wrong type) at the first
+        step."""
+        if self._closed:
+            raise ClosedError("the store is closed")
+        return AsyncKeyIterator(self, lambda: self._store.list(prefix))
 
     def __aiter__(self) -> "AsyncKeyIterator":
         """``async for key in astore``: every key, with any index (as

@@ -99,7 +99,7 @@ class LockedError(Error):
 
 
 class UnsupportedError(Error):
-    """Not supported by this build or these options (e.g. list on the hash index)."""
+    """Not supported by this build or these options (e.g. a write to a read-only store)."""
 
     code = "UNSUPPORTED"
 

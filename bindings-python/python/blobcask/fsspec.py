@@ -14,14 +14,16 @@ a path and the options of ``Store``,
 ``BlobcaskFileSystem(path="/data/media.blobcask")``; without an ``index``
 option the store's stored kind is used when it is ordered, else
 ``"btree"`` (a new store, or one on the hash index, which then keeps
-``"btree"``). Stores
+``"btree"``): the file system lists at almost every call, and on the hash
+index each listing reads every tuple block. Stores
 opened from a path are shared: every instance on the same file, whatever
 its thread (fsspec caches one instance per thread), uses one ``Store`` (a
 file has one open handle at a time; the options of the first open apply),
 and ``close()`` closes it for all of them. fsspec's cache keeps instances,
 and so their stores, alive until ``close()`` or ``clear_instance_cache()``.
-The store's index must be ordered ("btree" or "fst"): listing is how
-directories are found.
+Listing is how directories are found: a store passed in on the hash
+index works, but each listing (``ls``, ``find``, ``info`` of a directory)
+is then a pass over its tuple blocks; "btree" or "fst" list from memory.
 
 Paths are keys, as on S3. The protocol and any leading or trailing "/" are
 stripped and repeated "/" are one (``blobcask:///a/b.txt``, ``/a/b.txt``,
@@ -154,7 +156,6 @@ class BlobcaskFileSystem(fsspec.AbstractFileSystem):
             raise TypeError(f"store must be a blobcask.Store, not {type(store).__name__!r}")
         elif store_options:
             raise ValueError("store options go with path=, not with an open store")
-        store.list("")  # UnsupportedError on the hash index, before any use
         self.store = store
 
     def close(self) -> None:
@@ -267,8 +268,7 @@ class BlobcaskFileSystem(fsspec.AbstractFileSystem):
         detail: bool = False,
         **kwargs: Any,
     ) -> Union[list[str], dict[str, dict[str, Any]]]:
-        """One pass over the ordered index (the base class lists directory
-        by directory)."""
+        """One listing (the base class lists directory by directory)."""
         if maxdepth is not None and maxdepth < 1:
             raise ValueError("maxdepth must be at least 1")
         path = self._strip_protocol(path)

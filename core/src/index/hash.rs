@@ -326,8 +326,8 @@ impl KeyIndex for HashIndex {
     ) -> Result<()> {
         Err(Error::new(
             ErrorKind::Unsupported,
-            "the hash index cannot list keys in order: that takes a store \
-             created with the index \"btree\" or \"fst\"",
+            "the hash index holds no keys to range over (a listing reads \
+             them from the tuple blocks)",
         ))
     }
 }

@@ -42,10 +42,14 @@ pub struct Fingerprints {
 #[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum IndexKind {
-    /// Hash map: fastest point lookups, no ordered listing. The default.
+    /// Hash map: fastest point lookups, the least memory per key (no keys
+    /// in memory, only fingerprints). The default. Lists in byte order
+    /// too, but each listing reads the keys from the tuple blocks (see
+    /// `Store::list`).
     #[default]
     Hash,
-    /// Ordered map: listing by prefix or range; lookups a little slower.
+    /// Ordered map: listing by prefix or range from memory, a page at a
+    /// time; lookups a little slower, keys held in memory.
     BTree,
     /// Finite state transducer of the keys plus a small mutable overlay,
     /// merged in the background: the least memory per key, ordered.
@@ -71,7 +75,9 @@ impl IndexKind {
         matches!(self, IndexKind::Hash)
     }
 
-    /// Whether it lists keys in byte order (`Store::list`, `range`).
+    /// Whether it holds its keys in byte order, so that `Store::list` and
+    /// `range` page through it (the others read the keys from the tuple
+    /// blocks for each listing).
     pub fn is_ordered(self) -> bool {
         !matches!(self, IndexKind::Hash)
     }
@@ -205,12 +211,12 @@ mod tests {
     }
 
     #[test]
-    fn hash_index_refuses_ranges_and_names_the_option() {
+    fn hash_index_refuses_ranges_of_the_keys_it_does_not_hold() {
         let err = build(IndexKind::Hash)
             .range(Bound::Unbounded, Bound::Unbounded, 10, &mut vec![])
             .unwrap_err();
         assert_eq!(err.kind(), crate::ErrorKind::Unsupported);
-        assert!(err.to_string().contains("index \"btree\""), "{err}");
+        assert!(err.to_string().contains("tuple blocks"), "{err}");
     }
 
     /// Random operations on the ordered backends against a BTreeMap,

@@ -10,6 +10,8 @@
 //! * `report.rs`: the public [`ObjectInfo`] and [`Stats`];
 //! * `batch.rs`: atomic batches (staged here, applied by `commit/batch.rs`)
 //!   and `get_many`;
+//! * `list.rs`: listings ([`Keys`]); `tuple_keys.rs`: the keys read from
+//!   the tuple blocks in one pass, for an index that holds none (hash);
 //! * `request.rs`: what a change asks of the commit path; `commit/`: the
 //!   commit path (a file per role); `open.rs`: open; `helpers.rs`: the
 //!   threads blocking work is handed to, ended by the last store's close;
@@ -62,6 +64,7 @@ mod request;
 mod scrub;
 mod shared;
 mod state;
+mod tuple_keys;
 mod upload;
 mod warm;
 mod write;

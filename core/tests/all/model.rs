@@ -193,6 +193,25 @@ async fn run_model(engine: Setup, seed: u64, ops: usize) {
             st.logical_bytes,
             model.values().map(|v| v.len() as u64).sum::<u64>()
         );
+        if step % 50 == 0 {
+            // Listings with every index: byte order, sizes, as the model.
+            for prefix in ["", "key/1"] {
+                let listed: Vec<(String, u64)> = store
+                    .list(prefix)
+                    .unwrap()
+                    .map(|e| {
+                        let e = e.unwrap();
+                        (String::from_utf8(e.key.to_vec()).unwrap(), e.size)
+                    })
+                    .collect();
+                let want: Vec<(String, u64)> = model
+                    .iter()
+                    .filter(|(k, _)| k.starts_with(prefix))
+                    .map(|(k, v)| (k.clone(), v.len() as u64))
+                    .collect();
+                assert_eq!(listed, want, "step {step}, prefix {prefix:?}");
+            }
+        }
     }
     assert!(
         batches[0] > 0 && batches[1] > 0,

@@ -18,10 +18,12 @@
 //! ```
 //!
 //! How the trait maps onto the store:
-//! * a path is the key (its UTF-8 bytes); listings need an ordered index
-//!   (`IndexKind::BTree` or `Fst`; the hash index answers `NotSupported`),
-//!   and skip keys that are not valid `object_store` paths (written through
-//!   another API, e.g. non-UTF-8 or with empty segments);
+//! * a path is the key (its UTF-8 bytes); listings are in byte order with
+//!   every index (on the hash index, the default, each listing starts with
+//!   a pass over the tuple blocks: see `blobcask::Store::list`; `BTree` or
+//!   `Fst` list from memory), and skip keys that are not valid
+//!   `object_store` paths (written through another API, e.g. non-UTF-8 or
+//!   with empty segments);
 //! * the e-tag is the object's version, `last_modified` its commit time;
 //!   `PutMode::Create` and `PutMode::Update` are blobcask's conditional
 //!   puts, decided in commit order;
@@ -363,41 +365,39 @@ impl ObjectStore for BlobcaskObjectStore {
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
         let dir = dir_prefix(prefix);
-        let mut from = dir.clone().into_bytes();
         let mut result = ListResult {
             common_prefixes: Vec::new(),
             objects: Vec::new(),
         };
-        'scan: loop {
-            let keys = self
-                .store
-                .list_from(&dir, &from)
-                .map_err(|e| error(prefix.unwrap_or(&Path::default()), e))?;
-            for entry in keys {
-                let entry = entry.map_err(|e| error(prefix.unwrap_or(&Path::default()), e))?;
-                let Some(meta) = listed(entry) else { continue };
-                let rest = &meta.location.as_ref()[dir.len()..];
-                if rest.is_empty() {
-                    continue;
-                }
-                match rest.find(object_store::path::DELIMITER) {
-                    None => result.objects.push(meta),
-                    Some(at) => {
-                        let common = &meta.location.as_ref()[..dir.len() + at];
-                        // A leading part of a valid path, cut at a
-                        // delimiter: valid as it is (no re-encoding).
-                        let common_path = Path::parse(common)
-                            .map_err(|e| object_store::Error::InvalidPath { source: e })?;
-                        result.common_prefixes.push(common_path);
-                        // Skip everything under it: those keys sort before
-                        // `common` followed by the byte after '/'.
-                        from = common.as_bytes().to_vec();
-                        from.push(b'/' + 1);
-                        continue 'scan;
-                    }
+        let mut keys = self
+            .store
+            .list(&dir)
+            .map_err(|e| error(prefix.unwrap_or(&Path::default()), e))?;
+        while let Some(entry) = keys.next() {
+            let entry = entry.map_err(|e| error(prefix.unwrap_or(&Path::default()), e))?;
+            let Some(meta) = listed(entry) else { continue };
+            let rest = &meta.location.as_ref()[dir.len()..];
+            if rest.is_empty() {
+                continue;
+            }
+            match rest.find(object_store::path::DELIMITER) {
+                None => result.objects.push(meta),
+                Some(at) => {
+                    let common = &meta.location.as_ref()[..dir.len() + at];
+                    // A leading part of a valid path, cut at a delimiter:
+                    // valid as it is (no re-encoding).
+                    let common_path = Path::parse(common)
+                        .map_err(|e| object_store::Error::InvalidPath { source: e })?;
+                    result.common_prefixes.push(common_path);
+                    // Skip everything under it, within this listing (a new
+                    // one would read a hash store's tuple blocks again):
+                    // those keys sort before `common` followed by the byte
+                    // after '/'.
+                    let mut past = common.as_bytes().to_vec();
+                    past.push(b'/' + 1);
+                    keys.seek(&past);
                 }
             }
-            break;
         }
         Ok(result)
     }

@@ -30,7 +30,7 @@ use crate::BlobcaskObjectStore;
 
 /// An [OpenDAL](https://opendal.apache.org) `Operator` over `store`, for
 /// code written against OpenDAL: reads (ranged, one store read each),
-/// writes made in one call (atomic puts), stat, list (ordered index;
+/// writes made in one call (atomic puts), stat, list (every index;
 /// OpenDAL lists the directory itself too), delete. Writers written in
 /// more than one call are refused (`Unsupported`, see the module's
 /// comment: the adapter underneath reorders parts). OpenDAL's

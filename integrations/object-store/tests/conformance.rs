@@ -1,6 +1,7 @@
 //! `object_store`'s own conformance helpers (feature `integration`) run
 //! against `BlobcaskObjectStore`, each on a fresh store, on both I/O
-//! engines and both ordered index backends.
+//! engines and every index backend (the hash index, the default, lists
+//! too: from the tuple blocks).
 //!
 //! Left out, because they test what blobcask does not offer:
 //! * `multipart` and `list_paginated` need the separate `MultipartStore` and
@@ -19,6 +20,7 @@ fn setups() -> Vec<(IoEngineKind, IndexKind)> {
     vec![
         (IoEngineKind::IoUring, IndexKind::BTree),
         (IoEngineKind::Portable, IndexKind::Fst),
+        (IoEngineKind::IoUring, IndexKind::Hash),
     ]
 }
 
@@ -102,34 +104,6 @@ async fn a_put_with_attributes_is_refused_and_writes_nothing() {
     assert!(!s.store().contains("typed"));
     s.put_opts(&path, "xyz".into(), size("3")).await.unwrap();
     assert_eq!(s.store().stat(b"typed").await.unwrap().size, 3);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn listing_on_the_hash_index_is_not_supported() {
-    use futures::TryStreamExt;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let s = fresh(&dir, IoEngineKind::IoUring, IndexKind::Hash).await;
-    s.put(&Path::from("a/b"), "x".into()).await.unwrap();
-    let err = s.list(None).try_collect::<Vec<_>>().await.unwrap_err();
-    assert!(
-        matches!(err, object_store::Error::NotSupported { .. }),
-        "{err}"
-    );
-    let err = s.list_with_delimiter(None).await.unwrap_err();
-    assert!(
-        matches!(err, object_store::Error::NotSupported { .. }),
-        "{err}"
-    );
-    // Everything else works on it.
-    assert_eq!(
-        s.get(&Path::from("a/b"))
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap(),
-        "x"
-    );
 }
 
 /// A ranged get is one store read, and `get_ranges` one per range unless
