@@ -475,3 +475,43 @@ def test_bad_construction_and_modes(tmp_path, bfs):
         bfs.cat_file("")
     with pytest.raises(FileExistsError):
         bfs.open("a", "xb")
+
+
+# -- a URL that names the store (fsspec chaining) ---------------------------
+
+
+def test_a_chained_url_names_the_store_and_the_key(tmp_path):
+    path = str(tmp_path / "chained.blobcask")
+    df = pd.DataFrame({"city": ["Lyon", "Oslo"] * 500, "n": range(1000)})
+    try:
+        # No storage_options: the store's path follows "::", as a plain
+        # path or a file:// URL.
+        df.to_parquet(f"blobcask://tables/c.parquet::{path}")
+        pd.testing.assert_frame_equal(pd.read_parquet(f"blobcask://tables/c.parquet::file://{path}"), df)
+        with fsspec.open(f"blobcask://docs/a.txt::{path}", "wb") as f:
+            f.write(b"named by the URL")
+        with fsspec.open(f"blobcask:///docs/a.txt::file://{path}", "rb") as f:
+            assert f.read() == b"named by the URL"
+        fs, key = fsspec.core.url_to_fs(f"blobcask://docs/a.txt::{path}")
+        assert isinstance(fs, BlobcaskFileSystem) and key == "docs/a.txt"
+        assert fs.ls("docs", detail=False) == ["docs/a.txt"]
+        # Options of the store, per protocol, beside the chained URL.
+        fs2, _ = fsspec.core.url_to_fs(f"blobcask://x::{path}", blobcask={"capacity": 8 << 20})
+        assert fs2.store is fs.store  # one open store per file
+        assert BlobcaskFileSystem(fo=path).store is fs.store
+    finally:
+        fsspec.filesystem("blobcask", path=path).close()
+    with blobcask.Store(path) as store:
+        assert store.get("docs/a.txt") == b"named by the URL"
+
+
+def test_a_chained_url_onto_another_protocol_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="local file or block device"):
+        fsspec.core.url_to_fs("blobcask://k::memory://store.blobcask")
+    with pytest.raises(ValueError, match="local file or block device"):
+        BlobcaskFileSystem(fo="s3://bucket/store.blobcask")
+    with pytest.raises(ValueError, match="path= or a chained URL"):
+        BlobcaskFileSystem(fo=str(tmp_path / "a"), path=str(tmp_path / "b"))
+    with pytest.raises(ValueError, match="exactly one of store= or path="):
+        fsspec.core.url_to_fs("blobcask://k")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

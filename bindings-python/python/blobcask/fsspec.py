@@ -9,6 +9,23 @@ store through it::
     df.to_parquet("blobcask://tables/sales.parquet", storage_options=opts)
     df = pd.read_parquet("blobcask://tables/sales.parquet", storage_options=opts)
 
+A URL alone can name both, by fsspec's chaining (as ``zip://`` and
+``tar://`` name an archive): the key, ``::``, then the store's path or
+``file://`` URL. No ``storage_options`` are needed::
+
+    df = pd.read_parquet("blobcask://tables/sales.parquet::/data/media.blobcask")
+    with fsspec.open("blobcask://docs/a.txt::file:///data/media.blobcask", "wb") as f:
+        f.write(b"...")
+
+fsspec hands the part after ``::`` to the file system as ``fo`` (with
+``target_protocol``), so ``BlobcaskFileSystem(fo="/data/media.blobcask")``
+is the same as ``path=``; a store is a local file or block device, so a
+chain onto any other protocol (``s3://``, ``memory://``) is refused with a
+``ValueError`` (to cache a remote object store in blobcask, use the store
+as a cache in front of it rather than inside it). Options of ``Store`` go
+in ``storage_options`` as usual, or per protocol:
+``storage_options={"blobcask": {"capacity": 1 << 30}}``.
+
 Construct with an open store, ``BlobcaskFileSystem(store=store)``, or with
 a path and the options of ``Store``,
 ``BlobcaskFileSystem(path="/data/media.blobcask")``; without an ``index``
@@ -100,6 +117,34 @@ def _open_ordered(path: str, options: dict[str, Any]) -> Store:
     return Store(path, index="btree", **options)
 
 
+_LOCAL = {None, "file", "local"}
+
+
+def _local_store_path(
+    fo: Union[str, "os.PathLike[str]"],
+    target_protocol: Optional[str],
+    target_options: Optional[dict[str, Any]],
+) -> str:
+    """The store's path from a chained URL's ``fo``: a local path or
+    ``file://`` URL; any other protocol is refused, never fetched."""
+    fo = os.fspath(fo)
+    inner, _, rest = fo.partition("://") if "://" in fo else (None, "", fo)
+    protocol = target_protocol if target_protocol is not None else inner
+    if isinstance(protocol, (list, tuple)):
+        protocol = protocol[0] if len(protocol) == 1 else None
+    if protocol not in _LOCAL:
+        raise ValueError(
+            f"a blobcask store is a local file or block device; the URL chains it onto "
+            f"{protocol!r}: give its local path (blobcask://KEY::/path/to/store.blobcask)"
+        )
+    if target_options:
+        raise ValueError(f"options for the store's file ({sorted(target_options)}) are not used")
+    path = rest if inner is not None else fo
+    if not path:
+        raise ValueError("the chained URL names no store path after '::'")
+    return path
+
+
 def _bytes_like(value: Any) -> Any:
     """``value`` if it is bytes-like; TypeError otherwise (no coercion of
     ``str``, ``int`` or lists, which ``Store.put`` would accept or turn into
@@ -139,11 +184,24 @@ class BlobcaskFileSystem(fsspec.AbstractFileSystem):
         store: Optional[_NativeStore] = None,
         *,
         path: Union[str, "os.PathLike[str]", None] = None,
+        fo: Union[str, "os.PathLike[str]", None] = None,
+        target_protocol: Optional[str] = None,
+        target_options: Optional[dict[str, Any]] = None,
         **store_options: Any,
     ) -> None:
         super().__init__()
+        if fo is not None:
+            # A chained URL's store (``blobcask://key::/path/to/store``).
+            if path is not None:
+                raise ValueError("give the store's path once: path= or a chained URL, not both")
+            path = _local_store_path(fo, target_protocol, target_options)
+        elif target_protocol is not None or target_options:
+            raise ValueError("target_protocol/target_options go with a chained URL's store (fo=)")
         if (store is None) == (path is None):
-            raise ValueError("give exactly one of store= or path=")
+            raise ValueError(
+                "give exactly one of store= or path= (or name the store in the URL: "
+                "blobcask://KEY::/path/to/store.blobcask)"
+            )
         self._own_path: Optional[str] = None
         if store is None:
             real = os.path.realpath(os.fspath(path))  # type: ignore[arg-type]
