@@ -194,6 +194,12 @@ typedef enum bc_durability {
 } bc_durability;
 
 /*
+ Puts and deletes to commit together (opaque). Used by one thread at a
+ time; nothing is written before `bc_batch_commit`.
+ */
+typedef struct bc_batch bc_batch;
+
+/*
  An error: a code, a message and, when the OS reported it, the OS error
  number (opaque).
  */
@@ -216,6 +222,33 @@ typedef struct bc_store bc_store;
  An upload in progress (opaque).
  */
 typedef struct bc_upload bc_upload;
+
+/*
+ What a commit produced, or what `bc_stat` reports.
+ */
+typedef struct bc_info {
+  /*
+   The size of this struct as the program knows it: set by
+   BC_INFO_INIT (see "Structs that grow" at the top of this header).
+   */
+  size_t struct_size;
+  uint64_t size;
+  uint64_t version;
+  /*
+   Commit time, microseconds since the Unix epoch.
+   */
+  uint64_t created_unix_micros;
+  /*
+   Whether the value is stored inline in its tuple.
+   */
+  bool is_inline;
+  /*
+   When this version expires, microseconds since the Unix epoch (put
+   with a ttl: `bc_put_ttl`, `bc_put_if_ttl`); 0 = never. From then on
+   the object is gone (BC_NOT_FOUND) though its space is freed later.
+   */
+  uint64_t expires_unix_micros;
+} bc_info;
 
 /*
  Options for `bc_open`. Start from BC_OPTIONS_INIT (or
@@ -311,33 +344,6 @@ typedef struct bc_options {
    */
   uint64_t max_delay_micros;
 } bc_options;
-
-/*
- What a commit produced, or what `bc_stat` reports.
- */
-typedef struct bc_info {
-  /*
-   The size of this struct as the program knows it: set by
-   BC_INFO_INIT (see "Structs that grow" at the top of this header).
-   */
-  size_t struct_size;
-  uint64_t size;
-  uint64_t version;
-  /*
-   Commit time, microseconds since the Unix epoch.
-   */
-  uint64_t created_unix_micros;
-  /*
-   Whether the value is stored inline in its tuple.
-   */
-  bool is_inline;
-  /*
-   When this version expires, microseconds since the Unix epoch (put
-   with a ttl: `bc_put_ttl`, `bc_put_if_ttl`); 0 = never. From then on
-   the object is gone (BC_NOT_FOUND) though its space is freed later.
-   */
-  uint64_t expires_unix_micros;
-} bc_info;
 
 /*
  Bytes returned by blobcask. Read `data[0..len]`; release with
@@ -593,6 +599,83 @@ typedef struct bc_backup_report {
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/*
+ A new, empty batch on `store` into `*out` (free with `bc_batch_free`).
+ */
+enum bc_code bc_batch_new(const struct bc_store *store,
+                          struct bc_batch **out,
+                          struct bc_error **err);
+
+/*
+ Adds a put of `val[0..val_len]` under `key[0..key_len]` (both copied),
+ with a condition as `bc_put_if`'s: `mode` a `bc_put_mode` value,
+ `version` the version BC_PUT_UPDATE requires.
+ */
+enum bc_code bc_batch_put(struct bc_batch *batch,
+                          const uint8_t *key,
+                          size_t key_len,
+                          const uint8_t *val,
+                          size_t val_len,
+                          uint32_t mode,
+                          uint64_t version,
+                          struct bc_error **err);
+
+/*
+ Adds a delete of `key[0..key_len]`. A key without an object is no
+ change, not an error.
+ */
+enum bc_code bc_batch_delete(struct bc_batch *batch,
+                             const uint8_t *key,
+                             size_t key_len,
+                             struct bc_error **err);
+
+/*
+ Adds a delete of `key[0..key_len]` only if it holds `version`
+ (BC_VERSION_MISMATCH from `bc_batch_commit` otherwise).
+ */
+enum bc_code bc_batch_delete_if(struct bc_batch *batch,
+                                const uint8_t *key,
+                                size_t key_len,
+                                uint64_t version,
+                                struct bc_error **err);
+
+/*
+ How many operations the batch holds (0 for NULL).
+ */
+size_t bc_batch_len(const struct bc_batch *batch);
+
+/*
+ Commits every operation or none; durable on BC_OK. The batch is empty
+ afterwards, whatever the result (free it with `bc_batch_free`, or fill
+ it again), except when refused before the commit for its own
+ arguments (NULL batch, too few `infos`, an `infos` entry whose
+ `struct_size` is not set).
+
+ `infos` may be NULL; otherwise it is an array of `infos_len` entries,
+ at least `bc_batch_len(batch)` (else BC_INVALID_ARGUMENT, nothing
+ committed), each initialised with `BC_INFO_INIT` (the array's stride is
+ its entries' `struct_size`, which must all be the same), and receives
+ per operation in order a put's new version's info, or, for a delete,
+ all zeros except `size` = 1 when it removed an object.
+
+ `failed_op` may be NULL; otherwise it receives the index of the
+ operation that refused the batch (a failed condition:
+ BC_ALREADY_EXISTS, BC_VERSION_MISMATCH; a bad key or value, or a key
+ twice: BC_INVALID_ARGUMENT, ...), or SIZE_MAX when the batch committed
+ or failed as a whole. A refused batch changes nothing.
+ */
+enum bc_code bc_batch_commit(struct bc_batch *batch,
+                             struct bc_info *infos,
+                             size_t infos_len,
+                             size_t *failed_op,
+                             struct bc_error **err);
+
+/*
+ Frees a batch (its operations are dropped, nothing written). NULL is a
+ no-op.
+ */
+void bc_batch_free(struct bc_batch *batch);
 
 /*
  Fills `*opts` with the default options, as BC_OPTIONS_INIT does (for

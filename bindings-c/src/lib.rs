@@ -17,6 +17,7 @@
 
 // BC_ABI_MAJOR (the soname's number), BC_ABI_MINOR.
 mod abi;
+mod batch;
 // Result codes, enums, options, info and report structs, opaque handles.
 mod types;
 // Errors to codes, panics caught, pointer arguments borrowed.
@@ -42,6 +43,7 @@ mod close;
 mod error;
 
 pub use abi::*;
+pub use batch::*;
 pub use bulk::*;
 pub use close::*;
 pub use error::*;

@@ -132,6 +132,11 @@ pub(crate) struct Out<T: SizedStruct> {
 }
 
 impl<T: SizedStruct> Out<T> {
+    /// The program's `struct_size` (the bytes `write` writes).
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
     /// Writes the first `struct_size` bytes of `value` (its `struct_size`
     /// the program's, unchanged).
     pub(crate) fn write(&self, value: T) {
