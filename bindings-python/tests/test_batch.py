@@ -97,3 +97,35 @@ def test_returning_from_a_batch_block_commits_it(store):
 
     assert put_two() == 2
     assert store.get("y") == b"2"
+
+
+def test_an_async_batch_commits_on_a_clean_exit_and_discards_on_an_exception(path):
+    import asyncio
+
+    async def main() -> None:
+        async with await blobcask.AsyncStore.open(path, capacity=16 << 20) as s:
+            await s.put("gone", b"x")
+            async with s.batch() as b:
+                b.put("a", b"1")
+                b.put("big", bytes(300_000))
+                b.delete("gone")
+                assert len(b) == 3
+            assert await s.get_many(["a", "big", "gone"]) == [b"1", bytes(300_000), None]
+            with pytest.raises(RuntimeError):
+                async with s.batch() as b:
+                    b.put("never", b"1")
+                    raise RuntimeError("stop")
+            assert await s.get("never") is None
+            b = s.batch()
+            b.put("c", b"3")
+            b.put("a", b"again", if_absent=True)
+            with pytest.raises(blobcask.AlreadyExistsError) as e:
+                await b.commit()
+            assert e.value.batch_op == 1
+            assert await s.get("c") is None
+            b = s.batch()
+            b.delete("a", if_version=(await s.stat("a")).version)
+            assert await b.commit() == [True]
+            assert await s.get("a") is None
+
+    asyncio.run(main())

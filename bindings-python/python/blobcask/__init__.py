@@ -49,7 +49,7 @@ from ._records import (
     UploadInfo,
 )
 from ._store import Store
-from .aio import AsyncKeyIterator, AsyncStore, AsyncUpload
+from .aio import AsyncBatch, AsyncKeyIterator, AsyncStore, AsyncUpload
 from .errors import (
     AlreadyExistsError,
     ClosedError,
@@ -71,6 +71,7 @@ __all__ = [
     "Store",
     "AsyncStore",
     "Upload",
+    "AsyncBatch",
     "AsyncUpload",
     "Batch",
     "UploadInfo",

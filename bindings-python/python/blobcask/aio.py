@@ -38,7 +38,7 @@ from typing import (
     overload,
 )
 
-from ._native import Blob, EventLoop, KeyIterator, Upload
+from ._native import Batch, Blob, EventLoop, KeyIterator, Upload
 from ._native import Store as _NativeStore
 from ._records import BackupReport, CompactReport, LoadReport, ObjectInfo, Stats, UploadInfo
 from ._store import Store
@@ -244,6 +244,18 @@ class AsyncStore:
         """Barrier: everything acknowledged before is durable."""
         await self._run(self._store.sync)
 
+    def batch(self) -> "AsyncBatch":
+        """Puts and deletes committed all or nothing (see ``Store.batch``):
+        ``async with astore.batch() as b: b.put(...); b.delete(...)``
+        commits on a clean exit, on the thread pool, and discards when the
+        block raises; ``await b.commit()`` commits explicitly."""
+        return AsyncBatch(self, self._store.batch())
+
+    async def get_many(self, keys: Iterable[Key]) -> List[Optional[bytes]]:
+        """``Store.get_many`` on the thread pool: the objects in order,
+        ``None`` for a miss (each read on its own, not one snapshot)."""
+        return await self._run(self._store.get_many, list(keys))
+
     async def backup(
         self,
         dest: Union[str, "PathLike[str]"],
@@ -398,3 +410,46 @@ class AsyncUpload:
         await self.abort()
 
 
+class AsyncBatch:
+    """A ``Batch`` for asyncio code (``AsyncStore.batch``): operations are
+    added at once (no I/O); the commit runs on the store's thread pool."""
+
+    def __init__(self, store: AsyncStore, batch: Batch) -> None:
+        self._store = store
+        self._batch = batch
+
+    def put(
+        self,
+        key: Key,
+        value: Buffer,
+        *,
+        if_absent: bool = False,
+        if_version: Optional[int] = None,
+        ttl: Optional[TTL] = None,
+    ) -> None:
+        """Adds a put (see ``Batch.put``)."""
+        self._batch.put(key, value, if_absent=if_absent, if_version=if_version, ttl=ttl)
+
+    def delete(self, key: Key, *, if_version: Optional[int] = None) -> None:
+        """Adds a delete (see ``Batch.delete``)."""
+        self._batch.delete(key, if_version=if_version)
+
+    def discard(self) -> None:
+        """Drops every operation without writing anything."""
+        self._batch.discard()
+
+    def __len__(self) -> int:
+        return len(self._batch)
+
+    async def commit(self) -> List[Union[ObjectInfo, bool]]:
+        """Commits every operation or none (see ``Batch.commit``)."""
+        return await self._store._run(self._batch.commit)
+
+    async def __aenter__(self) -> "AsyncBatch":
+        return self
+
+    async def __aexit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is None:
+            await self.commit()
+        else:
+            self.discard()
