@@ -37,6 +37,10 @@ const GAP: u64 = 16 * BLOCK_SIZE as u64;
 /// Reads in flight at once.
 const READS_IN_FLIGHT: usize = 4;
 
+/// Passes before a version missing from its block is reported as damage
+/// (see `keys_from_blocks`).
+const PASSES: usize = 3;
+
 /// One block of the pass: where its slot was when the reads were planned
 /// (offset, and the block's write count), and the versions to find in it.
 struct Wanted {
@@ -61,6 +65,28 @@ impl Store {
         &self,
         keep: &(dyn Fn(&[u8]) -> bool + Sync),
     ) -> Result<Vec<Box<[u8]>>> {
+        let mut attempt = 0;
+        loop {
+            match self.keys_pass(keep).await? {
+                Ok(keys) => return Ok(keys),
+                // A version not found where it should be: a commit
+                // replaced its tuple in the block's image just before the
+                // pass took its hold and linked the new version just after
+                // the pass read the entries (the replaced tuple was kept by
+                // nobody). The next pass sees the new version; a version
+                // missing pass after pass is damage.
+                Err(missing) if attempt + 1 >= PASSES => return Err(missing),
+                Err(_) => attempt += 1,
+            }
+        }
+    }
+
+    /// One pass: the keys, or (inner `Err`) the `Corrupt` error of a
+    /// version not found in its block.
+    async fn keys_pass(
+        &self,
+        keep: &(dyn Fn(&[u8]) -> bool + Sync),
+    ) -> Result<std::result::Result<Vec<Box<[u8]>>, Error>> {
         let _hold = self.shared().retired.hold();
         let mut live: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
         {
@@ -71,12 +97,19 @@ impl Store {
         }
         self.sync().await?;
         let reads = self.plan_reads(live);
-        let found: Vec<Vec<Box<[u8]>>> = futures::stream::iter(reads)
+        let found: Vec<std::result::Result<Vec<Box<[u8]>>, Error>> = futures::stream::iter(reads)
             .map(|read| self.keys_of_read(read, keep))
             .buffer_unordered(READS_IN_FLIGHT)
             .try_collect()
             .await?;
-        Ok(found.into_iter().flatten().collect())
+        let mut keys = Vec::new();
+        for f in found {
+            match f {
+                Ok(k) => keys.extend(k),
+                Err(missing) => return Ok(Err(missing)),
+            }
+        }
+        Ok(Ok(keys))
     }
 
     /// The reads that cover the current slot of every block of `live`
@@ -125,7 +158,7 @@ impl Store {
         &self,
         read: Read,
         keep: &(dyn Fn(&[u8]) -> bool + Sync),
-    ) -> Result<Vec<Box<[u8]>>> {
+    ) -> Result<std::result::Result<Vec<Box<[u8]>>, Error>> {
         let s = self.shared();
         let mut out = Vec::new();
         let buf = if read.at == u64::MAX {
@@ -160,27 +193,29 @@ impl Store {
                 // Moved meanwhile, or not readable: the one-block read
                 // (which reads it again while it moves, and tells
                 // damage from a move).
-                _ => {
-                    let found = self.tuples_in_block(w.block, &w.versions).await?;
-                    out.extend(found.into_iter().map(|(k, _)| k).filter(|k| keep(k)));
-                    continue;
-                }
+                _ => match self.tuples_in_block(w.block, &w.versions).await {
+                    Ok(found) => {
+                        out.extend(found.into_iter().map(|(k, _)| k).filter(|k| keep(k)));
+                        continue;
+                    }
+                    Err(e) if e.kind() == ErrorKind::Corrupt => return Ok(Err(e)),
+                    Err(e) => return Err(e),
+                },
             };
             for v in w.versions {
-                let key = key_of(&tuples, v)
-                    .or_else(|| s.retired.get(v).map(|(k, _)| k))
-                    .ok_or_else(|| {
-                        Error::new(
-                            ErrorKind::Corrupt,
-                            format!("tuple block {} does not hold version {v}", w.block),
-                        )
-                    })?;
+                let Some(key) = key_of(&tuples, v).or_else(|| s.retired.get(v).map(|(k, _)| k))
+                else {
+                    return Ok(Err(Error::new(
+                        ErrorKind::Corrupt,
+                        format!("tuple block {} does not hold version {v}", w.block),
+                    )));
+                };
                 if keep(&key) {
                     out.push(key);
                 }
             }
         }
-        Ok(out)
+        Ok(Ok(out))
     }
 }
 
