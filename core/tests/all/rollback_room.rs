@@ -266,3 +266,77 @@ fn a_put_rolled_back_alone_never_overfills_its_block_format_3() {
     let alone = reopen_every_landing(true);
     assert!(alone > 0, "no image rolled `a` back alone beside `c`");
 }
+
+/// The open that rolls `a` back alone rewrites `a`'s block: cut at each of
+/// its writes, with random landings, the next open still finds `a` at a
+/// version it had (its old one: the new one's bytes never landed). A
+/// format-3 open used to write that block over the slot holding the state
+/// before the cut group, the only copy of `a`'s old version: torn, the
+/// next open kept the new version, whose bytes fail ("its commit group had
+/// been synced"), and the acknowledged old one was gone.
+fn cut_the_open_that_rolls_back_alone(format_3: bool) {
+    let (dev, _) = cut_group(format_3);
+    let (mut opens, mut alone) = (0, 0);
+    for seed in 1..=96u64 {
+        let image = dev.crash_image(CrashMode::Random(seed));
+        let s = blobcask::blocking::Store::open_with_engine(
+            Arc::new(MemDevice::from_image(image.clone())),
+            options(format_3),
+        )
+        .unwrap();
+        let r = s.stats().recovery;
+        let rolled_alone = r.rolled_back_objects == 1 && r.rolled_back_groups == 0;
+        drop(s);
+        if !rolled_alone {
+            continue;
+        }
+        alone += 1;
+        for cut in 1..=6u64 {
+            let d = Arc::new(MemDevice::from_image(image.clone()));
+            d.crash_after_writes(cut);
+            if blobcask::blocking::Store::open_with_engine(d.clone(), options(format_3)).is_ok() {
+                continue;
+            }
+            for land in 0..8u64 {
+                let what = format!(
+                    "format 3: {format_3}, seed {seed}, open cut at write {cut}, landing {land}"
+                );
+                let again = d.crash_image(CrashMode::Random(land * 7 + cut));
+                let s = blobcask::blocking::Store::open_with_engine(
+                    Arc::new(MemDevice::from_image(again)),
+                    options(format_3),
+                )
+                .unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
+                assert_eq!(
+                    s.get("a").ok().map(|b| b.to_vec()),
+                    Some(pattern(1, A_OLD)),
+                    "{what}: {:?}",
+                    s.stats().recovery
+                );
+                assert_eq!(
+                    s.get("f").ok().map(|b| b.to_vec()),
+                    Some(pattern(2, F)),
+                    "{what}"
+                );
+                opens += 1;
+            }
+        }
+        if alone == 4 {
+            break;
+        }
+    }
+    assert!(
+        alone > 0 && opens > 0,
+        "no open rolling `a` back alone was cut"
+    );
+}
+
+#[test]
+fn a_cut_in_the_open_that_rolls_a_put_back_alone_keeps_its_old_version_format_3() {
+    cut_the_open_that_rolls_back_alone(true);
+}
+
+#[test]
+fn a_cut_in_the_open_that_rolls_a_put_back_alone_keeps_its_old_version_journaled() {
+    cut_the_open_that_rolls_back_alone(false);
+}

@@ -141,6 +141,9 @@ fn an_object_whose_bytes_did_not_land_rolls_back_alone() {
         panic!("block 1 lost its state")
     };
     assert_eq!(tuples[0].version, 2, "b is back at its previous version");
+    // Rewritten over the cut group's slot: the other one (group 2) is the
+    // only copy of b's previous version until the rewrite is synced.
+    assert_eq!(p.next_slots[1], 0);
 }
 
 #[test]
