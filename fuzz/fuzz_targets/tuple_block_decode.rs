@@ -33,7 +33,8 @@ fuzz_target!(|data: &[u8]| {
             blocks: group_blocks,
             flags: group_flags,
         };
-        encode_slot(id, stamp, tuples.len(), &payload, &mut out);
+        // A slot that decoded holds no more than a slot's room.
+        encode_slot(id, stamp, tuples.len(), &payload, &mut out).expect("a decoded slot fits");
         match decode_slot(id, &out) {
             SlotContent::Valid { tuples: again, .. } => assert_eq!(again, tuples),
             other => panic!("re-encoded slot does not decode: {other:?}"),
@@ -53,10 +54,12 @@ fuzz_target!(|data: &[u8]| {
                     blocks: 1,
                     flags: 0,
                 };
-                encode_slot(id, stamp, 1, &payload, &mut out);
+                encode_slot(id, stamp, 1, &payload, &mut out).expect("checked to fit");
                 let at = data[0] as usize * 16 + data[1] as usize % 16;
                 out[at % (payload.len() + 48)] ^= data[2] | 1;
-                assert!(!matches!(decode_slot(id, &out), SlotContent::Valid { .. }) || data[2] | 1 == 0);
+                assert!(
+                    !matches!(decode_slot(id, &out), SlotContent::Valid { .. }) || data[2] | 1 == 0
+                );
             }
         }
     }

@@ -46,7 +46,7 @@
 use bytes::Bytes;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::format::{get_u16, get_u32, get_u64, RecordWriter, BLOCK_SIZE};
+use crate::format::{get_u16, get_u32, get_u64, Layout, RecordWriter, BLOCK_SIZE};
 use crate::meta::tuple::Tuple;
 
 /// Slot magic, format 2.
@@ -123,36 +123,68 @@ pub struct GroupStamp {
     pub flags: u32,
 }
 
+/// The most payload bytes one slot holds in `layout`: a journaled store's
+/// (format 4), or a two-slot store's (format 2, or format 1 for a block
+/// carried over from a version-1 store whose payload does not fit format
+/// 2). What [`encode_slot`] and [`encode_journaled_slot`] accept.
+pub fn slot_room(layout: Layout) -> usize {
+    match layout {
+        Layout::Journaled(_) => BLOCK_PAYLOAD,
+        Layout::Paired => BLOCK_PAYLOAD_V1,
+    }
+}
+
 /// Encodes a slot image of a two-slot store from already encoded tuples:
 /// format 2 when the payload fits, else format 1 (a block carried over
-/// from a format-1 store).
+/// from a format-1 store). A payload over [`slot_room`] (or an `out` that
+/// is not one block) is refused, nothing encoded: the caller's state is
+/// wrong, and it reports that rather than panicking.
 pub fn encode_slot(
     id: SlotIdentity,
     stamp: GroupStamp,
     count: usize,
     payload: &[u8],
     out: &mut [u8],
-) {
-    assert!(payload.len() <= BLOCK_PAYLOAD_V1 && out.len() == BLOCK_SIZE);
+) -> Result<()> {
+    fits(id, payload, BLOCK_PAYLOAD_V1, out)?;
     let magic = if payload.len() <= BLOCK_PAYLOAD_V2 {
         BLOCK_MAGIC
     } else {
         BLOCK_MAGIC_V1
     };
     encode(magic, id, stamp, count, payload, out);
+    Ok(())
 }
 
 /// Encodes a format-4 slot image (a journaled store's home slot or journal
-/// slot) from already encoded tuples of at most [`BLOCK_PAYLOAD`] bytes.
+/// slot) from already encoded tuples of at most [`BLOCK_PAYLOAD`] bytes;
+/// more is refused as [`encode_slot`] refuses it.
 pub fn encode_journaled_slot(
     id: SlotIdentity,
     stamp: GroupStamp,
     count: usize,
     payload: &[u8],
     out: &mut [u8],
-) {
-    assert!(payload.len() <= BLOCK_PAYLOAD && out.len() == BLOCK_SIZE);
+) -> Result<()> {
+    fits(id, payload, BLOCK_PAYLOAD, out)?;
     encode(BLOCK_MAGIC_V4, id, stamp, count, payload, out);
+    Ok(())
+}
+
+/// Whether `payload` fits a slot of `room` bytes and `out` is one block.
+fn fits(id: SlotIdentity, payload: &[u8], room: usize, out: &[u8]) -> Result<()> {
+    if payload.len() <= room && out.len() == BLOCK_SIZE {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::Corrupt,
+        format!(
+            "tuple block {}: its tuples take {} bytes, more than a slot holds ({room}); \
+             nothing was written",
+            id.block_no,
+            payload.len()
+        ),
+    ))
 }
 
 fn encode(
@@ -195,7 +227,8 @@ fn encode(
     w.bytes(&head).u32(crc).bytes(&body);
     w.at(BLOCK_SIZE - tail.len()).bytes(tail);
     debug_assert_eq!(image.len(), BLOCK_SIZE);
-    // Same length as `out` (asserted above): every byte is overwritten.
+    // Same length as `out` (checked by the callers): every byte is
+    // overwritten.
     for (o, i) in out.iter_mut().zip(&image) {
         *o = *i;
     }
@@ -466,7 +499,7 @@ mod tests {
         };
         let payload = [7u8; 40];
         let mut out = vec![0u8; BLOCK_SIZE];
-        encode_journaled_slot(ID, stamp, 3, &payload, &mut out);
+        encode_journaled_slot(ID, stamp, 3, &payload, &mut out).unwrap();
         assert_eq!(get_u32(&out, SLOT_MAGIC), Some(BLOCK_MAGIC_V4));
         assert_eq!(get_u32(&out, SLOT_BLOCK_NO), Some(ID.block_no));
         assert_eq!(get_u64(&out, SLOT_STORE_ID), Some(ID.store_id));
@@ -522,7 +555,7 @@ mod tests {
             blocks: 1,
             flags: 0,
         };
-        encode_slot(ID, stamp, 10, &payload, &mut out);
+        encode_slot(ID, stamp, 10, &payload, &mut out).unwrap();
         out
     }
 
@@ -577,6 +610,32 @@ mod tests {
             };
             assert!(*seq == 20 || *seq == 30, "tear at {tear} gave seq {seq}");
             assert_eq!(t, &tuples());
+        }
+    }
+
+    #[test]
+    fn a_payload_over_a_slots_room_is_refused_not_a_panic() {
+        let stamp = GroupStamp {
+            seq: 2,
+            first: 2,
+            blocks: 1,
+            flags: 0,
+        };
+        let mut out = vec![0u8; BLOCK_SIZE];
+        let journaled = Layout::Journaled(crate::format::MetaExtent { start: 2, order: 1 });
+        for (layout, room) in [
+            (journaled, BLOCK_PAYLOAD),
+            (Layout::Paired, BLOCK_PAYLOAD_V1),
+        ] {
+            assert_eq!(slot_room(layout), room);
+            let encode = match layout {
+                Layout::Journaled(_) => encode_journaled_slot,
+                Layout::Paired => encode_slot,
+            };
+            assert!(encode(ID, stamp, 1, &vec![1u8; room], &mut out).is_ok());
+            let err = encode(ID, stamp, 1, &vec![1u8; room + 1], &mut out).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+            assert!(err.to_string().contains("tuple block 5"), "{err}");
         }
     }
 

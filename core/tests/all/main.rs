@@ -36,6 +36,7 @@ mod loopdev;
 mod model;
 mod options;
 mod poison;
+mod rollback_room;
 mod uploads;
 mod uring_driver;
 mod warm_up;

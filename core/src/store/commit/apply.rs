@@ -285,6 +285,9 @@ impl Committer {
     ) -> Result<(ObjectInfo, Link)> {
         let value = data.tuple_value();
         let len = tuple::encoded_len(key.len(), &value, spec.expiry.is_some());
+        // Recovery may roll this version back alone (its value is checked
+        // at open when its group is the newest).
+        let alone = matches!(value, tuple::TupleValue::Heap { unsynced: true, .. });
         // An expired version is replaced like any other, but a condition
         // sees no object.
         let (old, visible) = {
@@ -369,6 +372,14 @@ impl Committer {
                 }
                 self.table.shrink_used(block, old_len);
                 self.table.grow_used(block, len, false);
+                // The room a smaller new tuple frees stays kept until the
+                // group is written: recovery may give the block its old
+                // tuple back beside everything else the group put there.
+                let keep = old_len.saturating_sub(len);
+                if alone && keep > 0 {
+                    self.table.grow_used(block, keep, false);
+                    self.pending.kept_room.push((block, keep));
+                }
             }
             Some((old_block, _, old_version)) => {
                 // The old tuple stays where it is until the new one is

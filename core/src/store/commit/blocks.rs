@@ -74,6 +74,10 @@ impl Committer {
             self.write_blocks(&pending.dirty, seq, first, flags).await?;
         }
         self.shared.commit_groups.fetch_add(1, Ordering::Relaxed);
+        // Written and synced: no recovery rolls an object of it back now.
+        for (block, keep) in pending.kept_room {
+            self.table.shrink_used(block, keep);
+        }
         // Superseded versions are unlinked on disk now: their pieces may go
         // as soon as the last reader lets go of them, and their cached
         // bytes now (no new read can find them: invariant 8).
@@ -124,9 +128,9 @@ impl Committer {
                     },
                     ..stamp
                 };
-                encode_journaled_slot(id, stamp, tuples.len(), &payload, buf.as_mut_slice());
+                encode_journaled_slot(id, stamp, tuples.len(), &payload, buf.as_mut_slice())?;
             } else {
-                encode_slot(id, stamp, tuples.len(), &payload, buf.as_mut_slice());
+                encode_slot(id, stamp, tuples.len(), &payload, buf.as_mut_slice())?;
             }
             out.push((b, buf));
         }

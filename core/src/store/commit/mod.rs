@@ -150,6 +150,12 @@ struct Pending {
     data_writes: Vec<DataWrite>,
     /// When the first unwritten change was applied (buffered mode).
     since: Option<std::time::Instant>,
+    /// Room kept in blocks until the group is written: (block, bytes) a
+    /// put that recovery may roll back alone (UNSYNCED) freed by replacing
+    /// a larger tuple in place. Recovery's per-object rollback gives the
+    /// block that larger tuple back, beside every other change the group
+    /// made there; keeping the room means it always fits (invariant 6).
+    kept_room: Vec<(u32, usize)>,
 }
 
 impl Committer {

@@ -172,6 +172,16 @@ where
         verify,
     )
     .await?;
+    // A two-slot block recovery edited (per-object rollback) is rewritten
+    // over its cut group's copy, never over the state before that group:
+    // that slot is the only copy of the versions rolled back to until the
+    // rewrite is synced, and a cut tearing it would lose them.
+    let mut rejected = rejected;
+    for &no in &edited {
+        if let (Some(r), Some(&w)) = (rejected.get_mut(no as usize), chosen.get(no as usize)) {
+            r.get_or_insert(w.unwrap_or(0));
+        }
+    }
     let next_slots = copies::next_slots(layout, &rejected, &chosen);
     salvage::settle(&mut report, &h, synced_floor)?;
     // One decision per scanned block (invariant 4: no block is dropped or

@@ -6,14 +6,19 @@
 //! (a group is written only once the one before it is synced), so at most
 //! one group is rolled back; an older group that looks cut too is damage
 //! and refuses the open. Rolling back loses no object whose own bytes are
-//! intact (a non-atomic group rolls back object by object), and nothing is
-//! judged after a clean close at the newest group (invariant 4).
+//! intact (a non-atomic group rolls back object by object; the commit path
+//! keeps the room that takes in each block), and nothing is judged after a
+//! clean close at the newest group (invariant 4). A group an older build
+//! wrote without that room, whose per-object rollback would over-fill a
+//! block, rolls back whole: never a block that cannot be written.
 
-use std::collections::BTreeSet;
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{corrupt, Horizon};
 use crate::error::{Error, Result};
-use crate::meta::block::{SlotContent, GROUP_ATOMIC};
+use crate::format::Layout;
+use crate::meta::block::{slot_room, SlotContent, GROUP_ATOMIC};
 use crate::meta::recovery::scan::ScannedBlock;
 use crate::meta::recovery::RecoveryReport;
 use crate::meta::tuple::{Tuple, TupleValue};
@@ -122,6 +127,8 @@ where
         let atomic = stamp(|g| (g.3 & GROUP_ATOMIC) as u64) != 0;
         let complete = members.len() as u64 >= declared && !torn_groups.contains(&last_seq);
         let mut failed = Vec::new();
+        // A block a per-object rollback would over-fill (see below).
+        let mut overfull: Option<usize> = None;
         if complete {
             for &(no, _) in &members {
                 let (Some(b), Some(&Some(w))) = (scanned.get(no), chosen.get(no)) else {
@@ -143,49 +150,23 @@ where
                 break;
             }
             if !atomic {
-                // Roll back only the objects whose bytes did not land: each
-                // gets its previous version back (from the block's state
-                // before the group, or its not yet removed copy in another
-                // block).
-                for (no, key, why) in failed {
-                    let (Some(b), Some(&Some(w))) = (scanned.get_mut(no), chosen.get(no)) else {
-                        continue;
-                    };
-                    let before = match b.fallback(w, last_seq, layout) {
-                        Ok(before) => before,
-                        // A journaled home rewritten by the group itself:
-                        // the group had been synced (homes are rewritten
-                        // only after it), so this version was acknowledged
-                        // and its bytes were damaged since. It stays, and
-                        // reads of it report Corrupt.
-                        Err(_) => {
-                            report.details.push(format!(
-                                "{}: its bytes do not match its checksums ({why}); its commit group had been \
-                                 synced, so it stays and reads of it report Corrupt",
-                                crate::error::show_key(&key)
-                            ));
-                            continue;
+                match roll_back_objects(scanned, chosen, failed, last_seq, group_first, layout) {
+                    Ok(rolled) => {
+                        for line in rolled.kept {
+                            report.details.push(line);
                         }
-                    };
-                    let previous = match before.and_then(|p| b.slot(p)) {
-                        Some(SlotContent::Valid { tuples, .. }) => tuples
-                            .iter()
-                            .find(|t| t.key == key && t.version < group_first)
-                            .cloned(),
-                        _ => None,
-                    };
-                    if let Some((_, SlotContent::Valid { tuples, .. })) = b.slots.get_mut(w) {
-                        tuples.retain(|t| !(t.key == key && t.version >= group_first));
-                        tuples.extend(previous);
+                        for (no, line) in rolled.objects {
+                            dirty.insert(no as u32);
+                            edited.insert(no as u32);
+                            report.object(line);
+                        }
+                        break;
                     }
-                    dirty.insert(no as u32);
-                    edited.insert(no as u32);
-                    report.object(format!(
-                        "{}: rolled back to its previous version; its new bytes did not reach the disk ({why})",
-                        crate::error::show_key(&key)
-                    ));
+                    // Rolled back alone, its objects' previous versions
+                    // would not fit their block beside the group's other
+                    // changes: the group rolls back whole below.
+                    Err(block) => overfull = Some(block),
                 }
-                break;
             }
         }
         // Roll the group back as a whole: each of its blocks falls back to
@@ -208,10 +189,18 @@ where
         }
         rolled_back_seq = Some(last_seq);
         report.rolled_back_groups += 1;
-        let why = if !complete {
-            "interrupted by a crash before its sync (tuple blocks missing or torn)"
-        } else {
-            "all-or-nothing (a bulk load, or buffered durability) and one of its objects' bytes did not reach the disk"
+        let why = match overfull {
+            _ if !complete => {
+                "interrupted by a crash before its sync (tuple blocks missing or torn)".to_string()
+            }
+            Some(block) => format!(
+                "cut before its sync with an object's bytes missing, and rolling back only that \
+                 object would over-fill tuple block {block} (its previous version is larger, and \
+                 the group had used the room its smaller new tuple freed)"
+            ),
+            None => "all-or-nothing (a bulk load, or buffered durability) and one of its objects' \
+                     bytes did not reach the disk"
+                .to_string(),
         };
         for &(no, _) in &members {
             let (Some(b), Some(chosen_no), Some(rejected_no)) =
@@ -244,4 +233,93 @@ where
         }
     }
     Ok(rejected)
+}
+
+/// What rolling back a group's failed objects one by one changes.
+struct ObjectRollback {
+    /// Per object rolled back: its block, and the report's line.
+    objects: Vec<(usize, String)>,
+    /// Objects kept though their bytes fail (their group proved synced).
+    kept: Vec<String>,
+}
+
+/// Rolls back each of `failed` (block, key, why) alone to its previous
+/// version (from the block's state before the group of `last_seq`, or its
+/// not yet removed copy in another block), editing the state copies in
+/// `scanned`. The edits are made on copies first: when one edited block's
+/// tuples would no longer fit a slot (`slot_room`) — the group filled the
+/// room an object's smaller new tuple freed, and its larger previous
+/// version comes back — nothing is edited and that block is returned: the
+/// caller rolls the group back whole, which is exactly its state before
+/// the group (which fitted), rather than write a block that cannot be.
+fn roll_back_objects(
+    scanned: &mut [ScannedBlock],
+    chosen: &[Option<usize>],
+    failed: Vec<(usize, Box<[u8]>, String)>,
+    last_seq: u64,
+    group_first: u64,
+    layout: Layout,
+) -> std::result::Result<ObjectRollback, usize> {
+    let mut out = ObjectRollback {
+        objects: Vec::new(),
+        kept: Vec::new(),
+    };
+    // Per edited block: its state copy and its tuples as edited.
+    let mut edits: BTreeMap<usize, (usize, Vec<Tuple>)> = BTreeMap::new();
+    for (no, key, why) in failed {
+        let (Some(b), Some(&Some(w))) = (scanned.get(no), chosen.get(no)) else {
+            continue;
+        };
+        let before = match b.fallback(w, last_seq, layout) {
+            Ok(before) => before,
+            // A journaled home rewritten by the group itself: the group had
+            // been synced (homes are rewritten only after it), so this
+            // version was acknowledged and its bytes were damaged since. It
+            // stays, and reads of it report Corrupt.
+            Err(_) => {
+                out.kept.push(format!(
+                    "{}: its bytes do not match its checksums ({why}); its commit group had been \
+                     synced, so it stays and reads of it report Corrupt",
+                    crate::error::show_key(&key)
+                ));
+                continue;
+            }
+        };
+        let previous = match before.and_then(|p| b.slot(p)) {
+            Some(SlotContent::Valid { tuples, .. }) => tuples
+                .iter()
+                .find(|t| t.key == key && t.version < group_first)
+                .cloned(),
+            _ => None,
+        };
+        let tuples = match edits.entry(no) {
+            Entry::Occupied(e) => &mut e.into_mut().1,
+            Entry::Vacant(e) => match b.slot(w) {
+                Some(SlotContent::Valid { tuples, .. }) => &mut e.insert((w, tuples.clone())).1,
+                _ => continue,
+            },
+        };
+        tuples.retain(|t| !(t.key == key && t.version >= group_first));
+        tuples.extend(previous);
+        out.objects.push((
+            no,
+            format!(
+                "{}: rolled back to its previous version; its new bytes did not reach the disk ({why})",
+                crate::error::show_key(&key)
+            ),
+        ));
+    }
+    let room = slot_room(layout);
+    let payload = |tuples: &[Tuple]| tuples.iter().map(Tuple::encoded_len).sum::<usize>();
+    if let Some((&no, _)) = edits.iter().find(|(_, (_, t))| payload(t) > room) {
+        return Err(no);
+    }
+    for (no, (w, edited)) in edits {
+        if let Some((_, SlotContent::Valid { tuples, .. })) =
+            scanned.get_mut(no).and_then(|b| b.slots.get_mut(w))
+        {
+            *tuples = edited;
+        }
+    }
+    Ok(out)
 }

@@ -53,7 +53,7 @@ fn encoded(journaled: bool, no: u32, stamp: GroupStamp, tuples: &[Tuple]) -> Vec
     } else {
         encode_slot
     };
-    encode(id, stamp, tuples.len(), &payload, &mut out);
+    encode(id, stamp, tuples.len(), &payload, &mut out).unwrap();
     out
 }
 
@@ -141,6 +141,9 @@ fn an_object_whose_bytes_did_not_land_rolls_back_alone() {
         panic!("block 1 lost its state")
     };
     assert_eq!(tuples[0].version, 2, "b is back at its previous version");
+    // Rewritten over the cut group's slot: the other one (group 2) is the
+    // only copy of b's previous version until the rewrite is synced.
+    assert_eq!(p.next_slots[1], 0);
 }
 
 #[test]
@@ -400,4 +403,82 @@ fn a_home_slot_of_a_rolled_back_group_falls_back_to_empty_only_when_it_was_a_fir
         .err()
         .expect("must refuse");
     assert_eq!(err.kind(), ErrorKind::Corrupt);
+}
+
+/// An inline tuple of `len` value bytes.
+fn inline(key: &str, version: u64, len: usize) -> Tuple {
+    Tuple {
+        key: key.as_bytes().into(),
+        version,
+        created_micros: 0,
+        size: len as u64,
+        expires_micros: None,
+        value: TupleValue::Inline(vec![7u8; len].into()),
+    }
+}
+
+/// A group, as a build before the kept room wrote it, in which `a`
+/// shrank in place (inline, 2,068 bytes of tuple, to an UNSYNCED heap
+/// tuple of 43) and `c` (2,028) took the room: `a`'s bytes did not land,
+/// and rolled back alone its old tuple would not fit beside `f` and `c`
+/// (5,124 bytes). The group rolls back whole instead, to the state
+/// before it, which fitted; nothing is edited and nothing panics.
+#[test]
+fn a_rollback_alone_that_would_over_fill_its_block_rolls_the_group_back_whole() {
+    let before = [inline("a", 1, 2040), inline("f", 2, 1000)];
+    let group = [
+        inline("f", 2, 1000),
+        tuple("a", 3, 10),
+        inline("c", 4, 2000),
+    ];
+    let over: usize = [&before[..], &group[2..]]
+        .concat()
+        .iter()
+        .map(Tuple::encoded_len)
+        .sum();
+    assert!(
+        over > crate::meta::block::BLOCK_PAYLOAD_V1,
+        "{over} bytes fit"
+    );
+    let stamp = |seq, first| GroupStamp {
+        seq,
+        first,
+        blocks: 1,
+        flags: 0,
+    };
+    for journaled_layout in [false, true] {
+        let old = encoded(journaled_layout, 0, stamp(2, 1), &before);
+        let new = encoded(journaled_layout, 0, stamp(4, 3), &group);
+        let mut blocks = if journaled_layout {
+            vec![journaled(0, &old, &[(2, new)])]
+        } else {
+            vec![scanned(0, &old, &new)]
+        };
+        let p = if journaled_layout {
+            run_journaled(&mut blocks, "a")
+        } else {
+            run(&mut blocks, 0, "a")
+        }
+        .unwrap();
+        assert_eq!(
+            p.chosen,
+            vec![Some(0)],
+            "back to the state before the group"
+        );
+        assert_eq!(p.report.rolled_back_groups, 1, "{:?}", p.report);
+        assert_eq!(p.report.rolled_back_objects, 2, "a and c: {:?}", p.report);
+        assert!(
+            p.report
+                .details
+                .iter()
+                .any(|d| d.contains("over-fill tuple block 0")),
+            "{:?}",
+            p.report
+        );
+        assert!(p.edited.is_empty(), "nothing edited");
+        let Some(SlotContent::Valid { tuples, .. }) = blocks[0].slot(1) else {
+            panic!("the group's copy was changed")
+        };
+        assert_eq!(tuples.len(), 3, "the group's copy is left as it was read");
+    }
 }
