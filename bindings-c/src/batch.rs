@@ -1,9 +1,10 @@
 //! Atomic batches: puts and deletes gathered in a `bc_batch`, committed
 //! all or nothing (one commit, one sync) by `bc_batch_commit`.
 
-use engine::{blocking, BatchOutcome, Bytes, PutMode, PutOptions};
+use engine::{blocking, BatchOutcome, Bytes, PutOptions};
 
 use crate::boundary::{bytes, call, engine_err, info_of, invalid, out_ref, store_ref, Fail};
+use crate::objects::put_mode;
 use crate::sized;
 use crate::{bc_code, bc_error, bc_info, bc_store};
 
@@ -51,12 +52,7 @@ pub extern "C" fn bc_batch_put(
     err: *mut *mut bc_error,
 ) -> bc_code {
     call(err, || {
-        let mode = match mode {
-            0 => PutMode::Overwrite,
-            1 => PutMode::Create,
-            2 => PutMode::Update(version),
-            _ => return Err(invalid("unknown put mode")),
-        };
+        let mode = put_mode(mode, version)?;
         let b = batch_mut(batch)?;
         let key = bytes(key, key_len, "key")?;
         let val = Bytes::copy_from_slice(bytes(val, val_len, "value")?);

@@ -117,6 +117,17 @@ pub extern "C" fn bc_put_if_ttl(
     })
 }
 
+/// A `bc_put_mode` value and the version `BC_PUT_UPDATE` replaces, as the
+/// engine's condition.
+pub(crate) fn put_mode(mode: u32, version: u64) -> Result<PutMode, Fail> {
+    match mode {
+        0 => Ok(PutMode::Overwrite),
+        1 => Ok(PutMode::Create),
+        2 => Ok(PutMode::Update(version)),
+        _ => Err(invalid("unknown put mode")),
+    }
+}
+
 /// The put behind `bc_put*`: `ttl` None = the object never expires.
 fn put(
     store: *const bc_store,
@@ -127,13 +138,7 @@ fn put(
     ttl: Option<Duration>,
     info: *mut bc_info,
 ) -> Result<(), Fail> {
-    let mode = match mode {
-        0 => PutMode::Overwrite,
-        1 => PutMode::Create,
-        2 => PutMode::Update(version),
-        _ => return Err(invalid("unknown put mode")),
-    };
-    let mut options = PutOptions::from(mode);
+    let mut options = PutOptions::from(put_mode(mode, version)?);
     if let Some(ttl) = ttl {
         options = options.ttl(ttl);
     }

@@ -403,6 +403,32 @@ impl Committer {
     /// unlinks each removed key) under one lock, so a reader sees all of
     /// them or none; then what the replaced versions held goes with the
     /// group (their pieces once it is durable).
+    /// Takes `key`'s tuple of `version` out of `block`'s image (kept for
+    /// a snapshot in progress, `Retired`), frees its `tuple_len` bytes and
+    /// marks the block for the group's write.
+    pub(super) fn remove_tuple(
+        &mut self,
+        block: u32,
+        key: &[u8],
+        version: u64,
+        tuple_len: usize,
+    ) -> Result<()> {
+        let image = self
+            .table
+            .images
+            .get_mut(&block)
+            .ok_or_else(|| image_missing(block))?;
+        if let Some(i) = image
+            .iter()
+            .position(|t| &*t.key == key && t.version == version)
+        {
+            self.shared.retired.keep(image.swap_remove(i));
+        }
+        self.table.shrink_used(block, tuple_len);
+        self.touch(block);
+        Ok(())
+    }
+
     pub(super) fn link_all(&mut self, links: Vec<Link>) {
         let mut linked = Vec::with_capacity(links.len());
         {
@@ -452,19 +478,7 @@ impl Committer {
         };
         self.untrack(&entry);
         self.bump();
-        let image = self
-            .table
-            .images
-            .get_mut(&block)
-            .ok_or_else(|| image_missing(block))?;
-        if let Some(i) = image
-            .iter()
-            .position(|t| &*t.key == key && t.version == entry.version)
-        {
-            self.shared.retired.keep(image.swap_remove(i));
-        }
-        self.table.shrink_used(block, entry.tuple_len());
-        self.touch(block);
+        self.remove_tuple(block, key, entry.version, entry.tuple_len())?;
         self.pending.release.push(entry);
         Ok(live)
     }

@@ -31,7 +31,7 @@
 //! must never be written (nothing more is written until a reopen, whose
 //! recovery finds the state before the group).
 
-use super::apply::{image_missing, Link};
+use super::apply::Link;
 use super::Committer;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::PutMode;
@@ -146,19 +146,7 @@ impl Committer {
         };
         self.load_image(block).await?;
         self.bump();
-        let image = self
-            .table
-            .images
-            .get_mut(&block)
-            .ok_or_else(|| image_missing(block))?;
-        if let Some(i) = image
-            .iter()
-            .position(|t| &*t.key == key && t.version == version)
-        {
-            self.shared.retired.keep(image.swap_remove(i));
-        }
-        self.table.shrink_used(block, tuple_len);
-        self.touch(block);
+        self.remove_tuple(block, key, version, tuple_len)?;
         Ok(Some((live, Link::Remove { key: key.into() })))
     }
 }
