@@ -36,6 +36,9 @@
 //! * attributes (content type, …) are not stored: a put that carries any is
 //!   refused with `NotImplemented`; tags are ignored, as the local file
 //!   system store does.
+//!
+//! [`CachedObjectStore`] (module [`cached`]) turns a blobcask store into a
+//! persistent, verified local tier in front of any other `ObjectStore`.
 
 use std::fmt;
 use std::ops::Range;
@@ -86,6 +89,9 @@ impl BlobcaskObjectStore {
         &self.store
     }
 }
+
+pub mod cached;
+pub use crate::cached::{CachedObjectStore, CachedObjectStoreBuilder, Freshness, TierStats};
 
 #[cfg(feature = "opendal")]
 mod opendal;
