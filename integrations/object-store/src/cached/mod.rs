@@ -116,6 +116,7 @@ impl fmt::Debug for Inner {
             .field("freshness", &self.freshness)
             .field("whole_object_limit", &self.whole_object_limit)
             .field("chunk_size", &self.chunk_size)
+            .field("read_attempts", &self.read_attempts)
             .finish()
     }
 }
