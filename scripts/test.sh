@@ -164,10 +164,12 @@ env PATH="$PY_PATH" "$VENV/bin/pip" install -q mypy==2.4.1
 (cd bindings-python && env PATH="$PY_PATH" "../$VENV/bin/python" -m mypy.stubtest blobcask \
   --mypy-config-file pyproject.toml --allowlist stubtest-allowlist.txt)
 
-step "same code on S3: one object_store routine on blobcask and on moto's S3 server (127.0.0.1); OpenDAL over blobcask"
+step "same code on S3: one object_store routine on blobcask and on moto's S3 server (127.0.0.1); the cache tier in front of moto; OpenDAL over blobcask"
 cargo clippy --locked -q -p blobcask-object-store --all-targets --features s3,opendal -- -D warnings
+# The cache tier's DataFusion measurement (a binary needing the s3 feature).
+cargo clippy --locked -q -p blobcask-datafusion-example --all-targets --features s3 -- -D warnings
 cargo test --locked -q -p blobcask-object-store --features opendal --test opendal
-BLOBCASK_TEST_PYTHON="$PWD/$VENV/bin/python" cargo test --locked -q -p blobcask-object-store --features s3 --test same_code_s3
+BLOBCASK_TEST_PYTHON="$PWD/$VENV/bin/python" cargo test --locked -q -p blobcask-object-store --features s3 --test same_code_s3 --test cached_s3
 
 step "Node package: npm ci (builds the addon), npm pack, the tarball installed outside the repository with no cargo on PATH, node --test there"
 (cd bindings-node && npm ci --no-audit --no-fund --loglevel=error)

@@ -256,6 +256,15 @@ async fn only_missing_chunks_are_fetched_adjacent_ones_in_one_request() {
     asked.sort_by_key(|r| r.start);
     assert_eq!(asked, vec![0..2 * C, 3 * C..5 * C, 8 * C..9 * C]);
     assert_eq!(t.stats().bytes_fetched, 6 * C);
+
+    // Spans far apart in one cached chunk, and across two: from the cache.
+    let gets = remote.counts().0;
+    let ranges = [C + 40_000..C + 40_010, C..C + 10, 4 * C - 3..4 * C + 3];
+    let got = t.get_ranges(&path, &ranges).await.unwrap();
+    for (r, b) in ranges.iter().zip(&got) {
+        assert_eq!(b, slice(&v, r.clone()), "{r:?}");
+    }
+    assert_eq!(remote.counts().0, gets);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,11 +24,14 @@ pub(crate) enum Miss {
     Failed(object_store::Error),
 }
 
-/// Bytes of one chunk held for a read, starting at `offset` within it.
-struct Held {
-    offset: u64,
-    bytes: Bytes,
-}
+/// Cached spans of one chunk within this distance are read as one (as
+/// `BlobcaskObjectStore::get_ranges` merges ranges): a wider gap costs
+/// more to read and verify than a second concurrent read.
+const COALESCE_GAP: u64 = 4 << 10;
+
+/// Bytes of one chunk held for a read: segments as (offset within the
+/// chunk, bytes), together covering every span the read needs.
+struct Held(Vec<(u64, Bytes)>);
 
 impl Inner {
     /// `ranges` (each within the object) of `version`, every byte from
@@ -47,36 +50,31 @@ impl Inner {
                 .collect());
         }
         let c = self.chunk_size;
-        // Per chunk touched, the span of it the ranges need.
-        let mut spans: BTreeMap<u64, Range<u64>> = BTreeMap::new();
+        // Per chunk touched, the spans of it the ranges need (nearby ones
+        // merged).
+        let mut spans: BTreeMap<u64, Vec<Range<u64>>> = BTreeMap::new();
         for r in ranges.iter().filter(|r| r.start < r.end) {
             for i in r.start / c..=(r.end - 1) / c {
                 let lo = r.start.max(i * c) - i * c;
                 let hi = r.end.min((i + 1) * c) - i * c;
-                spans
-                    .entry(i)
-                    .and_modify(|s| *s = s.start.min(lo)..s.end.max(hi))
-                    .or_insert(lo..hi);
+                spans.entry(i).or_default().push(lo..hi);
             }
+        }
+        for list in spans.values_mut() {
+            *list = merged(std::mem::take(list));
         }
         let looked = join_all(
             spans
                 .iter()
-                .map(|(&i, span)| self.cached_span(location, version, i, span.clone())),
+                .map(|(&i, list)| self.cached_spans(location, version, i, list)),
         )
         .await;
         let mut held = BTreeMap::new();
         let mut missing = Vec::new();
-        for ((&i, span), got) in spans.iter().zip(looked) {
+        for (&i, got) in spans.keys().zip(looked) {
             match got {
-                Some(bytes) => {
-                    held.insert(
-                        i,
-                        Held {
-                            offset: span.start,
-                            bytes,
-                        },
-                    );
+                Some(segments) => {
+                    held.insert(i, Held(segments));
                 }
                 None => missing.push(i),
             }
@@ -88,20 +86,21 @@ impl Inner {
         )
         .await?;
         for (i, bytes) in fetched.into_iter().flatten() {
-            held.insert(i, Held { offset: 0, bytes });
+            held.insert(i, Held(vec![(0, bytes)]));
         }
         Ok(ranges.iter().map(|r| assemble(r, c, &held)).collect())
     }
 
-    /// The cached bytes `span` of chunk `index`, or `None` (absent, or
-    /// dropped as damaged).
-    async fn cached_span(
+    /// The cached `spans` of chunk `index` as (offset, bytes), or `None`
+    /// if any is missing (absent, or dropped as damaged): the chunk is
+    /// then fetched whole.
+    async fn cached_spans(
         &self,
         location: &Path,
         version: &Version,
         index: u64,
-        span: Range<u64>,
-    ) -> Option<Bytes> {
+        spans: &[Range<u64>],
+    ) -> Option<Vec<(u64, Bytes)>> {
         let key = piece_key(
             location,
             &version.identity,
@@ -110,9 +109,20 @@ impl Inner {
                 index,
             },
         );
-        let len = span.end - span.start;
-        let got = self.cache.read(&key, span.start, len).await;
-        self.checked(&key, got, len).await
+        let reads = spans.iter().map(|span| {
+            let key = &key;
+            async move {
+                let len = span.end - span.start;
+                let got = self.cache.read(key, span.start, len).await;
+                Some((span.start, self.checked(key, got, len).await?))
+            }
+        });
+        let segments = join_all(reads)
+            .await
+            .into_iter()
+            .collect::<Option<Vec<_>>>()?;
+        Counters::add(&self.counters.hits, 1);
+        Some(segments)
     }
 
     /// The whole object `version`, from its cached piece or fetched.
@@ -120,6 +130,7 @@ impl Inner {
         let key = piece_key(location, &version.identity, Piece::Whole);
         let got = self.cache.get(&key).await;
         if let Some(bytes) = self.checked(&key, got, version.meta.size).await {
+            Counters::add(&self.counters.hits, 1);
             return Ok(bytes);
         }
         let bytes = self.fetch(location, version, None).await?;
@@ -132,10 +143,7 @@ impl Inner {
     /// its checksum or has the wrong size is deleted, never served.
     async fn checked(&self, key: &[u8], got: blobcask::Result<Bytes>, len: u64) -> Option<Bytes> {
         match got {
-            Ok(bytes) if bytes.len() as u64 == len => {
-                Counters::add(&self.counters.hits, 1);
-                return Some(bytes);
-            }
+            Ok(bytes) if bytes.len() as u64 == len => return Some(bytes),
             Ok(_) => {}
             Err(e) if matches!(e.kind(), ErrorKind::Corrupt | ErrorKind::InvalidArgument) => {}
             // Absent, or the cache cannot answer (closed, I/O): fetch.
@@ -229,6 +237,19 @@ impl Inner {
     }
 }
 
+/// `spans` sorted, with those at most `COALESCE_GAP` apart joined.
+fn merged(mut spans: Vec<Range<u64>>) -> Vec<Range<u64>> {
+    spans.sort_by_key(|s| s.start);
+    let mut out: Vec<Range<u64>> = Vec::new();
+    for s in spans {
+        match out.last_mut() {
+            Some(last) if s.start <= last.end + COALESCE_GAP => last.end = last.end.max(s.end),
+            _ => out.push(s),
+        }
+    }
+    out
+}
+
 /// Sorted chunk indexes as runs of adjacent ones.
 fn runs(sorted: &[u64]) -> Vec<Range<u64>> {
     let mut out: Vec<Range<u64>> = Vec::new();
@@ -248,10 +269,14 @@ fn assemble(r: &Range<u64>, c: u64, held: &BTreeMap<u64, Held>) -> Bytes {
         return Bytes::new();
     }
     let part = |i: u64| {
-        let h = &held[&i];
-        let lo = r.start.max(i * c) - i * c - h.offset;
-        let hi = r.end.min((i + 1) * c) - i * c - h.offset;
-        h.bytes.slice(lo as usize..hi as usize)
+        let lo = r.start.max(i * c) - i * c;
+        let hi = r.end.min((i + 1) * c) - i * c;
+        let (at, bytes) = held[&i]
+            .0
+            .iter()
+            .find(|(at, b)| *at <= lo && hi <= at + b.len() as u64)
+            .expect("every span a range needs is held");
+        bytes.slice((lo - at) as usize..(hi - at) as usize)
     };
     let (first, last) = (r.start / c, (r.end - 1) / c);
     if first == last {
@@ -269,6 +294,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn spans_at_most_the_gap_apart_are_merged() {
+        let g = COALESCE_GAP;
+        assert_eq!(
+            merged(vec![3 * g..3 * g + 10, 0..10, 10 + g..20 + g, 5..6]),
+            vec![0..20 + g, 3 * g..3 * g + 10]
+        );
+    }
+
+    #[test]
     fn adjacent_chunks_form_one_run() {
         assert_eq!(runs(&[]), Vec::<Range<u64>>::new());
         assert_eq!(runs(&[3]), vec![3..4]);
@@ -279,30 +313,19 @@ mod tests {
     fn a_range_is_assembled_from_partial_spans_of_its_chunks() {
         let c = 10u64;
         let object: Vec<u8> = (0..35u8).collect();
+        let seg = |at: usize, end: usize| {
+            (
+                at as u64 - at as u64 / c * c,
+                Bytes::copy_from_slice(&object[at..end]),
+            )
+        };
         let mut held = BTreeMap::new();
-        // Chunk 0 held from offset 4, chunk 1 whole, chunk 2 up to 23.
-        held.insert(
-            0,
-            Held {
-                offset: 4,
-                bytes: Bytes::copy_from_slice(&object[4..10]),
-            },
-        );
-        held.insert(
-            1,
-            Held {
-                offset: 0,
-                bytes: Bytes::copy_from_slice(&object[10..20]),
-            },
-        );
-        held.insert(
-            2,
-            Held {
-                offset: 0,
-                bytes: Bytes::copy_from_slice(&object[20..23]),
-            },
-        );
-        for r in [4..23, 5..6, 10..20, 12..22, 7..7] {
+        // Chunk 0 held from offset 4, chunk 1 whole and a part of it again,
+        // chunk 2 up to 23.
+        held.insert(0, Held(vec![seg(4, 10)]));
+        held.insert(1, Held(vec![seg(12, 14), seg(10, 20)]));
+        held.insert(2, Held(vec![seg(20, 23)]));
+        for r in [4..23, 5..6, 10..20, 12..22, 7..7, 12..14] {
             assert_eq!(
                 assemble(&r, c, &held),
                 object[r.start as usize..r.end as usize],
