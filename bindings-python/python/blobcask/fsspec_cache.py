@@ -1,0 +1,779 @@
+"""A caching file system backed by blobcask (protocol ``blobcache``).
+
+Chains onto any fsspec file system, as fsspec's ``blockcache`` and
+``filecache`` do, and keeps what it reads in one blobcask store, so a
+second read of a remote file is a local one, and stays so across
+restarts (the cache is a store file)::
+
+    import fsspec, pandas as pd
+
+    opts = {"blobcache": {"store": "/var/cache/s3.blobcask"}, "s3": {"anon": False}}
+    df = pd.read_parquet("blobcache::s3://bucket/data.parquet", storage_options=opts)
+    with fsspec.open("blobcache::s3://bucket/key", **opts) as f:
+        head = f.read(100)
+
+or ``BlobcacheFileSystem(store="/var/cache/s3.blobcask", target_protocol="s3",
+target_options={...})``, or ``fs=`` a file system instance instead of
+``target_protocol``. ``store`` is a path (opened as ``blobcask.fsspec`` opens
+stores: shared by every instance on the same file, on an ordered index;
+``store_options`` go to ``blobcask.Store``) or an open ``blobcask.Store``.
+
+Reads go to the store first and fall through to the target. A file of at
+most ``whole_file_limit`` bytes is cached whole; a larger one as aligned
+blocks of ``block_size`` bytes (both default to 1 MiB), and a read fetches
+only the blocks it lacks, consecutive ones in one ranged request.
+
+Identity. Every cached piece is keyed by the remote file's identity, taken
+from the target's ``info()``: its ETag and/or version (``ETag``/``etag``,
+``VersionId``/``generation``/``version``: S3, GCS, blobcask) when the target
+gives one, else its modification time and size (``mtime``,
+``LastModified``, ``created``, ...: local files, ``memory://``). A file whose
+``info()`` has none of these is not cached (read straight from the target).
+After every fetch from the target the identity is read again; if it
+changed, the fetched bytes belong to another version, and the read starts
+over under the new identity (``cat_file``: up to 3 times, then
+``OSError(ESTALE)``). So a read never mixes pieces of two versions. A file
+object keeps the identity it opened with: if the file changes once it has
+returned bytes, a read that must fetch raises ``OSError(ESTALE)``.
+Modification times identify a version only as finely as the target records
+them: two writes of the same size within one tick look alike (ETags do not).
+
+Freshness. ``check="always"`` (the default) asks the target's ``info()`` at
+every open and every ``cat_file``, and serves cached pieces only of the
+identity it reports: every read returns the target's current bytes, or its
+``FileNotFoundError``. ``expiry=T`` (seconds; ``check="expiry"``) trusts a
+cached identity for at most ``T`` seconds after it was last confirmed with
+the target (confirmation times are kept in the store, so a restart keeps
+them): no read returns bytes of a version replaced more than ``T`` seconds
+before, and within that ``info()`` too is answered from the cache.
+
+Writes (``open(..., "wb")``, ``pipe_file``, ``put_file``, ``cp_file``,
+``touch``) go to the target, then drop what the cache holds for the path;
+``rm``, ``rm_file`` and ``mv`` drop it too. Listings (``ls``, ``find``,
+``glob``) pass through. A write inside a target's transaction drops the
+cache at the file's close, before the transaction commits.
+
+Damage and room. A cached piece that the store reports damaged
+(``CorruptError``) is deleted and fetched again, never served. A full store
+(``NoSpaceError``, e.g. with ``store_options={"max_capacity": ...}``) makes
+reads pass through uncached; nothing fails. ``cache_stats()`` counts hits,
+misses, pieces dropped as damaged and pieces left uncached for room.
+
+Stores opened from a path default to ``durability="buffered"`` with
+``max_delay=0.1`` s (a cache needs no durable commit per piece: a crash
+loses at most the last 0.1 s of cached pieces and confirmations, each
+whole or absent); ``store_options`` override it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import errno
+import hashlib
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Union
+
+import fsspec
+from fsspec.implementations.chained import ChainedFileSystem
+from fsspec.spec import AbstractBufferedFile
+
+from ._native import Store as _NativeStore
+from ._store import Store
+from .errors import CorruptError, NoSpaceError, NotFoundError
+from .fsspec import _open_ordered, _opened, _opened_lock
+
+__all__ = [
+    "BlobcacheFileSystem",
+    "BlobcacheFile",
+    "DEFAULT_BLOCK_SIZE",
+    "DEFAULT_WHOLE_FILE_LIMIT",
+    "MAX_RESTARTS",
+]
+
+#: Size of the aligned blocks a large file is cached in.
+DEFAULT_BLOCK_SIZE = 1 << 20
+#: Files of at most this many bytes are cached whole.
+DEFAULT_WHOLE_FILE_LIMIT = 1 << 20
+#: How many times a ``cat_file`` starts over when the file changes under it.
+MAX_RESTARTS = 3
+
+# Fields of ``info()`` that name a version of a file, in order of preference.
+_ETAG_FIELDS = ("ETag", "etag", "e_tag")
+_VERSION_FIELDS = ("VersionId", "version_id", "generation", "version")
+_MTIME_FIELDS = ("mtime", "LastModified", "last_modified", "modified", "updated", "created")
+
+_KEY_FORMAT = "bc1"  # first component of every key this module writes
+
+# Wall-clock time of confirmations (a module attribute, so tests can move it).
+_clock: Callable[[], float] = time.time
+
+
+def identity_of(info: dict[str, Any]) -> Optional[str]:
+    """The version identity of a file from its ``info()``: ETag and/or
+    version when given, else modification time and size; None when the
+    target gives neither (the file is then not cached)."""
+    size = info.get("size")
+    named = [f"{f}={info[f]!r}" for f in _ETAG_FIELDS + _VERSION_FIELDS if info.get(f) is not None]
+    if named:
+        return ";".join(named + [f"size={size!r}"])
+    for field in _MTIME_FIELDS:
+        if info.get(field) is not None:
+            return f"{field}={info[field]!r};size={size!r}"
+    return None
+
+
+# -- the meta record: identity, size, confirmation time, info ------------
+
+
+def _encode_info(info: dict[str, Any]) -> dict[str, Any]:
+    """The JSON-able part of an ``info()`` dict (datetimes tagged)."""
+    out: dict[str, Any] = {}
+    for name, value in info.items():
+        if value is None or isinstance(value, (str, int, float, bool)):
+            out[name] = value
+        elif isinstance(value, datetime.datetime):
+            out[name] = {"datetime": value.isoformat()}
+    return out
+
+
+def _decode_info(info: dict[str, Any]) -> dict[str, Any]:
+    return {
+        name: (
+            datetime.datetime.fromisoformat(value["datetime"]) if isinstance(value, dict) else value
+        )
+        for name, value in info.items()
+    }
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """What the cache knows of one remote file."""
+
+    identity: str
+    size: int
+    confirmed: float  # time.time() just before the info() that reported it
+    info: dict[str, Any]
+
+    def encode(self) -> bytes:
+        record = {
+            "identity": self.identity,
+            "size": self.size,
+            "confirmed": self.confirmed,
+            "info": _encode_info(self.info),
+        }
+        return json.dumps(record, sort_keys=True).encode()
+
+    @staticmethod
+    def decode(raw: bytes) -> "_Entry":
+        record = json.loads(raw)
+        return _Entry(
+            str(record["identity"]),
+            int(record["size"]),
+            float(record["confirmed"]),
+            _decode_info(record["info"]),
+        )
+
+
+class _Changed(Exception):
+    """The remote file's identity changed while a read fetched from it."""
+
+
+def _check_size(name: str, value: Any, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum}, not {value}")
+    return value
+
+
+def _freshness(check: Optional[str], expiry: Any) -> Optional[float]:
+    """The expiry in seconds, or None for ``check="always"``."""
+    if check is not None and not isinstance(check, str):
+        raise TypeError(f"check must be a str, not {type(check).__name__!r}")
+    if expiry is not None:
+        if not isinstance(expiry, (int, float)) or isinstance(expiry, bool):
+            raise TypeError(
+                f"expiry must be seconds as an int or float, not {type(expiry).__name__!r}"
+            )
+        if math.isnan(expiry) or expiry < 0:
+            raise ValueError(f"expiry must be a number of seconds >= 0, not {expiry!r}")
+    if check is None:
+        check = "always" if expiry is None else "expiry"
+    if check == "always":
+        if expiry is not None:
+            raise ValueError("expiry= goes with check='expiry', not check='always'")
+        return None
+    if check == "expiry":
+        if expiry is None:
+            raise ValueError("check='expiry' needs expiry=T (seconds)")
+        return float(expiry)
+    raise ValueError(f"check must be 'always' or 'expiry', not {check!r}")
+
+
+class BlobcacheFileSystem(ChainedFileSystem):
+    """Caches any fsspec file system's files in a blobcask store; see the
+    module's documentation."""
+
+    protocol = "blobcache"
+    # A chained URL's path (fo) names a file, not this file system: one
+    # instance serves every path.
+    _strip_tokenize_options = ("fo",)
+
+    def __init__(
+        self,
+        store: Union[str, "os.PathLike[str]", _NativeStore, None] = None,
+        *,
+        target_protocol: Optional[str] = None,
+        target_options: Optional[dict[str, Any]] = None,
+        fs: Optional[fsspec.AbstractFileSystem] = None,
+        check: Optional[str] = None,
+        expiry: Union[int, float, None] = None,
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        whole_file_limit: int = DEFAULT_WHOLE_FILE_LIMIT,
+        store_options: Optional[dict[str, Any]] = None,
+        namespace: Optional[str] = None,
+        fo: Optional[str] = None,
+    ) -> None:
+        super().__init__()
+        self._expiry = _freshness(check, expiry)
+        self.block_size = _check_size("block_size", block_size, 1)
+        self.whole_file_limit = _check_size("whole_file_limit", whole_file_limit, 0)
+        if (fs is None) == (target_protocol is None):
+            raise ValueError("give exactly one of target_protocol= or fs=")
+        if fs is not None:
+            if not isinstance(fs, fsspec.AbstractFileSystem):
+                raise TypeError(f"fs must be an fsspec file system, not {type(fs).__name__!r}")
+            if target_options:
+                raise ValueError("target_options go with target_protocol=, not with fs=")
+            self.fs = fs
+        else:
+            if not isinstance(target_protocol, str):
+                raise TypeError(
+                    f"target_protocol must be a str, not {type(target_protocol).__name__!r}"
+                )
+            if target_options is not None and not isinstance(target_options, dict):
+                raise TypeError(
+                    f"target_options must be a dict, not {type(target_options).__name__!r}"
+                )
+            self.fs = fsspec.filesystem(target_protocol, **(target_options or {}))
+        if namespace is not None and not isinstance(namespace, str):
+            raise TypeError(f"namespace must be a str, not {type(namespace).__name__!r}")
+        self.namespace = namespace if namespace is not None else self._default_namespace()
+        self.store, self._own_path = self._store(store, store_options)
+        self._stats = {"hits": 0, "misses": 0, "corrupt": 0, "uncached": 0, "restarts": 0}
+
+        strip_own = getattr(type(self), "_strip_protocol")
+
+        def _strip_protocol(path: Any) -> Any:
+            # Per instance: the target's rules after this protocol's.
+            return self.fs._strip_protocol(strip_own(path))
+
+        self._strip_protocol = _strip_protocol
+
+    def _default_namespace(self) -> str:
+        """Which remote the keys belong to: the target's protocol and the
+        options it was made with (stable across processes, unlike fsspec's
+        instance token)."""
+        protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
+        options = json.dumps(self.fs.storage_options, sort_keys=True, default=repr)
+        return f"{protocol}:{options}"
+
+    @staticmethod
+    def _store(
+        store: Any, store_options: Optional[dict[str, Any]]
+    ) -> tuple[_NativeStore, Optional[str]]:
+        if store_options is not None and not isinstance(store_options, dict):
+            raise TypeError(f"store_options must be a dict, not {type(store_options).__name__!r}")
+        if isinstance(store, _NativeStore):
+            if store_options:
+                raise ValueError("store_options go with a store path, not with an open store")
+            return store, None
+        if store is None:
+            raise ValueError("store= is required: the cache's blobcask store (a path or a Store)")
+        if not isinstance(store, (str, os.PathLike)):
+            raise TypeError(
+                f"store must be a path or a blobcask.Store, not {type(store).__name__!r}"
+            )
+        options = dict(store_options or {})
+        if "durability" not in options:
+            options.update(durability="buffered", max_delay=options.get("max_delay", 0.1))
+        real = os.path.realpath(os.fspath(store))
+        with _opened_lock:
+            opened: Optional[Store] = _opened.get(real)
+            if opened is None:
+                opened = _opened[real] = _open_ordered(real, options)
+        return opened, real
+
+    def close(self) -> None:
+        """Drops every instance on this store from fsspec's instance cache
+        and, if the store was opened from a path, closes it (for every
+        file system using it). A store passed in is its owner's to close."""
+        with _opened_lock:
+            cache = type(self)._cache
+            for token, fs in list(cache.items()):
+                if fs.store is self.store:
+                    del cache[token]
+            if self._own_path is not None and _opened.get(self._own_path) is self.store:
+                del _opened[self._own_path]
+                self.store.close()
+
+    def cache_stats(self) -> dict[str, int]:
+        """Counts since this instance was made: ``hits`` and ``misses``
+        (pieces: whole files or blocks, served from the store or fetched),
+        ``corrupt`` (pieces the store reported damaged, dropped and
+        fetched again), ``uncached`` (pieces or records not stored for
+        want of room), ``restarts`` (reads started over because the file
+        changed while they fetched)."""
+        return dict(self._stats)
+
+    def __getattr__(self, name: str) -> Any:
+        # What this class does not define is the target's (s3fs's sign(),
+        # url(), ...). Only called when normal lookup fails.
+        if name.startswith("__") or "fs" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["fs"], name)
+
+    # -- keys -------------------------------------------------------------
+
+    def _prefix(self, path: str) -> str:
+        digest = hashlib.sha256(f"{self.namespace}\0{path}".encode()).hexdigest()[:40]
+        return f"{_KEY_FORMAT}/{digest}/"
+
+    @staticmethod
+    def _idhash(identity: str) -> str:
+        return hashlib.sha256(identity.encode()).hexdigest()[:24]
+
+    def _whole_key(self, path: str, entry: _Entry) -> str:
+        return f"{self._prefix(path)}w/{self._idhash(entry.identity)}"
+
+    def _block_key(self, path: str, entry: _Entry, index: int) -> str:
+        return f"{self._prefix(path)}b/{self._idhash(entry.identity)}/{self.block_size}/{index}"
+
+    # -- the store, never failing a read ----------------------------------
+
+    def _put(self, key: str, value: Any) -> bool:
+        """Stores a piece; False (and nothing stored) when the store is full."""
+        try:
+            self.store.put(key, value)
+        except NoSpaceError:
+            self._stats["uncached"] += 1
+            return False
+        return True
+
+    def _delete(self, key: str) -> None:
+        try:
+            self.store.delete(key)
+        except NotFoundError:
+            pass
+
+    def _read_piece(self, key: str, offset: int, length: int) -> Optional[bytes]:
+        """``length`` bytes of a cached piece from ``offset``, or None when
+        it is absent; a damaged piece (or one of the wrong length) is
+        deleted and reported absent, never served."""
+        try:
+            data = self.store.read(key, offset, length)
+        except NotFoundError:
+            return None
+        except CorruptError:
+            self._stats["corrupt"] += 1
+            self._delete(key)
+            return None
+        if len(data) != length:
+            self._stats["corrupt"] += 1
+            self._delete(key)
+            return None
+        return data
+
+    def _drop(self, path: str, keep: Optional[_Entry] = None) -> None:
+        """Deletes what the cache holds for ``path``: everything, or every
+        piece not of ``keep``'s identity (the record stays then)."""
+        prefix = self._prefix(path)
+        kept: tuple[str, ...] = ()
+        if keep is not None:
+            idh = self._idhash(keep.identity)
+            kept = (f"{prefix}m", f"{prefix}w/{idh}", f"{prefix}b/{idh}/")
+        for key in list(self.store.list(prefix)):
+            name = key.decode()
+            if not any(name == k or (k.endswith("/") and name.startswith(k)) for k in kept):
+                self._delete(name)
+
+    def invalidate(self, path: str) -> None:
+        """Drops everything the cache holds for ``path`` (its record and
+        every piece of every version)."""
+        self._drop(self._strip_protocol(path))
+
+    # -- identity and freshness -------------------------------------------
+
+    def _load_entry(self, path: str) -> Optional[_Entry]:
+        key = f"{self._prefix(path)}m"
+        try:
+            raw = self.store.get(key)
+        except CorruptError:
+            self._stats["corrupt"] += 1
+            self._delete(key)
+            return None
+        if raw is None:
+            return None
+        try:
+            return _Entry.decode(raw)
+        except (ValueError, KeyError, TypeError):
+            self._delete(key)  # not a record this module wrote: ignore it
+            return None
+
+    def _remote_info(self, path: str) -> dict[str, Any]:
+        """The target's ``info()``, never from its listings cache."""
+        self.fs.invalidate_cache(path)
+        try:
+            info: dict[str, Any] = self.fs.info(path)
+        except FileNotFoundError:
+            self._drop(path)
+            raise
+        return info
+
+    def _confirm(self, path: str, known: Optional[_Entry]) -> Optional[_Entry]:
+        """Asks the target which version ``path`` is; records it when it
+        changed (dropping other versions' pieces) or when its confirmation
+        time matters (``expiry``). None: the target names no version, so
+        the file is read uncached."""
+        before = _clock()
+        info = self._remote_info(path)
+        if info.get("type", "file") != "file":
+            raise IsADirectoryError(errno.EISDIR, "not a file", path)
+        identity = identity_of(info)
+        if identity is None:
+            if known is not None:
+                self._drop(path)
+            return None
+        entry = _Entry(identity, int(info["size"]), before, info)
+        changed = known is None or known.identity != identity
+        if changed:
+            self._drop(path, keep=entry)
+        if changed or self._expiry is not None:
+            self._put(f"{self._prefix(path)}m", entry.encode())
+        return entry
+
+    def _fresh(self, entry: Optional[_Entry]) -> bool:
+        if entry is None or self._expiry is None:
+            return False
+        age = _clock() - entry.confirmed
+        return 0 <= age <= self._expiry
+
+    def _current(self, path: str, force: bool = False) -> Optional[_Entry]:
+        """The version to read: the cached one while fresh (``expiry``),
+        else the target's, confirmed now."""
+        known = self._load_entry(path)
+        if not force and self._fresh(known):
+            return known
+        return self._confirm(path, known)
+
+    def _verify(self, path: str, entry: _Entry) -> None:
+        """After a fetch: _Changed unless the target still has ``entry``'s
+        version (so what was fetched is of that version)."""
+        try:
+            info = self._remote_info(path)
+        except FileNotFoundError:
+            raise _Changed() from None
+        if identity_of(info) != entry.identity:
+            raise _Changed()
+
+    # -- reading ----------------------------------------------------------
+
+    def _read(self, path: str, entry: _Entry, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of ``entry``'s version (clipped to its
+        size): cached pieces, the missing ones fetched and stored."""
+        end = min(end, entry.size)
+        if start >= end:
+            return b""
+        if entry.size <= self.whole_file_limit:
+            return self._read_whole(path, entry, start, end)
+        b = self.block_size
+        first, last = start // b, (end - 1) // b
+        parts: dict[int, bytes] = {}
+        missing: list[int] = []
+        for index in range(first, last + 1):
+            lo, hi = max(start, index * b), min(end, (index + 1) * b)
+            piece = self._read_piece(self._block_key(path, entry, index), lo - index * b, hi - lo)
+            if piece is None:
+                missing.append(index)
+            else:
+                self._stats["hits"] += 1
+                parts[index] = piece
+        if missing:
+            for index, block in self._fetch_blocks(path, entry, missing).items():
+                lo, hi = max(start, index * b), min(end, (index + 1) * b)
+                parts[index] = block[lo - index * b : hi - index * b]
+        return b"".join(parts[i] for i in range(first, last + 1))
+
+    def _read_whole(self, path: str, entry: _Entry, start: int, end: int) -> bytes:
+        key = self._whole_key(path, entry)
+        piece = self._read_piece(key, start, end - start)
+        if piece is not None:
+            self._stats["hits"] += 1
+            return piece
+        self._stats["misses"] += 1
+        data = self.fs.cat_file(path)
+        if len(data) != entry.size:
+            raise _Changed()
+        self._verify(path, entry)
+        self._put(key, data)
+        return bytes(data[start:end])
+
+    def _fetch_blocks(self, path: str, entry: _Entry, indexes: list[int]) -> dict[int, bytes]:
+        """Fetches the blocks ``indexes`` (sorted) from the target, runs of
+        consecutive blocks in one ranged request each, checks that the
+        file is still ``entry``'s version, then stores them."""
+        b, size = self.block_size, entry.size
+        runs: list[list[int]] = []
+        for index in indexes:
+            if runs and runs[-1][-1] == index - 1:
+                runs[-1].append(index)
+            else:
+                runs.append([index])
+        starts = [run[0] * b for run in runs]
+        ends = [min((run[-1] + 1) * b, size) for run in runs]
+        self._stats["misses"] += len(indexes)
+        datas = self.fs.cat_ranges([path] * len(runs), starts, ends, on_error="raise")
+        blocks: dict[int, bytes] = {}
+        for run, lo, hi, data in zip(runs, starts, ends, datas):
+            if isinstance(data, BaseException):
+                raise data
+            if len(data) != hi - lo:
+                raise _Changed()  # the file is no longer entry's size
+            for index in run:
+                at = index * b - lo
+                blocks[index] = bytes(data[at : at + min(b, size - index * b)])
+        self._verify(path, entry)
+        for index, block in blocks.items():
+            if not self._put(self._block_key(path, entry, index), block):
+                break  # full: the rest would not fit either
+        return blocks
+
+    def _cat_range(self, path: str, start: Optional[int], end: Optional[int]) -> bytes:
+        force = False
+        for _ in range(MAX_RESTARTS):
+            entry = self._current(path, force)
+            if entry is None:
+                data: bytes = self.fs.cat_file(path, start=start, end=end)
+                return data
+            lo, hi = _resolve(start, end, entry.size)
+            try:
+                return self._read(path, entry, lo, hi)
+            except _Changed:
+                self._stats["restarts"] += 1
+                force = True
+        raise OSError(errno.ESTALE, f"the file changed during each of {MAX_RESTARTS} reads", path)
+
+    # -- the file system ---------------------------------------------------
+
+    def cat_file(
+        self, path: str, start: Optional[int] = None, end: Optional[int] = None, **kwargs: Any
+    ) -> bytes:
+        """Bytes ``[start:end]`` of the file (negative counts from the end),
+        from the cache where it holds them, of one version."""
+        return self._cat_range(self._strip_protocol(path), start, end)
+
+    def _open(
+        self,
+        path: str,
+        mode: str = "rb",
+        block_size: Optional[int] = None,
+        autocommit: bool = True,
+        cache_options: Optional[dict[str, Any]] = None,
+        **kwargs: Any,
+    ) -> Any:
+        path = self._strip_protocol(path)
+        if mode != "rb":
+            f = self.fs.open(
+                path, mode, block_size=block_size, autocommit=autocommit, **kwargs
+            )
+            close = f.close
+
+            def close_then_invalidate() -> None:
+                try:
+                    close()
+                finally:
+                    self._drop(path)
+
+            f.close = close_then_invalidate
+            return f
+        entry = self._current(path)
+        if entry is None:
+            return self.fs.open(path, mode, block_size=block_size, **kwargs)
+        return BlobcacheFile(self, path, entry, block_size=block_size, cache_options=cache_options)
+
+    def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        """The target's ``info()``; with ``expiry``, the cached one while
+        it is fresh."""
+        path = self._strip_protocol(path)
+        if self._expiry is not None:
+            entry = self._load_entry(path)
+            if entry is not None and self._fresh(entry):
+                return dict(entry.info)
+        info: dict[str, Any] = self.fs.info(path, **kwargs)
+        return info
+
+    def ls(self, path: str, detail: bool = True, **kwargs: Any) -> Any:
+        return self.fs.ls(path, detail=detail, **kwargs)
+
+    def find(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        return self.fs.find(path, *args, **kwargs)
+
+    def glob(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        return self.fs.glob(path, *args, **kwargs)
+
+    def exists(self, path: str, **kwargs: Any) -> bool:
+        return bool(self.fs.exists(path, **kwargs))
+
+    def isdir(self, path: str) -> bool:
+        return bool(self.fs.isdir(path))
+
+    def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
+        self.fs.mkdir(path, create_parents=create_parents, **kwargs)
+
+    def makedirs(self, path: str, exist_ok: bool = False) -> None:
+        self.fs.makedirs(path, exist_ok=exist_ok)
+
+    def rmdir(self, path: str) -> None:
+        self.fs.rmdir(path)
+
+    def invalidate_cache(self, path: Optional[str] = None) -> None:
+        """The target's listings cache (fsspec's meaning); the blob cache
+        is dropped per path with ``invalidate``."""
+        self.fs.invalidate_cache(path)
+
+    # -- writes: through to the target, then drop what is cached ----------
+
+    def pipe_file(self, path: str, value: Any, **kwargs: Any) -> None:
+        path = self._strip_protocol(path)
+        try:
+            self.fs.pipe_file(path, value, **kwargs)
+        finally:
+            self._drop(path)
+
+    def put_file(self, lpath: str, rpath: str, **kwargs: Any) -> None:
+        rpath = self._strip_protocol(rpath)
+        try:
+            self.fs.put_file(lpath, rpath, **kwargs)
+        finally:
+            self._drop(rpath)
+
+    def cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
+        path2 = self._strip_protocol(path2)
+        try:
+            self.fs.cp_file(self._strip_protocol(path1), path2, **kwargs)
+        finally:
+            self._drop(path2)
+
+    def touch(self, path: str, truncate: bool = True, **kwargs: Any) -> None:
+        path = self._strip_protocol(path)
+        try:
+            self.fs.touch(path, truncate=truncate, **kwargs)
+        finally:
+            self._drop(path)
+
+    def rm_file(self, path: str) -> None:
+        path = self._strip_protocol(path)
+        try:
+            self.fs.rm_file(path)
+        finally:
+            self._drop(path)
+
+    def _rm(self, path: str) -> None:
+        self.rm_file(path)
+
+    def rm(
+        self, path: Union[str, list[str]], recursive: bool = False, maxdepth: Optional[int] = None
+    ) -> None:
+        files = self._files(path, recursive, maxdepth)
+        try:
+            self.fs.rm(path, recursive=recursive, maxdepth=maxdepth)
+        finally:
+            for name in files:
+                self._drop(name)
+
+    def mv(
+        self,
+        path1: Union[str, list[str]],
+        path2: str,
+        recursive: bool = False,
+        maxdepth: Optional[int] = None,
+        **kwargs: Any,
+    ) -> None:
+        sources = self._files(path1, recursive, maxdepth)
+        try:
+            self.fs.mv(path1, path2, recursive=recursive, maxdepth=maxdepth, **kwargs)
+        finally:
+            for name in sources + self._files(path2, True, None):
+                self._drop(name)
+
+    def _files(
+        self, path: Union[str, list[str]], recursive: bool, maxdepth: Optional[int]
+    ) -> list[str]:
+        """The target's paths that ``path`` names (empty when none)."""
+        try:
+            names: list[str] = self.fs.expand_path(path, recursive=recursive, maxdepth=maxdepth)
+        except (FileNotFoundError, ValueError):
+            return []
+        return names
+
+
+def _resolve(start: Optional[int], end: Optional[int], size: int) -> tuple[int, int]:
+    """Slice bounds (None, negative from the end) as offsets in [0, size]."""
+    lo = 0 if start is None else (max(0, size + start) if start < 0 else min(start, size))
+    hi = size if end is None else (max(0, size + end) if end < 0 else min(end, size))
+    return lo, max(lo, hi)
+
+
+class BlobcacheFile(AbstractBufferedFile):
+    """A file of a ``BlobcacheFileSystem`` opened for reading: its reads
+    come from the cache's pieces of the version found at open, missing
+    ones fetched (see the module's documentation)."""
+
+    fs: BlobcacheFileSystem
+
+    def __init__(
+        self,
+        fs: BlobcacheFileSystem,
+        path: str,
+        entry: _Entry,
+        block_size: Optional[int] = None,
+        cache_options: Optional[dict[str, Any]] = None,
+    ) -> None:
+        self.entry = entry
+        self._served = False
+        # cache_type="none": the store is the cache; each read asks it for
+        # exactly its range.
+        super().__init__(
+            fs,
+            path,
+            "rb",
+            block_size=block_size or "default",
+            cache_type="none",
+            cache_options=cache_options,
+            size=entry.size,
+        )
+        self.details = dict(entry.info)
+
+    def _fetch_range(self, start: int, end: int) -> bytes:
+        while True:
+            try:
+                data = self.fs._read(self.path, self.entry, start, end)
+            except _Changed:
+                self.fs._stats["restarts"] += 1
+                if self._served:
+                    raise OSError(
+                        errno.ESTALE, "the file was replaced or deleted while open", self.path
+                    ) from None
+                entry = self.fs._current(self.path, force=True)
+                if entry is None or entry.size != self.entry.size:
+                    raise OSError(
+                        errno.ESTALE, "the file was replaced or deleted while open", self.path
+                    ) from None
+                self.entry = entry  # nothing returned yet: read the new version
+                continue
+            self._served = True
+            return data

@@ -1,0 +1,430 @@
+"""``blobcache::``: the caching file system in front of another fsspec
+file system (``blobcask.fsspec_cache``), against ``memory://`` targets that
+count what is asked of them. Freshness, identity, restarts, damage and a
+full store; the S3 test is in test_fsspec_cache_s3.py."""
+
+from __future__ import annotations
+
+import errno
+import inspect
+import os
+from collections import Counter
+
+import fsspec
+import pytest
+from fsspec.implementations.memory import MemoryFileSystem
+
+import blobcask
+from blobcask import fsspec_cache
+from blobcask.fsspec_cache import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_WHOLE_FILE_LIMIT,
+    BlobcacheFileSystem,
+    identity_of,
+)
+from conftest import pattern
+
+B = 8192  # block size of most tests: a few blocks make a small file
+
+
+class CountingFS(MemoryFileSystem):
+    """An independent memory file system that counts its ``info`` and
+    ``cat_file`` calls (every read of bytes, ranged or whole, is one
+    ``cat_file``: the base ``cat_ranges`` calls it per range) and records
+    the ranges read. ``after_read`` runs after each read of bytes."""
+
+    def __init__(self) -> None:
+        super().__init__(global_store=False)
+        self.calls: Counter[str] = Counter()
+        self.ranges: list[tuple[str, int | None, int | None]] = []
+        self.after_read = None
+
+    def info(self, path, **kwargs):
+        self.calls["info"] += 1
+        return super().info(path, **kwargs)
+
+    def cat_file(self, path, start=None, end=None, **kwargs):
+        self.calls["cat_file"] += 1
+        self.ranges.append((self._strip_protocol(path), start, end))
+        data = super().cat_file(path, start=start, end=end, **kwargs)
+        if self.after_read is not None:
+            self.after_read()
+        return data
+
+    def reset(self) -> None:
+        self.calls.clear()
+        self.ranges.clear()
+
+
+@pytest.fixture
+def remote():
+    return CountingFS(skip_instance_cache=True)
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The cache's clock, moved by hand: ``clock.now = ...``."""
+
+    class Clock:
+        now = 1_000_000.0
+
+    monkeypatch.setattr(fsspec_cache, "_clock", lambda: Clock.now)
+    return Clock
+
+
+def cache_on(path, remote, **options):
+    options.setdefault("block_size", B)
+    options.setdefault("whole_file_limit", B)
+    return BlobcacheFileSystem(store=path, fs=remote, skip_instance_cache=True, **options)
+
+
+@pytest.fixture
+def caches():
+    made = []
+
+    def make(path, remote, **options):
+        fs = cache_on(path, remote, **options)
+        made.append(fs)
+        return fs
+
+    yield make
+    for fs in made:
+        fs.close()
+
+
+V1 = pattern(1, 5 * B + 123)  # six blocks, the last one short
+V2 = pattern(2, 5 * B + 123)  # same size: only the identity tells them apart
+
+
+def test_defaults_are_the_named_constants():
+    params = inspect.signature(BlobcacheFileSystem.__init__).parameters
+    assert params["block_size"].default == DEFAULT_BLOCK_SIZE == 1 << 20
+    assert params["whole_file_limit"].default == DEFAULT_WHOLE_FILE_LIMIT == 1 << 20
+    assert params["check"].default is None  # "always" unless expiry= is given
+
+
+def test_identity_prefers_etag_and_version_then_mtime_and_size():
+    etag = identity_of({"size": 3, "ETag": '"abc"', "LastModified": 5})
+    assert etag is not None and "abc" in etag and "LastModified" not in etag
+    assert identity_of({"size": 3, "ETag": '"abc"'}) != identity_of({"size": 3, "ETag": '"abd"'})
+    assert identity_of({"size": 3, "version": 7}) != identity_of({"size": 3, "version": 8})
+    assert identity_of({"size": 3, "mtime": 1.5}) != identity_of({"size": 4, "mtime": 1.5})
+    assert identity_of({"size": 3, "name": "x"}) is None
+
+
+def test_second_read_with_expiry_asks_the_target_nothing(path, remote, caches, clock):
+    remote.pipe_file("/d/big", V1)
+    remote.pipe_file("/d/small", b"tiny")
+    fs = caches(path, remote, expiry=60)
+    assert fs.cat_file("/d/big") == V1
+    assert fs.cat_file("/d/small") == b"tiny"
+    misses = fs.cache_stats()["misses"]
+    assert misses == 7  # six blocks and a whole file
+    remote.reset()
+    clock.now += 59
+    assert fs.cat_file("/d/big") == V1
+    assert fs.cat_file("/d/big", start=B - 10, end=3 * B + 7) == V1[B - 10 : 3 * B + 7]
+    with fs.open("/d/big", "rb") as f:
+        f.seek(2 * B + 5)
+        assert f.read(B) == V1[2 * B + 5 : 3 * B + 5]
+    assert fs.cat_file("/d/small") == b"tiny"
+    assert fs.info("/d/big")["size"] == len(V1)
+    assert remote.calls == {}
+    assert fs.cache_stats()["misses"] == misses
+
+
+def test_second_read_with_check_always_costs_one_info_and_no_bytes(path, remote, caches):
+    remote.pipe_file("/d/big", V1)
+    fs = caches(path, remote)
+    assert fs.cat_file("/d/big") == V1
+    remote.reset()
+    assert fs.cat_file("/d/big") == V1
+    assert remote.calls == {"info": 1}
+    remote.reset()
+    with fs.open("/d/big", "rb") as f:
+        assert f.read() == V1
+    assert remote.calls == {"info": 1}
+
+
+def test_reads_fetch_only_missing_blocks_in_coalesced_ranges(path, remote, caches):
+    remote.pipe_file("/f", V1)
+    fs = caches(path, remote, expiry=60)
+    assert fs.cat_file("/f", start=2 * B + 1, end=4 * B - 1) == V1[2 * B + 1 : 4 * B - 1]
+    assert remote.ranges == [("/f", 2 * B, 4 * B)]  # blocks 2 and 3, aligned
+    remote.reset()
+    with fs.open("/f", "rb") as f:
+        assert f.read() == V1
+    # blocks 0-1 in one request, 4-5 (the short last one) in another
+    assert remote.ranges == [("/f", 0, 2 * B), ("/f", 4 * B, len(V1))]
+
+
+def test_a_small_file_is_fetched_and_cached_whole(path, remote, caches):
+    remote.pipe_file("/s", V1[:B])
+    fs = caches(path, remote, expiry=60)
+    assert fs.cat_file("/s", start=10, end=20) == V1[10:20]
+    assert remote.ranges == [("/s", None, None)]
+    remote.reset()
+    assert fs.cat_file("/s", start=-5) == V1[B - 5 : B]
+    assert remote.calls == {}
+
+
+def test_check_always_serves_the_current_bytes_or_file_not_found(path, remote, caches):
+    remote.pipe_file("/f", V1)
+    remote.pipe_file("/s", b"small one")
+    fs = caches(path, remote)
+    assert fs.cat_file("/f") == V1 and fs.cat_file("/s") == b"small one"
+    remote.pipe_file("/f", V2)  # behind the cache's back
+    remote.pipe_file("/s", b"small two")
+    assert fs.cat_file("/f") == V2
+    assert fs.cat_file("/s") == b"small two"
+    with fs.open("/f", "rb") as f:
+        assert f.read() == V2
+    remote.rm_file("/f")
+    with pytest.raises(FileNotFoundError):
+        fs.cat_file("/f")
+    with pytest.raises(FileNotFoundError):
+        fs.open("/f", "rb")
+    # and what was cached for it is gone
+    prefix = fs._prefix("/f")
+    assert list(fs.store.list(prefix)) == []
+
+
+def test_expiry_serves_nothing_older_than_t(path, remote, caches, clock):
+    remote.pipe_file("/f", V1)
+    fs = caches(path, remote, expiry=10)
+    assert fs.cat_file("/f") == V1  # confirmed at t0
+    t0 = clock.now
+    clock.now = t0 + 1
+    remote.pipe_file("/f", V2)  # replaced at t0 + 1
+    clock.now = t0 + 9
+    assert fs.cat_file("/f") == V1  # v1 was current 9 s ago: allowed
+    clock.now = t0 + 10.5
+    assert fs.cat_file("/f") == V2  # more than T since the confirmation
+    assert fs.info("/f")["size"] == len(V2)
+    t1 = clock.now
+    remote.rm_file("/f")
+    clock.now = t1 + 5
+    assert fs.cat_file("/f") == V2
+    clock.now = t1 + 10.5
+    with pytest.raises(FileNotFoundError):
+        fs.cat_file("/f")
+
+
+def test_expiry_with_a_stale_identity_restarts_on_the_new_version(path, remote, caches, clock):
+    """A trusted identity whose file has changed: the first fetch of a
+    missing block finds out, and the read restarts on the new version
+    rather than joining new blocks to old ones."""
+    remote.pipe_file("/f", V1)
+    fs = caches(path, remote, expiry=60)
+    assert fs.cat_file("/f", start=0, end=B) == V1[:B]  # block 0 of v1 cached
+    remote.pipe_file("/f", V2)
+    assert fs.cat_file("/f") == V2
+    assert fs.cache_stats()["restarts"] == 1
+    with fs.open("/f", "rb") as f:  # now cached under v2's identity
+        assert f.read() == V2
+
+
+def test_a_read_racing_an_overwrite_between_block_fetches_never_mixes(path, remote, caches):
+    remote.pipe_file("/f", V1)
+    fs = caches(path, remote)
+    # blocks 1 and 3 cached: a whole read then fetches 0, 2 and 4-5 separately
+    fs.cat_file("/f", start=B, end=2 * B)
+    fs.cat_file("/f", start=3 * B, end=4 * B)
+    remote.reset()
+    overwrites = []
+
+    def overwrite_once():
+        if not overwrites:
+            overwrites.append(1)
+            remote.pipe_file("/f", V2)
+
+    remote.after_read = overwrite_once  # lands after the first block fetch
+    assert fs.cat_file("/f") == V2
+    assert fs.cache_stats()["restarts"] == 1
+    remote.after_read = None
+    assert fs.cat_file("/f") == V2
+
+    # A file object that has returned bytes of one version refuses to go
+    # on with another's.
+    remote.pipe_file("/g", V1)
+    with fs.open("/g", "rb") as f:
+        assert f.read(B) == V1[:B]
+        remote.pipe_file("/g", V2)
+        with pytest.raises(OSError) as e:
+            f.read()
+        assert e.value.errno == errno.ESTALE
+    # One that has returned nothing yet reads the new version whole.
+    remote.pipe_file("/h", V1)
+    with fs.open("/h", "rb") as f:
+        remote.pipe_file("/h", V2)
+        assert f.read() == V2
+
+
+def test_writes_through_the_cache_reach_the_target_and_invalidate(path, remote, caches, clock):
+    """With a long expiry, only the invalidation makes these reads fresh."""
+    remote.pipe_file("/w/a", V1)
+    fs = caches(path, remote, expiry=3600)
+    assert fs.cat_file("/w/a") == V1
+    fs.pipe_file("/w/a", V2)
+    assert remote.cat_file("/w/a") == V2 and fs.cat_file("/w/a") == V2
+    with fs.open("/w/a", "wb") as f:
+        f.write(b"written through")
+    assert remote.cat_file("/w/a") == b"written through"
+    assert fs.cat_file("/w/a") == b"written through"
+    fs.mv("/w/a", "/w/b")
+    assert remote.cat_file("/w/b") == b"written through"
+    with pytest.raises(FileNotFoundError):
+        fs.cat_file("/w/a")
+    assert fs.cat_file("/w/b") == b"written through"
+    fs.rm("/w", recursive=True)
+    with pytest.raises(FileNotFoundError):
+        fs.cat_file("/w/b")
+    assert list(fs.store.list("bc1/")) == []
+
+
+def test_listings_pass_through(path, remote, caches):
+    remote.pipe_file("/l/x/1", b"1")
+    remote.pipe_file("/l/2", b"22")
+    fs = caches(path, remote, expiry=60)
+    assert fs.ls("/l", detail=False) == remote.ls("/l", detail=False)
+    assert fs.find("/l") == remote.find("/l") == ["/l/2", "/l/x/1"]
+    assert fs.glob("/l/*") == remote.glob("/l/*")
+    assert fs.isdir("/l/x") and fs.exists("/l/2") and not fs.exists("/l/3")
+
+
+def test_a_restart_keeps_pieces_and_confirmation_times(path, remote, caches, clock):
+    remote.pipe_file("/r", V1)
+    fs = caches(path, remote, expiry=60)
+    assert fs.cat_file("/r") == V1
+    fs.close()
+    with pytest.raises(blobcask.ClosedError):
+        fs.store.stats()
+    remote.reset()
+    fs = caches(path, remote, expiry=60)
+    clock.now += 30
+    assert fs.cat_file("/r") == V1
+    assert remote.calls == {}  # confirmed 30 s ago, before the restart
+    clock.now += 31
+    assert fs.cat_file("/r") == V1
+    assert remote.calls == {"info": 1}  # confirmed again; bytes still cached
+    remote.reset()
+    clock.now += 50
+    assert fs.cat_file("/r") == V1
+    assert remote.calls == {}  # the new confirmation time was kept
+    fs.close()
+    remote.reset()
+    fs = caches(path, remote)  # check="always" on the same store
+    assert fs.cat_file("/r") == V1
+    assert remote.calls == {"info": 1}
+
+
+def flip_a_byte_of(store_path: str, chunk: bytes) -> None:
+    raw = bytearray(open(store_path, "rb").read())
+    at = raw.find(chunk)
+    assert at >= 0 and raw.find(chunk, at + 1) < 0, "the chunk is not once in the store file"
+    raw[at + 10] ^= 0x01
+    with open(store_path, "wb") as f:
+        f.write(raw)
+
+
+def test_a_damaged_piece_is_fetched_again_never_served(path, remote, caches, clock):
+    data = os.urandom(5 * B + 123)  # random: a chunk of it is nowhere else
+    remote.pipe_file("/c", data)
+    fs = caches(path, remote, expiry=60)
+    assert fs.cat_file("/c") == data
+    fs.close()
+    flip_a_byte_of(path, data[2 * B + 100 : 2 * B + 164])  # inside block 2
+    remote.reset()
+    fs = caches(path, remote, expiry=60)
+    assert fs.cat_file("/c") == data
+    assert remote.ranges == [("/c", 2 * B, 3 * B)]
+    assert fs.cache_stats()["corrupt"] == 1
+    remote.reset()
+    assert fs.cat_file("/c") == data  # stored again, whole
+    assert remote.calls == {}
+
+
+def test_a_full_store_passes_reads_through(tmp_path, remote, caches):
+    big = pattern(3, 24 << 20)
+    remote.pipe_file("/big", big)
+    fs = caches(
+        str(tmp_path / "small.blobcask"),
+        remote,
+        block_size=1 << 20,
+        whole_file_limit=0,
+        store_options={"capacity": 16 << 20, "max_capacity": 16 << 20},
+    )
+    assert fs.cat_file("/big") == big
+    assert fs.cache_stats()["uncached"] >= 1
+    with fs.open("/big", "rb") as f:
+        f.seek(20 << 20)
+        assert f.read(100) == big[20 << 20 : (20 << 20) + 100]
+
+
+def test_a_target_without_identity_is_read_uncached(path, caches):
+    class NoIdentity(CountingFS):
+        def info(self, path, **kwargs):
+            info = dict(super().info(path, **kwargs))
+            info.pop("created", None)
+            return info
+
+    remote = NoIdentity(skip_instance_cache=True)
+    remote.pipe_file("/n", V1)
+    fs = caches(path, remote, expiry=60)
+    assert fs.cat_file("/n") == V1 and fs.cat_file("/n", start=5, end=9) == V1[5:9]
+    with fs.open("/n", "rb") as f:
+        assert f.read() == V1
+    assert list(fs.store.list("bc1/")) == []
+
+
+def test_a_chained_url_opens_through_the_cache(path):
+    assert fsspec.get_filesystem_class("blobcache") is BlobcacheFileSystem
+    memory = fsspec.filesystem("memory")
+    memory.pipe_file(f"/chained/{id(path)}/data.bin", V1)
+    url = f"blobcache::memory://chained/{id(path)}/data.bin"
+    with fsspec.open(url, "rb", blobcache={"store": path, "expiry": 60}) as f:
+        assert f.read() == V1
+        cache_fs = f.fs
+    assert isinstance(cache_fs, BlobcacheFileSystem) and cache_fs.fs.protocol == "memory"
+    memory.rm_file(f"/chained/{id(path)}/data.bin")  # cached: still served
+    with fsspec.open(url, "rb", blobcache={"store": path, "expiry": 60}) as f:
+        assert f.read() == V1
+    cache_fs.close()
+
+
+@pytest.mark.parametrize(
+    "options, error",
+    [
+        ({"expiry": "60"}, TypeError),
+        ({"expiry": True}, TypeError),
+        ({"expiry": -1}, ValueError),
+        ({"expiry": float("nan")}, ValueError),
+        ({"check": "sometimes"}, ValueError),
+        ({"check": 1}, TypeError),
+        ({"check": "expiry"}, ValueError),
+        ({"check": "always", "expiry": 5}, ValueError),
+        ({"block_size": 1.5}, TypeError),
+        ({"block_size": 0}, ValueError),
+        ({"whole_file_limit": "1M"}, TypeError),
+        ({"store_options": [("capacity", 1)]}, TypeError),
+        ({"store_options": {"no_such_option": 1}}, TypeError),
+        ({"namespace": 5}, TypeError),
+        ({"store": 5}, TypeError),
+        ({"store": None}, ValueError),
+        ({"target_protocol": "memory"}, ValueError),  # and fs=
+    ],
+)
+def test_wrong_options_are_refused(path, remote, options, error):
+    options = {"store": path, "fs": remote, **options}
+    with pytest.raises(error):
+        BlobcacheFileSystem(skip_instance_cache=True, **options)
+
+
+def test_target_protocol_and_fs_exclusive_and_typed(path):
+    with pytest.raises(ValueError):
+        BlobcacheFileSystem(store=path, skip_instance_cache=True)
+    with pytest.raises(TypeError):
+        BlobcacheFileSystem(store=path, fs="memory", skip_instance_cache=True)
+    with pytest.raises(TypeError):
+        BlobcacheFileSystem(store=path, target_protocol="memory", target_options=[1],
+                            skip_instance_cache=True)
