@@ -224,6 +224,20 @@ def test_expiry_with_a_stale_identity_restarts_on_the_new_version(path, remote, 
         assert f.read() == V2
 
 
+def test_expiry_with_a_deleted_file_and_a_missing_block_drops_it(path, remote, caches, clock):
+    """Trusted, but a block must be fetched and the file is gone: the
+    read asks again and reports the deletion (dropping what was cached)
+    rather than failing on the half it could serve."""
+    remote.pipe_file("/f", V1)
+    fs = caches(path, remote, expiry=60)
+    assert fs.cat_file("/f", start=0, end=B) == V1[:B]
+    remote.rm_file("/f")
+    assert fs.cat_file("/f", start=0, end=B) == V1[:B]  # cached and trusted
+    with pytest.raises(FileNotFoundError):
+        fs.cat_file("/f")
+    assert list(fs.store.list("bc1/")) == []
+
+
 def test_a_read_racing_an_overwrite_between_block_fetches_never_mixes(path, remote, caches):
     remote.pipe_file("/f", V1)
     fs = caches(path, remote)

@@ -515,7 +515,10 @@ class BlobcacheFileSystem(ChainedFileSystem):
             self._stats["hits"] += 1
             return piece
         self._stats["misses"] += 1
-        data = self.fs.cat_file(path)
+        try:
+            data = self.fs.cat_file(path)
+        except FileNotFoundError:
+            raise _Changed() from None
         if len(data) != entry.size:
             raise _Changed()
         self._verify(path, entry)
@@ -536,7 +539,10 @@ class BlobcacheFileSystem(ChainedFileSystem):
         starts = [run[0] * b for run in runs]
         ends = [min((run[-1] + 1) * b, size) for run in runs]
         self._stats["misses"] += len(indexes)
-        datas = self.fs.cat_ranges([path] * len(runs), starts, ends, on_error="raise")
+        try:
+            datas = self.fs.cat_ranges([path] * len(runs), starts, ends, on_error="raise")
+        except FileNotFoundError:
+            raise _Changed() from None
         blocks: dict[int, bytes] = {}
         for run, lo, hi, data in zip(runs, starts, ends, datas):
             if isinstance(data, BaseException):
@@ -573,8 +579,14 @@ class BlobcacheFileSystem(ChainedFileSystem):
         self, path: str, start: Optional[int] = None, end: Optional[int] = None, **kwargs: Any
     ) -> bytes:
         """Bytes ``[start:end]`` of the file (negative counts from the end),
-        from the cache where it holds them, of one version."""
-        return self._cat_range(self._strip_protocol(path), start, end)
+        from the cache where it holds them, of one version. Options for
+        the target (``version_id=``, ...) make it a read of the target,
+        uncached: the cache cannot tell what they select."""
+        path = self._strip_protocol(path)
+        if kwargs:
+            data: bytes = self.fs.cat_file(path, start=start, end=end, **kwargs)
+            return data
+        return self._cat_range(path, start, end)
 
     def _open(
         self,
@@ -600,16 +612,18 @@ class BlobcacheFileSystem(ChainedFileSystem):
 
             f.close = close_then_invalidate
             return f
-        entry = self._current(path)
-        if entry is None:
-            return self.fs.open(path, mode, block_size=block_size, **kwargs)
+        entry = None if kwargs else self._current(path)
+        if entry is None:  # no identity, or options for the target: uncached
+            return self.fs.open(
+                path, mode, block_size=block_size, cache_options=cache_options, **kwargs
+            )
         return BlobcacheFile(self, path, entry, block_size=block_size, cache_options=cache_options)
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         """The target's ``info()``; with ``expiry``, the cached one while
         it is fresh."""
         path = self._strip_protocol(path)
-        if self._expiry is not None:
+        if self._expiry is not None and not kwargs:
             entry = self._load_entry(path)
             if entry is not None and self._fresh(entry):
                 return dict(entry.info)
