@@ -274,6 +274,25 @@ def test_a_read_racing_an_overwrite_between_block_fetches_never_mixes(path, remo
         assert f.read() == V2
 
 
+def test_a_file_changing_at_every_fetch_is_estale_not_a_mix(path, remote, caches):
+    remote.pipe_file("/f", V1)
+    fs = caches(path, remote)
+    versions = [V1, V2]
+
+    def overwrite_always():
+        versions.reverse()
+        remote.pipe_file("/f", versions[0])
+
+    remote.after_read = overwrite_always
+    with pytest.raises(OSError) as e:
+        fs.cat_file("/f")
+    assert e.value.errno == errno.ESTALE
+    assert fs.cache_stats()["restarts"] == fsspec_cache.MAX_RESTARTS
+    with pytest.raises(OSError) as e:
+        fs.open("/f", "rb").read()
+    assert e.value.errno == errno.ESTALE
+
+
 def test_writes_through_the_cache_reach_the_target_and_invalidate(path, remote, caches, clock):
     """With a long expiry, only the invalidation makes these reads fresh."""
     remote.pipe_file("/w/a", V1)

@@ -773,21 +773,18 @@ class BlobcacheFile(AbstractBufferedFile):
         self.details = dict(entry.info)
 
     def _fetch_range(self, start: int, end: int) -> bytes:
-        while True:
+        for _ in range(MAX_RESTARTS):
             try:
                 data = self.fs._read(self.path, self.entry, start, end)
             except _Changed:
                 self.fs._stats["restarts"] += 1
                 if self._served:
-                    raise OSError(
-                        errno.ESTALE, "the file was replaced or deleted while open", self.path
-                    ) from None
+                    break
                 entry = self.fs._current(self.path, force=True)
                 if entry is None or entry.size != self.entry.size:
-                    raise OSError(
-                        errno.ESTALE, "the file was replaced or deleted while open", self.path
-                    ) from None
+                    break
                 self.entry = entry  # nothing returned yet: read the new version
                 continue
             self._served = True
             return data
+        raise OSError(errno.ESTALE, "the file was replaced or deleted while open", self.path)
