@@ -8,6 +8,9 @@ from __future__ import annotations
 import errno
 import inspect
 import os
+import random
+import threading
+import time
 from collections import Counter
 
 import fsspec
@@ -291,6 +294,47 @@ def test_a_file_changing_at_every_fetch_is_estale_not_a_mix(path, remote, caches
     with pytest.raises(OSError) as e:
         fs.open("/f", "rb").read()
     assert e.value.errno == errno.ESTALE
+
+
+def test_concurrent_readers_under_overwrites_see_one_version_per_read(path, remote, caches):
+    """8 threads read random ranges through one cache (check="always")
+    while the file flips between two versions behind its back: every
+    read is a slice of one version, or ESTALE, never a mix."""
+    remote.pipe_file("/f", V1)
+    fs = caches(path, remote)
+    stop = threading.Event()
+    outcomes: Counter[str] = Counter()
+    failures: list[str] = []
+
+    def reader(seed: int) -> None:
+        rng = random.Random(seed)
+        while not stop.is_set():
+            start = rng.randrange(len(V1))
+            end = rng.randrange(start, len(V1) + 1)
+            try:
+                data = fs.cat_file("/f", start=start, end=end)
+            except OSError as e:
+                outcomes["estale" if e.errno == errno.ESTALE else repr(e)] += 1
+                continue
+            if data == V1[start:end]:
+                outcomes["v1"] += 1
+            elif data == V2[start:end]:
+                outcomes["v2"] += 1
+            else:
+                failures.append(f"mixed read of [{start}, {end})")
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for i in range(40):
+        time.sleep(0.01)
+        remote.pipe_file("/f", V2 if i % 2 == 0 else V1)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert outcomes["v1"] > 0 and outcomes["v2"] > 0
+    assert set(outcomes) <= {"v1", "v2", "estale"}, outcomes
 
 
 def test_writes_through_the_cache_reach_the_target_and_invalidate(path, remote, caches, clock):
