@@ -421,6 +421,67 @@ def test_a_damaged_piece_is_fetched_again_never_served(path, remote, caches, clo
     assert remote.calls == {}
 
 
+def test_a_damaged_record_is_read_past_never_trusted(path, remote, caches, clock):
+    """A flipped byte in the tuple block holding a file's record (its
+    identity and confirmation time, stored inline): the store refuses the
+    block's keys, then every change, and the cache reads through to the
+    target instead of failing, trusting no record it could not update."""
+    data = os.urandom(3 * B)
+    remote.pipe_file("/c", data)
+    fs = caches(path, remote, expiry=60)
+    assert fs.cat_file("/c") == data
+    fs.close()
+    flip_a_byte_of(path, b'"confirmed": ')
+    remote.reset()
+    fs = cache_on(path, remote, expiry=60)
+    try:
+        assert fs.cat_file("/c") == data
+        assert fs.cat_file("/c", start=B, end=B + 10) == data[B : B + 10]
+        with fs.open("/c", "rb") as f:
+            assert f.read() == data
+        assert fs.cache_stats()["corrupt"] >= 1
+        # No record is trusted now: every read asks the target, so a write
+        # whose invalidation the store refused is still seen.
+        remote.reset()
+        assert fs.cat_file("/c") == data
+        assert remote.calls["info"] >= 1
+        fs.pipe_file("/c", b"new")
+        assert fs.cat_file("/c") == b"new"
+    finally:
+        try:
+            fs.close()
+        except blobcask.CorruptError:
+            pass  # the store reports the damage it found; not the cache's to hide
+
+
+def test_after_the_store_refuses_changes_no_record_is_trusted(path, remote, caches, clock):
+    """Once the store refuses changes (damage found in one tuple block),
+    records in intact blocks still read but can no longer be updated or
+    dropped: a write through the cache could not invalidate its record,
+    so expiry must not trust it, and the write is seen."""
+    names = [f"/f{i:02d}" for i in range(60)]
+    for name in names:
+        remote.pipe_file(name, f"old {name}".encode())
+    fs = caches(path, remote, expiry=60)
+    for name in names:
+        assert fs.cat_file(name) == f"old {name}".encode()
+    fs.close()
+    flip_a_byte_of(path, b'"name": "/f00"')
+    fs = cache_on(path, remote, expiry=60)
+    try:
+        last = names[-1]
+        assert fs.store.get(fs._prefix(last) + "m") is not None  # in an intact block
+        assert fs.cat_file(names[0]) == b"old /f00"  # its record is damaged
+        fs.pipe_file(last, b"new")  # the store refuses to drop the record
+        assert fs.cat_file(last) == b"new"
+        assert fs.cache_stats()["corrupt"] >= 1
+    finally:
+        try:
+            fs.close()
+        except blobcask.CorruptError:
+            pass
+
+
 def test_a_full_store_passes_reads_through(tmp_path, remote, caches):
     big = pattern(3, 24 << 20)
     remote.pipe_file("/big", big)

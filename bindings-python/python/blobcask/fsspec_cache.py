@@ -54,9 +54,14 @@ Writes (``open(..., "wb")``, ``pipe_file``, ``put_file``, ``cp_file``,
 cache at the file's close, before the transaction commits.
 
 Damage and room. A cached piece that the store reports damaged
-(``CorruptError``) is deleted and fetched again, never served. A full store
-(``NoSpaceError``, e.g. with ``store_options={"max_capacity": ...}``) makes
-reads pass through uncached; nothing fails. ``cache_stats()`` counts hits,
+(``CorruptError``) is deleted and fetched again, never served. Damage in a
+tuple block makes the store refuse every change until it is reopened
+(and reported again at close and open: the cache never reformats its
+file); reads then go on uncached, and since records can no longer be
+updated or dropped, none is trusted without asking the target. A full
+store (``NoSpaceError``, e.g. with ``store_options={"max_capacity": ...}``)
+or a piece too large for it makes reads pass through uncached; nothing
+fails. ``cache_stats()`` counts hits,
 misses, pieces dropped as damaged and pieces left uncached for room.
 
 Stores opened from a path default to ``durability="buffered"`` with
@@ -83,7 +88,7 @@ from fsspec.spec import AbstractBufferedFile
 
 from ._native import Store as _NativeStore
 from ._store import Store
-from .errors import CorruptError, NoSpaceError, NotFoundError
+from .errors import CorruptError, NoSpaceError, NotFoundError, TooLargeError
 from .fsspec import _open_ordered, _opened, _opened_lock
 
 __all__ = [
@@ -265,6 +270,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
         self.namespace = namespace if namespace is not None else self._default_namespace()
         self.store, self._own_path = self._store(store, store_options)
         self._stats = {"hits": 0, "misses": 0, "corrupt": 0, "uncached": 0, "restarts": 0}
+        self._trust_records = True  # until the store refuses a change
 
         strip_own = getattr(type(self), "_strip_protocol")
 
@@ -356,19 +362,37 @@ class BlobcacheFileSystem(ChainedFileSystem):
     # -- the store, never failing a read ----------------------------------
 
     def _put(self, key: str, value: Any) -> bool:
-        """Stores a piece; False (and nothing stored) when the store is full."""
+        """Stores a piece; False (and nothing stored) when the store is
+        full, or refuses changes for damage it found (the read goes on
+        uncached; the store reports the damage at close and open)."""
         try:
             self.store.put(key, value)
-        except NoSpaceError:
+        except (NoSpaceError, TooLargeError):
             self._stats["uncached"] += 1
+            return False
+        except CorruptError:
+            self._refused_change()
             return False
         return True
 
     def _delete(self, key: str) -> None:
+        """Deletes a piece or record if it can: one in a damaged tuple
+        block stays, unreadable (every read of it is CorruptError, so it
+        is never served)."""
         try:
             self.store.delete(key)
         except NotFoundError:
             pass
+        except CorruptError:
+            self._refused_change()
+
+    def _refused_change(self) -> None:
+        """The store refused a change for damage it found (it then refuses
+        every change until reopened): records it could not update or drop
+        may be out of date, so from now on none is trusted without asking
+        the target (``expiry`` acts as ``check="always"``)."""
+        self._stats["corrupt"] += 1
+        self._trust_records = False
 
     def _read_piece(self, key: str, offset: int, length: int) -> Optional[bytes]:
         """``length`` bytes of a cached piece from ``offset``, or None when
@@ -457,7 +481,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
         return entry
 
     def _fresh(self, entry: Optional[_Entry]) -> bool:
-        if entry is None or self._expiry is None:
+        if entry is None or self._expiry is None or not self._trust_records:
             return False
         age = _clock() - entry.confirmed
         return 0 <= age <= self._expiry
