@@ -14,6 +14,7 @@ import time
 from collections import Counter
 
 import fsspec
+import fsspec.tests.abstract as abstract
 import pytest
 from fsspec.implementations.memory import MemoryFileSystem
 
@@ -93,6 +94,57 @@ def caches():
     yield make
     for fs in made:
         fs.close()
+
+
+class CacheOverMemoryFixtures(abstract.AbstractFixtures):
+    """fsspec's own suites (copy, get, put, open, pipe) through the cache
+    with a long expiry, over an independent memory file system: what they
+    write through the cache they must read back through it."""
+
+    @pytest.fixture
+    def fs(self, tmp_path):
+        target = MemoryFileSystem(global_store=False, skip_instance_cache=True)
+        fs = BlobcacheFileSystem(
+            store=tmp_path / "suite.blobcask",
+            fs=target,
+            expiry=3600,
+            store_options={"capacity": 4 << 20},
+            skip_instance_cache=True,
+        )
+        yield fs
+        fs.close()
+
+    @pytest.fixture
+    def fs_join(self):
+        return lambda *parts: "/".join(parts)
+
+    @pytest.fixture
+    def fs_path(self):
+        return "/root"
+
+    @pytest.fixture
+    def supports_empty_directories(self):
+        return True
+
+
+class TestCacheCopy(abstract.AbstractCopyTests, CacheOverMemoryFixtures):
+    pass
+
+
+class TestCacheGet(abstract.AbstractGetTests, CacheOverMemoryFixtures):
+    pass
+
+
+class TestCachePut(abstract.AbstractPutTests, CacheOverMemoryFixtures):
+    pass
+
+
+class TestCacheOpen(abstract.AbstractOpenTests, CacheOverMemoryFixtures):
+    pass
+
+
+class TestCachePipe(abstract.AbstractPipeTests, CacheOverMemoryFixtures):
+    pass
 
 
 V1 = pattern(1, 5 * B + 123)  # six blocks, the last one short
