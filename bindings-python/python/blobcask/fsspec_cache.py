@@ -28,7 +28,8 @@ from the target's ``info()``: its ETag and/or version (``ETag``/``etag``,
 ``VersionId``/``generation``/``version``: S3, GCS, blobcask) when the target
 gives one, else its modification time and size (``mtime``,
 ``LastModified``, ``created``, ...: local files, ``memory://``). A file whose
-``info()`` has none of these is not cached (read straight from the target).
+``info()`` has none of these, or no size, is not cached (read straight from
+the target).
 After every fetch from the target the identity is read again; if it
 changed, the fetched bytes belong to another version, and the read starts
 over under the new identity (``cat_file``: up to 3 times, then
@@ -467,12 +468,12 @@ class BlobcacheFileSystem(ChainedFileSystem):
         info = self._remote_info(path)
         if info.get("type", "file") != "file":
             raise IsADirectoryError(errno.EISDIR, "not a file", path)
-        identity = identity_of(info)
-        if identity is None:
+        identity, size = identity_of(info), info.get("size")
+        if identity is None or not isinstance(size, int) or isinstance(size, bool):
             if known is not None:
                 self._drop(path)
-            return None
-        entry = _Entry(identity, int(info["size"]), before, info)
+            return None  # no version, or no size, to key pieces by
+        entry = _Entry(identity, size, before, info)
         changed = known is None or known.identity != identity
         if changed:
             self._drop(path, keep=entry)
