@@ -73,20 +73,18 @@ whole or absent); ``store_options`` override it.
 
 from __future__ import annotations
 
-import datetime
 import errno
 import hashlib
 import json
-import math
 import os
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
 
 import fsspec
 from fsspec.implementations.chained import ChainedFileSystem
 from fsspec.spec import AbstractBufferedFile
 
+from ._cache_entry import Entry, check_size, freshness, identity_of
 from ._native import Store as _NativeStore
 from ._store import Store
 from .errors import CorruptError, NoSpaceError, NotFoundError, TooLargeError
@@ -98,6 +96,7 @@ __all__ = [
     "DEFAULT_BLOCK_SIZE",
     "DEFAULT_WHOLE_FILE_LIMIT",
     "MAX_RESTARTS",
+    "identity_of",
 ]
 
 #: Size of the aligned blocks a large file is cached in.
@@ -107,117 +106,14 @@ DEFAULT_WHOLE_FILE_LIMIT = 1 << 20
 #: How many times a ``cat_file`` starts over when the file changes under it.
 MAX_RESTARTS = 3
 
-# Fields of ``info()`` that name a version of a file, in order of preference.
-_ETAG_FIELDS = ("ETag", "etag", "e_tag")
-_VERSION_FIELDS = ("VersionId", "version_id", "generation", "version")
-_MTIME_FIELDS = ("mtime", "LastModified", "last_modified", "modified", "updated", "created")
-
 _KEY_FORMAT = "bc1"  # first component of every key this module writes
 
 # Wall-clock time of confirmations (a module attribute, so tests can move it).
 _clock: Callable[[], float] = time.time
 
 
-def identity_of(info: dict[str, Any]) -> Optional[str]:
-    """The version identity of a file from its ``info()``: ETag and/or
-    version when given, else modification time and size; None when the
-    target gives neither (the file is then not cached)."""
-    size = info.get("size")
-    named = [f"{f}={info[f]!r}" for f in _ETAG_FIELDS + _VERSION_FIELDS if info.get(f) is not None]
-    if named:
-        return ";".join(named + [f"size={size!r}"])
-    for field in _MTIME_FIELDS:
-        if info.get(field) is not None:
-            return f"{field}={info[field]!r};size={size!r}"
-    return None
-
-
-# -- the meta record: identity, size, confirmation time, info ------------
-
-
-def _encode_info(info: dict[str, Any]) -> dict[str, Any]:
-    """The JSON-able part of an ``info()`` dict (datetimes tagged)."""
-    out: dict[str, Any] = {}
-    for name, value in info.items():
-        if value is None or isinstance(value, (str, int, float, bool)):
-            out[name] = value
-        elif isinstance(value, datetime.datetime):
-            out[name] = {"datetime": value.isoformat()}
-    return out
-
-
-def _decode_info(info: dict[str, Any]) -> dict[str, Any]:
-    return {
-        name: (
-            datetime.datetime.fromisoformat(value["datetime"]) if isinstance(value, dict) else value
-        )
-        for name, value in info.items()
-    }
-
-
-@dataclass(frozen=True)
-class _Entry:
-    """What the cache knows of one remote file."""
-
-    identity: str
-    size: int
-    confirmed: float  # time.time() just before the info() that reported it
-    info: dict[str, Any]
-
-    def encode(self) -> bytes:
-        record = {
-            "identity": self.identity,
-            "size": self.size,
-            "confirmed": self.confirmed,
-            "info": _encode_info(self.info),
-        }
-        return json.dumps(record, sort_keys=True).encode()
-
-    @staticmethod
-    def decode(raw: bytes) -> "_Entry":
-        record = json.loads(raw)
-        return _Entry(
-            str(record["identity"]),
-            int(record["size"]),
-            float(record["confirmed"]),
-            _decode_info(record["info"]),
-        )
-
-
 class _Changed(Exception):
     """The remote file's identity changed while a read fetched from it."""
-
-
-def _check_size(name: str, value: Any, minimum: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, not {value}")
-    return value
-
-
-def _freshness(check: Optional[str], expiry: Any) -> Optional[float]:
-    """The expiry in seconds, or None for ``check="always"``."""
-    if check is not None and not isinstance(check, str):
-        raise TypeError(f"check must be a str, not {type(check).__name__!r}")
-    if expiry is not None:
-        if not isinstance(expiry, (int, float)) or isinstance(expiry, bool):
-            raise TypeError(
-                f"expiry must be seconds as an int or float, not {type(expiry).__name__!r}"
-            )
-        if math.isnan(expiry) or expiry < 0:
-            raise ValueError(f"expiry must be a number of seconds >= 0, not {expiry!r}")
-    if check is None:
-        check = "always" if expiry is None else "expiry"
-    if check == "always":
-        if expiry is not None:
-            raise ValueError("expiry= goes with check='expiry', not check='always'")
-        return None
-    if check == "expiry":
-        if expiry is None:
-            raise ValueError("check='expiry' needs expiry=T (seconds)")
-        return float(expiry)
-    raise ValueError(f"check must be 'always' or 'expiry', not {check!r}")
 
 
 class BlobcacheFileSystem(ChainedFileSystem):
@@ -245,9 +141,9 @@ class BlobcacheFileSystem(ChainedFileSystem):
         fo: Optional[str] = None,
     ) -> None:
         super().__init__()
-        self._expiry = _freshness(check, expiry)
-        self.block_size = _check_size("block_size", block_size, 1)
-        self.whole_file_limit = _check_size("whole_file_limit", whole_file_limit, 0)
+        self._expiry = freshness(check, expiry)
+        self.block_size = check_size("block_size", block_size, 1)
+        self.whole_file_limit = check_size("whole_file_limit", whole_file_limit, 0)
         if (fs is None) == (target_protocol is None):
             raise ValueError("give exactly one of target_protocol= or fs=")
         if fs is not None:
@@ -354,10 +250,10 @@ class BlobcacheFileSystem(ChainedFileSystem):
     def _idhash(identity: str) -> str:
         return hashlib.sha256(identity.encode()).hexdigest()[:24]
 
-    def _whole_key(self, path: str, entry: _Entry) -> str:
+    def _whole_key(self, path: str, entry: Entry) -> str:
         return f"{self._prefix(path)}w/{self._idhash(entry.identity)}"
 
-    def _block_key(self, path: str, entry: _Entry, index: int) -> str:
+    def _block_key(self, path: str, entry: Entry, index: int) -> str:
         return f"{self._prefix(path)}b/{self._idhash(entry.identity)}/{self.block_size}/{index}"
 
     # -- the store, never failing a read ----------------------------------
@@ -413,7 +309,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
             return None
         return data
 
-    def _drop(self, path: str, keep: Optional[_Entry] = None) -> None:
+    def _drop(self, path: str, keep: Optional[Entry] = None) -> None:
         """Deletes what the cache holds for ``path``: everything, or every
         piece not of ``keep``'s identity (the record stays then)."""
         prefix = self._prefix(path)
@@ -433,7 +329,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
 
     # -- identity and freshness -------------------------------------------
 
-    def _load_entry(self, path: str) -> Optional[_Entry]:
+    def _load_entry(self, path: str) -> Optional[Entry]:
         key = f"{self._prefix(path)}m"
         try:
             raw = self.store.get(key)
@@ -444,7 +340,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
         if raw is None:
             return None
         try:
-            return _Entry.decode(raw)
+            return Entry.decode(raw)
         except (ValueError, KeyError, TypeError):
             self._delete(key)  # not a record this module wrote: ignore it
             return None
@@ -459,7 +355,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
             raise
         return info
 
-    def _confirm(self, path: str, known: Optional[_Entry]) -> Optional[_Entry]:
+    def _confirm(self, path: str, known: Optional[Entry]) -> Optional[Entry]:
         """Asks the target which version ``path`` is; records it when it
         changed (dropping other versions' pieces) or when its confirmation
         time matters (``expiry``). None: the target names no version, so
@@ -473,7 +369,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
             if known is not None:
                 self._drop(path)
             return None  # no version, or no size, to key pieces by
-        entry = _Entry(identity, size, before, info)
+        entry = Entry(identity, size, before, info)
         changed = known is None or known.identity != identity
         if changed:
             self._drop(path, keep=entry)
@@ -481,13 +377,13 @@ class BlobcacheFileSystem(ChainedFileSystem):
             self._put(f"{self._prefix(path)}m", entry.encode())
         return entry
 
-    def _fresh(self, entry: Optional[_Entry]) -> bool:
+    def _fresh(self, entry: Optional[Entry]) -> bool:
         if entry is None or self._expiry is None or not self._trust_records:
             return False
         age = _clock() - entry.confirmed
         return 0 <= age <= self._expiry
 
-    def _current(self, path: str, force: bool = False) -> Optional[_Entry]:
+    def _current(self, path: str, force: bool = False) -> Optional[Entry]:
         """The version to read: the cached one while fresh (``expiry``),
         else the target's, confirmed now."""
         known = self._load_entry(path)
@@ -495,7 +391,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
             return known
         return self._confirm(path, known)
 
-    def _verify(self, path: str, entry: _Entry) -> None:
+    def _verify(self, path: str, entry: Entry) -> None:
         """After a fetch: _Changed unless the target still has ``entry``'s
         version (so what was fetched is of that version)."""
         try:
@@ -507,7 +403,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
 
     # -- reading ----------------------------------------------------------
 
-    def _read(self, path: str, entry: _Entry, start: int, end: int) -> bytes:
+    def _read(self, path: str, entry: Entry, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of ``entry``'s version (clipped to its
         size): cached pieces, the missing ones fetched and stored."""
         end = min(end, entry.size)
@@ -533,7 +429,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
                 parts[index] = block[lo - index * b : hi - index * b]
         return b"".join(parts[i] for i in range(first, last + 1))
 
-    def _read_whole(self, path: str, entry: _Entry, start: int, end: int) -> bytes:
+    def _read_whole(self, path: str, entry: Entry, start: int, end: int) -> bytes:
         key = self._whole_key(path, entry)
         piece = self._read_piece(key, start, end - start)
         if piece is not None:
@@ -550,7 +446,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
         self._put(key, data)
         return bytes(data[start:end])
 
-    def _fetch_blocks(self, path: str, entry: _Entry, indexes: list[int]) -> dict[int, bytes]:
+    def _fetch_blocks(self, path: str, entry: Entry, indexes: list[int]) -> dict[int, bytes]:
         """Fetches the blocks ``indexes`` (sorted) from the target, runs of
         consecutive blocks in one ranged request each, checks that the
         file is still ``entry``'s version, then stores them."""
@@ -778,7 +674,7 @@ class BlobcacheFile(AbstractBufferedFile):
         self,
         fs: BlobcacheFileSystem,
         path: str,
-        entry: _Entry,
+        entry: Entry,
         block_size: Optional[int] = None,
         cache_options: Optional[dict[str, Any]] = None,
     ) -> None:
