@@ -622,3 +622,25 @@ fn a_zipf_workload_hits_as_often_as_an_offline_s3fifo_simulation() {
         fifo as f64 / trace.len() as f64
     );
 }
+
+/// Batches and uploads make room too: a cache store takes atomic batches
+/// and multipart uploads of ten times its size.
+#[test]
+fn batches_and_uploads_evict_to_make_room() {
+    let s = mem_cache(2 << 20);
+    for i in 0..40u64 {
+        let mut b = s.batch();
+        for j in 0..4u64 {
+            b.put(format!("b{i}/{j}"), pattern(i * 10 + j, 30_000));
+        }
+        b.commit().unwrap_or_else(|e| panic!("batch {i}: {e}"));
+        let up = s.begin_upload(format!("u{i}"), 70_000).unwrap();
+        up.write_part(0, pattern(i, 70_000)).unwrap();
+        up.commit().unwrap_or_else(|e| panic!("upload {i}: {e}"));
+    }
+    let st = s.stats();
+    assert!(st.evictions > 0, "{st:?}");
+    assert_eq!(st.objects + st.evictions, 40 * 5, "{st:?}");
+    assert_eq!(s.get("u39").unwrap(), pattern(39, 70_000));
+    assert_eq!(s.get("b39/3").unwrap(), pattern(393, 30_000));
+}
