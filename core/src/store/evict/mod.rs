@@ -178,7 +178,8 @@ impl State {
 impl Store {
     /// Whether this store evicts to make room (`Options::eviction`).
     pub(crate) fn evicts(&self) -> bool {
-        self.shared().state.read().policy.is_some()
+        let o = &self.shared().options;
+        o.eviction != crate::options::Eviction::None && !o.is_read_only()
     }
 
     /// Runs `attempt`; in a cache store, a `NoSpace` from it evicts objects

@@ -47,6 +47,9 @@ use crate::index::EntryId;
 const MAX_FREQ: u8 = 3;
 /// The small queue's share of the tracked bytes: 1/10.
 const SMALL_SHARE: u64 = 10;
+/// Stale queue slots tolerated beyond the tracked objects before the
+/// queues are filtered.
+const STALE_SLACK: usize = 1024;
 
 /// Queue bits of an id's state byte.
 const IN_SMALL: u8 = 1;
@@ -181,6 +184,28 @@ impl Queues {
         let to_main = self.ghost_set.remove(&hash);
         self.enqueue(id, gen, weight, to_main);
         self.tracked += 1;
+        self.drop_stale_slots();
+    }
+
+    /// Slots left by removed objects go only when they reach a queue's
+    /// head, which a store that is never full never makes them do: once
+    /// they outnumber the tracked objects (plus some slack), both queues
+    /// are filtered in one pass (amortised O(1) per admission), so the
+    /// queues stay within about twice the objects.
+    fn drop_stale_slots(&mut self) {
+        let slots = self.small.len() + self.main.len();
+        if slots <= 2 * self.tracked + STALE_SLACK {
+            return;
+        }
+        let marks = &self.marks;
+        let live = |s: &u64, q: u8| {
+            let m = marks.get(slot_id(*s) as usize).copied().unwrap_or(0);
+            m >> GEN_SHIFT == slot_gen(*s) && m & QUEUE_BITS == q
+        };
+        self.small.retain(|s| live(s, IN_SMALL));
+        self.main.retain(|s| live(s, IN_MAIN));
+        self.small.shrink_to(2 * self.small.len() + STALE_SLACK);
+        self.main.shrink_to(2 * self.main.len() + STALE_SLACK);
     }
 
     fn enqueue(&mut self, id: EntryId, gen: u8, weight: u64, main: bool) {
@@ -390,6 +415,27 @@ mod tests {
         p.queues.get_mut().keep(c.id, c.weight);
         assert!(!p.queues.lock().is_candidate(7));
         assert_eq!(victim(&p), Some(7));
+    }
+
+    /// A store that is never full but overwrites keeps its queues within
+    /// about twice its objects (stale slots filtered), and the order of
+    /// the live ones.
+    #[test]
+    fn overwrites_without_evictions_do_not_grow_the_queues() {
+        let mut p = policy();
+        for id in 0..100 {
+            p.admit(id, 1, format!("k{id}").as_bytes());
+        }
+        // One id put and removed again and again (an object overwritten
+        // by a put whose new entry reuses the freed id).
+        for _ in 0..100_000u64 {
+            p.admit(5000, 1, b"x");
+            p.queues.get_mut().forget(5000, 1);
+        }
+        let q = p.queues.get_mut();
+        assert!(q.small.len() + q.main.len() <= 2 * 100 + STALE_SLACK + 1);
+        assert_eq!(victim(&p), Some(0));
+        assert_eq!(victim(&p), Some(1));
     }
 
     /// The per-id memory the doc comment states.
