@@ -286,13 +286,20 @@ impl Store {
             self.sync().await?;
         }
         s.evict.rounds.fetch_add(1, Ordering::AcqRel);
-        Ok(Round::Evicted(gone))
+        // Victims that a read took hold of, or a put replaced, since they
+        // were chosen free nothing now, but the next round finds others:
+        // only a round that found no victim at all ends the put's tries.
+        Ok(match victims.len() {
+            0 => Round::Evicted(0),
+            _ => Round::Evicted(gone.max(1)),
+        })
     }
 }
 
 /// What an eviction round did for the put that ran it.
 enum Round {
-    /// It evicted this many objects.
+    /// It evicted this many objects (1 when every victim it chose was
+    /// taken by a read or a put meanwhile; 0: it found none).
     Evicted(usize),
     /// Another put's round ran meanwhile: nothing evicted, try again.
     Others,
