@@ -6,6 +6,7 @@ full store; the S3 test is in test_fsspec_cache_s3.py."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import inspect
 import os
 import random
@@ -35,17 +36,24 @@ class CountingFS(MemoryFileSystem):
     """An independent memory file system that counts its ``info`` and
     ``cat_file`` calls (every read of bytes, ranged or whole, is one
     ``cat_file``: the base ``cat_ranges`` calls it per range) and records
-    the ranges read. ``after_read`` runs after each read of bytes."""
+    the ranges read. ``after_read`` runs after each read of bytes. Its
+    ``info()`` gives an ETag (a hash of the bytes, as S3's is), a strong
+    identity, unless ``strong=False`` (then only memory's ``created``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, strong: bool = True) -> None:
         super().__init__(global_store=False)
         self.calls: Counter[str] = Counter()
         self.ranges: list[tuple[str, int | None, int | None]] = []
         self.after_read = None
+        self.strong = strong
 
     def info(self, path, **kwargs):
         self.calls["info"] += 1
-        return super().info(path, **kwargs)
+        info = super().info(path, **kwargs)
+        if self.strong and info["type"] == "file":
+            data = self.store[self._strip_protocol(path)].getvalue()
+            info["ETag"] = '"' + hashlib.md5(data).hexdigest() + '"'
+        return info
 
     def cat_file(self, path, start=None, end=None, **kwargs):
         self.calls["cat_file"] += 1
@@ -63,6 +71,12 @@ class CountingFS(MemoryFileSystem):
 @pytest.fixture
 def remote():
     return CountingFS(skip_instance_cache=True)
+
+
+@pytest.fixture
+def weak_remote():
+    """A target whose files are told apart only by time and size."""
+    return CountingFS(strong=False, skip_instance_cache=True)
 
 
 @pytest.fixture
@@ -558,13 +572,56 @@ def test_a_target_without_identity_is_read_uncached(path, caches):
             info.pop("created", None)
             return info
 
-    remote = NoIdentity(skip_instance_cache=True)
+    remote = NoIdentity(strong=False, skip_instance_cache=True)
     remote.pipe_file("/n", V1)
     fs = caches(path, remote, expiry=60)
     assert fs.cat_file("/n") == V1 and fs.cat_file("/n", start=5, end=9) == V1[5:9]
     with fs.open("/n", "rb") as f:
         assert f.read() == V1
     assert list(fs.store.list("bc1/")) == []
+
+
+def test_a_weak_identity_never_mixes_two_versions(tmp_path, path, caches):
+    """Two versions of one size with one modification time (a 1-second
+    file system, ``cp -p``, ``utime``) look alike: a large such file is
+    read through uncached (never as blocks, which could join block 0 of
+    one version to blocks 1-2 of the other), a small one is cached whole
+    from one request."""
+    local = fsspec.filesystem("file", skip_instance_cache=True)
+    big, small = str(tmp_path / "big.bin"), str(tmp_path / "small.bin")
+    stamp = (1_700_000_000, 1_700_000_000)
+
+    def write(name, data):
+        with open(name, "wb") as f:
+            f.write(data)
+        os.utime(name, stamp)
+
+    write(big, b"A" * 3 * B)
+    write(small, b"a" * B)
+    fs = caches(path, local)
+    assert fs.cat_file(big, 0, 10) == b"A" * 10
+    assert fs.cat_file(small, 0, 10) == b"a" * 10
+    write(big, b"B" * 3 * B)
+    data = fs.cat_file(big)
+    assert data == b"B" * 3 * B, (data.count(b"A"), data.count(b"B"))
+    with fs.open(big, "rb") as f:
+        f.seek(B + 1)
+        assert f.read(10) == b"B" * 10
+    assert fs.cat_file(small) == b"a" * B  # whole: one version (if stale)
+    keys = [k.decode() for k in fs.store.list("bc1/")]
+    assert not [k for k in keys if "/b/" in k]  # no blocks of a weak identity
+    assert [k for k in keys if "/w/" in k]  # the small file, whole
+
+
+def test_an_etag_is_strong_unless_http_weak():
+    from blobcask._cache_entry import identity_and_strength
+
+    # nginx's ETag is "<mtime hex>-<size hex>": trusted as strong all the same
+    assert identity_and_strength({"size": 3, "ETag": '"5f1-3"'})[1] is True
+    assert identity_and_strength({"size": 3, "ETag": 'W/"x"'})[1] is False
+    assert identity_and_strength({"size": 3, "ETag": 'W/"x"', "VersionId": "v"})[1] is True
+    assert identity_and_strength({"size": 3, "mtime": 1.0})[1] is False
+    assert identity_and_strength({"size": 3, "Last-Modified": "Sun, 29 Nov 2026"})[1] is False
 
 
 def test_a_chained_url_opens_through_the_cache(path):

@@ -19,25 +19,35 @@ stores: shared by every instance on the same file, on an ordered index;
 ``store_options`` go to ``blobcask.Store``) or an open ``blobcask.Store``.
 
 Reads go to the store first and fall through to the target. A file of at
-most ``whole_file_limit`` bytes is cached whole; a larger one as aligned
-blocks of ``block_size`` bytes (both default to 1 MiB), and a read fetches
-only the blocks it lacks, consecutive ones in one ranged request.
+most ``whole_file_limit`` bytes is cached whole, fetched in one request; a
+larger one, if its identity is strong (below), as aligned blocks of
+``block_size`` bytes (both default to 1 MiB), and a read fetches only the
+blocks it lacks, consecutive ones in one ranged request.
 
 Identity. Every cached piece is keyed by the remote file's identity, taken
 from the target's ``info()``: its ETag and/or version (``ETag``/``etag``,
 ``VersionId``/``generation``/``version``: S3, GCS, blobcask) when the target
 gives one, else its modification time and size (``mtime``,
-``LastModified``, ``created``, ...: local files, ``memory://``). A file whose
-``info()`` has none of these, or no size, is not cached (read straight from
-the target).
+``LastModified``, HTTP's ``Last-Modified``, ``created``, ...: local files,
+``memory://``, plain HTTP servers). A file whose ``info()`` has none of
+these, or no size, is not cached (read straight from the target).
+An ETag or version is a *strong* identity: it is trusted to name one
+sequence of bytes, whatever the server made it from (nginx's ETag is the
+modification time and size in hex: it is trusted all the same; an HTTP
+weak ETag, ``W/"..."``, is not). A modification time and size is *weak*:
+two versions of one size written within the target's time resolution
+(1-second file systems, ``cp -p``, ``utime``) look alike. A file of a
+weak identity is therefore never cached as blocks, which could join
+blocks of two such versions: it is cached only whole (one request), and
+only if at most ``whole_file_limit`` bytes; a larger one is read through
+the target uncached. Such a whole file may be served stale (the version
+cached first) while a look-alike version replaces it, never mixed.
 After every fetch from the target the identity is read again; if it
 changed, the fetched bytes belong to another version, and the read starts
 over under the new identity (``cat_file``: up to 3 times, then
 ``OSError(ESTALE)``). So a read never mixes pieces of two versions. A file
 object keeps the identity it opened with: if the file changes once it has
 returned bytes, a read that must fetch raises ``OSError(ESTALE)``.
-Modification times identify a version only as finely as the target records
-them: two writes of the same size within one tick look alike (ETags do not).
 
 Freshness. ``check="always"`` (the default) asks the target's ``info()`` at
 every open and every ``cat_file``, and serves cached pieces only of the
@@ -84,7 +94,7 @@ import fsspec
 from fsspec.implementations.chained import ChainedFileSystem
 from fsspec.spec import AbstractBufferedFile
 
-from ._cache_entry import Entry, check_size, freshness, identity_of
+from ._cache_entry import Entry, check_size, freshness, identity_and_strength, identity_of
 from ._native import Store as _NativeStore
 from ._store import Store
 from .errors import CorruptError, NoSpaceError, NotFoundError, TooLargeError
@@ -364,18 +374,25 @@ class BlobcacheFileSystem(ChainedFileSystem):
         info = self._remote_info(path)
         if info.get("type", "file") != "file":
             raise IsADirectoryError(errno.EISDIR, "not a file", path)
-        identity, size = identity_of(info), info.get("size")
-        if identity is None or not isinstance(size, int) or isinstance(size, bool):
+        found, size = identity_and_strength(info), info.get("size")
+        if found is None or not isinstance(size, int) or isinstance(size, bool):
             if known is not None:
                 self._drop(path)
             return None  # no version, or no size, to key pieces by
-        entry = Entry(identity, size, before, info)
-        changed = known is None or known.identity != identity
+        entry = Entry(found[0], size, before, info, found[1])
+        changed = known is None or known.identity != entry.identity
         if changed:
             self._drop(path, keep=entry)
         if changed or self._expiry is not None:
             self._put(f"{self._prefix(path)}m", entry.encode())
         return entry
+
+    def _cacheable(self, entry: Entry) -> bool:
+        """Whether ``entry``'s version can be read through the store: a
+        strong identity always (whole or as blocks); a weak one (mtime
+        and size) only whole, fetched in one request, so no read can join
+        pieces of two versions that the identity cannot tell apart."""
+        return entry.strong or entry.size <= self.whole_file_limit
 
     def _fresh(self, entry: Optional[Entry]) -> bool:
         if entry is None or self._expiry is None or not self._trust_records:
@@ -411,6 +428,8 @@ class BlobcacheFileSystem(ChainedFileSystem):
             return b""
         if entry.size <= self.whole_file_limit:
             return self._read_whole(path, entry, start, end)
+        if not entry.strong:  # callers pass such a file through
+            raise ValueError("a weak identity is never cached as blocks")
         b = self.block_size
         first, last = start // b, (end - 1) // b
         parts: dict[int, bytes] = {}
@@ -483,7 +502,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
         force = False
         for _ in range(MAX_RESTARTS):
             entry = self._current(path, force)
-            if entry is None:
+            if entry is None or not self._cacheable(entry):
                 data: bytes = self.fs.cat_file(path, start=start, end=end)
                 return data
             lo, hi = _resolve(start, end, entry.size)
@@ -534,7 +553,9 @@ class BlobcacheFileSystem(ChainedFileSystem):
             f.close = close_then_invalidate
             return f
         entry = None if kwargs else self._current(path)
-        if entry is None:  # no identity, or options for the target: uncached
+        if entry is None or not self._cacheable(entry):
+            # no identity, a large file of a weak one, or options for the
+            # target: uncached
             return self.fs.open(
                 path, mode, block_size=block_size, cache_options=cache_options, **kwargs
             )
@@ -702,7 +723,7 @@ class BlobcacheFile(AbstractBufferedFile):
                 if self._served:
                     break
                 entry = self.fs._current(self.path, force=True)
-                if entry is None or entry.size != self.entry.size:
+                if entry is None or entry.size != self.entry.size or not self.fs._cacheable(entry):
                     break
                 self.entry = entry  # nothing returned yet: read the new version
                 continue
