@@ -45,6 +45,7 @@ class CountingFS(MemoryFileSystem):
         self.calls: Counter[str] = Counter()
         self.ranges: list[tuple[str, int | None, int | None]] = []
         self.after_read = None
+        self.after_info = None  # runs after info() has read the file
         self.strong = strong
 
     def info(self, path, **kwargs):
@@ -53,6 +54,8 @@ class CountingFS(MemoryFileSystem):
         if self.strong and info["type"] == "file":
             data = self.store[self._strip_protocol(path)].getvalue()
             info["ETag"] = '"' + hashlib.md5(data).hexdigest() + '"'
+        if self.after_info is not None:
+            self.after_info()
         return info
 
     def cat_file(self, path, start=None, end=None, **kwargs):
@@ -423,6 +426,65 @@ def test_writes_through_the_cache_reach_the_target_and_invalidate(path, remote, 
     with pytest.raises(FileNotFoundError):
         fs.cat_file("/w/b")
     assert list(fs.store.list("bc1/")) == []
+
+
+def once_at(call, action):
+    """A hook that runs ``action`` at its ``call``-th call (from 1)."""
+    calls = [0]
+
+    def hook():
+        calls[0] += 1
+        if calls[0] == call:
+            action()
+
+    return hook
+
+
+def test_a_record_held_back_by_a_reader_cannot_outlive_a_write(path, remote, caches, clock):
+    """Expiry mode: a reader asks the target (old version), then a write
+    through the cache replaces the file and drops the path; the reader's
+    record of the old version must not land after the drop (it would be
+    trusted for T)."""
+    remote.pipe_file("/f", V1)
+    fs = caches(path, remote, expiry=10)
+    assert fs.cat_file("/f") == V1
+    clock.now += 11  # the record is stale: the next open asks the target
+    v2 = V2[:-7]
+    remote.after_info = once_at(1, lambda: fs.pipe_file("/f", v2))
+    fs.open("/f", "rb").close()  # the reader found v1, then the write ran
+    remote.after_info = None
+    assert fs.info("/f")["size"] == len(v2)
+    assert fs.cat_file("/f") == v2
+    assert fs.cache_stats()["raced"] >= 1
+
+
+def test_pieces_held_back_by_a_reader_cannot_outlive_a_write(path, remote, caches, clock):
+    """A reader fetched and checked blocks of the old version; a write
+    through the cache drops the path before the reader stores them: they
+    are not stored (the reader's own bytes were of one version)."""
+    remote.pipe_file("/f", V1)
+    fs = caches(path, remote, expiry=10)
+    # info 1: the reader's confirmation; info 2: its check after the fetch
+    remote.after_info = once_at(2, lambda: fs.pipe_file("/f", V2))
+    assert fs.cat_file("/f") == V1  # read before the write finished
+    remote.after_info = None
+    assert list(fs.store.list(fs._prefix("/f"))) == []  # nothing of v1 kept
+    assert fs.cat_file("/f") == V2
+
+
+def test_an_empty_file_is_checked_after_its_fetch(path, remote, caches):
+    """A zero-size version is fetched and its identity checked like any
+    other: a file that grew after info() restarts the read."""
+    remote.pipe_file("/z", b"")
+    fs = caches(path, remote)
+    remote.after_info = once_at(1, lambda: remote.pipe_file("/z", b"grown"))
+    assert fs.cat_file("/z") == b"grown"
+    assert fs.cache_stats()["restarts"] == 1
+    remote.after_info = None
+    assert fs.cat_file("/z") == b"grown"
+    remote.pipe_file("/z", b"")
+    assert fs.cat_file("/z") == b"" and fs.cat_file("/z") == b""
+    assert fs.cache_stats()["hits"] >= 1  # an empty whole piece is cached
 
 
 def test_listings_pass_through(path, remote, caches):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 __all__ = ["identity_of", "identity_and_strength", "Entry", "check_size", "freshness"]
@@ -90,6 +90,10 @@ class Entry:
     # An ETag or version (pieces of it may be cached separately) rather
     # than a modification time and size (the file is cached only whole).
     strong: bool = False
+    # The process's invalidation generation of the path when the reader
+    # that holds this entry started (not stored): what it fetched is
+    # stored only if no write dropped the path since.
+    generation: Optional[int] = field(default=None, compare=False)
 
     def encode(self) -> bytes:
         record = {

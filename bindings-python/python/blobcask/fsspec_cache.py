@@ -60,7 +60,11 @@ before, and within that ``info()`` too is answered from the cache.
 
 Writes (``open(..., "wb")``, ``pipe_file``, ``put_file``, ``cp_file``,
 ``touch``) go to the target, then drop what the cache holds for the path;
-``rm``, ``rm_file`` and ``mv`` drop it too. Listings (``ls``, ``find``,
+``rm``, ``rm_file`` and ``mv`` drop it too. A drop also bumps the path's
+generation in this process: a read that asked the target before it
+stores nothing after it (so a reader's record or piece of the old version
+cannot land after the drop and be served for ``T``). Other processes
+sharing the target are seen only by identity (``check``/``expiry``). Listings (``ls``, ``find``,
 ``glob``) pass through. A write inside a target's transaction drops the
 cache at the file's close, before the transaction commits.
 
@@ -87,7 +91,9 @@ import errno
 import hashlib
 import json
 import os
+import threading
 import time
+from dataclasses import replace
 from typing import Any, Callable, Optional, Union
 
 import fsspec
@@ -120,6 +126,17 @@ _KEY_FORMAT = "bc1"  # first component of every key this module writes
 
 # Wall-clock time of confirmations (a module attribute, so tests can move it).
 _clock: Callable[[], float] = time.time
+
+# Invalidation generations, per path, in this process: every drop of a
+# path (a write, rm, invalidate, a deletion found) bumps its counter; a
+# reader takes it before asking the target and stores what it fetched (a
+# record, pieces) only if it is unchanged, checked under the same lock
+# as the put. So a put held back while a write replaces the file and
+# drops the cache cannot land after the drop. Striped: paths share
+# 4096 counters (a shared counter only costs a spurious uncached read).
+_STRIPES = 4096
+_generations = [0] * _STRIPES
+_generation_locks = [threading.Lock() for _ in range(_STRIPES)]
 
 
 class _Changed(Exception):
@@ -176,7 +193,14 @@ class BlobcacheFileSystem(ChainedFileSystem):
             raise TypeError(f"namespace must be a str, not {type(namespace).__name__!r}")
         self.namespace = namespace if namespace is not None else self._default_namespace()
         self.store, self._own_path = self._store(store, store_options)
-        self._stats = {"hits": 0, "misses": 0, "corrupt": 0, "uncached": 0, "restarts": 0}
+        self._stats = {
+            "hits": 0,
+            "misses": 0,
+            "corrupt": 0,
+            "uncached": 0,
+            "restarts": 0,
+            "raced": 0,
+        }
         self._trust_records = True  # until the store refuses a change
 
         strip_own = getattr(type(self), "_strip_protocol")
@@ -240,7 +264,8 @@ class BlobcacheFileSystem(ChainedFileSystem):
         ``corrupt`` (pieces the store reported damaged, dropped and
         fetched again), ``uncached`` (pieces or records not stored for
         want of room), ``restarts`` (reads started over because the file
-        changed while they fetched)."""
+        changed while they fetched), ``raced`` (records or pieces not
+        stored because a write dropped the path while they fetched)."""
         return dict(self._stats)
 
     def __getattr__(self, name: str) -> Any:
@@ -268,12 +293,33 @@ class BlobcacheFileSystem(ChainedFileSystem):
 
     # -- the store, never failing a read ----------------------------------
 
-    def _put(self, key: str, value: Any) -> bool:
-        """Stores a piece; False (and nothing stored) when the store is
-        full, or refuses changes for damage it found (the read goes on
-        uncached; the store reports the damage at close and open)."""
+    def _stripe(self, path: str) -> int:
+        return int(self._prefix(path)[len(_KEY_FORMAT) + 1 :][:8], 16) % _STRIPES
+
+    def _generation(self, path: str) -> int:
+        i = self._stripe(path)
+        with _generation_locks[i]:
+            return _generations[i]
+
+    def _bump(self, path: str) -> None:
+        i = self._stripe(path)
+        with _generation_locks[i]:
+            _generations[i] += 1
+
+    def _put(self, key: str, value: Any, path: str, generation: Optional[int]) -> bool:
+        """Stores a piece or record of ``path``, fetched by a reader that
+        started at invalidation ``generation`` (None: unchecked); False
+        (and nothing stored) when the path was dropped since, when the
+        store is full, or refuses changes for damage it found (the read
+        goes on uncached; the store reports the damage at close and
+        open)."""
         try:
-            self.store.put(key, value)
+            i = self._stripe(path)
+            with _generation_locks[i]:
+                if generation is not None and _generations[i] != generation:
+                    self._stats["raced"] += 1
+                    return False
+                self.store.put(key, value)
         except (NoSpaceError, TooLargeError):
             self._stats["uncached"] += 1
             return False
@@ -321,8 +367,12 @@ class BlobcacheFileSystem(ChainedFileSystem):
 
     def _drop(self, path: str, keep: Optional[Entry] = None) -> None:
         """Deletes what the cache holds for ``path``: everything, or every
-        piece not of ``keep``'s identity (the record stays then)."""
+        piece not of ``keep``'s identity (the record stays then).
+        Dropping everything bumps the path's generation first, so no
+        reader that started before stores anything after."""
         prefix = self._prefix(path)
+        if keep is None:
+            self._bump(path)
         kept: tuple[str, ...] = ()
         if keep is not None:
             idh = self._idhash(keep.identity)
@@ -365,7 +415,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
             raise
         return info
 
-    def _confirm(self, path: str, known: Optional[Entry]) -> Optional[Entry]:
+    def _confirm(self, path: str, known: Optional[Entry], generation: int) -> Optional[Entry]:
         """Asks the target which version ``path`` is; records it when it
         changed (dropping other versions' pieces) or when its confirmation
         time matters (``expiry``). None: the target names no version, so
@@ -379,12 +429,12 @@ class BlobcacheFileSystem(ChainedFileSystem):
             if known is not None:
                 self._drop(path)
             return None  # no version, or no size, to key pieces by
-        entry = Entry(found[0], size, before, info, found[1])
+        entry = Entry(found[0], size, before, info, found[1], generation)
         changed = known is None or known.identity != entry.identity
         if changed:
             self._drop(path, keep=entry)
         if changed or self._expiry is not None:
-            self._put(f"{self._prefix(path)}m", entry.encode())
+            self._put(f"{self._prefix(path)}m", entry.encode(), path, generation)
         return entry
 
     def _cacheable(self, entry: Entry) -> bool:
@@ -403,10 +453,11 @@ class BlobcacheFileSystem(ChainedFileSystem):
     def _current(self, path: str, force: bool = False) -> Optional[Entry]:
         """The version to read: the cached one while fresh (``expiry``),
         else the target's, confirmed now."""
+        generation = self._generation(path)  # before the record or target says
         known = self._load_entry(path)
-        if not force and self._fresh(known):
-            return known
-        return self._confirm(path, known)
+        if not force and known is not None and self._fresh(known):
+            return replace(known, generation=generation)
+        return self._confirm(path, known, generation)
 
     def _verify(self, path: str, entry: Entry) -> None:
         """After a fetch: _Changed unless the target still has ``entry``'s
@@ -424,8 +475,8 @@ class BlobcacheFileSystem(ChainedFileSystem):
         """Bytes ``[start, end)`` of ``entry``'s version (clipped to its
         size): cached pieces, the missing ones fetched and stored."""
         end = min(end, entry.size)
-        if start >= end:
-            return b""
+        if start >= end and entry.size > 0:
+            return b""  # (an empty file is fetched: its identity is checked)
         if entry.size <= self.whole_file_limit:
             return self._read_whole(path, entry, start, end)
         if not entry.strong:  # callers pass such a file through
@@ -462,7 +513,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
         if len(data) != entry.size:
             raise _Changed()
         self._verify(path, entry)
-        self._put(key, data)
+        self._put(key, data, path, entry.generation)
         return bytes(data[start:end])
 
     def _fetch_blocks(self, path: str, entry: Entry, indexes: list[int]) -> dict[int, bytes]:
@@ -494,7 +545,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
                 blocks[index] = bytes(data[at : at + min(b, size - index * b)])
         self._verify(path, entry)
         for index, block in blocks.items():
-            if not self._put(self._block_key(path, entry, index), block):
+            if not self._put(self._block_key(path, entry, index), block, path, entry.generation):
                 break  # full: the rest would not fit either
         return blocks
 
