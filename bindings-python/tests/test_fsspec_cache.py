@@ -487,6 +487,79 @@ def test_an_empty_file_is_checked_after_its_fetch(path, remote, caches):
     assert fs.cache_stats()["hits"] >= 1  # an empty whole piece is cached
 
 
+def test_a_forked_child_reads_through_the_target(path, remote, caches, tmp_path):
+    """A forked child inherits the store's handle but not its lock: the
+    cache passes its reads (and writes) through to the target."""
+    remote.pipe_file("/f", V1)
+    remote.pipe_file("/s", b"small")
+    fs = caches(path, remote, expiry=60)
+    assert fs.cat_file("/f") == V1  # cached in the parent
+    out = tmp_path / "child.out"
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 1
+        try:
+            remote.pipe_file("/s", b"changed")
+            ok = (
+                fs.cat_file("/f") == V1
+                and fs.cat_file("/f", 5, 9) == V1[5:9]
+                and fs.open("/f", "rb").read() == V1
+                and fs.cat_file("/s") == b"changed"
+                and fs.info("/f")["size"] == len(V1)
+            )
+            fs.pipe_file("/t", b"written by the child")  # (the child's memory)
+            ok = ok and remote.cat_file("/t") == b"written by the child"
+            out.write_text("ok" if ok else "wrong bytes")
+            code = 0
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            out.write_text(f"{type(e).__name__}: {e}")
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert out.read_text() == "ok" and status == 0
+    assert fs.cat_file("/f") == V1 and fs.cache_stats()["hits"] >= 1
+
+
+def test_a_read_only_store_is_refused(path, remote, tmp_path):
+    with blobcask.Store(path, capacity=8 << 20):
+        pass
+    with blobcask.Store(path, read_only=True) as ro:
+        with pytest.raises(ValueError, match="read-only"):
+            BlobcacheFileSystem(store=ro, fs=remote, skip_instance_cache=True)
+    with pytest.raises(ValueError, match="read_only"):
+        BlobcacheFileSystem(
+            store=tmp_path / "other.blobcask",
+            fs=remote,
+            store_options={"read_only": True},
+            skip_instance_cache=True,
+        )
+
+
+def test_a_store_error_while_dropping_does_not_fail_the_write(path, remote, caches, clock):
+    """The write reached the target: a store that then fails to drop the
+    path must not make it look failed; records are no longer trusted."""
+    remote.pipe_file("/f", b"old")
+    fs = caches(path, remote, expiry=60)
+    assert fs.cat_file("/f") == b"old"
+    real = fs.store
+
+    class Failing:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def list(self, *args, **kwargs):
+            raise blobcask.errors.IOError("EIO: the cache's disk failed")
+
+    fs.store = Failing()
+    try:
+        fs.pipe_file("/f", b"new")  # no exception: the write is done
+    finally:
+        fs.store = real
+    assert remote.cat_file("/f") == b"new"
+    assert fs.cache_stats()["drop_failed"] == 1
+    assert fs.cat_file("/f") == b"new"  # the old record is not trusted
+
+
 def test_listings_pass_through(path, remote, caches):
     remote.pipe_file("/l/x/1", b"1")
     remote.pipe_file("/l/2", b"22")

@@ -16,7 +16,10 @@ or ``BlobcacheFileSystem(store="/var/cache/s3.blobcask", target_protocol="s3",
 target_options={...})``, or ``fs=`` a file system instance instead of
 ``target_protocol``. ``store`` is a path (opened as ``blobcask.fsspec`` opens
 stores: shared by every instance on the same file, on an ordered index;
-``store_options`` go to ``blobcask.Store``) or an open ``blobcask.Store``.
+``store_options`` go to ``blobcask.Store``) or an open ``blobcask.Store``;
+a store open read-only is refused (``ValueError``): a cache stores what
+it reads. In a forked child (which inherits the store's handle, not its
+lock) every read and write passes through to the target, uncached.
 
 Reads go to the store first and fall through to the target. A file of at
 most ``whole_file_limit`` bytes is cached whole, fetched in one request; a
@@ -76,7 +79,10 @@ file); reads then go on uncached, and since records can no longer be
 updated or dropped, none is trusted without asking the target. A full
 store (``NoSpaceError``, e.g. with ``store_options={"max_capacity": ...}``)
 or a piece too large for it makes reads pass through uncached; nothing
-fails. ``cache_stats()`` counts hits,
+fails. A store error while dropping a path after a write (the write has
+reached the target) does not fail the write: it is logged and counted
+(``drop_failed``), and records are no longer trusted without asking the
+target. ``cache_stats()`` counts hits,
 misses, pieces dropped as damaged and pieces left uncached for room.
 
 Stores opened from a path default to ``durability="buffered"`` with
@@ -90,6 +96,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
@@ -103,7 +110,15 @@ from fsspec.spec import AbstractBufferedFile
 from ._cache_entry import Entry, check_size, freshness, identity_and_strength, identity_of
 from ._native import Store as _NativeStore
 from ._store import Store
-from .errors import CorruptError, NoSpaceError, NotFoundError, TooLargeError
+from .errors import (
+    CorruptError,
+    Error,
+    LockedError,
+    NoSpaceError,
+    NotFoundError,
+    TooLargeError,
+    UnsupportedError,
+)
 from .fsspec import _open_ordered, _opened, _opened_lock
 
 __all__ = [
@@ -123,6 +138,8 @@ DEFAULT_WHOLE_FILE_LIMIT = 1 << 20
 MAX_RESTARTS = 3
 
 _KEY_FORMAT = "bc1"  # first component of every key this module writes
+
+_log = logging.getLogger(__name__)
 
 # Wall-clock time of confirmations (a module attribute, so tests can move it).
 _clock: Callable[[], float] = time.time
@@ -193,6 +210,21 @@ class BlobcacheFileSystem(ChainedFileSystem):
             raise TypeError(f"namespace must be a str, not {type(namespace).__name__!r}")
         self.namespace = namespace if namespace is not None else self._default_namespace()
         self.store, self._own_path = self._store(store, store_options)
+        # The process that may use the store: a forked child inherits the
+        # handle but not its lock (every call would be LockedError), so
+        # there the cache passes everything through to the target.
+        self._pid: Optional[int] = os.getpid()
+        try:  # a probe that writes nothing: the key is never written
+            self.store.delete(f"{_KEY_FORMAT}/read-only-probe")
+        except NotFoundError:
+            pass
+        except LockedError:
+            self._pid = None  # made in a forked child: never usable here
+        except UnsupportedError:
+            raise ValueError(
+                "the cache's store is open read-only: a cache must store what it "
+                "reads (open it writable, or read the target directly)"
+            ) from None
         self._stats = {
             "hits": 0,
             "misses": 0,
@@ -200,6 +232,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
             "uncached": 0,
             "restarts": 0,
             "raced": 0,
+            "drop_failed": 0,
         }
         self._trust_records = True  # until the store refuses a change
 
@@ -225,6 +258,8 @@ class BlobcacheFileSystem(ChainedFileSystem):
     ) -> tuple[_NativeStore, Optional[str]]:
         if store_options is not None and not isinstance(store_options, dict):
             raise TypeError(f"store_options must be a dict, not {type(store_options).__name__!r}")
+        if store_options and store_options.get("read_only"):
+            raise ValueError("store_options read_only=True: a cache must store what it reads")
         if isinstance(store, _NativeStore):
             if store_options:
                 raise ValueError("store_options go with a store path, not with an open store")
@@ -265,7 +300,9 @@ class BlobcacheFileSystem(ChainedFileSystem):
         fetched again), ``uncached`` (pieces or records not stored for
         want of room), ``restarts`` (reads started over because the file
         changed while they fetched), ``raced`` (records or pieces not
-        stored because a write dropped the path while they fetched)."""
+        stored because a write dropped the path while they fetched),
+        ``drop_failed`` (drops the store refused: records are no longer
+        trusted without asking the target)."""
         return dict(self._stats)
 
     def __getattr__(self, name: str) -> Any:
@@ -274,6 +311,12 @@ class BlobcacheFileSystem(ChainedFileSystem):
         if name.startswith("__") or "fs" not in self.__dict__:
             raise AttributeError(name)
         return getattr(self.__dict__["fs"], name)
+
+    def _bypass(self) -> bool:
+        """True in a process that cannot use the store (a forked child):
+        reads pass through to the target uncached, writes drop nothing
+        (this process cannot; others see the change by its identity)."""
+        return self._pid != os.getpid()
 
     # -- keys -------------------------------------------------------------
 
@@ -370,6 +413,8 @@ class BlobcacheFileSystem(ChainedFileSystem):
         piece not of ``keep``'s identity (the record stays then).
         Dropping everything bumps the path's generation first, so no
         reader that started before stores anything after."""
+        if self._bypass():
+            return
         prefix = self._prefix(path)
         if keep is None:
             self._bump(path)
@@ -377,10 +422,18 @@ class BlobcacheFileSystem(ChainedFileSystem):
         if keep is not None:
             idh = self._idhash(keep.identity)
             kept = (f"{prefix}m", f"{prefix}w/{idh}", f"{prefix}b/{idh}/")
-        for key in list(self.store.list(prefix)):
-            name = key.decode()
-            if not any(name == k or (k.endswith("/") and name.startswith(k)) for k in kept):
-                self._delete(name)
+        try:
+            for key in list(self.store.list(prefix)):
+                name = key.decode()
+                if not any(name == k or (k.endswith("/") and name.startswith(k)) for k in kept):
+                    self._delete(name)
+        except Error as e:
+            # Never fails the write or read that called it (a write has
+            # reached the target by now): what stays may be out of date,
+            # so no record is trusted from now on.
+            _log.warning("blobcache: could not drop %r from the cache: %s", path, e)
+            self._stats["drop_failed"] += 1
+            self._trust_records = False
 
     def invalidate(self, path: str) -> None:
         """Drops everything the cache holds for ``path`` (its record and
@@ -550,6 +603,9 @@ class BlobcacheFileSystem(ChainedFileSystem):
         return blocks
 
     def _cat_range(self, path: str, start: Optional[int], end: Optional[int]) -> bytes:
+        if self._bypass():
+            data0: bytes = self.fs.cat_file(path, start=start, end=end)
+            return data0
         force = False
         for _ in range(MAX_RESTARTS):
             entry = self._current(path, force)
@@ -603,7 +659,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
 
             f.close = close_then_invalidate
             return f
-        entry = None if kwargs else self._current(path)
+        entry = None if kwargs or self._bypass() else self._current(path)
         if entry is None or not self._cacheable(entry):
             # no identity, a large file of a weak one, or options for the
             # target: uncached
@@ -616,7 +672,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
         """The target's ``info()``; with ``expiry``, the cached one while
         it is fresh."""
         path = self._strip_protocol(path)
-        if self._expiry is not None and not kwargs:
+        if self._expiry is not None and not kwargs and not self._bypass():
             entry = self._load_entry(path)
             if entry is not None and self._fresh(entry):
                 return dict(entry.info)
