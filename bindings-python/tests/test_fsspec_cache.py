@@ -560,6 +560,43 @@ def test_a_store_error_while_dropping_does_not_fail_the_write(path, remote, cach
     assert fs.cat_file("/f") == b"new"  # the old record is not trusted
 
 
+def test_every_spelling_of_a_local_path_reads_and_drops_one_entry(
+    tmp_path, path, caches, clock
+):
+    """A local target resolves "//", "/./", "/../" and symbolic links: a
+    write under one spelling drops what a read under another cached."""
+    local = fsspec.filesystem("file", skip_instance_cache=True)
+    d = str(tmp_path / "t")
+    os.makedirs(d + "/sub")
+    os.symlink(d, d + "/link")
+    fs = caches(path, local, expiry=60)
+    spellings = [d + "//f", d + "/./f", d + "/sub/../f", d + "/link/f"]
+    for n, spelling in enumerate(spellings):
+        clock.now += 61  # what was cached before is no longer trusted
+        local.pipe_file(d + "/f", b"old %d" % n)
+        assert fs.cat_file(d + "/f") == b"old %d" % n  # cached, trusted for T
+        fs.pipe_file(spelling, b"new %d" % n)
+        assert fs.cat_file(d + "/f") == b"new %d" % n, spelling
+        fs.cat_file(spelling)  # cached under the one entry
+        fs.pipe_file(d + "/f", b"newer %d" % n)
+        assert fs.cat_file(spelling) == b"newer %d" % n, spelling
+
+
+def test_mv_of_a_directory_without_recursive_drops_its_files(tmp_path, path, caches, clock):
+    """A local target moves a whole tree on mv(dir, dir2) even without
+    recursive=True: what was cached under the old names is dropped."""
+    local = fsspec.filesystem("file", skip_instance_cache=True)
+    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
+    local.makedirs(src + "/a")
+    local.pipe_file(src + "/a/f", b"moved")
+    fs = caches(path, local, expiry=60)
+    assert fs.cat_file(src + "/a/f") == b"moved"
+    fs.mv(src, dst)
+    assert local.cat_file(dst + "/a/f") == b"moved"
+    with pytest.raises(FileNotFoundError):
+        fs.cat_file(src + "/a/f")
+
+
 def test_listings_pass_through(path, remote, caches):
     remote.pipe_file("/l/x/1", b"1")
     remote.pipe_file("/l/2", b"22")

@@ -70,6 +70,11 @@ cannot land after the drop and be served for ``T``). Other processes
 sharing the target are seen only by identity (``check``/``expiry``). Listings (``ls``, ``find``,
 ``glob``) pass through. A write inside a target's transaction drops the
 cache at the file's close, before the transaction commits.
+A path is keyed as the target names it (its ``_strip_protocol``); on a
+local target, which resolves them, by its real path, so ``d//f``,
+``d/./f``, ``d/x/../f`` and a symbolic link to it read and drop one entry
+(an object store's ``a//b`` or ``a/../b`` is an object of its own: kept
+apart). ``mv`` drops every file under the source, recursive or not.
 
 Damage and room. A cached piece that the store reports damaged
 (``CorruptError``) is deleted and fetched again, never served. Damage in a
@@ -105,6 +110,7 @@ from typing import Any, Callable, Optional, Union
 
 import fsspec
 from fsspec.implementations.chained import ChainedFileSystem
+from fsspec.implementations.local import LocalFileSystem
 from fsspec.spec import AbstractBufferedFile
 
 from ._cache_entry import Entry, check_size, freshness, identity_and_strength, identity_of
@@ -206,6 +212,13 @@ class BlobcacheFileSystem(ChainedFileSystem):
                     f"target_options must be a dict, not {type(target_options).__name__!r}"
                 )
             self.fs = fsspec.filesystem(target_protocol, **(target_options or {}))
+        # A local target's paths name files through the OS, which resolves
+        # "//", "/./", "/../" and symbolic links: keys are then made from
+        # the real path, so every spelling of a file reads and drops one
+        # entry. Other targets' paths are names (an object store's
+        # "a/../b" and "b" are two objects): keys are the path as the
+        # target's _strip_protocol gives it.
+        self._local = isinstance(self.fs, LocalFileSystem)
         if namespace is not None and not isinstance(namespace, str):
             raise TypeError(f"namespace must be a str, not {type(namespace).__name__!r}")
         self.namespace = namespace if namespace is not None else self._default_namespace()
@@ -320,8 +333,13 @@ class BlobcacheFileSystem(ChainedFileSystem):
 
     # -- keys -------------------------------------------------------------
 
+    def _key_path(self, path: str) -> str:
+        """The name a path's keys are made from (see ``_local``)."""
+        return os.path.realpath(path) if self._local else path
+
     def _prefix(self, path: str) -> str:
-        digest = hashlib.sha256(f"{self.namespace}\0{path}".encode()).hexdigest()[:40]
+        name = f"{self.namespace}\0{self._key_path(path)}"
+        digest = hashlib.sha256(name.encode()).hexdigest()[:40]
         return f"{_KEY_FORMAT}/{digest}/"
 
     @staticmethod
@@ -766,7 +784,9 @@ class BlobcacheFileSystem(ChainedFileSystem):
         maxdepth: Optional[int] = None,
         **kwargs: Any,
     ) -> None:
-        sources = self._files(path1, recursive, maxdepth)
+        # Every file under path1, whatever recursive says: a target that
+        # moves a directory tree without it (local) moves them all.
+        sources = self._files(path1, True, None)
         try:
             self.fs.mv(path1, path2, recursive=recursive, maxdepth=maxdepth, **kwargs)
         finally:
