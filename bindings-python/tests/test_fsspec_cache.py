@@ -597,6 +597,22 @@ def test_mv_of_a_directory_without_recursive_drops_its_files(tmp_path, path, cac
         fs.cat_file(src + "/a/f")
 
 
+def test_a_local_name_that_is_not_utf8_is_cached_and_dropped(tmp_path, path, caches):
+    local = fsspec.filesystem("file", skip_instance_cache=True)
+    name = os.fsdecode(os.fsencode(str(tmp_path)) + b"/bad\xff.bin")
+    assert "\udcff" in name
+    local.pipe_file(name, b"odd name")
+    fs = caches(path, local, expiry=60)
+    assert fs.cat_file(name) == b"odd name"
+    with fs.open(name, "rb") as f:
+        assert f.read() == b"odd name"
+    fs.pipe_file(name, b"rewritten")
+    assert fs.cat_file(name) == b"rewritten"
+    fs.rm(name)
+    assert not local.exists(name)
+    assert list(fs.store.list(fs._prefix(name))) == []
+
+
 def test_listings_pass_through(path, remote, caches):
     remote.pipe_file("/l/x/1", b"1")
     remote.pipe_file("/l/2", b"22")

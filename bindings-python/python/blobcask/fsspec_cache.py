@@ -339,12 +339,14 @@ class BlobcacheFileSystem(ChainedFileSystem):
 
     def _prefix(self, path: str) -> str:
         name = f"{self.namespace}\0{self._key_path(path)}"
-        digest = hashlib.sha256(name.encode()).hexdigest()[:40]
+        # surrogateescape: a local name that is not UTF-8 ("bad\udcff.bin",
+        # as os.listdir gives it) is keyed by its own bytes
+        digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:40]
         return f"{_KEY_FORMAT}/{digest}/"
 
     @staticmethod
     def _idhash(identity: str) -> str:
-        return hashlib.sha256(identity.encode()).hexdigest()[:24]
+        return hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:24]
 
     def _whole_key(self, path: str, entry: Entry) -> str:
         return f"{self._prefix(path)}w/{self._idhash(entry.identity)}"
