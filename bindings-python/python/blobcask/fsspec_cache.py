@@ -48,7 +48,10 @@ cached first) while a look-alike version replaces it, never mixed.
 After every fetch from the target the identity is read again; if it
 changed, the fetched bytes belong to another version, and the read starts
 over under the new identity (``cat_file``: up to 3 times, then
-``OSError(ESTALE)``). So a read never mixes pieces of two versions. A file
+``OSError(ESTALE)``). A whole-file fetch whose length is not the size
+``info()`` gave (``/proc`` says 0, ``/sys`` 4096) is served as fetched,
+once, uncached (``size_mismatch``); ``open`` fetches such a small file at
+once, and opens it on the target when its bytes are of another size. So a read never mixes pieces of two versions. A file
 object keeps the identity it opened with: if the file changes once it has
 returned bytes, a read that must fetch raises ``OSError(ESTALE)``.
 
@@ -166,6 +169,16 @@ class _Changed(Exception):
     """The remote file's identity changed while a read fetched from it."""
 
 
+class _SizeMismatch(_Changed):
+    """A whole-file fetch returned another length than ``info()`` gave
+    (``/proc``, ``/sys``, a file that changed): ``data`` is what the target
+    returned, in one request, to pass through uncached."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__()
+        self.data = data
+
+
 class BlobcacheFileSystem(ChainedFileSystem):
     """Caches any fsspec file system's files in a blobcask store; see the
     module's documentation."""
@@ -246,6 +259,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
             "restarts": 0,
             "raced": 0,
             "drop_failed": 0,
+            "size_mismatch": 0,
         }
         self._trust_records = True  # until the store refuses a change
 
@@ -315,7 +329,9 @@ class BlobcacheFileSystem(ChainedFileSystem):
         changed while they fetched), ``raced`` (records or pieces not
         stored because a write dropped the path while they fetched),
         ``drop_failed`` (drops the store refused: records are no longer
-        trusted without asking the target)."""
+        trusted without asking the target), ``size_mismatch`` (whole
+        files whose bytes were not of ``info()``'s size: passed through
+        uncached)."""
         return dict(self._stats)
 
     def __getattr__(self, name: str) -> Any:
@@ -584,7 +600,8 @@ class BlobcacheFileSystem(ChainedFileSystem):
         except FileNotFoundError:
             raise _Changed() from None
         if len(data) != entry.size:
-            raise _Changed()
+            self._stats["size_mismatch"] += 1
+            raise _SizeMismatch(bytes(data))
         self._verify(path, entry)
         self._put(key, data, path, entry.generation)
         return bytes(data[start:end])
@@ -635,6 +652,8 @@ class BlobcacheFileSystem(ChainedFileSystem):
             lo, hi = _resolve(start, end, entry.size)
             try:
                 return self._read(path, entry, lo, hi)
+            except _SizeMismatch as e:  # the target's bytes, not info()'s size
+                return e.data[start:end]
             except _Changed:
                 self._stats["restarts"] += 1
                 force = True
@@ -686,6 +705,19 @@ class BlobcacheFileSystem(ChainedFileSystem):
             return self.fs.open(
                 path, mode, block_size=block_size, cache_options=cache_options, **kwargs
             )
+        if entry.size <= self.whole_file_limit and not self.store.contains(
+            self._whole_key(path, entry)
+        ):
+            # Fetched (and cached) now: a file whose bytes are not of the
+            # size info() gives (/proc, /sys) is then opened on the target.
+            try:
+                self._read_whole(path, entry, 0, entry.size)
+            except _SizeMismatch:
+                return self.fs.open(
+                    path, mode, block_size=block_size, cache_options=cache_options, **kwargs
+                )
+            except _Changed:
+                pass  # the file object's first read starts over
         return BlobcacheFile(self, path, entry, block_size=block_size, cache_options=cache_options)
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
