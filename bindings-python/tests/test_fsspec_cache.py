@@ -643,6 +643,23 @@ def test_bytes_of_another_size_than_info_gives_pass_through(path, caches):
     assert not [k for k in fs.store.list("bc1/") if b"/w/" in k]
 
 
+def test_fsspec_buffering_options_do_not_bypass_the_cache(path, remote, caches):
+    """dask opens files with cache_type= (and block_size=, cache_options=):
+    they tell a target's file how to buffer; reads still use the cache."""
+    remote.pipe_file("/f", V1)
+    fs = caches(path, remote)
+    assert fs.cat_file("/f") == V1
+    remote.reset()
+    for options in (
+        {"cache_type": "readahead"},
+        {"cache_type": "bytes", "block_size": 5 * B, "cache_options": {}},
+    ):
+        with fs.open("/f", "rb", **options) as f:
+            assert isinstance(f, fsspec_cache.BlobcacheFile)
+            assert f.read() == V1
+    assert remote.calls["cat_file"] == 0
+
+
 def test_listings_pass_through(path, remote, caches):
     remote.pipe_file("/l/x/1", b"1")
     remote.pipe_file("/l/2", b"22")

@@ -48,12 +48,13 @@ cached first) while a look-alike version replaces it, never mixed.
 After every fetch from the target the identity is read again; if it
 changed, the fetched bytes belong to another version, and the read starts
 over under the new identity (``cat_file``: up to 3 times, then
-``OSError(ESTALE)``). A whole-file fetch whose length is not the size
-``info()`` gave (``/proc`` says 0, ``/sys`` 4096) is served as fetched,
-once, uncached (``size_mismatch``); ``open`` fetches such a small file at
-once, and opens it on the target when its bytes are of another size. So a read never mixes pieces of two versions. A file
+``OSError(ESTALE)``). So a read never mixes pieces of two versions. A file
 object keeps the identity it opened with: if the file changes once it has
 returned bytes, a read that must fetch raises ``OSError(ESTALE)``.
+A whole-file fetch whose length is not the size ``info()`` gave
+(``/proc`` says 0, ``/sys`` 4096) is served as fetched, once, uncached
+(``size_mismatch``); ``open`` fetches such a small file at once, and
+opens it on the target when its bytes are of another size.
 
 Freshness. ``check="always"`` (the default) asks the target's ``info()`` at
 every open and every ``cat_file``, and serves cached pieces only of the
@@ -63,6 +64,11 @@ cached identity for at most ``T`` seconds after it was last confirmed with
 the target (confirmation times are kept in the store, so a restart keeps
 them): no read returns bytes of a version replaced more than ``T`` seconds
 before, and within that ``info()`` too is answered from the cache.
+
+``open(path, "rb")`` accepts fsspec's buffering options (``cache_type``,
+``cache_options``, ``block_size``: dask passes them) and ignores them: the
+store is the file's cache. Other options (``version_id=``, ...) go to the
+target and make the read uncached, as they do for ``cat_file``.
 
 Writes (``open(..., "wb")``, ``pipe_file``, ``put_file``, ``cp_file``,
 ``touch``) go to the target, then drop what the cache holds for the path;
@@ -149,6 +155,9 @@ MAX_RESTARTS = 3
 _KEY_FORMAT = "bc1"  # first component of every key this module writes
 
 _log = logging.getLogger(__name__)
+
+# open() options that say how a file object buffers, not what it reads.
+_BUFFERING_OPTIONS = ("cache_type",)
 
 # Wall-clock time of confirmations (a module attribute, so tests can move it).
 _clock: Callable[[], float] = time.time
@@ -698,6 +707,12 @@ class BlobcacheFileSystem(ChainedFileSystem):
 
             f.close = close_then_invalidate
             return f
+        # fsspec's own buffering options (dask passes cache_type=) are for
+        # a target's file: the store is this one's cache, so they are
+        # accepted and ignored, not taken for options that select a
+        # version (which make the read uncached).
+        for option in _BUFFERING_OPTIONS:
+            kwargs.pop(option, None)
         entry = None if kwargs or self._bypass() else self._current(path)
         if entry is None or not self._cacheable(entry):
             # no identity, a large file of a weak one, or options for the
