@@ -859,6 +859,35 @@ def test_an_etag_is_strong_unless_http_weak():
     assert identity_and_strength({"size": 3, "Last-Modified": "Sun, 29 Nov 2026"})[1] is False
 
 
+def test_an_http_file_with_only_last_modified_is_cached_whole(tmp_path, path, caches):
+    """Python's http.server sends Last-Modified and no ETag: a weak
+    identity, so a small file is cached whole."""
+    import functools
+    import http.server
+
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "page.txt").write_bytes(b"served over http")
+    handler = functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "www")
+    )
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/page.txt"
+        http_fs = fsspec.filesystem("http", skip_instance_cache=True)
+        assert "Last-Modified" in http_fs.info(url) and "ETag" not in http_fs.info(url)
+        fs = caches(path, http_fs, expiry=60)
+        assert fs.cat_file(url) == b"served over http"
+        assert fs.cat_file(url) == b"served over http"
+        assert fs.cache_stats()["hits"] == 1
+        assert [k for k in fs.store.list("bc1/") if b"/w/" in k]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_a_chained_url_opens_through_the_cache(path):
     assert fsspec.get_filesystem_class("blobcache") is BlobcacheFileSystem
     memory = fsspec.filesystem("memory")
