@@ -888,6 +888,17 @@ def test_an_http_file_with_only_last_modified_is_cached_whole(tmp_path, path, ca
         server.server_close()
 
 
+@pytest.mark.parametrize("bad", [True, False, 1.0, "3"])
+def test_cat_file_bounds_must_be_ints(path, remote, caches, bad):
+    remote.pipe_file("/f", b"0123456789")
+    fs = caches(path, remote)
+    with pytest.raises(TypeError, match="start must be an int"):
+        fs.cat_file("/f", start=bad)
+    with pytest.raises(TypeError, match="end must be an int"):
+        fs.cat_file("/f", end=bad)
+    assert fs.cat_file("/f", start=1, end=-1) == b"12345678"
+
+
 def test_a_chained_url_opens_through_the_cache(path):
     assert fsspec.get_filesystem_class("blobcache") is BlobcacheFileSystem
     memory = fsspec.filesystem("memory")

@@ -677,6 +677,9 @@ class BlobcacheFileSystem(ChainedFileSystem):
         from the cache where it holds them, of one version. Options for
         the target (``version_id=``, ...) make it a read of the target,
         uncached: the cache cannot tell what they select."""
+        for name, value in (("start", start), ("end", end)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise TypeError(f"{name} must be an int or None, not {type(value).__name__!r}")
         path = self._strip_protocol(path)
         if kwargs:
             data: bytes = self.fs.cat_file(path, start=start, end=end, **kwargs)
