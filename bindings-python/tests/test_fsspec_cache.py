@@ -851,8 +851,13 @@ def test_a_weak_identity_never_mixes_two_versions(tmp_path, path, caches):
 def test_an_etag_is_strong_unless_http_weak():
     from blobcask._cache_entry import identity_and_strength
 
-    # nginx's ETag is "<mtime hex>-<size hex>": trusted as strong all the same
-    assert identity_and_strength({"size": 3, "ETag": '"5f1-3"'})[1] is True
+    # nginx's ETag is "<mtime hex>-<size hex>", Apache's "<size hex>-<mtime
+    # us hex>": visibly time and size, so weak; any other ETag is trusted
+    assert identity_and_strength({"size": 3, "ETag": '"6553f100-3"'})[1] is False
+    assert identity_and_strength({"size": 45, "ETag": '"2d-432a5e4a73a80"'})[1] is False
+    assert identity_and_strength({"size": 4, "ETag": '"6553f100-3"'})[1] is True
+    md5_parts = '"' + "a" * 32 + '-2"'  # S3 multipart: md5 of md5s, part count
+    assert identity_and_strength({"size": 2, "ETag": md5_parts})[1] is True
     assert identity_and_strength({"size": 3, "ETag": 'W/"x"'})[1] is False
     assert identity_and_strength({"size": 3, "ETag": 'W/"x"', "VersionId": "v"})[1] is True
     assert identity_and_strength({"size": 3, "mtime": 1.0})[1] is False

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -27,18 +28,35 @@ _MTIME_FIELDS = (
 )
 
 
+# An ETag that is only a modification time and a size, in hex: nginx's
+# "<mtime s>-<size>", Apache's "<size>-<mtime us>" (the size may be
+# either part; S3's multipart "<32 hex>-<parts>" is not one of these).
+_TIME_SIZE_ETAG = re.compile(r'^(?:W/)?"([0-9a-fA-F]{1,16})-([0-9a-fA-F]{1,16})"$')
+
+
+def _time_and_size_etag(etag: Any, size: Any) -> bool:
+    if not isinstance(etag, str) or not isinstance(size, int):
+        return False
+    m = _TIME_SIZE_ETAG.match(etag)
+    return m is not None and size in (int(m.group(1), 16), int(m.group(2), 16))
+
+
 def identity_and_strength(info: dict[str, Any]) -> Optional[tuple[str, bool]]:
     """The version identity of a file from its ``info()`` and whether it
     is strong: an ETag or a version names one sequence of bytes (strong;
     an ETag is trusted as such whatever the server made it from, except
-    an HTTP weak one, ``W/"..."``); a modification time and size does
-    not (weak: two versions of one size written within the target's
-    time resolution look alike). None when the target gives neither."""
+    an HTTP weak one, ``W/"..."``, and one that is visibly a time and
+    this size in hex, ``"<hex>-<hex>"`` as nginx and Apache make them);
+    a modification time and size does not (weak: two versions of one
+    size written within the target's time resolution look alike). None
+    when the target gives neither."""
     size = info.get("size")
     named = [f"{f}={info[f]!r}" for f in _ETAG_FIELDS + _VERSION_FIELDS if info.get(f) is not None]
     if named:
         weak_etag = any(
-            isinstance(info.get(f), str) and info[f].startswith("W/") for f in _ETAG_FIELDS
+            isinstance(info.get(f), str)
+            and (info[f].startswith("W/") or _time_and_size_etag(info[f], size))
+            for f in _ETAG_FIELDS
         )
         has_version = any(info.get(f) is not None for f in _VERSION_FIELDS)
         return ";".join(named + [f"size={size!r}"]), has_version or not weak_etag

@@ -35,9 +35,11 @@ gives one, else its modification time and size (``mtime``,
 ``memory://``, plain HTTP servers). A file whose ``info()`` has none of
 these, or no size, is not cached (read straight from the target).
 An ETag or version is a *strong* identity: it is trusted to name one
-sequence of bytes, whatever the server made it from (nginx's ETag is the
-modification time and size in hex: it is trusted all the same; an HTTP
-weak ETag, ``W/"..."``, is not). A modification time and size is *weak*:
+sequence of bytes, whatever the server made it from, with two
+exceptions, taken as weak: an HTTP weak ETag (``W/"..."``), and one that
+is visibly a time and this size in hex (``"<hex>-<hex>"``, one part equal
+to the size: nginx's and Apache's static-file ETags). An ETag that hides
+a time and size some other way cannot be told apart, and is trusted. A modification time and size is *weak*:
 two versions of one size written within the target's time resolution
 (1-second file systems, ``cp -p``, ``utime``) look alike. A file of a
 weak identity is therefore never cached as blocks, which could join
