@@ -904,6 +904,26 @@ def test_cat_file_bounds_must_be_ints(path, remote, caches, bad):
     assert fs.cat_file("/f", start=1, end=-1) == b"12345678"
 
 
+def test_store_options_for_a_store_already_open_are_refused_not_ignored(path, remote, caches):
+    fs = caches(path, remote, store_options={"capacity": 8 << 20})
+    same = caches(path, remote, store_options={"capacity": 8 << 20})  # the same: fine
+    assert same.store is fs.store
+    assert caches(path, remote).store is fs.store  # none given: fine
+    with pytest.raises(ValueError, match="already open in this process with"):
+        caches(path, remote, store_options={"capacity": 8 << 20, "durability": "sync"})
+
+
+def test_modified_created_and_sign_are_the_targets(tmp_path, path, caches):
+    local = fsspec.filesystem("file", skip_instance_cache=True)
+    name = str(tmp_path / "f")
+    local.pipe_file(name, b"x")
+    fs = caches(path, local)
+    assert fs.modified(name) == local.modified(name)
+    assert fs.created(name) == local.created(name)
+    with pytest.raises(NotImplementedError):
+        fs.sign(name)  # the local target's own answer
+
+
 def test_a_chained_url_opens_through_the_cache(path):
     assert fsspec.get_filesystem_class("blobcache") is BlobcacheFileSystem
     memory = fsspec.filesystem("memory")

@@ -16,7 +16,9 @@ or ``BlobcacheFileSystem(store="/var/cache/s3.blobcask", target_protocol="s3",
 target_options={...})``, or ``fs=`` a file system instance instead of
 ``target_protocol``. ``store`` is a path (opened as ``blobcask.fsspec`` opens
 stores: shared by every instance on the same file, on an ordered index;
-``store_options`` go to ``blobcask.Store``) or an open ``blobcask.Store``;
+``store_options`` go to ``blobcask.Store`` when it is opened: other
+``store_options`` for a store already open in the process are a
+``ValueError``, not ignored) or an open ``blobcask.Store``;
 a store open read-only is refused (``ValueError``): a cache stores what
 it reads. In a forked child (which inherits the store's handle, not its
 lock) every read and write passes through to the target, uncached.
@@ -157,6 +159,11 @@ MAX_RESTARTS = 3
 _KEY_FORMAT = "bc1"  # first component of every key this module writes
 
 _log = logging.getLogger(__name__)
+
+# The options this module opened each store path with (by real path), so
+# that other store_options for an already open store are refused rather
+# than silently ignored.
+_opened_with: dict[str, dict[str, Any]] = {}
 
 # open() options that say how a file object buffers, not what it reads.
 _BUFFERING_OPTIONS = ("cache_type",)
@@ -316,6 +323,21 @@ class BlobcacheFileSystem(ChainedFileSystem):
             opened: Optional[Store] = _opened.get(real)
             if opened is None:
                 opened = _opened[real] = _open_ordered(real, options)
+                _opened_with[real] = options
+            elif store_options is not None:
+                before = _opened_with.get(real)
+                if before is None:
+                    raise ValueError(
+                        f"the store {real!r} is already open in this process (by "
+                        "blobcask.fsspec or a Store): store_options would not apply; "
+                        "give no store_options, or pass the open Store as store="
+                    )
+                if before != options:
+                    raise ValueError(
+                        f"the store {real!r} is already open in this process with "
+                        f"store_options {before!r}, not {options!r}: options apply only "
+                        "when a store is opened (close the other cache first)"
+                    )
         return opened, real
 
     def close(self) -> None:
@@ -329,6 +351,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
                     del cache[token]
             if self._own_path is not None and _opened.get(self._own_path) is self.store:
                 del _opened[self._own_path]
+                _opened_with.pop(self._own_path, None)
                 self.store.close()
 
     def cache_stats(self) -> dict[str, int]:
@@ -739,6 +762,15 @@ class BlobcacheFileSystem(ChainedFileSystem):
             except _Changed:
                 pass  # the file object's first read starts over
         return BlobcacheFile(self, path, entry, block_size=block_size, cache_options=cache_options)
+
+    def modified(self, path: str) -> Any:
+        return self.fs.modified(self._strip_protocol(path))
+
+    def created(self, path: str) -> Any:
+        return self.fs.created(self._strip_protocol(path))
+
+    def sign(self, path: str, expiration: int = 100, **kwargs: Any) -> Any:
+        return self.fs.sign(self._strip_protocol(path), expiration=expiration, **kwargs)
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         """The target's ``info()``; with ``expiry``, the cached one while
