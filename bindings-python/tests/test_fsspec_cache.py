@@ -38,7 +38,7 @@ class CountingFS(MemoryFileSystem):
     ``cat_file``: the base ``cat_ranges`` calls it per range) and records
     the ranges read. ``after_read`` runs after each read of bytes. Its
     ``info()`` gives an ETag (a hash of the bytes, as S3's is), a strong
-    identity, unless ``strong=False`` (then only memory's ``created``)."""
+    identity, unless ``strong=False`` (then an ``mtime``: its ``created``)."""
 
     def __init__(self, strong: bool = True) -> None:
         super().__init__(global_store=False)
@@ -54,6 +54,8 @@ class CountingFS(MemoryFileSystem):
         if self.strong and info["type"] == "file":
             data = self.store[self._strip_protocol(path)].getvalue()
             info["ETag"] = '"' + hashlib.md5(data).hexdigest() + '"'
+        elif info["type"] == "file":
+            info["mtime"] = info["created"]
         if self.after_info is not None:
             self.after_info()
         return info
@@ -120,7 +122,7 @@ class CacheOverMemoryFixtures(abstract.AbstractFixtures):
 
     @pytest.fixture
     def fs(self, tmp_path):
-        target = MemoryFileSystem(global_store=False, skip_instance_cache=True)
+        target = CountingFS(skip_instance_cache=True)
         fs = BlobcacheFileSystem(
             store=tmp_path / "suite.blobcask",
             fs=target,
@@ -805,6 +807,7 @@ def test_a_target_without_identity_is_read_uncached(path, caches):
         def info(self, path, **kwargs):
             info = dict(super().info(path, **kwargs))
             info.pop("created", None)
+            info.pop("mtime", None)
             return info
 
     remote = NoIdentity(strong=False, skip_instance_cache=True)
@@ -924,16 +927,30 @@ def test_modified_created_and_sign_are_the_targets(tmp_path, path, caches):
         fs.sign(name)  # the local target's own answer
 
 
-def test_a_chained_url_opens_through_the_cache(path):
+def test_memory_files_edited_in_place_are_read_uncached(path, caches):
+    """memory:// gives only ``created``, which an "r+b" edit keeps: not an
+    identity, so its files are read through, and the edit is seen."""
+    memory = MemoryFileSystem(global_store=False, skip_instance_cache=True)
+    memory.pipe_file("/m", b"0123456789")
+    fs = caches(path, memory)
+    assert fs.cat_file("/m") == b"0123456789"
+    with memory.open("/m", "r+b") as f:
+        f.seek(2)
+        f.write(b"XY")
+    assert fs.cat_file("/m") == b"01XY456789"
+    assert list(fs.store.list("bc1/")) == []
+
+
+def test_a_chained_url_opens_through_the_cache(path, tmp_path):
     assert fsspec.get_filesystem_class("blobcache") is BlobcacheFileSystem
-    memory = fsspec.filesystem("memory")
-    memory.pipe_file(f"/chained/{id(path)}/data.bin", V1)
-    url = f"blobcache::memory://chained/{id(path)}/data.bin"
+    data = tmp_path / "data.bin"
+    data.write_bytes(V1)
+    url = f"blobcache::file://{data}"
     with fsspec.open(url, "rb", blobcache={"store": path, "expiry": 60}) as f:
         assert f.read() == V1
         cache_fs = f.fs
-    assert isinstance(cache_fs, BlobcacheFileSystem) and cache_fs.fs.protocol == "memory"
-    memory.rm_file(f"/chained/{id(path)}/data.bin")  # cached: still served
+    assert isinstance(cache_fs, BlobcacheFileSystem) and "file" in cache_fs.fs.protocol
+    data.unlink()  # cached: still served
     with fsspec.open(url, "rb", blobcache={"store": path, "expiry": 60}) as f:
         assert f.read() == V1
     cache_fs.close()

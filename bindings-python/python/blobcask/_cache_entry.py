@@ -24,8 +24,7 @@ _MTIME_FIELDS = (
     "Last-Modified",  # HTTP's header, as fsspec's http:// info() gives it
     "modified",
     "updated",
-    "created",
-)
+)  # not "created" (memory://'s only time): a file edited in place keeps it
 
 
 # An ETag that is only a modification time and a size, in hex: nginx's

@@ -33,9 +33,10 @@ Identity. Every cached piece is keyed by the remote file's identity, taken
 from the target's ``info()``: its ETag and/or version (``ETag``/``etag``,
 ``VersionId``/``generation``/``version``: S3, GCS, blobcask) when the target
 gives one, else its modification time and size (``mtime``,
-``LastModified``, HTTP's ``Last-Modified``, ``created``, ...: local files,
-``memory://``, plain HTTP servers). A file whose ``info()`` has none of
-these, or no size, is not cached (read straight from the target).
+``LastModified``, HTTP's ``Last-Modified``, ...: local files, plain HTTP
+servers). A file whose ``info()`` has none of these, or no size, is not
+cached (read straight from the target): ``memory://`` gives only a
+creation time, which an edit in place (``"r+b"``) keeps.
 An ETag or version is a *strong* identity: it is trusted to name one
 sequence of bytes, whatever the server made it from, with two
 exceptions, taken as weak: an HTTP weak ETag (``W/"..."``), and one that
