@@ -42,9 +42,10 @@ sequence of bytes, whatever the server made it from, with two
 exceptions, taken as weak: an HTTP weak ETag (``W/"..."``), and one that
 is visibly a time and this size in hex (``"<hex>-<hex>"``, one part equal
 to the size: nginx's and Apache's static-file ETags). An ETag that hides
-a time and size some other way cannot be told apart, and is trusted. A modification time and size is *weak*:
-two versions of one size written within the target's time resolution
-(1-second file systems, ``cp -p``, ``utime``) look alike. A file of a
+a time and size some other way cannot be told apart, and is trusted.
+A modification time and size is *weak*: two versions of one size
+written within the target's time resolution (1-second file systems,
+``cp -p``, ``utime``) look alike. A file of a
 weak identity is therefore never cached as blocks, which could join
 blocks of two such versions: it is cached only whole (one request), and
 only if at most ``whole_file_limit`` bytes; a larger one is read through
