@@ -6,6 +6,7 @@ full store; the S3 test is in test_fsspec_cache_s3.py."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import inspect
 import os
 import random
@@ -35,17 +36,29 @@ class CountingFS(MemoryFileSystem):
     """An independent memory file system that counts its ``info`` and
     ``cat_file`` calls (every read of bytes, ranged or whole, is one
     ``cat_file``: the base ``cat_ranges`` calls it per range) and records
-    the ranges read. ``after_read`` runs after each read of bytes."""
+    the ranges read. ``after_read`` runs after each read of bytes. Its
+    ``info()`` gives an ETag (a hash of the bytes, as S3's is), a strong
+    identity, unless ``strong=False`` (then an ``mtime``: its ``created``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, strong: bool = True) -> None:
         super().__init__(global_store=False)
         self.calls: Counter[str] = Counter()
         self.ranges: list[tuple[str, int | None, int | None]] = []
         self.after_read = None
+        self.after_info = None  # runs after info() has read the file
+        self.strong = strong
 
     def info(self, path, **kwargs):
         self.calls["info"] += 1
-        return super().info(path, **kwargs)
+        info = super().info(path, **kwargs)
+        if self.strong and info["type"] == "file":
+            data = self.store[self._strip_protocol(path)].getvalue()
+            info["ETag"] = '"' + hashlib.md5(data).hexdigest() + '"'
+        elif info["type"] == "file":
+            info["mtime"] = info["created"]
+        if self.after_info is not None:
+            self.after_info()
+        return info
 
     def cat_file(self, path, start=None, end=None, **kwargs):
         self.calls["cat_file"] += 1
@@ -63,6 +76,12 @@ class CountingFS(MemoryFileSystem):
 @pytest.fixture
 def remote():
     return CountingFS(skip_instance_cache=True)
+
+
+@pytest.fixture
+def weak_remote():
+    """A target whose files are told apart only by time and size."""
+    return CountingFS(strong=False, skip_instance_cache=True)
 
 
 @pytest.fixture
@@ -103,7 +122,7 @@ class CacheOverMemoryFixtures(abstract.AbstractFixtures):
 
     @pytest.fixture
     def fs(self, tmp_path):
-        target = MemoryFileSystem(global_store=False, skip_instance_cache=True)
+        target = CountingFS(skip_instance_cache=True)
         fs = BlobcacheFileSystem(
             store=tmp_path / "suite.blobcask",
             fs=target,
@@ -411,6 +430,238 @@ def test_writes_through_the_cache_reach_the_target_and_invalidate(path, remote, 
     assert list(fs.store.list("bc1/")) == []
 
 
+def once_at(call, action):
+    """A hook that runs ``action`` at its ``call``-th call (from 1)."""
+    calls = [0]
+
+    def hook():
+        calls[0] += 1
+        if calls[0] == call:
+            action()
+
+    return hook
+
+
+def test_a_record_held_back_by_a_reader_cannot_outlive_a_write(path, remote, caches, clock):
+    """Expiry mode: a reader asks the target (old version), then a write
+    through the cache replaces the file and drops the path; the reader's
+    record of the old version must not land after the drop (it would be
+    trusted for T)."""
+    remote.pipe_file("/f", V1)
+    fs = caches(path, remote, expiry=10)
+    assert fs.cat_file("/f") == V1
+    clock.now += 11  # the record is stale: the next open asks the target
+    v2 = V2[:-7]
+    remote.after_info = once_at(1, lambda: fs.pipe_file("/f", v2))
+    fs.open("/f", "rb").close()  # the reader found v1, then the write ran
+    remote.after_info = None
+    assert fs.info("/f")["size"] == len(v2)
+    assert fs.cat_file("/f") == v2
+    assert fs.cache_stats()["raced"] >= 1
+
+
+def test_pieces_held_back_by_a_reader_cannot_outlive_a_write(path, remote, caches, clock):
+    """A reader fetched and checked blocks of the old version; a write
+    through the cache drops the path before the reader stores them: they
+    are not stored (the reader's own bytes were of one version)."""
+    remote.pipe_file("/f", V1)
+    fs = caches(path, remote, expiry=10)
+    # info 1: the reader's confirmation; info 2: its check after the fetch
+    remote.after_info = once_at(2, lambda: fs.pipe_file("/f", V2))
+    assert fs.cat_file("/f") == V1  # read before the write finished
+    remote.after_info = None
+    assert list(fs.store.list(fs._prefix("/f"))) == []  # nothing of v1 kept
+    assert fs.cat_file("/f") == V2
+
+
+def test_an_empty_file_is_checked_after_its_fetch(path, remote, caches):
+    """A zero-size version is fetched like any other (not answered b""
+    from info() alone): a file that grew after info() is read as it is
+    (passed through, since its bytes are not of info()'s size)."""
+    remote.pipe_file("/z", b"")
+    fs = caches(path, remote)
+    remote.after_info = once_at(1, lambda: remote.pipe_file("/z", b"grown"))
+    assert fs.cat_file("/z") == b"grown"
+    assert fs.cache_stats()["size_mismatch"] == 1
+    remote.after_info = None
+    assert fs.cat_file("/z") == b"grown"
+    remote.pipe_file("/z", b"")
+    assert fs.cat_file("/z") == b"" and fs.cat_file("/z") == b""
+    assert fs.cache_stats()["hits"] >= 1  # an empty whole piece is cached
+
+
+def test_a_forked_child_reads_through_the_target(path, remote, caches, tmp_path):
+    """A forked child inherits the store's handle but not its lock: the
+    cache passes its reads (and writes) through to the target."""
+    remote.pipe_file("/f", V1)
+    remote.pipe_file("/s", b"small")
+    fs = caches(path, remote, expiry=60)
+    assert fs.cat_file("/f") == V1  # cached in the parent
+    out = tmp_path / "child.out"
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 1
+        try:
+            remote.pipe_file("/s", b"changed")
+            ok = (
+                fs.cat_file("/f") == V1
+                and fs.cat_file("/f", 5, 9) == V1[5:9]
+                and fs.open("/f", "rb").read() == V1
+                and fs.cat_file("/s") == b"changed"
+                and fs.info("/f")["size"] == len(V1)
+            )
+            fs.pipe_file("/t", b"written by the child")  # (the child's memory)
+            ok = ok and remote.cat_file("/t") == b"written by the child"
+            out.write_text("ok" if ok else "wrong bytes")
+            code = 0
+        except BaseException as e:  # noqa: BLE001 - reported to the parent
+            out.write_text(f"{type(e).__name__}: {e}")
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert out.read_text() == "ok" and status == 0
+    assert fs.cat_file("/f") == V1 and fs.cache_stats()["hits"] >= 1
+
+
+def test_a_read_only_store_is_refused(path, remote, tmp_path):
+    with blobcask.Store(path, capacity=8 << 20):
+        pass
+    with blobcask.Store(path, read_only=True) as ro:
+        with pytest.raises(ValueError, match="read-only"):
+            BlobcacheFileSystem(store=ro, fs=remote, skip_instance_cache=True)
+    with pytest.raises(ValueError, match="read_only"):
+        BlobcacheFileSystem(
+            store=tmp_path / "other.blobcask",
+            fs=remote,
+            store_options={"read_only": True},
+            skip_instance_cache=True,
+        )
+
+
+def test_a_store_error_while_dropping_does_not_fail_the_write(path, remote, caches, clock):
+    """The write reached the target: a store that then fails to drop the
+    path must not make it look failed; records are no longer trusted."""
+    remote.pipe_file("/f", b"old")
+    fs = caches(path, remote, expiry=60)
+    assert fs.cat_file("/f") == b"old"
+    real = fs.store
+
+    class Failing:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def list(self, *args, **kwargs):
+            raise blobcask.errors.IOError("EIO: the cache's disk failed")
+
+    fs.store = Failing()
+    try:
+        fs.pipe_file("/f", b"new")  # no exception: the write is done
+    finally:
+        fs.store = real
+    assert remote.cat_file("/f") == b"new"
+    assert fs.cache_stats()["drop_failed"] == 1
+    assert fs.cat_file("/f") == b"new"  # the old record is not trusted
+
+
+def test_every_spelling_of_a_local_path_reads_and_drops_one_entry(
+    tmp_path, path, caches, clock
+):
+    """A local target resolves "//", "/./", "/../" and symbolic links: a
+    write under one spelling drops what a read under another cached."""
+    local = fsspec.filesystem("file", skip_instance_cache=True)
+    d = str(tmp_path / "t")
+    os.makedirs(d + "/sub")
+    os.symlink(d, d + "/link")
+    fs = caches(path, local, expiry=60)
+    spellings = [d + "//f", d + "/./f", d + "/sub/../f", d + "/link/f"]
+    for n, spelling in enumerate(spellings):
+        clock.now += 61  # what was cached before is no longer trusted
+        local.pipe_file(d + "/f", b"old %d" % n)
+        assert fs.cat_file(d + "/f") == b"old %d" % n  # cached, trusted for T
+        fs.pipe_file(spelling, b"new %d" % n)
+        assert fs.cat_file(d + "/f") == b"new %d" % n, spelling
+        fs.cat_file(spelling)  # cached under the one entry
+        fs.pipe_file(d + "/f", b"newer %d" % n)
+        assert fs.cat_file(spelling) == b"newer %d" % n, spelling
+
+
+def test_mv_of_a_directory_without_recursive_drops_its_files(tmp_path, path, caches, clock):
+    """A local target moves a whole tree on mv(dir, dir2) even without
+    recursive=True: what was cached under the old names is dropped."""
+    local = fsspec.filesystem("file", skip_instance_cache=True)
+    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
+    local.makedirs(src + "/a")
+    local.pipe_file(src + "/a/f", b"moved")
+    fs = caches(path, local, expiry=60)
+    assert fs.cat_file(src + "/a/f") == b"moved"
+    fs.mv(src, dst)
+    assert local.cat_file(dst + "/a/f") == b"moved"
+    with pytest.raises(FileNotFoundError):
+        fs.cat_file(src + "/a/f")
+
+
+def test_a_local_name_that_is_not_utf8_is_cached_and_dropped(tmp_path, path, caches):
+    local = fsspec.filesystem("file", skip_instance_cache=True)
+    name = os.fsdecode(os.fsencode(str(tmp_path)) + b"/bad\xff.bin")
+    assert "\udcff" in name
+    local.pipe_file(name, b"odd name")
+    fs = caches(path, local, expiry=60)
+    assert fs.cat_file(name) == b"odd name"
+    with fs.open(name, "rb") as f:
+        assert f.read() == b"odd name"
+    fs.pipe_file(name, b"rewritten")
+    assert fs.cat_file(name) == b"rewritten"
+    fs.rm(name)
+    assert not local.exists(name)
+    assert list(fs.store.list(fs._prefix(name))) == []
+
+
+def test_bytes_of_another_size_than_info_gives_pass_through(path, caches):
+    """/proc (size 0, bytes behind it) and /sys (size 4096, fewer bytes):
+    the fetched bytes are served as they are, once, uncached."""
+
+    class Lying(CountingFS):
+        def info(self, path, **kwargs):
+            info = dict(super().info(path, **kwargs))
+            if "proc" in path:
+                info["size"] = 0
+            elif "sys" in path:
+                info["size"] = 4096
+            return info
+
+    remote = Lying(strong=False, skip_instance_cache=True)
+    remote.pipe_file("/proc/x", b"proc bytes")
+    remote.pipe_file("/sys/y", b"sys\n")
+    fs = caches(path, remote, expiry=60)
+    for _ in range(2):
+        assert fs.cat_file("/proc/x") == b"proc bytes"
+        assert fs.cat_file("/proc/x", 5, -1) == b"byte"
+        assert fs.cat_file("/sys/y") == b"sys\n"
+        with fs.open("/proc/x", "rb") as f:
+            assert f.read() == b"proc bytes"
+        with fs.open("/sys/y", "rb") as f:
+            assert f.read() == b"sys\n"
+    assert fs.cache_stats()["restarts"] == 0
+    assert not [k for k in fs.store.list("bc1/") if b"/w/" in k]
+
+
+def test_fsspec_buffering_options_do_not_bypass_the_cache(path, remote, caches):
+    """dask opens files with cache_type= (and block_size=, cache_options=):
+    they tell a target's file how to buffer; reads still use the cache."""
+    remote.pipe_file("/f", V1)
+    fs = caches(path, remote)
+    assert fs.cat_file("/f") == V1
+    remote.reset()
+    for options in (
+        {"cache_type": "readahead"},
+        {"cache_type": "bytes", "block_size": 5 * B, "cache_options": {}},
+    ):
+        with fs.open("/f", "rb", **options) as f:
+            assert isinstance(f, fsspec_cache.BlobcacheFile)
+            assert f.read() == V1
+    assert remote.calls["cat_file"] == 0
+
+
 def test_listings_pass_through(path, remote, caches):
     remote.pipe_file("/l/x/1", b"1")
     remote.pipe_file("/l/2", b"22")
@@ -556,9 +807,10 @@ def test_a_target_without_identity_is_read_uncached(path, caches):
         def info(self, path, **kwargs):
             info = dict(super().info(path, **kwargs))
             info.pop("created", None)
+            info.pop("mtime", None)
             return info
 
-    remote = NoIdentity(skip_instance_cache=True)
+    remote = NoIdentity(strong=False, skip_instance_cache=True)
     remote.pipe_file("/n", V1)
     fs = caches(path, remote, expiry=60)
     assert fs.cat_file("/n") == V1 and fs.cat_file("/n", start=5, end=9) == V1[5:9]
@@ -567,16 +819,138 @@ def test_a_target_without_identity_is_read_uncached(path, caches):
     assert list(fs.store.list("bc1/")) == []
 
 
-def test_a_chained_url_opens_through_the_cache(path):
+def test_a_weak_identity_never_mixes_two_versions(tmp_path, path, caches):
+    """Two versions of one size with one modification time (a 1-second
+    file system, ``cp -p``, ``utime``) look alike: a large such file is
+    read through uncached (never as blocks, which could join block 0 of
+    one version to blocks 1-2 of the other), a small one is cached whole
+    from one request."""
+    local = fsspec.filesystem("file", skip_instance_cache=True)
+    big, small = str(tmp_path / "big.bin"), str(tmp_path / "small.bin")
+    stamp = (1_700_000_000, 1_700_000_000)
+
+    def write(name, data):
+        with open(name, "wb") as f:
+            f.write(data)
+        os.utime(name, stamp)
+
+    write(big, b"A" * 3 * B)
+    write(small, b"a" * B)
+    fs = caches(path, local)
+    assert fs.cat_file(big, 0, 10) == b"A" * 10
+    assert fs.cat_file(small, 0, 10) == b"a" * 10
+    write(big, b"B" * 3 * B)
+    data = fs.cat_file(big)
+    assert data == b"B" * 3 * B, (data.count(b"A"), data.count(b"B"))
+    with fs.open(big, "rb") as f:
+        f.seek(B + 1)
+        assert f.read(10) == b"B" * 10
+    assert fs.cat_file(small) == b"a" * B  # whole: one version (if stale)
+    keys = [k.decode() for k in fs.store.list("bc1/")]
+    assert not [k for k in keys if "/b/" in k]  # no blocks of a weak identity
+    assert [k for k in keys if "/w/" in k]  # the small file, whole
+
+
+def test_an_etag_is_strong_unless_http_weak():
+    from blobcask._cache_entry import identity_and_strength
+
+    # nginx's ETag is "<mtime hex>-<size hex>", Apache's "<size hex>-<mtime
+    # us hex>": visibly time and size, so weak; any other ETag is trusted
+    assert identity_and_strength({"size": 3, "ETag": '"6553f100-3"'})[1] is False
+    assert identity_and_strength({"size": 45, "ETag": '"2d-432a5e4a73a80"'})[1] is False
+    assert identity_and_strength({"size": 4, "ETag": '"6553f100-3"'})[1] is True
+    md5_parts = '"' + "a" * 32 + '-2"'  # S3 multipart: md5 of md5s, part count
+    assert identity_and_strength({"size": 2, "ETag": md5_parts})[1] is True
+    assert identity_and_strength({"size": 3, "ETag": 'W/"x"'})[1] is False
+    assert identity_and_strength({"size": 3, "ETag": 'W/"x"', "VersionId": "v"})[1] is True
+    assert identity_and_strength({"size": 3, "mtime": 1.0})[1] is False
+    assert identity_and_strength({"size": 3, "Last-Modified": "Sun, 29 Nov 2026"})[1] is False
+
+
+def test_an_http_file_with_only_last_modified_is_cached_whole(tmp_path, path, caches):
+    """Python's http.server sends Last-Modified and no ETag: a weak
+    identity, so a small file is cached whole."""
+    import functools
+    import http.server
+
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "page.txt").write_bytes(b"served over http")
+    handler = functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "www")
+    )
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/page.txt"
+        http_fs = fsspec.filesystem("http", skip_instance_cache=True)
+        assert "Last-Modified" in http_fs.info(url) and "ETag" not in http_fs.info(url)
+        fs = caches(path, http_fs, expiry=60)
+        assert fs.cat_file(url) == b"served over http"
+        assert fs.cat_file(url) == b"served over http"
+        assert fs.cache_stats()["hits"] == 1
+        assert [k for k in fs.store.list("bc1/") if b"/w/" in k]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("bad", [True, False, 1.0, "3"])
+def test_cat_file_bounds_must_be_ints(path, remote, caches, bad):
+    remote.pipe_file("/f", b"0123456789")
+    fs = caches(path, remote)
+    with pytest.raises(TypeError, match="start must be an int"):
+        fs.cat_file("/f", start=bad)
+    with pytest.raises(TypeError, match="end must be an int"):
+        fs.cat_file("/f", end=bad)
+    assert fs.cat_file("/f", start=1, end=-1) == b"12345678"
+
+
+def test_store_options_for_a_store_already_open_are_refused_not_ignored(path, remote, caches):
+    fs = caches(path, remote, store_options={"capacity": 8 << 20})
+    same = caches(path, remote, store_options={"capacity": 8 << 20})  # the same: fine
+    assert same.store is fs.store
+    assert caches(path, remote).store is fs.store  # none given: fine
+    with pytest.raises(ValueError, match="already open in this process with"):
+        caches(path, remote, store_options={"capacity": 8 << 20, "durability": "sync"})
+
+
+def test_modified_created_and_sign_are_the_targets(tmp_path, path, caches):
+    local = fsspec.filesystem("file", skip_instance_cache=True)
+    name = str(tmp_path / "f")
+    local.pipe_file(name, b"x")
+    fs = caches(path, local)
+    assert fs.modified(name) == local.modified(name)
+    assert fs.created(name) == local.created(name)
+    with pytest.raises(NotImplementedError):
+        fs.sign(name)  # the local target's own answer
+
+
+def test_memory_files_edited_in_place_are_read_uncached(path, caches):
+    """memory:// gives only ``created``, which an "r+b" edit keeps: not an
+    identity, so its files are read through, and the edit is seen."""
+    memory = MemoryFileSystem(global_store=False, skip_instance_cache=True)
+    memory.pipe_file("/m", b"0123456789")
+    fs = caches(path, memory)
+    assert fs.cat_file("/m") == b"0123456789"
+    with memory.open("/m", "r+b") as f:
+        f.seek(2)
+        f.write(b"XY")
+    assert fs.cat_file("/m") == b"01XY456789"
+    assert list(fs.store.list("bc1/")) == []
+
+
+def test_a_chained_url_opens_through_the_cache(path, tmp_path):
     assert fsspec.get_filesystem_class("blobcache") is BlobcacheFileSystem
-    memory = fsspec.filesystem("memory")
-    memory.pipe_file(f"/chained/{id(path)}/data.bin", V1)
-    url = f"blobcache::memory://chained/{id(path)}/data.bin"
+    data = tmp_path / "data.bin"
+    data.write_bytes(V1)
+    url = f"blobcache::file://{data}"
     with fsspec.open(url, "rb", blobcache={"store": path, "expiry": 60}) as f:
         assert f.read() == V1
         cache_fs = f.fs
-    assert isinstance(cache_fs, BlobcacheFileSystem) and cache_fs.fs.protocol == "memory"
-    memory.rm_file(f"/chained/{id(path)}/data.bin")  # cached: still served
+    assert isinstance(cache_fs, BlobcacheFileSystem) and "file" in cache_fs.fs.protocol
+    data.unlink()  # cached: still served
     with fsspec.open(url, "rb", blobcache={"store": path, "expiry": 60}) as f:
         assert f.read() == V1
     cache_fs.close()

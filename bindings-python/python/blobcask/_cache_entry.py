@@ -8,29 +8,69 @@ from __future__ import annotations
 import datetime
 import json
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
-__all__ = ["identity_of", "Entry", "check_size", "freshness"]
+__all__ = ["identity_of", "identity_and_strength", "Entry", "check_size", "freshness"]
 
 # Fields of ``info()`` that name a version of a file, in order of preference.
 _ETAG_FIELDS = ("ETag", "etag", "e_tag")
 _VERSION_FIELDS = ("VersionId", "version_id", "generation", "version")
-_MTIME_FIELDS = ("mtime", "LastModified", "last_modified", "modified", "updated", "created")
+_MTIME_FIELDS = (
+    "mtime",
+    "LastModified",
+    "last_modified",
+    "Last-Modified",  # HTTP's header, as fsspec's http:// info() gives it
+    "modified",
+    "updated",
+)  # not "created" (memory://'s only time): a file edited in place keeps it
+
+
+# An ETag that is only a modification time and a size, in hex: nginx's
+# "<mtime s>-<size>", Apache's "<size>-<mtime us>" (the size may be
+# either part; S3's multipart "<32 hex>-<parts>" is not one of these).
+_TIME_SIZE_ETAG = re.compile(r'^(?:W/)?"([0-9a-fA-F]{1,16})-([0-9a-fA-F]{1,16})"$')
+
+
+def _time_and_size_etag(etag: Any, size: Any) -> bool:
+    if not isinstance(etag, str) or not isinstance(size, int):
+        return False
+    m = _TIME_SIZE_ETAG.match(etag)
+    return m is not None and size in (int(m.group(1), 16), int(m.group(2), 16))
+
+
+def identity_and_strength(info: dict[str, Any]) -> Optional[tuple[str, bool]]:
+    """The version identity of a file from its ``info()`` and whether it
+    is strong: an ETag or a version names one sequence of bytes (strong;
+    an ETag is trusted as such whatever the server made it from, except
+    an HTTP weak one, ``W/"..."``, and one that is visibly a time and
+    this size in hex, ``"<hex>-<hex>"`` as nginx and Apache make them);
+    a modification time and size does not (weak: two versions of one
+    size written within the target's time resolution look alike). None
+    when the target gives neither."""
+    size = info.get("size")
+    named = [f"{f}={info[f]!r}" for f in _ETAG_FIELDS + _VERSION_FIELDS if info.get(f) is not None]
+    if named:
+        weak_etag = any(
+            isinstance(info.get(f), str)
+            and (info[f].startswith("W/") or _time_and_size_etag(info[f], size))
+            for f in _ETAG_FIELDS
+        )
+        has_version = any(info.get(f) is not None for f in _VERSION_FIELDS)
+        return ";".join(named + [f"size={size!r}"]), has_version or not weak_etag
+    for field in _MTIME_FIELDS:
+        if info.get(field) is not None:
+            return f"{field}={info[field]!r};size={size!r}", False
+    return None
 
 
 def identity_of(info: dict[str, Any]) -> Optional[str]:
     """The version identity of a file from its ``info()``: ETag and/or
     version when given, else modification time and size; None when the
     target gives neither (the file is then not cached)."""
-    size = info.get("size")
-    named = [f"{f}={info[f]!r}" for f in _ETAG_FIELDS + _VERSION_FIELDS if info.get(f) is not None]
-    if named:
-        return ";".join(named + [f"size={size!r}"])
-    for field in _MTIME_FIELDS:
-        if info.get(field) is not None:
-            return f"{field}={info[field]!r};size={size!r}"
-    return None
+    found = identity_and_strength(info)
+    return None if found is None else found[0]
 
 
 # -- the meta record: identity, size, confirmation time, info ------------
@@ -64,6 +104,13 @@ class Entry:
     size: int
     confirmed: float  # time.time() just before the info() that reported it
     info: dict[str, Any]
+    # An ETag or version (pieces of it may be cached separately) rather
+    # than a modification time and size (the file is cached only whole).
+    strong: bool = False
+    # The process's invalidation generation of the path when the reader
+    # that holds this entry started (not stored): what it fetched is
+    # stored only if no write dropped the path since.
+    generation: Optional[int] = field(default=None, compare=False)
 
     def encode(self) -> bytes:
         record = {
@@ -71,6 +118,7 @@ class Entry:
             "size": self.size,
             "confirmed": self.confirmed,
             "info": _encode_info(self.info),
+            "strong": self.strong,
         }
         return json.dumps(record, sort_keys=True).encode()
 
@@ -82,6 +130,7 @@ class Entry:
             int(record["size"]),
             float(record["confirmed"]),
             _decode_info(record["info"]),
+            record.get("strong") is True,  # a record without it: weak
         )
 
 

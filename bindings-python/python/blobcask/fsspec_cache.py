@@ -16,28 +16,51 @@ or ``BlobcacheFileSystem(store="/var/cache/s3.blobcask", target_protocol="s3",
 target_options={...})``, or ``fs=`` a file system instance instead of
 ``target_protocol``. ``store`` is a path (opened as ``blobcask.fsspec`` opens
 stores: shared by every instance on the same file, on an ordered index;
-``store_options`` go to ``blobcask.Store``) or an open ``blobcask.Store``.
+``store_options`` go to ``blobcask.Store`` when it is opened: other
+``store_options`` for a store already open in the process are a
+``ValueError``, not ignored) or an open ``blobcask.Store``;
+a store open read-only is refused (``ValueError``): a cache stores what
+it reads. In a forked child (which inherits the store's handle, not its
+lock) every read and write passes through to the target, uncached.
 
 Reads go to the store first and fall through to the target. A file of at
-most ``whole_file_limit`` bytes is cached whole; a larger one as aligned
-blocks of ``block_size`` bytes (both default to 1 MiB), and a read fetches
-only the blocks it lacks, consecutive ones in one ranged request.
+most ``whole_file_limit`` bytes is cached whole, fetched in one request; a
+larger one, if its identity is strong (below), as aligned blocks of
+``block_size`` bytes (both default to 1 MiB), and a read fetches only the
+blocks it lacks, consecutive ones in one ranged request.
 
 Identity. Every cached piece is keyed by the remote file's identity, taken
 from the target's ``info()``: its ETag and/or version (``ETag``/``etag``,
 ``VersionId``/``generation``/``version``: S3, GCS, blobcask) when the target
 gives one, else its modification time and size (``mtime``,
-``LastModified``, ``created``, ...: local files, ``memory://``). A file whose
-``info()`` has none of these, or no size, is not cached (read straight from
-the target).
+``LastModified``, HTTP's ``Last-Modified``, ...: local files, plain HTTP
+servers). A file whose ``info()`` has none of these, or no size, is not
+cached (read straight from the target): ``memory://`` gives only a
+creation time, which an edit in place (``"r+b"``) keeps.
+An ETag or version is a *strong* identity: it is trusted to name one
+sequence of bytes, whatever the server made it from, with two
+exceptions, taken as weak: an HTTP weak ETag (``W/"..."``), and one that
+is visibly a time and this size in hex (``"<hex>-<hex>"``, one part equal
+to the size: nginx's and Apache's static-file ETags). An ETag that hides
+a time and size some other way cannot be told apart, and is trusted.
+A modification time and size is *weak*: two versions of one size
+written within the target's time resolution (1-second file systems,
+``cp -p``, ``utime``) look alike. A file of a
+weak identity is therefore never cached as blocks, which could join
+blocks of two such versions: it is cached only whole (one request), and
+only if at most ``whole_file_limit`` bytes; a larger one is read through
+the target uncached. Such a whole file may be served stale (the version
+cached first) while a look-alike version replaces it, never mixed.
 After every fetch from the target the identity is read again; if it
 changed, the fetched bytes belong to another version, and the read starts
 over under the new identity (``cat_file``: up to 3 times, then
 ``OSError(ESTALE)``). So a read never mixes pieces of two versions. A file
 object keeps the identity it opened with: if the file changes once it has
 returned bytes, a read that must fetch raises ``OSError(ESTALE)``.
-Modification times identify a version only as finely as the target records
-them: two writes of the same size within one tick look alike (ETags do not).
+A whole-file fetch whose length is not the size ``info()`` gave
+(``/proc`` says 0, ``/sys`` 4096) is served as fetched, once, uncached
+(``size_mismatch``); ``open`` fetches such a small file at once, and
+opens it on the target when its bytes are of another size.
 
 Freshness. ``check="always"`` (the default) asks the target's ``info()`` at
 every open and every ``cat_file``, and serves cached pieces only of the
@@ -48,11 +71,25 @@ the target (confirmation times are kept in the store, so a restart keeps
 them): no read returns bytes of a version replaced more than ``T`` seconds
 before, and within that ``info()`` too is answered from the cache.
 
+``open(path, "rb")`` accepts fsspec's buffering options (``cache_type``,
+``cache_options``, ``block_size``: dask passes them) and ignores them: the
+store is the file's cache. Other options (``version_id=``, ...) go to the
+target and make the read uncached, as they do for ``cat_file``.
+
 Writes (``open(..., "wb")``, ``pipe_file``, ``put_file``, ``cp_file``,
 ``touch``) go to the target, then drop what the cache holds for the path;
-``rm``, ``rm_file`` and ``mv`` drop it too. Listings (``ls``, ``find``,
+``rm``, ``rm_file`` and ``mv`` drop it too. A drop also bumps the path's
+generation in this process: a read that asked the target before it
+stores nothing after it (so a reader's record or piece of the old version
+cannot land after the drop and be served for ``T``). Other processes
+sharing the target are seen only by identity (``check``/``expiry``). Listings (``ls``, ``find``,
 ``glob``) pass through. A write inside a target's transaction drops the
 cache at the file's close, before the transaction commits.
+A path is keyed as the target names it (its ``_strip_protocol``); on a
+local target, which resolves them, by its real path, so ``d//f``,
+``d/./f``, ``d/x/../f`` and a symbolic link to it read and drop one entry
+(an object store's ``a//b`` or ``a/../b`` is an object of its own: kept
+apart). ``mv`` drops every file under the source, recursive or not.
 
 Damage and room. A cached piece that the store reports damaged
 (``CorruptError``) is deleted and fetched again, never served. Damage in a
@@ -62,7 +99,10 @@ file); reads then go on uncached, and since records can no longer be
 updated or dropped, none is trusted without asking the target. A full
 store (``NoSpaceError``, e.g. with ``store_options={"max_capacity": ...}``)
 or a piece too large for it makes reads pass through uncached; nothing
-fails. ``cache_stats()`` counts hits,
+fails. A store error while dropping a path after a write (the write has
+reached the target) does not fail the write: it is logged and counted
+(``drop_failed``), and records are no longer trusted without asking the
+target. ``cache_stats()`` counts hits,
 misses, pieces dropped as damaged and pieces left uncached for room.
 
 Stores opened from a path default to ``durability="buffered"`` with
@@ -76,18 +116,30 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import logging
 import os
+import threading
 import time
+from dataclasses import replace
 from typing import Any, Callable, Optional, Union
 
 import fsspec
 from fsspec.implementations.chained import ChainedFileSystem
+from fsspec.implementations.local import LocalFileSystem
 from fsspec.spec import AbstractBufferedFile
 
-from ._cache_entry import Entry, check_size, freshness, identity_of
+from ._cache_entry import Entry, check_size, freshness, identity_and_strength, identity_of
 from ._native import Store as _NativeStore
 from ._store import Store
-from .errors import CorruptError, NoSpaceError, NotFoundError, TooLargeError
+from .errors import (
+    CorruptError,
+    Error,
+    LockedError,
+    NoSpaceError,
+    NotFoundError,
+    TooLargeError,
+    UnsupportedError,
+)
 from .fsspec import _open_ordered, _opened, _opened_lock
 
 __all__ = [
@@ -108,12 +160,43 @@ MAX_RESTARTS = 3
 
 _KEY_FORMAT = "bc1"  # first component of every key this module writes
 
+_log = logging.getLogger(__name__)
+
+# The options this module opened each store path with (by real path), so
+# that other store_options for an already open store are refused rather
+# than silently ignored.
+_opened_with: dict[str, dict[str, Any]] = {}
+
+# open() options that say how a file object buffers, not what it reads.
+_BUFFERING_OPTIONS = ("cache_type",)
+
 # Wall-clock time of confirmations (a module attribute, so tests can move it).
 _clock: Callable[[], float] = time.time
+
+# Invalidation generations, per path, in this process: every drop of a
+# path (a write, rm, invalidate, a deletion found) bumps its counter; a
+# reader takes it before asking the target and stores what it fetched (a
+# record, pieces) only if it is unchanged, checked under the same lock
+# as the put. So a put held back while a write replaces the file and
+# drops the cache cannot land after the drop. Striped: paths share
+# 4096 counters (a shared counter only costs a spurious uncached read).
+_STRIPES = 4096
+_generations = [0] * _STRIPES
+_generation_locks = [threading.Lock() for _ in range(_STRIPES)]
 
 
 class _Changed(Exception):
     """The remote file's identity changed while a read fetched from it."""
+
+
+class _SizeMismatch(_Changed):
+    """A whole-file fetch returned another length than ``info()`` gave
+    (``/proc``, ``/sys``, a file that changed): ``data`` is what the target
+    returned, in one request, to pass through uncached."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__()
+        self.data = data
 
 
 class BlobcacheFileSystem(ChainedFileSystem):
@@ -162,11 +245,42 @@ class BlobcacheFileSystem(ChainedFileSystem):
                     f"target_options must be a dict, not {type(target_options).__name__!r}"
                 )
             self.fs = fsspec.filesystem(target_protocol, **(target_options or {}))
+        # A local target's paths name files through the OS, which resolves
+        # "//", "/./", "/../" and symbolic links: keys are then made from
+        # the real path, so every spelling of a file reads and drops one
+        # entry. Other targets' paths are names (an object store's
+        # "a/../b" and "b" are two objects): keys are the path as the
+        # target's _strip_protocol gives it.
+        self._local = isinstance(self.fs, LocalFileSystem)
         if namespace is not None and not isinstance(namespace, str):
             raise TypeError(f"namespace must be a str, not {type(namespace).__name__!r}")
         self.namespace = namespace if namespace is not None else self._default_namespace()
         self.store, self._own_path = self._store(store, store_options)
-        self._stats = {"hits": 0, "misses": 0, "corrupt": 0, "uncached": 0, "restarts": 0}
+        # The process that may use the store: a forked child inherits the
+        # handle but not its lock (every call would be LockedError), so
+        # there the cache passes everything through to the target.
+        self._pid: Optional[int] = os.getpid()
+        try:  # a probe that writes nothing: the key is never written
+            self.store.delete(f"{_KEY_FORMAT}/read-only-probe")
+        except NotFoundError:
+            pass
+        except LockedError:
+            self._pid = None  # made in a forked child: never usable here
+        except UnsupportedError:
+            raise ValueError(
+                "the cache's store is open read-only: a cache must store what it "
+                "reads (open it writable, or read the target directly)"
+            ) from None
+        self._stats = {
+            "hits": 0,
+            "misses": 0,
+            "corrupt": 0,
+            "uncached": 0,
+            "restarts": 0,
+            "raced": 0,
+            "drop_failed": 0,
+            "size_mismatch": 0,
+        }
         self._trust_records = True  # until the store refuses a change
 
         strip_own = getattr(type(self), "_strip_protocol")
@@ -191,6 +305,8 @@ class BlobcacheFileSystem(ChainedFileSystem):
     ) -> tuple[_NativeStore, Optional[str]]:
         if store_options is not None and not isinstance(store_options, dict):
             raise TypeError(f"store_options must be a dict, not {type(store_options).__name__!r}")
+        if store_options and store_options.get("read_only"):
+            raise ValueError("store_options read_only=True: a cache must store what it reads")
         if isinstance(store, _NativeStore):
             if store_options:
                 raise ValueError("store_options go with a store path, not with an open store")
@@ -209,6 +325,21 @@ class BlobcacheFileSystem(ChainedFileSystem):
             opened: Optional[Store] = _opened.get(real)
             if opened is None:
                 opened = _opened[real] = _open_ordered(real, options)
+                _opened_with[real] = options
+            elif store_options is not None:
+                before = _opened_with.get(real)
+                if before is None:
+                    raise ValueError(
+                        f"the store {real!r} is already open in this process (by "
+                        "blobcask.fsspec or a Store): store_options would not apply; "
+                        "give no store_options, or pass the open Store as store="
+                    )
+                if before != options:
+                    raise ValueError(
+                        f"the store {real!r} is already open in this process with "
+                        f"store_options {before!r}, not {options!r}: options apply only "
+                        "when a store is opened (close the other cache first)"
+                    )
         return opened, real
 
     def close(self) -> None:
@@ -222,6 +353,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
                     del cache[token]
             if self._own_path is not None and _opened.get(self._own_path) is self.store:
                 del _opened[self._own_path]
+                _opened_with.pop(self._own_path, None)
                 self.store.close()
 
     def cache_stats(self) -> dict[str, int]:
@@ -230,7 +362,12 @@ class BlobcacheFileSystem(ChainedFileSystem):
         ``corrupt`` (pieces the store reported damaged, dropped and
         fetched again), ``uncached`` (pieces or records not stored for
         want of room), ``restarts`` (reads started over because the file
-        changed while they fetched)."""
+        changed while they fetched), ``raced`` (records or pieces not
+        stored because a write dropped the path while they fetched),
+        ``drop_failed`` (drops the store refused: records are no longer
+        trusted without asking the target), ``size_mismatch`` (whole
+        files whose bytes were not of ``info()``'s size: passed through
+        uncached)."""
         return dict(self._stats)
 
     def __getattr__(self, name: str) -> Any:
@@ -240,15 +377,28 @@ class BlobcacheFileSystem(ChainedFileSystem):
             raise AttributeError(name)
         return getattr(self.__dict__["fs"], name)
 
+    def _bypass(self) -> bool:
+        """True in a process that cannot use the store (a forked child):
+        reads pass through to the target uncached, writes drop nothing
+        (this process cannot; others see the change by its identity)."""
+        return self._pid != os.getpid()
+
     # -- keys -------------------------------------------------------------
 
+    def _key_path(self, path: str) -> str:
+        """The name a path's keys are made from (see ``_local``)."""
+        return os.path.realpath(path) if self._local else path
+
     def _prefix(self, path: str) -> str:
-        digest = hashlib.sha256(f"{self.namespace}\0{path}".encode()).hexdigest()[:40]
+        name = f"{self.namespace}\0{self._key_path(path)}"
+        # surrogateescape: a local name that is not UTF-8 ("bad\udcff.bin",
+        # as os.listdir gives it) is keyed by its own bytes
+        digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:40]
         return f"{_KEY_FORMAT}/{digest}/"
 
     @staticmethod
     def _idhash(identity: str) -> str:
-        return hashlib.sha256(identity.encode()).hexdigest()[:24]
+        return hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:24]
 
     def _whole_key(self, path: str, entry: Entry) -> str:
         return f"{self._prefix(path)}w/{self._idhash(entry.identity)}"
@@ -258,12 +408,33 @@ class BlobcacheFileSystem(ChainedFileSystem):
 
     # -- the store, never failing a read ----------------------------------
 
-    def _put(self, key: str, value: Any) -> bool:
-        """Stores a piece; False (and nothing stored) when the store is
-        full, or refuses changes for damage it found (the read goes on
-        uncached; the store reports the damage at close and open)."""
+    def _stripe(self, path: str) -> int:
+        return int(self._prefix(path)[len(_KEY_FORMAT) + 1 :][:8], 16) % _STRIPES
+
+    def _generation(self, path: str) -> int:
+        i = self._stripe(path)
+        with _generation_locks[i]:
+            return _generations[i]
+
+    def _bump(self, path: str) -> None:
+        i = self._stripe(path)
+        with _generation_locks[i]:
+            _generations[i] += 1
+
+    def _put(self, key: str, value: Any, path: str, generation: Optional[int]) -> bool:
+        """Stores a piece or record of ``path``, fetched by a reader that
+        started at invalidation ``generation`` (None: unchecked); False
+        (and nothing stored) when the path was dropped since, when the
+        store is full, or refuses changes for damage it found (the read
+        goes on uncached; the store reports the damage at close and
+        open)."""
         try:
-            self.store.put(key, value)
+            i = self._stripe(path)
+            with _generation_locks[i]:
+                if generation is not None and _generations[i] != generation:
+                    self._stats["raced"] += 1
+                    return False
+                self.store.put(key, value)
         except (NoSpaceError, TooLargeError):
             self._stats["uncached"] += 1
             return False
@@ -311,16 +482,30 @@ class BlobcacheFileSystem(ChainedFileSystem):
 
     def _drop(self, path: str, keep: Optional[Entry] = None) -> None:
         """Deletes what the cache holds for ``path``: everything, or every
-        piece not of ``keep``'s identity (the record stays then)."""
+        piece not of ``keep``'s identity (the record stays then).
+        Dropping everything bumps the path's generation first, so no
+        reader that started before stores anything after."""
+        if self._bypass():
+            return
         prefix = self._prefix(path)
+        if keep is None:
+            self._bump(path)
         kept: tuple[str, ...] = ()
         if keep is not None:
             idh = self._idhash(keep.identity)
             kept = (f"{prefix}m", f"{prefix}w/{idh}", f"{prefix}b/{idh}/")
-        for key in list(self.store.list(prefix)):
-            name = key.decode()
-            if not any(name == k or (k.endswith("/") and name.startswith(k)) for k in kept):
-                self._delete(name)
+        try:
+            for key in list(self.store.list(prefix)):
+                name = key.decode()
+                if not any(name == k or (k.endswith("/") and name.startswith(k)) for k in kept):
+                    self._delete(name)
+        except Error as e:
+            # Never fails the write or read that called it (a write has
+            # reached the target by now): what stays may be out of date,
+            # so no record is trusted from now on.
+            _log.warning("blobcache: could not drop %r from the cache: %s", path, e)
+            self._stats["drop_failed"] += 1
+            self._trust_records = False
 
     def invalidate(self, path: str) -> None:
         """Drops everything the cache holds for ``path`` (its record and
@@ -355,7 +540,7 @@ class BlobcacheFileSystem(ChainedFileSystem):
             raise
         return info
 
-    def _confirm(self, path: str, known: Optional[Entry]) -> Optional[Entry]:
+    def _confirm(self, path: str, known: Optional[Entry], generation: int) -> Optional[Entry]:
         """Asks the target which version ``path`` is; records it when it
         changed (dropping other versions' pieces) or when its confirmation
         time matters (``expiry``). None: the target names no version, so
@@ -364,18 +549,25 @@ class BlobcacheFileSystem(ChainedFileSystem):
         info = self._remote_info(path)
         if info.get("type", "file") != "file":
             raise IsADirectoryError(errno.EISDIR, "not a file", path)
-        identity, size = identity_of(info), info.get("size")
-        if identity is None or not isinstance(size, int) or isinstance(size, bool):
+        found, size = identity_and_strength(info), info.get("size")
+        if found is None or not isinstance(size, int) or isinstance(size, bool):
             if known is not None:
                 self._drop(path)
             return None  # no version, or no size, to key pieces by
-        entry = Entry(identity, size, before, info)
-        changed = known is None or known.identity != identity
+        entry = Entry(found[0], size, before, info, found[1], generation)
+        changed = known is None or known.identity != entry.identity
         if changed:
             self._drop(path, keep=entry)
         if changed or self._expiry is not None:
-            self._put(f"{self._prefix(path)}m", entry.encode())
+            self._put(f"{self._prefix(path)}m", entry.encode(), path, generation)
         return entry
+
+    def _cacheable(self, entry: Entry) -> bool:
+        """Whether ``entry``'s version can be read through the store: a
+        strong identity always (whole or as blocks); a weak one (mtime
+        and size) only whole, fetched in one request, so no read can join
+        pieces of two versions that the identity cannot tell apart."""
+        return entry.strong or entry.size <= self.whole_file_limit
 
     def _fresh(self, entry: Optional[Entry]) -> bool:
         if entry is None or self._expiry is None or not self._trust_records:
@@ -386,10 +578,11 @@ class BlobcacheFileSystem(ChainedFileSystem):
     def _current(self, path: str, force: bool = False) -> Optional[Entry]:
         """The version to read: the cached one while fresh (``expiry``),
         else the target's, confirmed now."""
+        generation = self._generation(path)  # before the record or target says
         known = self._load_entry(path)
-        if not force and self._fresh(known):
-            return known
-        return self._confirm(path, known)
+        if not force and known is not None and self._fresh(known):
+            return replace(known, generation=generation)
+        return self._confirm(path, known, generation)
 
     def _verify(self, path: str, entry: Entry) -> None:
         """After a fetch: _Changed unless the target still has ``entry``'s
@@ -407,10 +600,12 @@ class BlobcacheFileSystem(ChainedFileSystem):
         """Bytes ``[start, end)`` of ``entry``'s version (clipped to its
         size): cached pieces, the missing ones fetched and stored."""
         end = min(end, entry.size)
-        if start >= end:
-            return b""
+        if start >= end and entry.size > 0:
+            return b""  # (an empty file is fetched: its identity is checked)
         if entry.size <= self.whole_file_limit:
             return self._read_whole(path, entry, start, end)
+        if not entry.strong:  # callers pass such a file through
+            raise ValueError("a weak identity is never cached as blocks")
         b = self.block_size
         first, last = start // b, (end - 1) // b
         parts: dict[int, bytes] = {}
@@ -441,9 +636,10 @@ class BlobcacheFileSystem(ChainedFileSystem):
         except FileNotFoundError:
             raise _Changed() from None
         if len(data) != entry.size:
-            raise _Changed()
+            self._stats["size_mismatch"] += 1
+            raise _SizeMismatch(bytes(data))
         self._verify(path, entry)
-        self._put(key, data)
+        self._put(key, data, path, entry.generation)
         return bytes(data[start:end])
 
     def _fetch_blocks(self, path: str, entry: Entry, indexes: list[int]) -> dict[int, bytes]:
@@ -475,20 +671,25 @@ class BlobcacheFileSystem(ChainedFileSystem):
                 blocks[index] = bytes(data[at : at + min(b, size - index * b)])
         self._verify(path, entry)
         for index, block in blocks.items():
-            if not self._put(self._block_key(path, entry, index), block):
+            if not self._put(self._block_key(path, entry, index), block, path, entry.generation):
                 break  # full: the rest would not fit either
         return blocks
 
     def _cat_range(self, path: str, start: Optional[int], end: Optional[int]) -> bytes:
+        if self._bypass():
+            data0: bytes = self.fs.cat_file(path, start=start, end=end)
+            return data0
         force = False
         for _ in range(MAX_RESTARTS):
             entry = self._current(path, force)
-            if entry is None:
+            if entry is None or not self._cacheable(entry):
                 data: bytes = self.fs.cat_file(path, start=start, end=end)
                 return data
             lo, hi = _resolve(start, end, entry.size)
             try:
                 return self._read(path, entry, lo, hi)
+            except _SizeMismatch as e:  # the target's bytes, not info()'s size
+                return e.data[start:end]
             except _Changed:
                 self._stats["restarts"] += 1
                 force = True
@@ -503,6 +704,9 @@ class BlobcacheFileSystem(ChainedFileSystem):
         from the cache where it holds them, of one version. Options for
         the target (``version_id=``, ...) make it a read of the target,
         uncached: the cache cannot tell what they select."""
+        for name, value in (("start", start), ("end", end)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise TypeError(f"{name} must be an int or None, not {type(value).__name__!r}")
         path = self._strip_protocol(path)
         if kwargs:
             data: bytes = self.fs.cat_file(path, start=start, end=end, **kwargs)
@@ -533,18 +737,48 @@ class BlobcacheFileSystem(ChainedFileSystem):
 
             f.close = close_then_invalidate
             return f
-        entry = None if kwargs else self._current(path)
-        if entry is None:  # no identity, or options for the target: uncached
+        # fsspec's own buffering options (dask passes cache_type=) are for
+        # a target's file: the store is this one's cache, so they are
+        # accepted and ignored, not taken for options that select a
+        # version (which make the read uncached).
+        for option in _BUFFERING_OPTIONS:
+            kwargs.pop(option, None)
+        entry = None if kwargs or self._bypass() else self._current(path)
+        if entry is None or not self._cacheable(entry):
+            # no identity, a large file of a weak one, or options for the
+            # target: uncached
             return self.fs.open(
                 path, mode, block_size=block_size, cache_options=cache_options, **kwargs
             )
+        if entry.size <= self.whole_file_limit and not self.store.contains(
+            self._whole_key(path, entry)
+        ):
+            # Fetched (and cached) now: a file whose bytes are not of the
+            # size info() gives (/proc, /sys) is then opened on the target.
+            try:
+                self._read_whole(path, entry, 0, entry.size)
+            except _SizeMismatch:
+                return self.fs.open(
+                    path, mode, block_size=block_size, cache_options=cache_options, **kwargs
+                )
+            except _Changed:
+                pass  # the file object's first read starts over
         return BlobcacheFile(self, path, entry, block_size=block_size, cache_options=cache_options)
+
+    def modified(self, path: str) -> Any:
+        return self.fs.modified(self._strip_protocol(path))
+
+    def created(self, path: str) -> Any:
+        return self.fs.created(self._strip_protocol(path))
+
+    def sign(self, path: str, expiration: int = 100, **kwargs: Any) -> Any:
+        return self.fs.sign(self._strip_protocol(path), expiration=expiration, **kwargs)
 
     def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
         """The target's ``info()``; with ``expiry``, the cached one while
         it is fresh."""
         path = self._strip_protocol(path)
-        if self._expiry is not None and not kwargs:
+        if self._expiry is not None and not kwargs and not self._bypass():
             entry = self._load_entry(path)
             if entry is not None and self._fresh(entry):
                 return dict(entry.info)
@@ -638,7 +872,9 @@ class BlobcacheFileSystem(ChainedFileSystem):
         maxdepth: Optional[int] = None,
         **kwargs: Any,
     ) -> None:
-        sources = self._files(path1, recursive, maxdepth)
+        # Every file under path1, whatever recursive says: a target that
+        # moves a directory tree without it (local) moves them all.
+        sources = self._files(path1, True, None)
         try:
             self.fs.mv(path1, path2, recursive=recursive, maxdepth=maxdepth, **kwargs)
         finally:
@@ -702,7 +938,7 @@ class BlobcacheFile(AbstractBufferedFile):
                 if self._served:
                     break
                 entry = self.fs._current(self.path, force=True)
-                if entry is None or entry.size != self.entry.size:
+                if entry is None or entry.size != self.entry.size or not self.fs._cacheable(entry):
                     break
                 self.entry = entry  # nothing returned yet: read the new version
                 continue
