@@ -793,13 +793,40 @@ def test_a_full_store_passes_reads_through(tmp_path, remote, caches):
         remote,
         block_size=1 << 20,
         whole_file_limit=0,
-        store_options={"capacity": 16 << 20, "max_capacity": 16 << 20},
+        store_options={"capacity": 16 << 20, "max_capacity": 16 << 20, "eviction": "none"},
     )
     assert fs.cat_file("/big") == big
     assert fs.cache_stats()["uncached"] >= 1
     with fs.open("/big", "rb") as f:
         f.seek(20 << 20)
         assert f.read(100) == big[20 << 20 : (20 << 20) + 100]
+
+
+def test_a_bounded_cache_evicts_to_cache_what_is_read_now(tmp_path, remote, caches):
+    """With ``max_capacity`` the store evicts (S3-FIFO) rather than leave
+    new pieces uncached: 48 MiB read through a 16 MiB cache, the file never
+    grows past its bound, every read is right, and the last file read is
+    served from the cache the second time."""
+    files = {f"/f{i}": pattern(10 + i, 4 << 20) for i in range(12)}
+    for name, data in files.items():
+        remote.pipe_file(name, data)
+    store = tmp_path / "bounded.blobcask"
+    fs = caches(
+        str(store),
+        remote,
+        block_size=1 << 20,
+        whole_file_limit=0,
+        expiry=3600,
+        store_options={"capacity": 16 << 20, "max_capacity": 16 << 20},
+    )
+    for name, data in files.items():
+        assert fs.cat_file(name) == data
+        assert os.path.getsize(store) <= 16 << 20
+    assert fs.store.stats().evictions > 0
+    assert fs.cache_stats()["uncached"] == 0
+    remote.reset()
+    assert fs.cat_file("/f11") == files["/f11"]
+    assert remote.calls["cat_file"] == 0
 
 
 def test_a_target_without_identity_is_read_uncached(path, caches):

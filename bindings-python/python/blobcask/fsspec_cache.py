@@ -108,7 +108,13 @@ misses, pieces dropped as damaged and pieces left uncached for room.
 Stores opened from a path default to ``durability="buffered"`` with
 ``max_delay=0.1`` s (a cache needs no durable commit per piece: a crash
 loses at most the last 0.1 s of cached pieces and confirmations, each
-whole or absent); ``store_options`` override it.
+whole or absent); ``store_options`` override it. Bounded: with
+``store_options={"max_capacity": BYTES}`` the store never grows past
+``BYTES`` and, unless ``eviction`` is given too, evicts by S3-FIFO
+(``eviction="s3fifo"``: hot pieces kept under scans) to make room for new
+pieces, so a cache that is full still caches what is read now; without
+``max_capacity`` the store grows as it fills. ``fs.store.stats()`` counts
+the store's hits, misses, evictions and evicted bytes.
 """
 
 from __future__ import annotations
@@ -320,6 +326,10 @@ class BlobcacheFileSystem(ChainedFileSystem):
         options = dict(store_options or {})
         if "durability" not in options:
             options.update(durability="buffered", max_delay=options.get("max_delay", 0.1))
+        if "max_capacity" in options and "eviction" not in options:
+            # A bounded cache makes room by evicting (S3-FIFO), not by
+            # leaving new pieces uncached.
+            options["eviction"] = "s3fifo"
         real = os.path.realpath(os.fspath(store))
         with _opened_lock:
             opened: Optional[Store] = _opened.get(real)
