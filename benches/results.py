@@ -154,6 +154,9 @@ TARGETS: list[tuple[str, list[Target]]] = [
                "scale.disk_per_object.100b.1000000.hash", "ratio", "<=", 1.1, "×", SCALE, engine=None),
         Target("bulk load of 10M objects of 100 B (LMDB's rate, same run)", "≥ LMDB's rate",
                "scale.load_rate.100b.10000000.hash", "ratio", ">=", 1.0, "×", SCALE, engine=None),
+        Target("cold get, 1M objects of 100 B, cache off: p50 / raw 4 KiB O_DIRECT pread of the store's file "
+               "(in turn, same run)", "≤ 1.1 ×", "scale.get_first_touch.100b.1000000.hash", "ratio", "<=", 1.1,
+               "×", SCALE, engine=None),
         Target("get right after a reopen, small objects that fit the cache, from Python, p50", "≤ 3 µs",
                "py.get.after_reopen", "value", "<=", 3.0, "µs",
                "target/py-venv/bin/python benches/python_reopen.py --n 1000000 --json "

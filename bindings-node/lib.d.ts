@@ -90,6 +90,16 @@ export interface OpenOptions {
    * the store: given at every open.
    */
   durability?: 'sync' | { maxDelayMs: number }
+  /**
+   * `'s3fifo'`: the store is a bounded cache. A put or an upload that finds
+   * no room deletes objects the S3-FIFO policy gives up (durably, like any
+   * delete; never one being read) until it fits, instead of rejecting with
+   * NO_SPACE; the store never grows past `maxCapacity`, or without one past
+   * its size. `'none'` (the default) does not evict; anything else is
+   * INVALID_ARGUMENT. `stats()` counts `hits`, `misses`, `evictions` and
+   * `evictedBytes`. Not stored in the store: given at every open.
+   */
+  eviction?: 'none' | 's3fifo'
 }
 
 /**
@@ -220,6 +230,14 @@ export interface Stats {
   userBytesWritten: number
   /** Group commits since open (each ends with one sync). */
   commitGroups: number
+  /** Reads since open that found their key. */
+  hits: number
+  /** Reads since open of keys with no object (NOT_FOUND). */
+  misses: number
+  /** Objects a cache store (`eviction: 's3fifo'`) gave up to make room since open. */
+  evictions: number
+  /** Sum of the sizes of the objects counted in `evictions`. */
+  evictedBytes: number
   /** Bytes occupied on the device per byte of committed values; `null` while empty. */
   spaceAmplification: number | null
   /** Device bytes written per value byte committed since open; `null` before the first commit. */

@@ -57,6 +57,11 @@ fn key(i: u64) -> Vec<u8> {
     k
 }
 
+/// The mean length of the keys of a store of `n` objects.
+fn mean_key_len(n: u64) -> f64 {
+    (0..n).map(|i| key(i).len() as f64).sum::<f64>() / n.max(1) as f64
+}
+
 fn value(i: u64, len: usize) -> Vec<u8> {
     blobcask_bench::pattern(i, len)
 }
@@ -204,12 +209,30 @@ async fn child_open(args: &Args) {
     let picks = picks(args.n);
     let mut cold = Vec::with_capacity(picks.len());
     let mut warm = Vec::with_capacity(picks.len());
-    for round in [&mut cold, &mut warm] {
+    // The raw device in turn with the first touches: a 4 KiB O_DIRECT
+    // `pread` of a random written block of the store's file after each.
+    let file = blobcask_bench::raw::open_direct(path);
+    let written = blobcask_bench::raw::WrittenBlocks::of(&file).expect("the file's written blocks");
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(args.n);
+    let mut block = blobcask_bench::raw::aligned(4096);
+    let mut raw = Vec::with_capacity(picks.len());
+    for (round, times) in [&mut cold, &mut warm].into_iter().enumerate() {
         for &i in &picks {
             let t = Instant::now();
             let v = store.get(key(i)).await.expect("get");
-            round.push(t.elapsed());
+            times.push(t.elapsed());
             assert_eq!(v.len(), args.value);
+            if round == 0 {
+                let at = written.sample(&mut rng, 1);
+                let t = Instant::now();
+                std::os::unix::fs::FileExt::read_exact_at(
+                    &file,
+                    blobcask_bench::raw::as_bytes_mut(&mut block),
+                    at,
+                )
+                .expect("raw pread");
+                raw.push(t.elapsed());
+            }
         }
     }
     // Every value of a sample is the one stored.
@@ -233,6 +256,7 @@ async fn child_open(args: &Args) {
     println!("rss_bytes={rss}");
     println!("cold_p50_us={}", median(&mut cold).as_secs_f64() * 1e6);
     println!("warm_p50_us={}", median(&mut warm).as_secs_f64() * 1e6);
+    println!("raw_pread_p50_us={}", median(&mut raw).as_secs_f64() * 1e6);
     println!("disk_bytes={}", st.capacity.saturating_sub(st.free_bytes));
     println!("clean={}", report.clean);
     println!("from_image={}", report.from_image);
@@ -380,6 +404,9 @@ struct Row {
     rss_per_object: f64,
     disk_per_object: f64,
     first_touch_us: f64,
+    /// blobcask only: a raw 4 KiB O_DIRECT `pread` of the store's file,
+    /// p50, in turn with the first touches.
+    raw_pread_us: Option<f64>,
     warm_us: f64,
     /// blobcask only: open until the cache's warm-up is done, and each
     /// key's first get after it (a cache of a quarter of memory).
@@ -397,6 +424,10 @@ impl Row {
             rss_per_object: get(m, "rss_bytes") / n as f64,
             disk_per_object: disk / n as f64,
             first_touch_us: get(m, "cold_p50_us"),
+            raw_pread_us: m
+                .iter()
+                .any(|(k, _)| k == "raw_pread_p50_us")
+                .then(|| get(m, "raw_pread_p50_us")),
             warm_us: get(m, "warm_p50_us"),
             warm_up: m.iter().any(|(k, _)| k == "warm_up_s").then(|| {
                 (
@@ -472,7 +503,18 @@ impl Row {
                 self.rss_per_object,
                 "B",
             ));
-            if last {
+            if last && e == "btree" {
+                // Its target leaves out the keys the index holds.
+                let keys = mean_key_len(n);
+                sink.record(fig(
+                    format!("rss.per_object.{e}"),
+                    &format!(
+                        "RssAnon per object minus the mean key length ({keys:.1} B), cache_bytes=0"
+                    ),
+                    self.rss_per_object - keys,
+                    "B",
+                ));
+            } else if last {
                 sink.record(fig(
                     format!("rss.per_object.{e}"),
                     "RssAnon per object, cache_bytes=0",
@@ -507,12 +549,21 @@ impl Row {
             self.disk_per_object,
             lmdb.filter(|_| blobcask).map(|l| l.disk_per_object),
         ));
-        sink.record(fig(
+        let first_touch = fig(
             format!("scale.get_first_touch.{tag}"),
             "get p50, each key's first read after the open",
             self.first_touch_us,
             "µs",
-        ));
+        );
+        sink.record(match self.raw_pread_us {
+            Some(raw) => first_touch
+                .baseline(
+                    raw,
+                    "raw 4 KiB O_DIRECT pread of the store's file, in turn, p50",
+                )
+                .ratio(self.first_touch_us / raw),
+            None => first_touch,
+        });
         sink.record(fig(
             format!("scale.get_warm.{tag}"),
             "get p50, the same keys again",

@@ -61,11 +61,11 @@
  * bc_options (as bc_options_init fills it), 0 for the rest. */
 #define BC_OPTIONS_INIT                                                      \
     { sizeof(bc_options), 0, BC_INDEX_STORED, BC_IO_AUTO, -1, 1, 1, 0, 0, 0, \
-      -1, 0, BC_DURABILITY_SYNC, 0 }
+      -1, 0, BC_DURABILITY_SYNC, 0, BC_EVICTION_NONE }
 #define BC_INFO_INIT { sizeof(bc_info), 0, 0, 0, false, 0 }
 #define BC_STATS_INIT                                                        \
     { sizeof(bc_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, false, 0, 0, 0, 0, 0, 0, \
-      0, 0, 0, false, 0 }
+      0, 0, 0, false, 0, 0, 0, 0, 0 }
 #define BC_BACKUP_REPORT_INIT { sizeof(bc_backup_report), 0, 0, 0 }
 #define BC_COMPACT_REPORT_INIT { sizeof(bc_compact_report), 0, 0, 0, 0, 0 }
 #define BC_LOAD_REPORT_INIT { sizeof(bc_load_report), 0, 0, 0, 0 }
@@ -192,6 +192,24 @@ typedef enum bc_durability {
    */
   BC_DURABILITY_BUFFERED = 1,
 } bc_durability;
+
+/*
+ Whether a store is a cache that evicts to make room (see the Rust
+ `Eviction`), for `bc_options.eviction`.
+ */
+typedef enum bc_eviction {
+  /*
+   A put that finds no room fails with BC_NO_SPACE. The default.
+   */
+  BC_EVICTION_NONE = 0,
+  /*
+   A bounded cache: a put or an upload that finds no room deletes
+   objects the S3-FIFO policy gives up (durably, like any delete; never
+   one being read) until it fits. The store never grows past
+   `max_capacity`, or without one past its size.
+   */
+  BC_EVICTION_S3FIFO = 1,
+} bc_eviction;
 
 /*
  Puts and deletes to commit together (opaque). Used by one thread at a
@@ -343,6 +361,13 @@ typedef struct bc_options {
    BC_DURABILITY_SYNC (the default). Otherwise BC_INVALID_ARGUMENT.
    */
   uint64_t max_delay_micros;
+  /*
+   A `bc_eviction` value: BC_EVICTION_NONE (the default) or
+   BC_EVICTION_S3FIFO; any other is BC_INVALID_ARGUMENT. Not stored:
+   each open chooses its own. (64 bits wide so the struct keeps no
+   padding.)
+   */
+  uint64_t eviction;
 } bc_options;
 
 /*
@@ -539,6 +564,23 @@ typedef struct bc_stats {
    objects are missing); 0 otherwise.
    */
   uint64_t skipped;
+  /*
+   Reads since open that found their key.
+   */
+  uint64_t hits;
+  /*
+   Reads since open of keys with no object (BC_NOT_FOUND).
+   */
+  uint64_t misses;
+  /*
+   Objects a cache store (BC_EVICTION_S3FIFO) gave up to make room
+   since open; 0 otherwise.
+   */
+  uint64_t evictions;
+  /*
+   Sum of the sizes of the objects counted in `evictions`.
+   */
+  uint64_t evicted_bytes;
 } bc_stats;
 
 /*

@@ -40,6 +40,10 @@ pub extern "C" fn bc_store_stats(
             max_capacity: st.max_capacity.unwrap_or(0),
             clean: st.recovery.clean,
             skipped: st.recovery.skipped.len() as u64,
+            hits: st.hits,
+            misses: st.misses,
+            evictions: st.evictions,
+            evicted_bytes: st.evicted_bytes,
         });
         Ok(())
     })

@@ -6,11 +6,13 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use engine::blocking::Store;
-use engine::{Durability, IndexKind, IoEngineKind, Options};
+use engine::{Durability, Eviction, IndexKind, IoEngineKind, Options};
 
 use crate::boundary::{call, engine_err, invalid, path_ref, Fail};
 use crate::sized::{out_of_size, read_in};
-use crate::{bc_code, bc_durability, bc_error, bc_index, bc_io_engine, bc_options, bc_store};
+use crate::{
+    bc_code, bc_durability, bc_error, bc_eviction, bc_index, bc_io_engine, bc_options, bc_store,
+};
 
 /// Fills `*opts` with the default options, as BC_OPTIONS_INIT does (for
 /// callers that cannot use a C macro, e.g. through an FFI): `struct_size`
@@ -49,6 +51,7 @@ fn defaults() -> bc_options {
         durability: bc_durability::BC_DURABILITY_SYNC as u32,
         max_delay_micros: 0,
         salvage: 0,
+        eviction: bc_eviction::BC_EVICTION_NONE as u64,
     }
 }
 
@@ -102,6 +105,11 @@ fn options_of(o: &bc_options) -> Result<Options, Fail> {
             max_delay: Duration::from_micros(micros),
         },
         (d, _) => return Err(invalid(&format!("unknown durability {d}"))),
+    });
+    opts = opts.eviction(match o.eviction {
+        0 => Eviction::None,
+        1 => Eviction::S3Fifo,
+        e => return Err(invalid(&format!("unknown eviction {e}"))),
     });
     match o.cache_bytes {
         -1 => {}

@@ -66,9 +66,9 @@ macro_rules! sized {
     };
 }
 
-sized!(bc_options, last = max_delay_micros: u64, sizes = [88]);
+sized!(bc_options, last = eviction: u64, sizes = [88, 96]);
 sized!(bc_info, last = expires_unix_micros: u64, sizes = [48]);
-sized!(bc_stats, last = skipped: u64, sizes = [176]);
+sized!(bc_stats, last = evicted_bytes: u64, sizes = [176, 208]);
 sized!(bc_backup_report, last = elapsed_nanos: u64, sizes = [32]);
 sized!(bc_compact_report, last = elapsed_micros: u64, sizes = [48]);
 sized!(bc_load_report, last = elapsed_nanos: u64, sizes = [40]);

@@ -84,6 +84,20 @@ pub enum bc_durability {
     BC_DURABILITY_BUFFERED = 1,
 }
 
+/// Whether a store is a cache that evicts to make room (see the Rust
+/// `Eviction`), for `bc_options.eviction`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum bc_eviction {
+    /// A put that finds no room fails with BC_NO_SPACE. The default.
+    BC_EVICTION_NONE = 0,
+    /// A bounded cache: a put or an upload that finds no room deletes
+    /// objects the S3-FIFO policy gives up (durably, like any delete; never
+    /// one being read) until it fits. The store never grows past
+    /// `max_capacity`, or without one past its size.
+    BC_EVICTION_S3FIFO = 1,
+}
+
 /// Options for `bc_open`. Start from BC_OPTIONS_INIT (or
 /// `bc_options_init`); fields left at their default take the engine's
 /// defaults.
@@ -149,6 +163,11 @@ pub struct bc_options {
     /// acknowledged change stays unwritten (more than 0). Must be 0 with
     /// BC_DURABILITY_SYNC (the default). Otherwise BC_INVALID_ARGUMENT.
     pub max_delay_micros: u64,
+    /// A `bc_eviction` value: BC_EVICTION_NONE (the default) or
+    /// BC_EVICTION_S3FIFO; any other is BC_INVALID_ARGUMENT. Not stored:
+    /// each open chooses its own. (64 bits wide so the struct keeps no
+    /// padding.)
+    pub eviction: u64,
 }
 
 /// What a commit produced, or what `bc_stat` reports.
@@ -212,6 +231,15 @@ pub struct bc_stats {
     /// Recovery at open: damaged tuple blocks a salvage open skipped (their
     /// objects are missing); 0 otherwise.
     pub skipped: u64,
+    /// Reads since open that found their key.
+    pub hits: u64,
+    /// Reads since open of keys with no object (BC_NOT_FOUND).
+    pub misses: u64,
+    /// Objects a cache store (BC_EVICTION_S3FIFO) gave up to make room
+    /// since open; 0 otherwise.
+    pub evictions: u64,
+    /// Sum of the sizes of the objects counted in `evictions`.
+    pub evicted_bytes: u64,
 }
 
 /// What `bc_backup` did.

@@ -1340,6 +1340,42 @@ static void test_buffered_durability(void) {
     unlink(p);
 }
 
+/* A cache store (BC_EVICTION_S3FIFO): puts of ten times its size all
+ * succeed, it keeps its size, and bc_stats counts hits, misses and
+ * evictions; an unknown eviction is BC_INVALID_ARGUMENT. */
+static void test_eviction(void) {
+    char p[300];
+    snprintf(p, sizeof p, "%s.cache", path);
+    unlink(p);
+    bc_options o = BC_OPTIONS_INIT;
+    o.capacity = 2u << 20;
+    o.eviction = 7;
+    bc_error *err = NULL;
+    CHECK(bc_open(p, &o, &err) == NULL && bc_error_code(err) == BC_INVALID_ARGUMENT);
+    bc_error_free(err);
+    o.eviction = BC_EVICTION_S3FIFO;
+    bc_store *s = open_with(p, &o);
+    if (!s) return;
+    static uint8_t val[50000];
+    fill(val, sizeof val, 3);
+    char key[32];
+    for (int i = 0; i < 400; i++) {
+        snprintf(key, sizeof key, "c/%03d", i);
+        CHECK(bc_put(s, K(key), val, sizeof val, NULL, NULL) == BC_OK);
+    }
+    bc_buf buf = {0};
+    CHECK(bc_get(s, K("c/399"), &buf, NULL) == BC_OK && buf.len == sizeof val);
+    bc_buf_free(&buf);
+    CHECK(bc_get(s, K("nope"), &buf, NULL) == BC_NOT_FOUND);
+    bc_stats st = BC_STATS_INIT;
+    CHECK(bc_store_stats(s, &st, NULL) == BC_OK);
+    CHECK(st.capacity == (2u << 20) && st.evictions > 0 && st.objects + st.evictions == 400);
+    CHECK(st.evicted_bytes == st.evictions * sizeof val);
+    CHECK(st.hits == 1 && st.misses == 1);
+    bc_store_free(s);
+    unlink(p);
+}
+
 /* bc_close with an upload outstanding: the upload's later calls fail with
  * BC_CLOSED, nothing lands, its space is free at the next open. */
 static void test_close_with_an_upload_outstanding(void) {
@@ -1756,10 +1792,11 @@ static void test_structs_carry_their_size(void) {
           m.create == f.create && m.create_new == f.create_new && m.read_only == f.read_only &&
           m.salvage == f.salvage && m.cache_bytes == f.cache_bytes &&
           m.max_capacity == f.max_capacity && m.durability == f.durability &&
-          m.max_delay_micros == f.max_delay_micros);
+          m.max_delay_micros == f.max_delay_micros && m.eviction == f.eviction &&
+          m.eviction == BC_EVICTION_NONE);
 
     /* bc_options_init refuses sizes no header gave, and writes nothing. */
-    const size_t bad_sizes[] = {0, 8, sizeof(bc_options) - 8, sizeof(bc_options) + 8,
+    const size_t bad_sizes[] = {0, 8, sizeof(bc_options) - 4, sizeof(bc_options) + 8,
                                 (size_t)0xdeadbeefdeadbeefull};
     for (size_t i = 0; i < sizeof bad_sizes / sizeof bad_sizes[0]; i++) {
         bc_options untouched;
@@ -1773,6 +1810,13 @@ static void test_structs_carry_their_size(void) {
         err = NULL;
     }
     CHECK(bc_options_init(NULL, sizeof(bc_options), NULL) == BC_INVALID_ARGUMENT);
+    /* The size before `eviction` was added (88 bytes) is an older header's:
+     * filled up to there, the field beyond left as it was. */
+    bc_options older;
+    memset(&older, 0x5a, sizeof older);
+    CHECK(bc_options_init(&older, offsetof(bc_options, eviction), NULL) == BC_OK);
+    CHECK(older.struct_size == offsetof(bc_options, eviction) && older.capacity == 0);
+    CHECK(older.eviction == 0x5a5a5a5a5a5a5a5aull);
 
     /* bc_open: exactly sizeof(bc_options) bytes on the heap open a store. */
     bc_options *heap = malloc(sizeof *heap);
@@ -2115,6 +2159,7 @@ int main(void) {
     test_options_are_checked();
     test_salvage();
     test_buffered_durability();
+    test_eviction();
     test_close_with_an_upload_outstanding();
     test_bulk_load();
     test_listing();

@@ -86,6 +86,13 @@ pub struct OpenOptions {
     /// at every open.
     #[napi(ts_type = "'sync' | { maxDelayMs: number }")]
     pub durability: Option<Either<String, BufferedDurability>>,
+    /// `'s3fifo'`: a bounded cache. A put or an upload that finds no room
+    /// deletes objects the S3-FIFO policy gives up (durably, never one
+    /// being read) until it fits; the store never grows past
+    /// `maxCapacity`, or without one past its size. `'none'` (the
+    /// default) does not evict. Not stored: given at every open.
+    #[napi(ts_type = "'none' | 's3fifo'")]
+    pub eviction: Option<String>,
 }
 
 /// `durability: { maxDelayMs }`: changes are acknowledged at once and
@@ -187,6 +194,9 @@ pub(crate) fn options_of(o: Option<OpenOptions>) -> Result<Options> {
     }
     if let Some(d) = o.durability {
         opts = opts.durability(durability_of(d)?);
+    }
+    if let Some(e) = o.eviction {
+        opts = opts.eviction(e.parse::<engine::Eviction>().map_err(js_err)?);
     }
     if let Some(e) = o.io_engine {
         opts = opts.io_engine(e.parse::<IoEngineKind>().map_err(js_err)?);

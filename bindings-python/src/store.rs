@@ -110,7 +110,7 @@ impl Store {
 #[pymethods]
 impl Store {
     #[new]
-    #[pyo3(signature = (path, *, capacity=None, index=None, inline_threshold=None, max_capacity=None, io_engine="auto", direct_io=true, create=true, create_new=false, read_only=false, salvage=false, cache_bytes=None, cache_fraction=None, warm_up=true, durability="sync", max_delay=None))]
+    #[pyo3(signature = (path, *, capacity=None, index=None, inline_threshold=None, max_capacity=None, io_engine="auto", direct_io=true, create=true, create_new=false, read_only=false, salvage=false, cache_bytes=None, cache_fraction=None, warm_up=true, durability="sync", max_delay=None, eviction="none"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -130,6 +130,7 @@ impl Store {
         warm_up: bool,
         durability: &str,
         max_delay: Option<&Bound<'_, PyAny>>,
+        eviction: &str,
     ) -> PyResult<Self> {
         let path: StorePath = path_arg(path)?.into();
         let mut opts = options(
@@ -157,6 +158,7 @@ impl Store {
         }
         opts = opts.warm_up(warm_up);
         opts = opts.durability(durability_of(durability, max_delay)?);
+        opts = opts.eviction(eviction.parse::<engine::Eviction>().map_err(py_err)?);
         let inner = py
             .detach(|| blocking::Store::open(&path, opts))
             .map_err(|e| path_err(e, &path))?;

@@ -72,9 +72,9 @@ pub use io::IoEngineKind;
 pub use meta::recovery::RecoveryReport;
 pub use meta::tuple::MAX_KEY_LEN;
 pub use options::{
-    Durability, Options, PutMode, PutOptions, ReadOptions, DEFAULT_CACHE_BYTES, DEFAULT_CAPACITY,
-    DEFAULT_INLINE_THRESHOLD, DEFAULT_MAX_PIECE_SIZE, MAX_GROWTH_STEP, MAX_INLINE_THRESHOLD,
-    MAX_TTL, MIN_CAPACITY,
+    Durability, Eviction, Options, PutMode, PutOptions, ReadOptions, DEFAULT_CACHE_BYTES,
+    DEFAULT_CAPACITY, DEFAULT_INLINE_THRESHOLD, DEFAULT_MAX_PIECE_SIZE, MAX_GROWTH_STEP,
+    MAX_INLINE_THRESHOLD, MAX_TTL, MIN_CAPACITY,
 };
 #[cfg(target_os = "linux")]
 pub use store::LocalStore;

@@ -106,6 +106,48 @@ impl Durability {
     }
 }
 
+/// Whether a store is a cache that gives objects up to make room
+/// ([`Options::eviction`]).
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Eviction {
+    /// A put that finds no room fails with `NoSpace`. The default.
+    #[default]
+    None,
+    /// S3-FIFO: a small FIFO (about a tenth of the bytes) that new objects
+    /// enter, a main FIFO with a 2-bit read count per object for those read
+    /// while in the small one (or put again soon after their eviction),
+    /// and a ghost FIFO of recently evicted keys' 64-bit hashes. Keeps a
+    /// hot set under a one-pass scan of cold keys; reads cost one relaxed
+    /// byte update.
+    S3Fifo,
+}
+
+impl Eviction {
+    /// Lower-case name, as the bindings spell it: `none`, `s3fifo`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Eviction::None => "none",
+            Eviction::S3Fifo => "s3fifo",
+        }
+    }
+}
+
+impl std::str::FromStr for Eviction {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        [Eviction::None, Eviction::S3Fifo]
+            .into_iter()
+            .find(|e| e.name() == s)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("unknown eviction {s:?}: expected \"none\" or \"s3fifo\""),
+                )
+            })
+    }
+}
+
 /// How a store is opened or created. Build with [`Options::new`] and the
 /// setters; pass to [`Store::open`](crate::Store::open).
 #[derive(Debug, Clone)]
@@ -141,6 +183,7 @@ pub struct Options {
     pub(crate) keep_expired: bool,
     /// Create a format-3 store (two slots per tuple block, no journal).
     pub(crate) paired_layout: bool,
+    pub(crate) eviction: Eviction,
 }
 
 impl Default for Options {
@@ -165,6 +208,7 @@ impl Default for Options {
             checkpoint_after: None,
             keep_expired: false,
             paired_layout: false,
+            eviction: Eviction::None,
         }
     }
 }
@@ -408,6 +452,24 @@ impl Options {
     /// serve. What `blobcask check` does. Defaults to `false`.
     pub fn scan_metadata(mut self, yes: bool) -> Self {
         self.scan_metadata = yes;
+        self
+    }
+
+    /// Makes the store a bounded cache: a put, an upload or a batch that
+    /// finds no room deletes objects the policy gives up (through the
+    /// commit path, durable like any delete) until it fits, instead of
+    /// failing with `NoSpace`. Objects being read are never chosen. The
+    /// store never grows past [`max_capacity`](Self::max_capacity), or,
+    /// without one, past the size it has ([`capacity`](Self::capacity)).
+    /// A value that could never fit is still `TooLarge` (or `NoSpace` when
+    /// everything left is being read or written). Not stored: give it at
+    /// every open; the policy's state starts afresh at each (every object
+    /// in the main queue, in entry order, no reads counted).
+    /// [`Stats`](crate::Stats) counts `hits`, `misses`, `evictions` and
+    /// `evicted_bytes`. Ignored by a read-only open.
+    /// Defaults to [`Eviction::None`].
+    pub fn eviction(mut self, policy: Eviction) -> Self {
+        self.eviction = policy;
         self
     }
 

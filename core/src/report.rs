@@ -106,6 +106,10 @@ impl Report for Stats {
             index,
             recovery,
             cache,
+            hits,
+            misses,
+            evictions,
+            evicted_bytes,
         } = self;
         Record {
             kind: "Stats",
@@ -121,6 +125,10 @@ impl Report for Stats {
                 ("device_bytes_written", Count(*device_bytes_written)),
                 ("user_bytes_written", Count(*user_bytes_written)),
                 ("commit_groups", Count(*commit_groups)),
+                ("hits", Count(*hits)),
+                ("misses", Count(*misses)),
+                ("evictions", Count(*evictions)),
+                ("evicted_bytes", Count(*evicted_bytes)),
                 (
                     "space_amplification",
                     real_or_absent(self.space_amplification()),

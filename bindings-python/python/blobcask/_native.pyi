@@ -190,6 +190,7 @@ class Store:
         warm_up: bool = True,
         durability: Literal["sync", "buffered"] = "sync",
         max_delay: Optional[_Seconds] = None,
+        eviction: Literal["none", "s3fifo"] = "none",
     ) -> Self:
         """Opens the store at ``path``.
 
@@ -236,6 +237,16 @@ class Store:
         prefix of them, in order, every object whole).
         Anything else raises ``InvalidArgumentError`` (``TypeError`` for a
         wrong type).
+
+        ``eviction="s3fifo"`` makes the store a bounded cache: a put or an
+        upload that finds no room deletes objects the S3-FIFO policy gives
+        up (durably, like any delete; never one being read) until it fits,
+        instead of raising ``NoSpaceError``. It never grows past
+        ``max_capacity``, or without one past the size it has. Not stored:
+        give it at every open. ``stats()`` counts ``hits``, ``misses``,
+        ``evictions`` and ``evicted_bytes``. ``"none"`` (the default) does
+        not evict; anything else raises ``InvalidArgumentError`` (a
+        ``ValueError``), a non-``str`` ``TypeError``.
         """
     def put(
         self,

@@ -203,7 +203,10 @@ class Stats(_Figures):
     a new object gets in one piece); ``capacity`` of the file or device and
     ``max_capacity`` it grows to by itself (None: no limit but the file
     system); since open: ``device_bytes_written``, ``user_bytes_written``
-    and ``commit_groups`` (each ends with one sync);
+    and ``commit_groups`` (each ends with one sync); reads since open:
+    ``hits`` (found their key) and ``misses`` (``NotFoundError``); a cache
+    store's (``eviction="s3fifo"``) ``evictions`` since open and the
+    ``evicted_bytes`` of the objects it gave up (0 otherwise);
     ``space_amplification``: bytes occupied per byte of committed values
     (None while empty); ``write_amplification``: device bytes written per
     value byte committed (None before the first commit); ``io_engine``
@@ -223,6 +226,10 @@ class Stats(_Figures):
     device_bytes_written: int
     user_bytes_written: int
     commit_groups: int
+    hits: int
+    misses: int
+    evictions: int
+    evicted_bytes: int
     space_amplification: Optional[float]
     write_amplification: Optional[float]
     io_engine: str

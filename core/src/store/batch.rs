@@ -59,7 +59,9 @@ pub enum BatchOutcome {
     },
 }
 
-/// One operation as the caller gave it.
+/// One operation as the caller gave it (cloned when a cache store tries
+/// the batch again after evicting).
+#[derive(Clone)]
 enum BatchOp {
     Put {
         key: Box<[u8]>,
@@ -178,9 +180,22 @@ impl Batch {
     /// with each operation's outcome in order. An empty batch commits
     /// nothing (no sync) and returns an empty list. The batch is empty
     /// afterwards, whatever the result.
+    /// In a cache store, a batch that finds no room for its values
+    /// evicts (never one of the objects it names while a read holds it)
+    /// and is tried again whole.
     pub async fn commit(&mut self) -> Result<Vec<BatchOutcome>> {
         let ops = std::mem::take(&mut self.ops);
-        self.store.commit_atomic_batch(ops).await
+        let needed = ops
+            .iter()
+            .map(|op| match op {
+                BatchOp::Put { value, .. } => crate::meta::tuple::stored_len(value.len() as u64),
+                BatchOp::Delete { .. } => 0,
+            })
+            .sum();
+        let store = &self.store;
+        store
+            .making_room(needed, || store.commit_atomic_batch(ops.clone()))
+            .await
     }
 }
 

@@ -70,11 +70,16 @@ fn make_room(shared: &Shared, seen: u64, needed: u64) -> Result<()> {
     if shared.capacity() != seen {
         return Ok(());
     }
-    let limit = shared.settings.max_capacity.unwrap_or(u64::MAX);
+    let limit = shared.growth_limit().unwrap_or(u64::MAX);
     if seen >= limit {
         return Err(Error::new(
             ErrorKind::NoSpace,
-            format!("the store is at its max_capacity of {limit} bytes"),
+            match shared.settings.max_capacity {
+                Some(_) => format!("the store is at its max_capacity of {limit} bytes"),
+                None => format!(
+                    "the cache store is at its capacity of {limit} bytes (without max_capacity it does not grow)"
+                ),
+            },
         ));
     }
     // Double (up to a step of MAX_GROWTH_STEP), and at least by what the

@@ -48,6 +48,7 @@ mod cache;
 mod commit;
 mod compact;
 mod data;
+pub(crate) mod evict;
 pub(crate) mod fork;
 mod grow;
 pub(crate) mod helpers;

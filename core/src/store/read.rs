@@ -430,9 +430,11 @@ impl Store {
         check_key(key).map_err(|e| e.context(ctx()))?;
         let (info, data, block, slot) = {
             let st = self.shared().state.read();
-            let e = st
-                .lookup(key)
-                .ok_or_else(|| Error::new(ErrorKind::NotFound, "no such key").context(ctx()))?;
+            let Some(e) = st.lookup_read(key) else {
+                self.shared().evict.count_miss();
+                return Err(Error::new(ErrorKind::NotFound, "no such key").context(ctx()));
+            };
+            self.shared().evict.count_hit();
             (e.info(), e.data.at_hand(), e.block, st.slot_of(e.block))
         };
         let (size, version) = (info.size, info.version);

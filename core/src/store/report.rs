@@ -59,7 +59,9 @@ pub struct Stats {
     /// [`Options::max_capacity`]).
     pub capacity: u64,
     /// Largest size the store grows to by itself (`None`: no limit but the
-    /// file system; a block device keeps its size whatever this says).
+    /// file system; a block device keeps its size whatever this says). A
+    /// cache store without `max_capacity` reports its capacity: it does
+    /// not grow.
     pub max_capacity: Option<u64>,
     /// Bytes written to the device since open (data, metadata, superblock).
     pub device_bytes_written: u64,
@@ -77,6 +79,17 @@ pub struct Stats {
     pub recovery: RecoveryReport,
     /// The read cache since open.
     pub cache: CacheStats,
+    /// Reads (`get`, `read`, their blocking and local forms) that found
+    /// their key, since open. Counted by every store.
+    pub hits: u64,
+    /// Reads of keys that have no object (`NotFound`), since open. For a
+    /// cache store, `hits / (hits + misses)` is its hit ratio.
+    pub misses: u64,
+    /// Objects a cache store ([`Options::eviction`]) deleted to make room,
+    /// since open (durable, like any delete); 0 otherwise.
+    pub evictions: u64,
+    /// Sum of the sizes of the objects counted in `evictions`.
+    pub evicted_bytes: u64,
 }
 
 impl Stats {
@@ -121,7 +134,12 @@ impl Stats {
                     .map_or(0, |k| (BLOCK_SIZE as u64) << k),
             )
         };
+        let (hits, misses, evictions, evicted_bytes) = s.evict.figures();
         Stats {
+            hits,
+            misses,
+            evictions,
+            evicted_bytes,
             objects,
             logical_bytes,
             allocated_bytes,
@@ -129,7 +147,7 @@ impl Stats {
             free_bytes,
             largest_free_piece,
             capacity: s.capacity(),
-            max_capacity: s.settings.max_capacity,
+            max_capacity: s.growth_limit(),
             device_bytes_written: s.device_bytes_written.load(Ordering::Relaxed),
             user_bytes_written: s.user_bytes_written.load(Ordering::Relaxed),
             commit_groups: s.commit_groups.load(Ordering::Relaxed),

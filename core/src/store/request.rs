@@ -18,6 +18,7 @@ use futures::channel::oneshot::Sender;
 use crate::error::{Error, Result};
 use crate::io::AlignedBuf;
 use crate::options::{PutMode, PutOptions};
+use crate::store::evict::Evicted;
 use crate::store::{BatchOutcome, Extent, ObjectData, ObjectInfo};
 
 /// When a new version expires.
@@ -83,6 +84,14 @@ pub(crate) enum Request {
     Delete {
         key: Box<[u8]>,
         reply: Sender<Result<()>>,
+    },
+    /// A cache store's eviction (`store/evict/`): entry `id` deleted like
+    /// any object (the key its tuple names), only while it holds `version`
+    /// and no read holds its pieces.
+    Evict {
+        id: crate::index::EntryId,
+        version: u64,
+        reply: Sender<Result<Evicted>>,
     },
     /// Replies after the group's sync.
     Barrier { reply: Sender<Result<()>> },
@@ -177,6 +186,9 @@ impl Request {
             // In place in the version's own block: a stale copy of an
             // older version elsewhere does not matter.
             Request::Relocate { .. } => false,
+            // Its key is known only from its block: while any key has a
+            // stale copy, it waits for the next group's step 0.
+            Request::Evict { .. } => !keys.is_empty(),
             Request::PutMany { items, .. } => items.iter().any(|(k, _, _, _)| keys.contains(k)),
             Request::Batch { ops, .. } => ops.iter().any(|op| keys.contains(op.key())),
             Request::Barrier { .. } => false,
@@ -191,6 +203,8 @@ pub(crate) enum Ack {
     Done(Sender<Result<()>>),
     /// A relocation applied (`Ok(true)` once durable).
     Moved(Sender<Result<bool>>),
+    /// An eviction applied: the evicted object's size, once durable.
+    Evicted(Sender<Result<Evicted>>, u64),
     /// Applied count, value bytes applied, the error that stopped it, and
     /// how many of the applied were in groups written before the last (a
     /// load split to fit the journal): committed even if the last fails.
@@ -217,6 +231,8 @@ impl Ack {
             (Ack::Done(tx), Some(e)) => drop(tx.send(Err(fail(e)))),
             (Ack::Moved(tx), None) => drop(tx.send(Ok(true))),
             (Ack::Moved(tx), Some(e)) => drop(tx.send(Err(fail(e)))),
+            (Ack::Evicted(tx, size), None) => drop(tx.send(Ok(Evicted::Gone(size)))),
+            (Ack::Evicted(tx, _), Some(e)) => drop(tx.send(Err(fail(e)))),
             (Ack::Many(tx, n, _, stop, _), None) => drop(tx.send((n, stop))),
             (Ack::Many(tx, _, _, _, durable), Some(e)) => drop(tx.send((durable, Some(fail(e))))),
             (Ack::Batch(tx, outcomes, _), None) => drop(tx.send(Ok(outcomes))),
@@ -234,6 +250,7 @@ pub(crate) fn fail_request(req: Request, e: &Error) {
         Request::PutMany { reply, .. } => drop(reply.send((0, Some(err())))),
         Request::Batch { reply, .. } => drop(reply.send(Err(err()))),
         Request::Relocate { reply, .. } => drop(reply.send(Err(err()))),
+        Request::Evict { reply, .. } => drop(reply.send(Err(err()))),
     }
 }
 

@@ -94,6 +94,8 @@ pub(crate) struct Shared {
     /// in vain (`u64::MAX`: none): puts do not compact again until a piece
     /// is freed.
     pub futile_compaction: AtomicU64,
+    /// Reads found and missed, and a cache store's evictions (`evict/`).
+    pub evict: super::evict::Evictions,
 }
 
 /// Whether the store stopped accepting changes, and why: the first failure
@@ -167,6 +169,18 @@ impl Shared {
     /// Bytes of the file the store covers now.
     pub fn capacity(&self) -> u64 {
         self.capacity.load(Ordering::Acquire)
+    }
+
+    /// The size the store may grow to by itself: `max_capacity`, or for a
+    /// cache store without one the size it has (a cache evicts instead of
+    /// growing); `None`: no limit but the file system.
+    pub fn growth_limit(&self) -> Option<u64> {
+        match self.settings.max_capacity {
+            None if self.options.eviction != crate::options::Eviction::None => {
+                Some(self.capacity())
+            }
+            m => m,
+        }
     }
 
     pub fn new_extent(&self, pieces: Vec<Piece>) -> Arc<Extent> {

@@ -297,6 +297,10 @@ impl Entry {
 /// Reader-visible state: the index and the entry table.
 pub(crate) struct State {
     pub index: Box<dyn KeyIndex>,
+    /// A cache store's eviction policy (`Options::eviction`), told of
+    /// every object in and out of the table here, and of reads by
+    /// [`lookup_read`](Self::lookup_read).
+    pub policy: Option<super::evict::S3Fifo>,
     entries: Vec<Option<Entry>>,
     free_ids: Vec<EntryId>,
     pub logical_bytes: u64,
@@ -318,6 +322,7 @@ impl State {
     pub fn new(index: Box<dyn KeyIndex>) -> Self {
         State {
             index,
+            policy: None,
             entries: Vec::new(),
             free_ids: Vec::new(),
             logical_bytes: 0,
@@ -374,6 +379,30 @@ impl State {
         self.lookup_any(key).filter(|e| e.live())
     }
 
+    /// [`lookup`](Self::lookup) for a read: counts the read with the
+    /// eviction policy (a relaxed byte store at most, under the read lock
+    /// the caller holds anyway).
+    #[inline]
+    pub fn lookup_read(&self, key: &[u8]) -> Option<&Entry> {
+        let id = self.index.get(key)?;
+        let e = self.entry(id).filter(|e| e.live())?;
+        if let Some(p) = &self.policy {
+            p.freq.touch(id);
+        }
+        Some(e)
+    }
+
+    /// Starts tracking every entry with the eviction `policy` (open): all
+    /// in the main queue, in id order, no reads counted.
+    pub fn track_all(&mut self, mut policy: super::evict::S3Fifo) {
+        for (id, e) in self.entries.iter().enumerate() {
+            if let Some(e) = e {
+                policy.admit_existing(id as EntryId, super::evict::weight(e));
+            }
+        }
+        self.policy = Some(policy);
+    }
+
     /// `key`'s entry, expired or not (the commit path, which must find an
     /// expired tuple to replace or remove it).
     pub fn lookup_any(&self, key: &[u8]) -> Option<&Entry> {
@@ -386,7 +415,11 @@ impl State {
 
     /// Adds an entry and points `key` at it; returns the replaced entry.
     pub fn link(&mut self, key: &[u8], entry: Entry) -> (EntryId, Option<Entry>) {
+        let weight = super::evict::weight(&entry);
         let id = self.add(entry);
+        if let Some(p) = &mut self.policy {
+            p.admit(id, weight, key);
+        }
         let old = self.index.insert(key, id).and_then(|o| self.take(o));
         (id, old)
     }
@@ -463,6 +496,9 @@ impl State {
 
     fn take(&mut self, id: EntryId) -> Option<Entry> {
         let e = self.entries.get_mut(id as usize)?.take()?;
+        if let Some(p) = &mut self.policy {
+            p.queues.get_mut().forget(id, super::evict::weight(&e));
+        }
         self.free_ids.push(id);
         self.logical_bytes -= e.size();
         self.heap_bytes -= e.data.heap_bytes();

@@ -57,6 +57,14 @@ impl Store {
         value: Bytes,
         options: PutOptions,
     ) -> Result<ObjectInfo> {
+        let needed = crate::meta::tuple::stored_len(value.len() as u64);
+        self.making_room(needed, || self.put_once(key, value.clone(), options))
+            .await
+    }
+
+    /// One try of [`put_value`](Self::put_value) (a cache store tries
+    /// again after evicting when it finds no room).
+    async fn put_once(&self, key: &[u8], value: Bytes, options: PutOptions) -> Result<ObjectInfo> {
         let _staging = self.staging();
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
         let spec = self.precheck(key, &options).map_err(ctx)?;
@@ -126,14 +134,24 @@ impl Store {
         value: Bytes,
         options: PutOptions,
     ) -> Result<ObjectInfo> {
+        let needed = crate::meta::tuple::stored_len(value.len() as u64);
+        self.making_room_blocking(needed, || self.put_blocking_once(key, &value, options))
+    }
+
+    fn put_blocking_once(
+        &self,
+        key: &[u8],
+        value: &Bytes,
+        options: PutOptions,
+    ) -> Result<ObjectInfo> {
         let _staging = self.staging();
         let ctx = |e: Error| e.context(format!("put {}", show_key(key)));
         let spec = self.precheck(key, &options).map_err(ctx)?;
-        let (data, data_write) = match self.stage_put_here(key, &value, true).map_err(ctx)? {
+        let (data, data_write) = match self.stage_put_here(key, value, true).map_err(ctx)? {
             Staged::Ready(data, data_write) => (data, data_write),
             Staged::Write(extent, unsynced) => {
                 let sums =
-                    data::write_object_blocking(self.shared(), &extent, &value).map_err(ctx)?;
+                    data::write_object_blocking(self.shared(), &extent, value).map_err(ctx)?;
                 (heap(extent, sums, unsynced), None)
             }
         };
@@ -245,13 +263,17 @@ impl Store {
         self.check_open().map_err(|e| e.context(ctx()))?;
         check_key(key).map_err(|e| e.context(ctx()))?;
         self.shared().check_failed().map_err(|e| e.context(ctx()))?;
-        match Upload::begin(self.clone(), key, size) {
-            Err(e) if self.worth_compacting(&e, size) => {
-                self.compact().await.map_err(|e| e.context(ctx()))?;
-                self.after_compaction(Upload::begin(self.clone(), key, size))
+        let needed = crate::meta::tuple::stored_len(size);
+        self.making_room(needed, || async {
+            match Upload::begin(self.clone(), key, size) {
+                Err(e) if self.worth_compacting(&e, size) => {
+                    self.compact().await?;
+                    self.after_compaction(Upload::begin(self.clone(), key, size))
+                }
+                r => r,
             }
-            r => r,
-        }
+        })
+        .await
         .map_err(|e| e.context(ctx()))
     }
 }

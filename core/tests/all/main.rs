@@ -26,6 +26,7 @@ mod corruption;
 mod crash;
 mod create_safety;
 mod damage_rounds;
+mod eviction;
 mod fixtures;
 mod growth;
 mod index_image;

@@ -65,7 +65,7 @@ fn capacity_of_an_existing_store_comes_from_its_superblock() {
 /// The names the bindings pass (`durability="buffered"`, `if_absent`) mean
 /// one thing in every binding: parsed here, once.
 #[test]
-fn bindings_names_for_durability_io_engine_and_put_conditions() {
+fn bindings_names_for_durability_io_engine_eviction_and_put_conditions() {
     use blobcask::{Durability, ErrorKind, IoEngineKind, PutMode};
     use std::time::Duration;
     let d = Duration::from_millis(5);
@@ -106,6 +106,18 @@ fn bindings_names_for_durability_io_engine_and_put_conditions() {
         PutMode::from_conditions(true, Some(7)).unwrap_err().kind(),
         ErrorKind::InvalidArgument
     );
+
+    // `eviction="s3fifo"`; the default does not evict.
+    use blobcask::Eviction;
+    assert_eq!(Eviction::default(), Eviction::None);
+    for e in [Eviction::None, Eviction::S3Fifo] {
+        assert_eq!(e.name().parse::<Eviction>().unwrap(), e);
+    }
+    assert_eq!("s3fifo".parse::<Eviction>().unwrap(), Eviction::S3Fifo);
+    for bad in ["S3FIFO", "lru", ""] {
+        let e = bad.parse::<Eviction>().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{bad:?}");
+    }
 
     // A buffered store with no delay at all is refused, and nothing made.
     let t = temp_path();

@@ -20,6 +20,7 @@ use crate::io::AlignedBuf;
 use crate::meta::block::{decode_slot, SlotContent, SlotIdentity};
 use crate::meta::tuple::{self, Tuple};
 use crate::options::{Durability, PutMode};
+use crate::store::evict::Evicted;
 use crate::store::request::{fail_request, Ack, Expiry, PutSpec, Request};
 use crate::store::{now_micros, Entry, ObjectData, ObjectInfo, Stored};
 
@@ -193,6 +194,12 @@ impl Committer {
                     // part of it is ever written.
                     Err(e) => drop(reply.send(Err(e))),
                 },
+                Request::Evict { id, version, reply } => {
+                    match self.apply_evict(id, version).await {
+                        Ok(Evicted::Gone(size)) => acks.push(Ack::Evicted(reply, size)),
+                        other => drop(reply.send(other)),
+                    }
+                }
                 Request::Delete { key, reply } => match self.apply_delete(&key, None).await {
                     Ok(true) => acks.push(Ack::Done(reply)),
                     Ok(false) => {
@@ -248,7 +255,7 @@ impl Committer {
             let committed = match &ack {
                 Ack::Info(_, info) => info.size,
                 Ack::Many(_, _, bytes, _, _) | Ack::Batch(_, _, bytes) => *bytes,
-                Ack::Done(_) | Ack::Moved(_) => 0,
+                Ack::Done(_) | Ack::Moved(_) | Ack::Evicted(..) => 0,
             };
             if result.is_ok() {
                 self.shared
@@ -649,11 +656,12 @@ impl Committer {
                 Request::PutMany { items, .. } => {
                     out.extend(items.iter().filter_map(|(k, _, _, _)| of_key(k)))
                 }
-                Request::Relocate { id, version, .. } => out.extend(
-                    st.entry(*id)
-                        .filter(|e| e.version == *version)
-                        .map(|e| e.block),
-                ),
+                Request::Relocate { id, version, .. } | Request::Evict { id, version, .. } => out
+                    .extend(
+                        st.entry(*id)
+                            .filter(|e| e.version == *version)
+                            .map(|e| e.block),
+                    ),
                 Request::Batch { ops, .. } => {
                     out.extend(ops.iter().filter_map(|op| of_key(op.key())))
                 }

@@ -65,6 +65,7 @@ mod apply;
 mod batch;
 mod blocks;
 mod checkpoint;
+mod evict;
 mod growth;
 mod image;
 mod journal;

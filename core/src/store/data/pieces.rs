@@ -15,7 +15,7 @@ pub(crate) fn allocate(shared: &Shared, key: &[u8], size: u64) -> Result<Arc<Ext
     let stored = tuple::stored_len(size);
     // A store that can grow is bounded by its growth limit, not its size.
     let heap_limit = |capacity: u64| capacity.saturating_sub(SUPER_BLOCKS * BLOCK_SIZE as u64);
-    let heap = match shared.settings.max_capacity {
+    let heap = match shared.growth_limit() {
         _ if !shared.engine.resizable() => shared.alloc.lock().total_blocks() * BLOCK_SIZE as u64,
         Some(limit) => heap_limit(limit.max(shared.capacity())),
         None => u64::MAX,

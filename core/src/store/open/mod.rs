@@ -389,7 +389,11 @@ async fn rebuild(
     let alloc = crate::sync::Arc::new(crate::sync::Mutex::new(alloc));
     // A scan's objects (an image's went to `rebuilt` as it was read).
     rebuilt.scanned(tuples, &dirty);
-    let (state, expiring, held) = rebuilt.finish(&alloc)?;
+    let (mut state, expiring, held) = rebuilt.finish(&alloc)?;
+    if options.eviction != crate::options::Eviction::None && !options.read_only {
+        // Not persisted: every object starts in the main queue, in id order.
+        state.track_all(super::evict::S3Fifo::default());
+    }
 
     let read_only = options.read_only;
     let (lock, io_file) = match files {
@@ -429,6 +433,7 @@ async fn rebuild(
         maintenance: super::commit::Maintenance::new(),
         compacting: futures::lock::Mutex::new(()),
         futile_compaction: AtomicU64::new(u64::MAX),
+        evict: Default::default(),
         expiring: Default::default(),
         retired: Default::default(),
     });

@@ -1,0 +1,344 @@
+//! A cache store (`Options::eviction`): when a put, an upload or a batch
+//! finds no room, objects the policy (`policy.rs`, S3-FIFO by entry id)
+//! gives up are deleted until it fits, and the put tries again.
+//!
+//! Invariants kept here:
+//! * an eviction is a delete through the commit path (`Request::Evict`,
+//!   applied by `commit/evict.rs` as an ordinary delete of the key its
+//!   tuple names, only of the version chosen): durable before the space is
+//!   reused, and after a crash an evicted object is absent or whole like
+//!   any deleted one (invariants 1, 2, 4); no new on-disk state;
+//! * an object a read holds (its extent's `Arc` held beyond the index's)
+//!   is never chosen, and the commit path checks again before deleting it
+//!   (an inline value has no handle: a read racing its eviction finds the
+//!   key gone or reads the version it found, invariant 8); an object a put
+//!   is still staging is not in the index, so not in the policy either;
+//! * a cache store never grows past its bound: `max_capacity`, or without
+//!   one the size it has (`Shared::growth_limit`), so a put that finds no
+//!   room evicts instead of growing;
+//! * only one eviction round runs at a time, and a put that waited for
+//!   another's round tries again before evicting more (no eviction storm
+//!   when many writers find the store full at once).
+
+mod policy;
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub(crate) use policy::S3Fifo;
+
+use super::{request, Entry, State, Store};
+use crate::error::{Error, ErrorKind, Result};
+use crate::format::BLOCK_SIZE;
+use crate::index::EntryId;
+
+/// Rounds of eviction one put runs before it gives up with `NoSpace` (each
+/// round frees at least what the put needs, when the policy has that much;
+/// other writers may take the room before this one tries again).
+const MAX_ROUNDS: usize = 64;
+/// Other puts' rounds one put waits out before it gives up: each made
+/// room, which others took first (a bound against a bug, not a limit a
+/// working cache meets).
+const MAX_OTHERS: usize = 100_000;
+/// Most objects one round evicts (one commit group's worth of deletes).
+const MAX_VICTIMS: usize = 4096;
+
+/// The bytes an object counts for in the policy's queues: its size (at
+/// least 1, so an empty object still takes a place).
+pub(crate) fn weight(e: &Entry) -> u64 {
+    e.size().max(1)
+}
+
+/// Counters of a store's reads and evictions ([`Stats`](crate::Stats)),
+/// and the one-round-at-a-time lock.
+#[derive(Default)]
+pub(crate) struct Evictions {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    evictions: AtomicU64,
+    evicted_bytes: AtomicU64,
+    /// Held by the eviction round in progress.
+    running: futures::lock::Mutex<()>,
+    /// Rounds finished since open: a put that saw it move while it waited
+    /// tries again before evicting.
+    rounds: AtomicU64,
+}
+
+impl Evictions {
+    #[inline]
+    pub fn count_hit(&self) {
+        self.hits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn count_miss(&self) {
+        self.misses.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// (hits, misses, evictions, evicted bytes).
+    pub fn figures(&self) -> (u64, u64, u64, u64) {
+        (
+            self.hits.load(Ordering::Relaxed),
+            self.misses.load(Ordering::Relaxed),
+            self.evictions.load(Ordering::Relaxed),
+            self.evicted_bytes.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// An object chosen to go: entry `id` while it still holds `version`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Victim {
+    pub id: EntryId,
+    pub version: u64,
+}
+
+/// What the commit path did with a victim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Evicted {
+    /// Deleted (durable once answered): its size.
+    Gone(u64),
+    /// Not deleted: a read holds it; it goes back to the policy.
+    Held,
+    /// The entry no longer holds that version (replaced or deleted since).
+    Moved,
+}
+
+/// Whether a heap object's pieces are held by anything but its entry: a
+/// read in flight, a value write, a compaction's copy.
+pub(crate) fn is_held(e: &Entry) -> bool {
+    e.data
+        .heap()
+        .is_some_and(|h| Arc::strong_count(&h.extent) > 1)
+}
+
+impl State {
+    /// Objects the policy gives up until their sizes reach `want` bytes (at
+    /// least one, at most `max`), skipping any a read holds (those go back
+    /// to the main queue). Empty when nothing is tracked or everything is
+    /// held.
+    fn choose_victims(&self, want: u64, max: usize) -> Vec<Victim> {
+        let Some(p) = &self.policy else {
+            return Vec::new();
+        };
+        let mut q = p.queues.lock();
+        let mut out = Vec::new();
+        let mut freed = 0u64;
+        let mut held = Vec::new();
+        let weight_of = |id| self.entry(id).map(weight);
+        while out.len() < max && (out.is_empty() || freed < want) {
+            let Some(c) = q.next_victim(&p.freq, weight_of) else {
+                break;
+            };
+            match self.entry(c.id) {
+                Some(e) if !is_held(e) => {
+                    freed += e.size();
+                    out.push(Victim {
+                        id: c.id,
+                        version: e.version,
+                    });
+                }
+                Some(_) => held.push(c),
+                None => {}
+            }
+        }
+        // Back behind everything else, once the round has chosen.
+        for c in held {
+            q.keep(c.id, c.weight);
+        }
+        out
+    }
+
+    /// A victim that was not evicted after all goes back to the main
+    /// queue, if its entry still holds that version and it is still out
+    /// of the queues (nothing readmitted its id meanwhile).
+    pub(crate) fn keep_victim(&self, v: Victim) {
+        let (Some(p), Some(e)) = (&self.policy, self.entry(v.id)) else {
+            return;
+        };
+        if e.version != v.version {
+            return;
+        }
+        let mut q = p.queues.lock();
+        if q.is_candidate(v.id) {
+            q.keep(v.id, weight(e));
+        }
+    }
+
+    /// Remembers an evicted key in the policy's ghost queue.
+    pub(crate) fn remember_evicted(&self, key: &[u8]) {
+        if let Some(p) = &self.policy {
+            let h = p.hash(key);
+            p.queues.lock().remember(h);
+        }
+    }
+}
+
+impl Store {
+    /// Whether this store evicts to make room (`Options::eviction`).
+    pub(crate) fn evicts(&self) -> bool {
+        let o = &self.shared().options;
+        o.eviction != crate::options::Eviction::None && !o.is_read_only()
+    }
+
+    /// Runs `attempt`; in a cache store, a `NoSpace` from it evicts objects
+    /// worth `needed` bytes (what the attempt allocates) and tries again,
+    /// until it fits or nothing is left to evict (then the last `NoSpace`,
+    /// saying so). Anything else, `TooLarge` included, is returned as is.
+    pub(crate) async fn making_room<T, F>(
+        &self,
+        needed: u64,
+        mut attempt: impl FnMut() -> F,
+    ) -> Result<T>
+    where
+        F: Future<Output = Result<T>>,
+    {
+        if !self.evicts() {
+            return attempt().await;
+        }
+        let mut rounds = Rounds::default();
+        loop {
+            let seen = self.shared().evict.rounds.load(Ordering::Acquire);
+            match attempt().await {
+                Err(e) if e.kind() == ErrorKind::NoSpace && rounds.more() => {
+                    let r = self.evict(needed, seen).await?;
+                    if !rounds.count(r) {
+                        return Err(nothing_to_evict(e));
+                    }
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// [`making_room`](Self::making_room) for blocking callers.
+    pub(crate) fn making_room_blocking<T>(
+        &self,
+        needed: u64,
+        mut attempt: impl FnMut() -> Result<T>,
+    ) -> Result<T> {
+        if !self.evicts() {
+            return attempt();
+        }
+        let mut rounds = Rounds::default();
+        loop {
+            let seen = self.shared().evict.rounds.load(Ordering::Acquire);
+            match attempt() {
+                Err(e) if e.kind() == ErrorKind::NoSpace && rounds.more() => {
+                    let r = crate::io::block_on(self.evict(needed, seen))?;
+                    if !rounds.count(r) {
+                        return Err(nothing_to_evict(e));
+                    }
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// One eviction round: objects worth `needed` bytes beyond what is
+    /// free now (at least one object) deleted through the commit path, all
+    /// in one group. When another round finished since the caller saw
+    /// `seen`, none: the caller tries again first.
+    async fn evict(&self, needed: u64, seen: u64) -> Result<Round> {
+        let s = self.shared();
+        let _round = s.evict.running.lock().await;
+        if s.evict.rounds.load(Ordering::Acquire) != seen {
+            return Ok(Round::Others);
+        }
+        let free = s.alloc.lock().free_blocks() * BLOCK_SIZE as u64;
+        let want = needed.saturating_sub(free).max(1);
+        let victims = s.state.read().choose_victims(want, MAX_VICTIMS);
+        let asks = victims.iter().map(|&v| async move {
+            let r = self
+                .submit(|reply| request::Request::Evict {
+                    id: v.id,
+                    version: v.version,
+                    reply,
+                })
+                .await;
+            (v, r)
+        });
+        let answers = futures::future::join_all(asks).await;
+        let mut gone = 0;
+        let mut failure = None;
+        for (v, r) in answers {
+            match r {
+                Ok(Evicted::Gone(size)) => {
+                    gone += 1;
+                    s.evict.evictions.fetch_add(1, Ordering::Relaxed);
+                    s.evict.evicted_bytes.fetch_add(size, Ordering::Relaxed);
+                }
+                Ok(Evicted::Moved) => {}
+                Ok(Evicted::Held) => s.state.read().keep_victim(v),
+                Err(e) => {
+                    s.state.read().keep_victim(v);
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = failure {
+            return Err(e.context("evicting to make room"));
+        }
+        // Freed space is reused only once its delete is written: in the
+        // buffered mode that is at the next sync.
+        if gone > 0 && matches!(s.options.durability, crate::Durability::Buffered { .. }) {
+            self.sync().await?;
+        }
+        s.evict.rounds.fetch_add(1, Ordering::AcqRel);
+        // Victims that a read took hold of, or a put replaced, since they
+        // were chosen free nothing now, but the next round finds others:
+        // only a round that found no victim at all ends the put's tries.
+        Ok(match victims.len() {
+            0 => Round::Evicted(0),
+            _ => Round::Evicted(gone.max(1)),
+        })
+    }
+}
+
+/// What an eviction round did for the put that ran it.
+enum Round {
+    /// It evicted this many objects (1 when every victim it chose was
+    /// taken by a read or a put meanwhile; 0: it found none).
+    Evicted(usize),
+    /// Another put's round ran meanwhile: nothing evicted, try again.
+    Others,
+}
+
+/// The rounds one put has run or waited out.
+#[derive(Default)]
+struct Rounds {
+    own: usize,
+    others: usize,
+}
+
+impl Rounds {
+    fn more(&self) -> bool {
+        self.own < MAX_ROUNDS && self.others < MAX_OTHERS
+    }
+
+    /// Counts a round; false when it freed nothing (nothing left to evict).
+    fn count(&mut self, r: Round) -> bool {
+        match r {
+            Round::Evicted(0) => false,
+            Round::Evicted(_) => {
+                self.own += 1;
+                true
+            }
+            Round::Others => {
+                self.others += 1;
+                true
+            }
+        }
+    }
+}
+
+fn nothing_to_evict(e: Error) -> Error {
+    Error::new(
+        ErrorKind::NoSpace,
+        format!(
+            "{}; the cache has nothing left to evict (every object is being read or written)",
+            e.message()
+        ),
+    )
+}
