@@ -665,3 +665,39 @@ async fn a_chunk_size_off_the_alignment_is_refused() {
 }
 
 const CHUNK: u64 = 1 << 20;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cache_store_that_evicts_stays_within_its_size_and_keeps_filling() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote = Arc::new(Remote::default());
+    let size = 4 << 20;
+    let cache = Store::open(
+        dir.path().join("evicting.bcask"),
+        Options::default()
+            .capacity(size)
+            .max_capacity(size)
+            .eviction(blobcask::Eviction::S3Fifo),
+    )
+    .await
+    .unwrap();
+    let t = tier(&remote, cache, Freshness::Revalidate);
+    let path = Path::from("four-times-the-cache");
+    let v = pattern(81, 16 << 20);
+    remote.store.put(&path, v.clone().into()).await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(t.get(&path).await.unwrap().bytes().await.unwrap(), v);
+    }
+    let s = t.cache().stats();
+    assert!(s.evictions > 0, "{s:?}");
+    assert!(s.capacity <= size, "{s:?}");
+    assert_eq!(t.stats().fills_refused, 0, "evicted to make room");
+    // The newest pieces are cached: a range of the last chunk is served
+    // without a get.
+    let gets = remote.counts().0;
+    let end = v.len() as u64;
+    assert_eq!(
+        t.get_range(&path, end - 100..end).await.unwrap(),
+        slice(&v, end - 100..end)
+    );
+    assert_eq!(remote.counts().0, gets);
+}

@@ -55,8 +55,11 @@
 //! them through); two concurrent reads of one missing piece both fetch it;
 //! pieces of a version whose record was lost (a crash between the two
 //! writes, a concurrent forget) stay until the store evicts or is cleared.
-//! A bounded cache is the store's job: with eviction on (core), a full
-//! store evicts; without it, a full store makes reads pass through.
+//! A bounded cache is the store's job: open the cache store with
+//! `Options::max_capacity` and `Options::eviction(Eviction::S3Fifo)` and a
+//! full store evicts to take new pieces (a record or piece evicted costs a
+//! `head` or a fetch, never a wrong answer); without eviction a full
+//! store leaves new pieces uncached and reads pass through.
 
 mod identity;
 mod lookup;
