@@ -424,7 +424,10 @@ fn every_crash_point_of_a_cache_loses_only_evicted_objects() {
         }
         let held = acked.keys().filter(|k| s.contains(k)).cloned().collect();
         if failed.is_none() {
-            s.close().unwrap();
+            // The cut may fall in the close's writes (how many the puts
+            // made depends on when the maintenance thread placed homes):
+            // a close it fails loses nothing acknowledged, as checked below.
+            let _ = s.close();
         }
         (acked, failed, held)
     };
