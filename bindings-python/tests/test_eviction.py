@@ -64,3 +64,22 @@ def test_async_store_takes_eviction_too(path):
     import asyncio
 
     assert asyncio.run(_async_cache(path)).evictions > 0
+
+
+async def _async_large_puts(path):
+    s = await blobcask.AsyncStore.open(path, max_capacity=16 << 20, eviction="s3fifo")
+    try:
+        for i in range(40):
+            # 1 MiB and more: written off the loop, committed on it.
+            await s.put(f"big{i}", bytes([i]) * (1 << 20))
+        assert await s.get("big39") == bytes([39]) * (1 << 20)
+        return s.stats()
+    finally:
+        await s.close()
+
+
+def test_async_puts_of_a_mebibyte_evict_too(path):
+    import asyncio
+
+    st = asyncio.run(_async_large_puts(path))
+    assert st.evictions > 0 and st.capacity <= 16 << 20

@@ -279,18 +279,26 @@ impl EventLoop {
                 // Copy and write on the helper thread; the commit stays
                 // here, so a task dropped meanwhile commits nothing (a
                 // cancelled put landing after a later one was seen when
-                // the whole put ran there).
+                // the whole put ran there). A cache store evicts to make
+                // room and tries again, as every other put does.
                 let size = value.len() as u64;
-                let staging = store.staging();
-                let spec = store
-                    .precheck(&key, &options)
-                    .map_err(|e| e.context(format!("put {}", crate::error::show_key(&key))))?;
-                let (writer, k) = (store.clone(), key.clone());
-                let data =
-                    crate::store::fork::unblock(move || writer.write_blocking(&k, &value)).await?;
-                let committed = store.commit_object(&key, size, data, None, spec).await;
-                drop(staging);
-                committed
+                let keys: [&[u8]; 1] = [&key];
+                let need = store.need(std::iter::once(size), &keys);
+                store
+                    .making_room(need, || async {
+                        let staging = store.staging();
+                        let spec = store.precheck(&key, &options).map_err(|e| {
+                            e.context(format!("put {}", crate::error::show_key(&key)))
+                        })?;
+                        let (writer, k, v) = (store.clone(), key.clone(), value.clone());
+                        let data =
+                            crate::store::fork::unblock(move || writer.write_blocking(&k, &v))
+                                .await?;
+                        let committed = store.commit_object(&key, size, data, None, spec).await;
+                        drop(staging);
+                        committed
+                    })
+                    .await
             } else {
                 store.put_with(&key, value, options).await
             }

@@ -185,16 +185,17 @@ impl Batch {
     /// and is tried again whole.
     pub async fn commit(&mut self) -> Result<Vec<BatchOutcome>> {
         let ops = std::mem::take(&mut self.ops);
-        let needed = ops
-            .iter()
-            .map(|op| match op {
-                BatchOp::Put { value, .. } => crate::meta::tuple::stored_len(value.len() as u64),
-                BatchOp::Delete { .. } => 0,
-            })
-            .sum();
+        let keys: Vec<&[u8]> = ops.iter().map(BatchOp::key).collect();
         let store = &self.store;
+        let need = store.need(
+            ops.iter().filter_map(|op| match op {
+                BatchOp::Put { value, .. } => Some(value.len() as u64),
+                BatchOp::Delete { .. } => None,
+            }),
+            &keys,
+        );
         store
-            .making_room(needed, || store.commit_atomic_batch(ops.clone()))
+            .making_room(need, || store.commit_atomic_batch(ops.clone()))
             .await
     }
 }

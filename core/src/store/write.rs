@@ -57,8 +57,9 @@ impl Store {
         value: Bytes,
         options: PutOptions,
     ) -> Result<ObjectInfo> {
-        let needed = crate::meta::tuple::stored_len(value.len() as u64);
-        self.making_room(needed, || self.put_once(key, value.clone(), options))
+        let keys = [key];
+        let need = self.need(std::iter::once(value.len() as u64), &keys);
+        self.making_room(need, || self.put_once(key, value.clone(), options))
             .await
     }
 
@@ -134,8 +135,9 @@ impl Store {
         value: Bytes,
         options: PutOptions,
     ) -> Result<ObjectInfo> {
-        let needed = crate::meta::tuple::stored_len(value.len() as u64);
-        self.making_room_blocking(needed, || self.put_blocking_once(key, &value, options))
+        let keys = [key];
+        let need = self.need(std::iter::once(value.len() as u64), &keys);
+        self.making_room_blocking(need, || self.put_blocking_once(key, &value, options))
     }
 
     fn put_blocking_once(
@@ -263,8 +265,9 @@ impl Store {
         self.check_open().map_err(|e| e.context(ctx()))?;
         check_key(key).map_err(|e| e.context(ctx()))?;
         self.shared().check_failed().map_err(|e| e.context(ctx()))?;
-        let needed = crate::meta::tuple::stored_len(size);
-        self.making_room(needed, || async {
+        let keys = [key];
+        let need = self.need(std::iter::once(size), &keys);
+        self.making_room(need, || async {
             match Upload::begin(self.clone(), key, size) {
                 Err(e) if self.worth_compacting(&e, size) => {
                     self.compact().await?;

@@ -647,3 +647,53 @@ fn batches_and_uploads_evict_to_make_room() {
     assert_eq!(s.get("u39").unwrap(), pattern(39, 70_000));
     assert_eq!(s.get("b39/3").unwrap(), pattern(393, 30_000));
 }
+
+/// A conditional put into a full cache never loses its own target to the
+/// room it makes: the put replaces the version it names (before, the round
+/// could evict that key and the put failed `VersionMismatch` with the
+/// object gone).
+#[test]
+fn a_conditional_put_in_a_full_cache_keeps_its_target() {
+    let s = mem_cache(16 << 20);
+    let mut i = 0;
+    while s.stats().evictions == 0 {
+        s.put(format!("f{i}"), vec![i as u8; 1 << 20]).unwrap();
+        i += 1;
+    }
+    // The oldest object still there, the policy's first choice.
+    let target = (0..i)
+        .map(|j| format!("f{j}"))
+        .find(|k| s.contains(k))
+        .unwrap();
+    let version = s.stat(&target).unwrap().version;
+    let put = s.put_with(
+        &target,
+        vec![0xEE; 2 << 20],
+        blobcask::PutOptions::default().mode(blobcask::PutMode::Update(version)),
+    );
+    put.unwrap();
+    assert_eq!(s.get(&target).unwrap(), vec![0xEE; 2 << 20]);
+}
+
+/// A value that needs heap room does not evict inline objects, which free
+/// only tuple room: a working set of small objects outlives a stream of
+/// large puts (before, the first round evicted all 4,000 of them).
+#[test]
+fn large_puts_do_not_evict_inline_objects_for_heap_room() {
+    let s = Store::open_with_engine(
+        Arc::new(MemDevice::new(16 << 20)),
+        cache_options().inline_threshold(1024),
+    )
+    .unwrap();
+    for i in 0..2000 {
+        s.put(format!("small/{i}"), vec![7u8; 500]).unwrap();
+    }
+    for i in 0..40 {
+        s.put(format!("big/{i}"), vec![9u8; 1 << 20]).unwrap();
+    }
+    assert!(s.stats().evictions > 0);
+    let kept = (0..2000)
+        .filter(|i| s.contains(format!("small/{i}")))
+        .count();
+    assert_eq!(kept, 2000, "inline objects evicted for heap room");
+}

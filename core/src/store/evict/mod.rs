@@ -94,6 +94,17 @@ pub(crate) struct Victim {
     pub version: u64,
 }
 
+/// The room a put, an upload or a batch looks for: `bytes` as stored,
+/// whether they are heap bytes (a value above the inline threshold: then
+/// evicting inline objects, which free only tuple room, would not help),
+/// and the keys it writes, which are never evicted for it (a conditional
+/// put must not lose its own target to the room it makes).
+pub(crate) struct Need<'a> {
+    pub bytes: u64,
+    pub heap: bool,
+    pub keys: &'a [&'a [u8]],
+}
+
 /// What the commit path did with a victim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Evicted {
@@ -114,11 +125,12 @@ pub(crate) fn is_held(e: &Entry) -> bool {
 }
 
 impl State {
-    /// Objects the policy gives up until their sizes reach `want` bytes (at
-    /// least one, at most `max`), skipping any a read holds (those go back
-    /// to the main queue). Empty when nothing is tracked or everything is
-    /// held.
-    fn choose_victims(&self, want: u64, max: usize) -> Vec<Victim> {
+    /// Objects the policy gives up until they free `want` bytes of the
+    /// room `need` looks for (at least one, at most `max`), skipping any a
+    /// read holds, any of `need`'s keys and, for heap room, inline objects
+    /// (those go back to the main queue). Empty when nothing is tracked or
+    /// nothing qualifies.
+    fn choose_victims(&self, want: u64, max: usize, need: &Need<'_>) -> Vec<Victim> {
         let Some(p) = &self.policy else {
             return Vec::new();
         };
@@ -126,14 +138,20 @@ impl State {
         let mut out = Vec::new();
         let mut freed = 0u64;
         let mut held = Vec::new();
+        let protected: Vec<EntryId> = need.keys.iter().filter_map(|k| self.index.get(k)).collect();
         let weight_of = |id| self.entry(id).map(weight);
         while out.len() < max && (out.is_empty() || freed < want) {
             let Some(c) = q.next_victim(&p.freq, weight_of) else {
                 break;
             };
+            let heap_bytes = |e: &Entry| e.data.heap().map_or(0, |h| h.extent.bytes());
             match self.entry(c.id) {
-                Some(e) if !is_held(e) => {
-                    freed += e.size();
+                Some(e)
+                    if !is_held(e)
+                        && !protected.contains(&c.id)
+                        && (!need.heap || heap_bytes(e) > 0) =>
+                {
+                    freed += if need.heap { heap_bytes(e) } else { e.size() };
                     out.push(Victim {
                         id: c.id,
                         version: e.version,
@@ -182,13 +200,33 @@ impl Store {
         o.eviction != crate::options::Eviction::None && !o.is_read_only()
     }
 
+    /// The room values of these sizes take, written under `keys`.
+    pub(crate) fn need<'a>(
+        &self,
+        sizes: impl Iterator<Item = u64>,
+        keys: &'a [&'a [u8]],
+    ) -> Need<'a> {
+        let inline = self.shared().settings.inline_threshold as u64;
+        let (mut bytes, mut heap, mut any) = (0u64, true, false);
+        for size in sizes {
+            bytes += crate::meta::tuple::stored_len(size);
+            heap &= size > inline;
+            any = true;
+        }
+        Need {
+            bytes,
+            heap: heap && any,
+            keys,
+        }
+    }
+
     /// Runs `attempt`; in a cache store, a `NoSpace` from it evicts objects
-    /// worth `needed` bytes (what the attempt allocates) and tries again,
+    /// worth the room `need` looks for (what the attempt allocates) and tries again,
     /// until it fits or nothing is left to evict (then the last `NoSpace`,
     /// saying so). Anything else, `TooLarge` included, is returned as is.
     pub(crate) async fn making_room<T, F>(
         &self,
-        needed: u64,
+        need: Need<'_>,
         mut attempt: impl FnMut() -> F,
     ) -> Result<T>
     where
@@ -202,7 +240,7 @@ impl Store {
             let seen = self.shared().evict.rounds.load(Ordering::Acquire);
             match attempt().await {
                 Err(e) if e.kind() == ErrorKind::NoSpace && rounds.more() => {
-                    let r = self.evict(needed, seen).await?;
+                    let r = self.evict(&need, seen).await?;
                     if !rounds.count(r) {
                         return Err(nothing_to_evict(e));
                     }
@@ -215,7 +253,7 @@ impl Store {
     /// [`making_room`](Self::making_room) for blocking callers.
     pub(crate) fn making_room_blocking<T>(
         &self,
-        needed: u64,
+        need: Need<'_>,
         mut attempt: impl FnMut() -> Result<T>,
     ) -> Result<T> {
         if !self.evicts() {
@@ -226,7 +264,7 @@ impl Store {
             let seen = self.shared().evict.rounds.load(Ordering::Acquire);
             match attempt() {
                 Err(e) if e.kind() == ErrorKind::NoSpace && rounds.more() => {
-                    let r = crate::io::block_on(self.evict(needed, seen))?;
+                    let r = crate::io::block_on(self.evict(&need, seen))?;
                     if !rounds.count(r) {
                         return Err(nothing_to_evict(e));
                     }
@@ -240,15 +278,15 @@ impl Store {
     /// free now (at least one object) deleted through the commit path, all
     /// in one group. When another round finished since the caller saw
     /// `seen`, none: the caller tries again first.
-    async fn evict(&self, needed: u64, seen: u64) -> Result<Round> {
+    async fn evict(&self, need: &Need<'_>, seen: u64) -> Result<Round> {
         let s = self.shared();
         let _round = s.evict.running.lock().await;
         if s.evict.rounds.load(Ordering::Acquire) != seen {
             return Ok(Round::Others);
         }
         let free = s.alloc.lock().free_blocks() * BLOCK_SIZE as u64;
-        let want = needed.saturating_sub(free).max(1);
-        let victims = s.state.read().choose_victims(want, MAX_VICTIMS);
+        let want = need.bytes.saturating_sub(free).max(1);
+        let victims = s.state.read().choose_victims(want, MAX_VICTIMS, need);
         let asks = victims.iter().map(|&v| async move {
             let r = self
                 .submit(|reply| request::Request::Evict {
