@@ -369,9 +369,13 @@ def test_a_file_changing_at_every_fetch_is_estale_not_a_mix(path, remote, caches
 
 def test_concurrent_readers_under_overwrites_see_one_version_per_read(path, remote, caches):
     """8 threads read random ranges through one cache (check="always")
-    while the file flips between two versions behind its back: every
-    read is a slice of one version, or ESTALE, never a mix."""
-    remote.pipe_file("/f", V1)
+    while the file is overwritten behind its back, each time with a new
+    version: every read is a slice of one version, or ESTALE, never a mix.
+    (Each version is new: a version written again while a fetch runs, A
+    to B and back to A, is not detected by the check after the fetch; the
+    module doc says so.)"""
+    versions = [pattern(100 + i, len(V1)) for i in range(41)]
+    remote.pipe_file("/f", versions[0])
     fs = caches(path, remote)
     stop = threading.Event()
     outcomes: Counter[str] = Counter()
@@ -387,25 +391,25 @@ def test_concurrent_readers_under_overwrites_see_one_version_per_read(path, remo
             except OSError as e:
                 outcomes["estale" if e.errno == errno.ESTALE else repr(e)] += 1
                 continue
-            if data == V1[start:end]:
-                outcomes["v1"] += 1
-            elif data == V2[start:end]:
-                outcomes["v2"] += 1
+            if start == end and data == b"":
+                outcomes["empty"] += 1
+            elif any(data == v[start:end] for v in versions):
+                outcomes["one version"] += 1
             else:
                 failures.append(f"mixed read of [{start}, {end})")
 
     threads = [threading.Thread(target=reader, args=(i,)) for i in range(8)]
     for t in threads:
         t.start()
-    for i in range(40):
+    for v in versions[1:]:
         time.sleep(0.01)
-        remote.pipe_file("/f", V2 if i % 2 == 0 else V1)
+        remote.pipe_file("/f", v)
     stop.set()
     for t in threads:
         t.join()
     assert failures == []
-    assert outcomes["v1"] > 0 and outcomes["v2"] > 0
-    assert set(outcomes) <= {"v1", "v2", "estale"}, outcomes
+    assert outcomes["one version"] > 0
+    assert set(outcomes) <= {"one version", "empty", "estale"}, outcomes
 
 
 def test_writes_through_the_cache_reach_the_target_and_invalidate(path, remote, caches, clock):

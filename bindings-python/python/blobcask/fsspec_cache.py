@@ -57,6 +57,12 @@ over under the new identity (``cat_file``: up to 3 times, then
 ``OSError(ESTALE)``). So a read never mixes pieces of two versions. A file
 object keeps the identity it opened with: if the file changes once it has
 returned bytes, a read that must fetch raises ``OSError(ESTALE)``.
+One gap: a change undone while a block is fetched (version A, then B, then
+A again, where the identity is a content hash as S3's single-part ETags
+are) is not seen by the check after the fetch, and the block, B's bytes,
+is cached as A's. fsspec's ``cat_file`` cannot pin a ranged read to a
+version; the Rust tier (``blobcask-object-store``'s ``CachedObjectStore``)
+fetches with ``If-Match`` and has no such gap.
 A whole-file fetch whose length is not the size ``info()`` gave
 (``/proc`` says 0, ``/sys`` 4096) is served as fetched, once, uncached
 (``size_mismatch``); ``open`` fetches such a small file at once, and
