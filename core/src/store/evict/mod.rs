@@ -375,7 +375,9 @@ fn nothing_to_evict(e: Error) -> Error {
     Error::new(
         ErrorKind::NoSpace,
         format!(
-            "{}; the cache has nothing left to evict (every object is being read or written)",
+            "{}; the cache has nothing left it may evict for this (it keeps objects being read \
+             or written and the keys this change writes, and evicts no inline object for heap \
+             room; the metadata area does not shrink)",
             e.message()
         ),
     )
