@@ -697,3 +697,23 @@ fn large_puts_do_not_evict_inline_objects_for_heap_room() {
         .count();
     assert_eq!(kept, 2000, "inline objects evicted for heap room");
 }
+
+/// A value a cache could not hold even empty is `TooLarge` before any
+/// eviction: the objects there stay (before, the round evicted all of them
+/// and then failed `NoSpace`).
+#[test]
+fn a_value_that_can_never_fit_evicts_nothing() {
+    let s = mem_cache(16 << 20);
+    for i in 0..10 {
+        s.put(format!("k{i}"), vec![i as u8; 512 << 10]).unwrap();
+    }
+    let err = s
+        .put("big", vec![1u8; (16 << 20) - (40 << 10)])
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TooLarge, "{err}");
+    assert_eq!(s.stats().evictions, 0);
+    assert_eq!((0..10).filter(|i| s.contains(format!("k{i}"))).count(), 10);
+    let err = s.begin_upload("u", (16 << 20) - (64 << 10)).err().unwrap();
+    assert_eq!(err.kind(), ErrorKind::TooLarge, "{err}");
+    assert_eq!(s.stats().evictions, 0);
+}

@@ -200,6 +200,29 @@ impl Store {
         o.eviction != crate::options::Eviction::None && !o.is_read_only()
     }
 
+    /// `TooLarge` for heap room a cache could not give even empty: more than
+    /// its bound less its metadata (which never shrinks) and superblocks.
+    /// Checked before any eviction, so such a put evicts nothing.
+    fn could_ever_fit(&self, need: &Need<'_>) -> Result<()> {
+        let s = self.shared();
+        let Some(limit) = s.growth_limit() else {
+            return Ok(());
+        };
+        let metadata = s.metadata_bytes.load(Ordering::Relaxed);
+        let room = limit.saturating_sub(metadata + 2 * BLOCK_SIZE as u64);
+        if need.heap && need.bytes > room {
+            return Err(Error::new(
+                ErrorKind::TooLarge,
+                format!(
+                    "needs {} bytes; this cache of {limit} bytes, {metadata} of them metadata, holds \
+                     at most {room} bytes of values even empty (nothing was evicted)",
+                    need.bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The room values of these sizes take, written under `keys`.
     pub(crate) fn need<'a>(
         &self,
@@ -235,6 +258,7 @@ impl Store {
         if !self.evicts() {
             return attempt().await;
         }
+        self.could_ever_fit(&need)?;
         let mut rounds = Rounds::default();
         loop {
             let seen = self.shared().evict.rounds.load(Ordering::Acquire);
@@ -259,6 +283,7 @@ impl Store {
         if !self.evicts() {
             return attempt();
         }
+        self.could_ever_fit(&need)?;
         let mut rounds = Rounds::default();
         loop {
             let seen = self.shared().evict.rounds.load(Ordering::Acquire);
