@@ -81,6 +81,41 @@ impl BatchOp {
         }
     }
 
+    /// The error of its condition when that fails against the store as it
+    /// is now (a cache store asks before evicting for the batch; the
+    /// commit decides again). `index` is its place in the batch.
+    fn fails_now(&self, index: usize, store: &Store) -> Option<Error> {
+        let version = store
+            .shared()
+            .state
+            .read()
+            .lookup(self.key())
+            .map(|e| e.version);
+        let refused = match (self, version) {
+            (BatchOp::Put { options, .. }, Some(v)) if options.mode == PutMode::Create => {
+                Some((ErrorKind::AlreadyExists, format!("the key has version {v}")))
+            }
+            (BatchOp::Put { options, .. }, _) => match options.mode {
+                PutMode::Update(want) if version != Some(want) => Some((
+                    ErrorKind::VersionMismatch,
+                    format!("expected version {want}, the key has {version:?}"),
+                )),
+                _ => None,
+            },
+            (
+                BatchOp::Delete {
+                    expect: Some(want), ..
+                },
+                _,
+            ) if version != Some(*want) => Some((
+                ErrorKind::VersionMismatch,
+                format!("expected version {want}, the key has {version:?}"),
+            )),
+            (BatchOp::Delete { .. }, _) => None,
+        };
+        refused.map(|(kind, why)| Error::new(kind, why).in_batch(index, self.verb(), self.key()))
+    }
+
     fn verb(&self) -> &'static str {
         match self {
             BatchOp::Put { .. } => "put",
@@ -185,8 +220,21 @@ impl Batch {
     /// and is tried again whole.
     pub async fn commit(&mut self) -> Result<Vec<BatchOutcome>> {
         let ops = std::mem::take(&mut self.ops);
-        let keys: Vec<&[u8]> = ops.iter().map(BatchOp::key).collect();
         let store = &self.store;
+        if store.evicts() {
+            // A condition that fails against the store as it is: the
+            // batch is refused, its operation named, without evicting
+            // anything for it (the commit would decide the same, but only
+            // once there is room for the values).
+            if let Some(e) = ops
+                .iter()
+                .enumerate()
+                .find_map(|(i, op)| op.fails_now(i, store))
+            {
+                return Err(e);
+            }
+        }
+        let keys: Vec<&[u8]> = ops.iter().map(BatchOp::key).collect();
         let need = store.need(
             ops.iter().filter_map(|op| match op {
                 BatchOp::Put { value, .. } => Some(value.len() as u64),

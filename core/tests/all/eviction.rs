@@ -717,3 +717,37 @@ fn a_value_that_can_never_fit_evicts_nothing() {
     assert_eq!(err.kind(), ErrorKind::TooLarge, "{err}");
     assert_eq!(s.stats().evictions, 0);
 }
+
+/// A batch whose condition fails against the cache as it is evicts
+/// nothing for it: refused with its own kind, every object still there
+/// (before, a full cache evicted for the batch, then refused it).
+#[test]
+fn a_batch_refused_by_its_condition_evicts_nothing() {
+    let s = mem_cache(16 << 20);
+    let mut i = 0;
+    while s.stats().evictions == 0 {
+        s.put(format!("f{i}"), vec![i as u8; 1 << 20]).unwrap();
+        i += 1;
+    }
+    let (evicted, last) = (s.stats().evictions, format!("f{}", i - 1));
+    let held = |s: &Store| (0..i).filter(|j| s.contains(format!("f{j}"))).count();
+    let before = held(&s);
+    let mut b = s.batch();
+    for j in 0..8 {
+        b.put(format!("new{j}"), vec![1u8; 1 << 20]);
+    }
+    b.put_with(
+        &last,
+        vec![2u8; 10],
+        blobcask::PutOptions::default().mode(blobcask::PutMode::Create),
+    );
+    assert_eq!(b.commit().unwrap_err().kind(), ErrorKind::AlreadyExists);
+    let mut b = s.batch();
+    for j in 0..3 {
+        b.put(format!("new{j}"), vec![1u8; 1 << 20]);
+    }
+    b.delete_if_version(&last, 999_999);
+    assert_eq!(b.commit().unwrap_err().kind(), ErrorKind::VersionMismatch);
+    assert_eq!(s.stats().evictions, evicted);
+    assert_eq!(held(&s), before);
+}
