@@ -162,6 +162,15 @@ TARGETS: list[tuple[str, list[Target]]] = [
                "target/py-venv/bin/python benches/python_reopen.py --n 1000000 --json "
                "benches/results/figures/DATE-TOPIC.jsonl (py-lmdb installed for the baseline)", engine=None),
     ]),
+    ("Cache tier (issue 43)", [
+        Target("DataFusion, second run through `CachedObjectStore` with bounded staleness: speed / a local "
+               "blobcask store", "≥ 0.9 ×", "tier.datafusion.second_run.max_stale", "ratio", ">=", 0.9, "×",
+               "target/release/cache-tier-bench --rows 1000000 --rounds 7 (moto on 127.0.0.1)", engine=None),
+        Target("DataFusion, second run through `CachedObjectStore` revalidating each read: time / S3 alone",
+               "< 1 × (faster than without the tier)", "tier.datafusion.second_run.revalidate", "ratio", "<", 1.0,
+               "×", "target/release/cache-tier-bench --rows 1000000 --rounds 7 (moto; Garage not measured)",
+               engine=None),
+    ]),
     ("Bindings (DESIGN.md, the paragraph after the table)", [
         Target("Python: awaited 16 KiB get / blocking get", "≤ 1.25 ×", "py.get16k.awaited", "ratio", "<=", 1.25,
                "×", PY, engine=None),
