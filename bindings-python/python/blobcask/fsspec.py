@@ -101,6 +101,22 @@ _opened: dict[str, Store] = {}
 _opened_lock = threading.Lock()
 
 
+def _release(fs_class: Any, store: Any, own_path: Optional[str]) -> bool:
+    """For a file system class's ``close`` (``_opened_lock`` held): drops
+    every instance of ``fs_class`` on ``store`` from fsspec's instance
+    cache and, when ``own_path`` is the path ``store`` was opened from and
+    it is still open there, forgets it: True then, and the caller closes
+    it."""
+    cache = fs_class._cache
+    for token, fs in list(cache.items()):
+        if fs.store is store:
+            del cache[token]
+    if own_path is not None and _opened.get(own_path) is store:
+        del _opened[own_path]
+        return True
+    return False
+
+
 def _open_ordered(path: str, options: dict[str, Any]) -> Store:
     """Opens the store at ``path`` on an ordered index: the one given, else
     the store's stored kind when ordered, else "btree". The index is passed
@@ -221,12 +237,7 @@ class BlobcaskFileSystem(fsspec.AbstractFileSystem):
         and, if the store was opened from a path, closes it (for all of
         them). A store passed in is its owner's to close."""
         with _opened_lock:
-            cache = type(self)._cache
-            for token, fs in list(cache.items()):
-                if fs.store is self.store:
-                    del cache[token]
-            if self._own_path is not None and _opened.get(self._own_path) is self.store:
-                del _opened[self._own_path]
+            if _release(type(self), self.store, self._own_path):
                 self.store.close()
 
     # -- paths and keys -------------------------------------------------

@@ -152,7 +152,7 @@ from .errors import (
     TooLargeError,
     UnsupportedError,
 )
-from .fsspec import _open_ordered, _opened, _opened_lock
+from .fsspec import _open_ordered, _opened, _opened_lock, _release
 
 __all__ = [
     "BlobcacheFileSystem",
@@ -363,12 +363,8 @@ class BlobcacheFileSystem(ChainedFileSystem):
         and, if the store was opened from a path, closes it (for every
         file system using it). A store passed in is its owner's to close."""
         with _opened_lock:
-            cache = type(self)._cache
-            for token, fs in list(cache.items()):
-                if fs.store is self.store:
-                    del cache[token]
-            if self._own_path is not None and _opened.get(self._own_path) is self.store:
-                del _opened[self._own_path]
+            if _release(type(self), self.store, self._own_path):
+                assert self._own_path is not None
                 _opened_with.pop(self._own_path, None)
                 self.store.close()
 
