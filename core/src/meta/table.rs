@@ -132,6 +132,35 @@ impl TupleBlockTable {
         no
     }
 
+    /// Adds blocks whose state is known (an index image's, a checkpoint's),
+    /// in order: (offset, next slot, has state, payload bytes used) each,
+    /// filed by free space in one bulk build (a block at a time costs a
+    /// tree insert and a move each).
+    pub fn push_described(&mut self, blocks: impl IntoIterator<Item = (u64, u8, bool, u16)>) {
+        let first = self.blocks.len() as u32;
+        let journaled = matches!(self.layout, Layout::Journaled(_));
+        let mut filed = Vec::new();
+        for (i, (offset, next_slot, has_state, used)) in blocks.into_iter().enumerate() {
+            let used = used.min(PAYLOAD);
+            let free = PAYLOAD - used;
+            self.blocks.push(BlockState {
+                offset,
+                next_slot,
+                has_state,
+                journaled,
+                used,
+                filed_free: free,
+            });
+            filed.push((free, first + i as u32));
+        }
+        filed.sort_unstable();
+        if self.by_free.is_empty() {
+            self.by_free = filed.into_iter().collect();
+        } else {
+            self.by_free.extend(filed);
+        }
+    }
+
     /// Finds a block with `len` bytes free, or `None` when the metadata area
     /// must grow first.
     pub fn place(&self, len: usize) -> Option<u32> {

@@ -5,8 +5,8 @@
 use std::collections::BTreeSet;
 
 use super::{
-    decode_record, device_offset, pieces_len, Header, ImageSink, Record, BLOCK_STATE_LEN,
-    SECRET_LEN,
+    decode_record, device_offset, pieces_len, Header, ImageSink, InlineFp, Record, BLOCK_STATE_LEN,
+    INLINE_FP_LEN, SECRET_LEN,
 };
 use crate::alloc::BuddyAllocator;
 use crate::format::{Layout, Superblock, BLOCK_SIZE, SUPER_BLOCKS};
@@ -17,8 +17,9 @@ use crate::meta::recovery::{claim_metadata, Recovered, RecoveryReport};
 use crate::meta::table::TupleBlockTable;
 use crate::meta::tuple::{Tuple, TupleValue};
 
-/// Bytes read from the device at a time.
-const CHUNK: usize = 4 << 20;
+/// Bytes read from the device at a time: with two more read ahead (and
+/// kept by the buffer pool after), 4 MiB of buffers at most.
+const CHUNK: usize = 1 << 20;
 
 /// What recovery already read when the image serves as a checkpoint
 /// (format 7): the blocks written since its stamp, resolved. The image's
@@ -138,154 +139,184 @@ pub(crate) async fn load(
         ));
     }
 
-    let mut reader = Payload {
-        engine,
-        pieces: &header.pieces,
-        len: header.payload_len,
-        read: 0,
-        crc: 0,
-    };
-    let mut pending: Vec<u8> = Vec::new();
-    let mut at = 0usize;
-    // The fingerprints' secret, then the blocks' states: a state byte and
-    // the payload bytes used, each.
-    let secret_len = if fingerprints { SECRET_LEN } else { 0 };
-    let states_len = header.blocks as usize * BLOCK_STATE_LEN;
-    while pending.len() < secret_len + states_len {
-        if !reader.next(&mut pending).await? {
-            return Err("payload ends inside the block states".into());
+    // The payload is read on a thread of its own while this one decodes
+    // it (nothing below awaits).
+    let mut blocks = std::thread::scope(|scope| -> std::result::Result<_, String> {
+        let mut reader = Payload::start(scope, engine, &header.pieces, header.payload_len);
+        let mut pending: Vec<u8> = Vec::new();
+        let mut at = 0usize;
+        // The fingerprints' secret, then the blocks' states: a state byte and
+        // the payload bytes used, each.
+        let secret_len = if fingerprints { SECRET_LEN } else { 0 };
+        let states_len = header.blocks as usize * BLOCK_STATE_LEN;
+        while pending.len() < secret_len + states_len {
+            if !reader.next(&mut pending)? {
+                return Err("payload ends inside the block states".into());
+            }
         }
-    }
-    let mut secret = [0u8; 16];
-    if fingerprints {
-        secret.copy_from_slice(pending.get(..SECRET_LEN).ok_or("secret truncated")?);
-        at += SECRET_LEN;
-    }
-    let fingerprint_of = crate::index::HashIndex::with_secret(secret);
-    // The keys recovery read from the blocks written since: as the image
-    // records them.
-    let mut taken_keys = std::collections::HashSet::new();
-    let mut taken_fps = std::collections::HashSet::new();
-    for k in keys {
+        let mut secret = [0u8; 16];
         if fingerprints {
-            taken_fps.insert(fingerprint_of.of(k));
-        } else {
-            taken_keys.insert(k);
+            secret.copy_from_slice(pending.get(..SECRET_LEN).ok_or("secret truncated")?);
+            at += SECRET_LEN;
         }
-    }
-    let mut blocks = Vec::with_capacity(offsets.len());
-    for (no, b) in pending
-        .get(at..at + states_len)
-        .unwrap_or_default()
-        .chunks_exact(BLOCK_STATE_LEN)
-        .enumerate()
-    {
-        let (state, used) = match b {
-            &[state, lo, hi] => (state, u16::from_le_bytes([lo, hi])),
-            _ => return Err("block state truncated".into()),
-        };
-        match (state, used) {
-            (0, 0) | (1, _) if used as usize <= BLOCK_PAYLOAD => blocks.push((state == 1, used)),
-            _ => return Err(format!("block {no}: state {state}, {used} bytes used")),
+        let fingerprint_of = crate::index::HashIndex::with_secret(secret);
+        // The keys recovery read from the blocks written since: as the image
+        // records them.
+        let mut taken_keys = std::collections::HashSet::new();
+        let mut taken_fps = std::collections::HashSet::new();
+        for k in keys {
+            if fingerprints {
+                taken_fps.insert(fingerprint_of.of(k));
+            } else {
+                taken_keys.insert(k);
+            }
         }
-    }
-    at += states_len;
-
-    let objects = usize::try_from(header.objects).map_err(|_| "object count out of range")?;
-    sink.begin(objects.min(1 << 26), fingerprints.then_some(secret));
-    let mut seen = 0usize;
-    // The previous record's key or fingerprint: each must ascend.
-    let mut previous_key: Vec<u8> = Vec::new();
-    let mut previous_fp: Option<Fingerprint> = None;
-    while seen < objects {
-        let rest = pending.get(at..).unwrap_or_default();
-        match decode_record(rest, fingerprints)? {
-            Some((record, n)) => {
-                at += n;
-                let Record {
-                    block,
-                    tuple: t,
-                    tuple_len: len,
-                    key_len,
-                    fp,
-                } = record;
-                check_record(&t, block, len, &header)?;
-                match fp {
-                    None => {
-                        if seen > 0 && previous_key.as_slice() >= &*t.key {
-                            return Err("keys out of order".into());
-                        }
-                        previous_key.clear();
-                        previous_key.extend_from_slice(&t.key);
-                    }
-                    Some(fp) => {
-                        if previous_fp.is_some_and(|p| p >= fp) {
-                            return Err("fingerprints out of order".into());
-                        }
-                        if fp == 0 {
-                            return Err("a fingerprint of zero".into());
-                        }
-                        if !t.key.is_empty() && fingerprint_of.of(&t.key) != fp {
-                            return Err("a key that is not its fingerprint's".into());
-                        }
-                        previous_fp = Some(fp);
-                    }
+        let mut blocks = Vec::with_capacity(offsets.len());
+        for (no, b) in pending
+            .get(at..at + states_len)
+            .unwrap_or_default()
+            .chunks_exact(BLOCK_STATE_LEN)
+            .enumerate()
+        {
+            let (state, used) = match b {
+                &[state, lo, hi] => (state, u16::from_le_bytes([lo, hi])),
+                _ => return Err("block state truncated".into()),
+            };
+            match (state, used) {
+                (0, 0) | (1, _) if used as usize <= BLOCK_PAYLOAD => {
+                    blocks.push((state == 1, used))
                 }
-                if is_read(block) {
-                    // Its state was read from the device.
-                    seen += 1;
+                _ => return Err(format!("block {no}: state {state}, {used} bytes used")),
+            }
+        }
+        at += states_len;
+
+        let objects = usize::try_from(header.objects).map_err(|_| "object count out of range")?;
+        sink.begin(objects.min(1 << 26), fingerprints.then_some(secret));
+        let mut seen = 0usize;
+        // The previous record's key or fingerprint: each must ascend.
+        let mut previous_key: Vec<u8> = Vec::new();
+        let mut previous_fp: Option<Fingerprint> = None;
+        while seen < objects {
+            let rest = pending.get(at..).unwrap_or_default();
+            // The common record first: an inline object that does not
+            // expire, in an image of fingerprints (no tuple built).
+            if let Some(o) = fingerprints.then(|| InlineFp::decode(rest)).flatten() {
+                at += INLINE_FP_LEN;
+                o.check(&header)?;
+                if previous_fp.is_some_and(|p| p >= o.fp) {
+                    return Err("fingerprints out of order".into());
+                }
+                previous_fp = Some(o.fp);
+                seen += 1;
+                if is_read(o.block) {
                     continue;
                 }
-                let taken = match fp {
-                    Some(fp) => taken_fps.contains(&fp),
-                    None => taken_keys.contains(&*t.key),
-                };
-                if taken {
+                if !taken_fps.is_empty() && taken_fps.contains(&o.fp) {
                     return Err(format!(
-                        "holds object {} in block {block}, written since in another",
-                        crate::error::show_key(&t.key)
+                        "holds an object in block {}, written since in another",
+                        o.block
                     ));
                 }
-                if let TupleValue::Heap { pieces, .. } = &t.value {
-                    for p in pieces {
-                        if p.start.saturating_add(1 << p.order) > total {
-                            return Err(format!("piece at block {} lies past the store", p.start));
-                        }
-                        alloc
-                            .mark_allocated(*p)
-                            .map_err(|e| format!("piece at block {}: {e}", p.start))?;
-                    }
-                }
-                seen += 1;
-                sink.object(block, t, fp.map(|fp| (fp, key_len)));
+                sink.inline_fp(o);
+                continue;
             }
-            None => {
-                pending.drain(..at);
-                at = 0;
-                if !reader.next(&mut pending).await? {
-                    return Err("payload ends inside a record".into());
+            match decode_record(rest, fingerprints)? {
+                Some((record, n)) => {
+                    at += n;
+                    let Record {
+                        block,
+                        tuple: t,
+                        tuple_len: len,
+                        key_len,
+                        fp,
+                    } = record;
+                    check_record(&t, block, len, &header)?;
+                    match fp {
+                        None => {
+                            if seen > 0 && previous_key.as_slice() >= &*t.key {
+                                return Err("keys out of order".into());
+                            }
+                            previous_key.clear();
+                            previous_key.extend_from_slice(&t.key);
+                        }
+                        Some(fp) => {
+                            if previous_fp.is_some_and(|p| p >= fp) {
+                                return Err("fingerprints out of order".into());
+                            }
+                            if fp == 0 {
+                                return Err("a fingerprint of zero".into());
+                            }
+                            if !t.key.is_empty() && fingerprint_of.of(&t.key) != fp {
+                                return Err("a key that is not its fingerprint's".into());
+                            }
+                            previous_fp = Some(fp);
+                        }
+                    }
+                    if is_read(block) {
+                        // Its state was read from the device.
+                        seen += 1;
+                        continue;
+                    }
+                    let taken = match fp {
+                        Some(fp) => taken_fps.contains(&fp),
+                        None => taken_keys.contains(&*t.key),
+                    };
+                    if taken {
+                        return Err(format!(
+                            "holds object {} in block {block}, written since in another",
+                            crate::error::show_key(&t.key)
+                        ));
+                    }
+                    if let TupleValue::Heap { pieces, .. } = &t.value {
+                        for p in pieces {
+                            if p.start.saturating_add(1 << p.order) > total {
+                                return Err(format!(
+                                    "piece at block {} lies past the store",
+                                    p.start
+                                ));
+                            }
+                            alloc
+                                .mark_allocated(*p)
+                                .map_err(|e| format!("piece at block {}: {e}", p.start))?;
+                        }
+                    }
+                    seen += 1;
+                    sink.object(block, t, fp.map(|fp| (fp, key_len)));
+                }
+                None => {
+                    pending.drain(..at);
+                    at = 0;
+                    if !reader.next(&mut pending)? {
+                        return Err("payload ends inside a record".into());
+                    }
                 }
             }
         }
-    }
-    if at != pending.len() || reader.read != reader.len {
-        return Err("payload longer than its records".into());
-    }
-    if reader.crc != header.payload_crc {
-        return Err("payload checksum mismatch".into());
-    }
+        let crc = reader.finish(&mut pending)?;
+        if at != pending.len() || reader.read != header.payload_len {
+            return Err("payload longer than its records".into());
+        }
+        if crc != Some(header.payload_crc) {
+            return Err("payload checksum mismatch".into());
+        }
+        Ok(blocks)
+    })?;
 
     blocks.resize(offsets.len(), (false, 0));
     let mut table = TupleBlockTable::new(layout);
     table.blocks.reserve_exact(offsets.len());
-    let mut state_at = Vec::with_capacity(offsets.len());
-    for (no, (&offset, &(state, used))) in offsets.iter().zip(&blocks).enumerate() {
-        table.push_block(offset, 0, state);
-        state_at.push(state.then_some(offset));
-        if used > 0 {
-            table.grow_used(no as u32, used as usize, false);
-        }
-    }
+    table.push_described(
+        offsets
+            .iter()
+            .zip(&blocks)
+            .map(|(&offset, &(state, used))| (offset, 0, state, used)),
+    );
+    let state_at = offsets
+        .iter()
+        .zip(&blocks)
+        .map(|(&offset, &(state, _))| state.then_some(offset))
+        .collect();
     Ok(Recovered {
         alloc,
         metadata_bytes,
@@ -330,38 +361,105 @@ fn check_record(
     Ok(())
 }
 
-/// The payload, read sequentially in chunks over the image's pieces, with
-/// its checksum computed on the way.
-struct Payload<'a> {
-    engine: &'a dyn IoEngine,
-    pieces: &'a [crate::meta::tuple::Piece],
-    len: u64,
+/// The payload, read sequentially in chunks over the image's pieces on a
+/// thread of its own (the next chunk is read, and its checksum computed,
+/// while this one is decoded).
+struct Payload {
+    chunks: std::sync::mpsc::Receiver<Chunk>,
+    /// Set once the last chunk was taken: the payload's checksum.
+    crc: Option<u32>,
+    /// Bytes taken so far.
     read: u64,
-    crc: u32,
 }
 
-impl Payload<'_> {
+/// What the reading thread sends.
+enum Chunk {
+    /// The next bytes (the buffer's first `usize`).
+    Bytes(AlignedBuf, usize),
+    /// Every byte was read: their CRC32C.
+    Done(u32),
+    Failed(String),
+}
+
+impl Payload {
+    /// Starts reading `len` bytes after the image's header block, over
+    /// `pieces`, on a thread of `scope`.
+    fn start<'scope>(
+        scope: &'scope std::thread::Scope<'scope, '_>,
+        engine: &'scope dyn IoEngine,
+        pieces: &'scope [crate::meta::tuple::Piece],
+        len: u64,
+    ) -> Payload {
+        // Two chunks ahead at most: bounded memory.
+        let (tx, mut chunks) = std::sync::mpsc::sync_channel(2);
+        let read_all = move |tx: &std::sync::mpsc::SyncSender<Chunk>| {
+            let mut read = 0u64;
+            let mut crc = 0u32;
+            while read < len {
+                let at = BLOCK_SIZE as u64 + read;
+                let Some((dev, room)) = device_offset(pieces, at) else {
+                    return Chunk::Failed("payload beyond its pieces".into());
+                };
+                let want = (len - read).min(room).min(CHUNK as u64) as usize;
+                let buf = AlignedBuf::zeroed(crate::io::round_up(want, BLOCK_SIZE));
+                let (r, buf) = engine.read_at_blocking(buf, dev);
+                if let Err(e) = r {
+                    return Chunk::Failed(format!("payload unreadable: {e}"));
+                }
+                let Some(bytes) = buf.as_slice().get(..want) else {
+                    return Chunk::Failed("payload: short read".into());
+                };
+                crc = crc32c::crc32c_append(crc, bytes);
+                read += want as u64;
+                if tx.send(Chunk::Bytes(buf, want)).is_err() {
+                    // The decoding stopped.
+                    return Chunk::Done(crc);
+                }
+            }
+            Chunk::Done(crc)
+        };
+        let spawned = std::thread::Builder::new()
+            .name("blobcask-open-read".into())
+            .spawn_scoped(scope, move || {
+                let last = read_all(&tx);
+                let _ = tx.send(last);
+            });
+        if let Err(e) = spawned {
+            let (tx, failed) = std::sync::mpsc::sync_channel(1);
+            let _ = tx.send(Chunk::Failed(format!("no thread to read the image: {e}")));
+            chunks = failed;
+        }
+        Payload {
+            chunks,
+            crc: None,
+            read: 0,
+        }
+    }
+
     /// Appends the next chunk to `out`; false at the end.
-    async fn next(&mut self, out: &mut Vec<u8>) -> std::result::Result<bool, String> {
-        if self.read >= self.len {
+    fn next(&mut self, out: &mut Vec<u8>) -> std::result::Result<bool, String> {
+        if self.crc.is_some() {
             return Ok(false);
         }
-        let at = BLOCK_SIZE as u64 + self.read;
-        let (dev, room) = device_offset(self.pieces, at).ok_or("payload beyond its pieces")?;
-        let want = (self.len - self.read).min(room).min(CHUNK as u64) as usize;
-        let (r, buf) = self
-            .engine
-            .read_at(
-                AlignedBuf::zeroed(crate::io::round_up(want, BLOCK_SIZE)),
-                dev,
-            )
-            .await;
-        r.map_err(|e| format!("payload unreadable: {e}"))?;
-        let bytes = buf.as_slice().get(..want).ok_or("payload: short read")?;
-        self.crc = crc32c::crc32c_append(self.crc, bytes);
-        out.extend_from_slice(bytes);
-        self.read += want as u64;
-        Ok(true)
+        match self.chunks.recv() {
+            Ok(Chunk::Bytes(buf, n)) => {
+                out.extend_from_slice(buf.as_slice().get(..n).unwrap_or_default());
+                self.read += n as u64;
+                Ok(true)
+            }
+            Ok(Chunk::Done(crc)) => {
+                self.crc = Some(crc);
+                Ok(false)
+            }
+            Ok(Chunk::Failed(why)) => Err(why),
+            Err(_) => Err("the image's reading thread ended early".into()),
+        }
+    }
+
+    /// The payload's checksum, once every chunk was taken (`None` before).
+    fn finish(&mut self, out: &mut Vec<u8>) -> std::result::Result<Option<u32>, String> {
+        while self.next(out)? {}
+        Ok(self.crc)
     }
 }
 

@@ -45,8 +45,100 @@ pub(crate) trait ImageSink {
     /// [`Record`]), and in a fingerprint image its key's fingerprint and
     /// length.
     fn object(&mut self, block: u32, tuple: Tuple, fp: Option<(Fingerprint, u16)>);
+    /// The common record: an inline object that does not expire, in an
+    /// image of fingerprints. By default it goes to [`object`](Self::object)
+    /// as a tuple; open takes it as it is.
+    fn inline_fp(&mut self, o: InlineFp) {
+        self.object(o.block, o.tuple(), Some((o.fp, o.key_len)));
+    }
     /// Drops everything taken so far (the image did not serve).
     fn discard(&mut self);
+}
+
+/// Length of an [`InlineFp`] record: flags, key length, block, version,
+/// creation time, size and fingerprint.
+pub(crate) const INLINE_FP_LEN: usize = 1 + 2 + 4 + 8 + 8 + 8 + 16;
+
+/// A fingerprint image's record of an inline object that does not expire
+/// (flags 0), the most common record: decoded without building a tuple.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InlineFp {
+    pub block: u32,
+    pub key_len: u16,
+    pub version: u64,
+    pub created_micros: u64,
+    pub size: u64,
+    pub fp: Fingerprint,
+}
+
+impl InlineFp {
+    /// The record at the front of `b` if it is one of these (flags 0) and
+    /// whole; `None` sends it to [`decode_record`].
+    pub fn decode(b: &[u8]) -> Option<InlineFp> {
+        let b: &[u8; INLINE_FP_LEN] = b.get(..INLINE_FP_LEN)?.try_into().ok()?;
+        let (&[flags], rest) = b.split_first_chunk::<1>()?;
+        if flags != 0 {
+            return None;
+        }
+        let (key_len, rest) = rest.split_first_chunk::<2>()?;
+        let (block, rest) = rest.split_first_chunk::<4>()?;
+        let (version, rest) = rest.split_first_chunk::<8>()?;
+        let (created, rest) = rest.split_first_chunk::<8>()?;
+        let (size, rest) = rest.split_first_chunk::<8>()?;
+        let fp: &[u8; 16] = rest.try_into().ok()?;
+        Some(InlineFp {
+            block: u32::from_le_bytes(*block),
+            key_len: u16::from_le_bytes(*key_len),
+            version: u64::from_le_bytes(*version),
+            created_micros: u64::from_le_bytes(*created),
+            size: u64::from_le_bytes(*size),
+            fp: Fingerprint::from_le_bytes(*fp),
+        })
+    }
+
+    /// The record as [`decode_record`] gives it: a tuple without its key
+    /// and its inline bytes.
+    pub fn tuple(&self) -> Tuple {
+        Tuple {
+            key: Box::default(),
+            version: self.version,
+            created_micros: self.created_micros,
+            size: self.size,
+            expires_micros: None,
+            value: TupleValue::Inline(bytes::Bytes::new()),
+        }
+    }
+
+    /// The checks [`decode_record`] and the loader make of every record:
+    /// a key of 1 to `MAX_KEY_LEN` bytes, an inline size, a block of the
+    /// image, a version below the next, a tuple that fits a block, and a
+    /// fingerprint that is not zero.
+    pub fn check(&self, header: &Header) -> std::result::Result<(), String> {
+        let key_len = self.key_len as usize;
+        if key_len == 0 || key_len > MAX_KEY_LEN {
+            return Err(format!("record with a key of {key_len} bytes"));
+        }
+        if self.size > crate::options::MAX_INLINE_THRESHOLD as u64 {
+            return Err(format!("inline record of {} bytes", self.size));
+        }
+        if self.block >= header.blocks {
+            return Err(format!(
+                "record in block {} of {}",
+                self.block, header.blocks
+            ));
+        }
+        if self.version == 0 || self.version >= header.next_version {
+            return Err(format!("version {} not below the next", self.version));
+        }
+        let len = tuple::inline_len(key_len, self.size, false);
+        if len > crate::meta::block::BLOCK_PAYLOAD {
+            return Err(format!("a tuple of {len} bytes"));
+        }
+        if self.fp == 0 {
+            return Err("a fingerprint of zero".into());
+        }
+        Ok(())
+    }
 }
 pub(crate) use write::{ImageObject, ImageWriter};
 

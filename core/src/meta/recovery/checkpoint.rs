@@ -117,6 +117,7 @@ where
     let mut table = crate::meta::table::TupleBlockTable::new(layout);
     table.blocks.reserve_exact(read.len());
     let mut state_at = Vec::with_capacity(read.len());
+    let mut blocks = Vec::with_capacity(read.len());
     for (no, &was_read) in read.iter().enumerate() {
         let (from, at) = match was_read {
             true => (&read_table, read_state_at.get(no).copied().flatten()),
@@ -125,13 +126,10 @@ where
         let Some(b) = from.blocks.get(no) else {
             return Err(format!("tuple block {no} missing from the rebuilt table"));
         };
-        let (offset, next_slot, has_state, used) = (b.offset, b.next_slot, b.has_state, b.used);
-        table.push_block(offset, next_slot, has_state);
-        if used > 0 {
-            table.grow_used(no as u32, used as usize, false);
-        }
+        blocks.push((b.offset, b.next_slot, b.has_state, b.used));
         state_at.push(at);
     }
+    table.push_described(blocks);
     table.images = read_table.images;
     report.from_image = true;
     report.repaired.append(&mut loaded.report.repaired);

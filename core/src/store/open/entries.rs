@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use super::super::{Entry, HeapValue, State, Stored};
 use crate::error::Result;
 use crate::index::{EntryId, Fingerprint, Fingerprints, HashIndex, IndexKind, KeyIndex};
-use crate::meta::image::ImageSink;
+use crate::meta::image::{ImageSink, InlineFp};
 use crate::meta::tuple::{Piece, Tuple, TupleValue};
 use crate::store::Extent;
 
@@ -107,7 +107,7 @@ impl Rebuilt {
                 self.fps.push((fp, id));
                 if self.fps.len() >= BATCH {
                     if let Some(b) = &self.builder {
-                        b.send(std::mem::replace(&mut self.fps, Vec::with_capacity(BATCH)));
+                        self.fps = b.send(std::mem::take(&mut self.fps));
                     }
                 }
             }
@@ -145,7 +145,7 @@ impl Rebuilt {
         }
         match (self.secret, self.builder.take()) {
             (Some(_), Some(b)) => {
-                b.send(std::mem::take(&mut self.fps));
+                let _ = b.send(std::mem::take(&mut self.fps));
                 self.state.index = b.finish()?;
             }
             (Some(secret), None) => {
@@ -175,6 +175,9 @@ const BATCH: usize = 1 << 14;
 /// fingerprints (distinct: they ascend strictly in the image).
 struct Builder {
     tx: std::sync::mpsc::Sender<Vec<(Fingerprint, EntryId)>>,
+    /// Batches the builder is done with, emptied, for reuse (a fresh one
+    /// each time costs its pages' faults).
+    spent: std::sync::mpsc::Receiver<Vec<(Fingerprint, EntryId)>>,
     thread: std::thread::JoinHandle<HashIndex>,
 }
 
@@ -183,24 +186,31 @@ impl Builder {
     /// when no thread can be started (the index is then built at the end).
     fn start(secret: [u8; 16], objects: usize) -> Option<Builder> {
         let (tx, rx) = std::sync::mpsc::channel::<Vec<(Fingerprint, EntryId)>>();
+        let (spent_tx, spent) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("blobcask-open-index".into())
             .spawn(move || {
                 let mut index = HashIndex::with_secret(secret);
                 index.reserve_for(objects, objects.saturating_sub(1) as EntryId);
-                for batch in rx {
+                for mut batch in rx {
                     index.load_distinct(&batch);
+                    batch.clear();
+                    let _ = spent_tx.send(batch);
                 }
                 index
             })
             .ok()?;
-        Some(Builder { tx, thread })
+        Some(Builder { tx, spent, thread })
     }
 
-    fn send(&self, batch: Vec<(Fingerprint, EntryId)>) {
+    /// Hands `batch` to the builder; returns an empty one to fill next.
+    fn send(&self, batch: Vec<(Fingerprint, EntryId)>) -> Vec<(Fingerprint, EntryId)> {
         // A send fails only when the thread ended (it panicked): `finish`
         // reports that.
         let _ = self.tx.send(batch);
+        self.spent
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(BATCH))
     }
 
     /// The index, once every batch is in.
@@ -245,6 +255,29 @@ impl ImageSink for Rebuilt {
             }
         };
         self.add(block, t, fp, data);
+    }
+
+    fn inline_fp(&mut self, o: InlineFp) {
+        if self.secret.is_none() || !self.dirty.is_empty() && self.dirty.contains(&o.block) {
+            self.object(o.block, o.tuple(), Some((o.fp, o.key_len)));
+            return;
+        }
+        // `add`'s work for this record: no tuple, no held bytes, no expiry.
+        let id = self.state.add(Entry::new(
+            o.key_len as usize,
+            o.version,
+            o.created_micros,
+            o.size,
+            None,
+            Stored::INLINE,
+            o.block,
+        ));
+        self.fps.push((o.fp, id));
+        if self.fps.len() >= BATCH {
+            if let Some(b) = &self.builder {
+                self.fps = b.send(std::mem::take(&mut self.fps));
+            }
+        }
     }
 
     fn discard(&mut self) {
