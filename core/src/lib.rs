@@ -32,7 +32,6 @@ pub mod blocking;
 mod error;
 pub mod event_loop;
 pub(crate) mod format;
-mod huge;
 pub(crate) mod index;
 pub mod io;
 #[cfg(all(test, blobcask_loom))]

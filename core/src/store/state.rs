@@ -344,8 +344,6 @@ impl State {
     /// how many).
     pub fn reserve_entries(&mut self, n: usize) {
         self.entries.reserve_exact(n);
-        let spare = self.entries.spare_capacity_mut();
-        crate::huge::advise(spare.as_ptr(), spare.len());
     }
 
     /// Room for `blocks` blocks' slots, exactly (open: one per block for

@@ -115,11 +115,8 @@ impl<S: Slot> Default for Table<S> {
 
 impl<S: Slot> Table<S> {
     fn with_homes(homes: usize) -> Self {
-        let mut slots = Vec::with_capacity(homes + TAIL);
-        crate::huge::advise(slots.as_ptr(), slots.capacity());
-        slots.resize(homes + TAIL, S::default());
         Table {
-            slots,
+            slots: vec![S::default(); homes + TAIL],
             homes,
             len: 0,
             appending: Some(0),
