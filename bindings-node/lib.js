@@ -142,6 +142,32 @@ function callSync(fn) {
 
 const CONDITIONS = new Set(['ifAbsent', 'ifVersion', 'ttl'])
 
+/** The keys of `Store.open`'s options (OpenOptions in lib.d.ts). */
+const OPEN_OPTIONS = [
+  'capacity', 'index', 'inlineThreshold', 'maxCapacity', 'ioEngine', 'directIo', 'create',
+  'createNew', 'readOnly', 'salvage', 'cacheBytes', 'cacheFraction', 'warmUp', 'durability',
+  'eviction',
+]
+const OPEN_OPTION_SET = new Set(OPEN_OPTIONS)
+
+/**
+ * `Store.open`'s options, checked for keys it does not know: a misspelt
+ * one (`evict: 's3fifo'`, `maxcapacity`) would otherwise be dropped and the
+ * store opened without it. Anything else is checked by the native layer.
+ */
+function openOptionsOf(options, site) {
+  if (options === undefined || options === null) return options
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    throw failure('INVALID_ARGUMENT', `open options must be an object, not ${describe(options)}`, site)
+  }
+  for (const k of Object.keys(options)) {
+    if (!OPEN_OPTION_SET.has(k)) {
+      throw failure('INVALID_ARGUMENT', `unknown open option ${JSON.stringify(k)}: expected one of ${OPEN_OPTIONS.join(', ')}`, site)
+    }
+  }
+  return options
+}
+
 const OPERATION_FIELDS = new Set(['type', 'key', 'value', 'ifAbsent', 'ifVersion', 'ttl'])
 
 /**
@@ -367,13 +393,13 @@ class Store {
     const given = arguments.length
     return new Store(await call(() => {
       arity(given, 2, 'Store.open(path, options?)', Store.open)
-      return native.open(path, options)
+      return native.open(path, openOptionsOf(options, Store.open))
     }))
   }
   /** Synchronous `open`, for scripts. */
   static openSync(path, options) {
     arity(arguments.length, 2, 'Store.openSync(path, options?)', Store.openSync)
-    return new Store(callSync(() => native.openSync(path, options)))
+    return new Store(callSync(() => native.openSync(path, openOptionsOf(options, Store.openSync))))
   }
   /**
    * Stores `value` under `key`; resolves once durable (with `durability:

@@ -227,3 +227,26 @@ test('bulkLoad refuses bad options, and a progress that throws stops the load af
     assert.equal(s.has('z'), true)
   })
 })
+
+test('an unknown open option is refused, never dropped, and nothing is created', async () => {
+  const { path, cleanup } = tempPath()
+  const unknown = (key) => (e) =>
+    e instanceof BlobcaskError && e.code === 'INVALID_ARGUMENT' &&
+    e.message.includes(`unknown open option ${JSON.stringify(key)}`) && e.message.includes('eviction')
+  // A misspelt eviction would open a store that never evicts; a misspelt
+  // maxCapacity one without the limit asked for.
+  await assert.rejects(Store.open(path, { evict: 's3fifo' }), unknown('evict'))
+  assert.throws(() => Store.openSync(path, { maxcapacity: 1 << 24 }), unknown('maxcapacity'))
+  for (const bad of [5, 'hash', [1]]) {
+    await assert.rejects(Store.open(path, bad), (e) => e.code === 'INVALID_ARGUMENT' && /open options must be an object/.test(e.message))
+  }
+  assert.equal(existsSync(path), false, 'nothing was created')
+  // Every documented option is known (undefined ones are left to their defaults).
+  const s = await Store.open(path, {
+    capacity: undefined, index: 'hash', inlineThreshold: undefined, maxCapacity: undefined, ioEngine: undefined,
+    directIo: undefined, create: true, createNew: undefined, readOnly: undefined, salvage: undefined,
+    cacheBytes: undefined, cacheFraction: undefined, warmUp: undefined, durability: 'sync', eviction: 'none',
+  })
+  await s.close()
+  cleanup()
+})
