@@ -94,13 +94,12 @@ pub(crate) fn heap(extent: Arc<Extent>, sums: Checksums, unsynced: bool) -> Obje
 /// not here: it lives in the index (and on disk in the tuple), so a backend
 /// that compresses keys (FST) really saves their memory. Neither is an
 /// inline value once its tuple block is written: reads take it from the
-/// block, through the read cache. Kept small (40 bytes, `Option<Entry>`
-/// too): there is one per object.
+/// block, through the read cache. Kept small (32 bytes, `Option<Entry>`
+/// too): there is one per object; what only some objects have (a heap
+/// value, bytes not yet written, an expiry) is behind `data`'s pointer.
 pub(crate) struct Entry {
     pub version: u64,
     pub created_micros: u64,
-    /// When it expires, µs since the epoch; 0: never.
-    expires: u64,
     pub data: Stored,
     /// Tuple block holding this entry's tuple.
     pub block: u32,
@@ -118,12 +117,23 @@ const KEY_BITS: u32 = 11;
 const LARGE: u32 = u32::MAX >> KEY_BITS;
 
 /// Where a committed version's value is (the entry's view of
-/// [`ObjectData`]): one pointer, null for an inline value on the device,
-/// which is read from the block's current slot (`State::slots`).
+/// [`ObjectData`]), and when it expires: one pointer, null for an inline
+/// value on the device that never expires (most objects), which is read
+/// from the block's current slot (`State::slots`).
 pub(crate) struct Stored(Option<Box<Held>>);
 
-/// What an entry holds besides its fixed fields.
-enum Held {
+/// What an entry holds behind its pointer.
+struct Held {
+    value: HeldValue,
+    /// When it expires, µs since the epoch; 0: never.
+    expires: u64,
+}
+
+/// Where the value of an entry with a [`Held`] is.
+enum HeldValue {
+    /// An inline value on the device (the entry has a `Held` only for its
+    /// expiry).
+    OnDevice,
     /// An inline value whose tuple block is not written yet: the bytes,
     /// until the commit path has written the block
     /// (`Committer::blocks_written`).
@@ -146,16 +156,20 @@ impl Stored {
     /// An inline value in its written tuple block.
     pub const INLINE: Stored = Stored(None);
 
+    fn held(value: HeldValue) -> Stored {
+        Stored(Some(Box::new(Held { value, expires: 0 })))
+    }
+
     /// The entry's form of a staged value: inline bytes are kept until
     /// their block is written.
     pub fn of(data: ObjectData) -> Stored {
-        Stored(Some(Box::new(match data {
-            ObjectData::Inline(b) => Held::Pending(b),
+        Stored::held(match data {
+            ObjectData::Inline(b) => HeldValue::Pending(b),
             ObjectData::Heap {
                 extent,
                 sums,
                 unsynced,
-            } => Held::Heap(
+            } => HeldValue::Heap(
                 HeapValue {
                     extent,
                     sums,
@@ -163,44 +177,86 @@ impl Stored {
                 },
                 0,
             ),
-        })))
+        })
     }
 
     /// An inline value whose block is not written yet (open: a block
     /// recovery changed).
     pub fn pending(b: Bytes) -> Stored {
-        Stored(Some(Box::new(Held::Pending(b))))
+        Stored::held(HeldValue::Pending(b))
     }
 
     /// A heap object.
     pub fn heap_object(h: HeapValue) -> Stored {
-        Stored(Some(Box::new(Held::Heap(h, 0))))
+        Stored::held(HeldValue::Heap(h, 0))
+    }
+
+    fn value(&self) -> Option<&HeldValue> {
+        self.0.as_deref().map(|h| &h.value)
     }
 
     /// The value as staged data, when it is at hand (heap, or inline
     /// bytes not yet written); `None` for an inline value on the device.
     pub fn at_hand(&self) -> Option<ObjectData> {
-        match self.0.as_deref()? {
-            Held::Pending(b) => Some(ObjectData::Inline(b.clone())),
-            Held::Heap(h, _) => Some(heap(h.extent.clone(), h.sums.clone(), h.unsynced)),
+        match self.value()? {
+            HeldValue::OnDevice => None,
+            HeldValue::Pending(b) => Some(ObjectData::Inline(b.clone())),
+            HeldValue::Heap(h, _) => Some(heap(h.extent.clone(), h.sums.clone(), h.unsynced)),
         }
     }
 
     pub fn heap(&self) -> Option<&HeapValue> {
-        match self.0.as_deref() {
-            Some(Held::Heap(h, _)) => Some(h),
+        match self.value() {
+            Some(HeldValue::Heap(h, _)) => Some(h),
             _ => None,
         }
     }
 
     /// Whether the value is inline and read from its written block.
     pub fn is_inline_on_device(&self) -> bool {
-        self.0.is_none()
+        matches!(self.value(), None | Some(HeldValue::OnDevice))
     }
 
     /// Whether the value is inline and its block not written yet.
     pub fn is_pending(&self) -> bool {
-        matches!(self.0.as_deref(), Some(Held::Pending(_)))
+        matches!(self.value(), Some(HeldValue::Pending(_)))
+    }
+
+    /// An inline value's block was written: it is read from there now
+    /// (the pointer goes unless an expiry keeps it).
+    pub fn mark_written(&mut self) {
+        match self.0.as_deref_mut() {
+            Some(h) if h.expires != 0 => {
+                if matches!(h.value, HeldValue::Pending(_)) {
+                    h.value = HeldValue::OnDevice;
+                }
+            }
+            Some(Held {
+                value: HeldValue::Pending(_),
+                ..
+            }) => self.0 = None,
+            _ => {}
+        }
+    }
+
+    /// When it expires (0: never).
+    fn expires(&self) -> u64 {
+        self.0.as_deref().map_or(0, |h| h.expires)
+    }
+
+    /// Sets when it expires (0: never), with a `Held` for it only when it
+    /// does.
+    fn set_expires(&mut self, at: u64) {
+        match self.0.as_deref_mut() {
+            Some(h) => h.expires = at,
+            None if at != 0 => {
+                self.0 = Some(Box::new(Held {
+                    value: HeldValue::OnDevice,
+                    expires: at,
+                }))
+            }
+            None => {}
+        }
     }
 
     fn heap_bytes(&self) -> u64 {
@@ -226,19 +282,22 @@ impl Entry {
             // most `MAX_INLINE_THRESHOLD` bytes): it holds the size.
             _ => {
                 match data.0.as_deref_mut() {
-                    Some(Held::Heap(_, large)) => *large = size,
+                    Some(Held {
+                        value: HeldValue::Heap(_, large),
+                        ..
+                    }) => *large = size,
                     _ => debug_assert!(false, "an inline value of {size} bytes"),
                 }
                 LARGE
             }
         };
+        // 0 means "never": an expiry read as 0 (a hand-made tuple; the
+        // store writes creation + at least 1 µs) is kept as 1, as long
+        // past.
+        data.set_expires(expires_micros.map_or(0, |at| at.max(1)));
         Entry {
             version,
             created_micros,
-            // 0 means "never": an expiry read as 0 (a hand-made tuple;
-            // the store writes creation + at least 1 µs) is kept as 1, as
-            // long past.
-            expires: expires_micros.map_or(0, |at| at.max(1)),
             data,
             block,
             small: std::num::NonZeroU32::new(key_bits | size_bits << KEY_BITS)
@@ -253,8 +312,8 @@ impl Entry {
     /// The object's size in bytes.
     pub fn size(&self) -> u64 {
         match self.small.get() >> KEY_BITS {
-            LARGE => match self.data.0.as_deref() {
-                Some(Held::Heap(_, size)) => *size,
+            LARGE => match self.data.value() {
+                Some(HeldValue::Heap(_, size)) => *size,
                 _ => 0,
             },
             s => u64::from(s),
@@ -263,12 +322,13 @@ impl Entry {
 
     /// When it expires, µs since the epoch (`None`: never).
     pub fn expires_micros(&self) -> Option<u64> {
-        (self.expires != 0).then_some(self.expires)
+        let at = self.data.expires();
+        (at != 0).then_some(at)
     }
 
     /// Length of its encoded tuple.
     pub fn tuple_len(&self) -> usize {
-        let expires = self.expires != 0;
+        let expires = self.data.expires() != 0;
         match self.data.heap() {
             None => tuple::inline_len(self.key_len(), self.size(), expires),
             Some(h) => tuple::heap_len(self.key_len(), h.extent.pieces.len(), &h.sums, expires),
@@ -278,7 +338,8 @@ impl Entry {
     /// Whether this version is visible now: not expired by the wall clock
     /// (the clock is read only for an entry that can expire).
     pub fn live(&self) -> bool {
-        self.expires == 0 || now_micros() < self.expires
+        let at = self.data.expires();
+        at == 0 || now_micros() < at
     }
 
     pub fn info(&self) -> ObjectInfo {
@@ -525,10 +586,10 @@ mod tests {
     /// RAM per object (issue 16): the entry table holds one `Option<Entry>`
     /// per object, so its size is the floor of every backend's cost. The
     /// inline bytes of a written block are not in it, and a heap object's
-    /// pieces and sums sit behind one pointer.
+    /// pieces and sums, and an expiry, sit behind one pointer.
     #[test]
-    fn an_entry_takes_40_bytes() {
-        assert_eq!(std::mem::size_of::<Option<Entry>>(), 40);
+    fn an_entry_takes_32_bytes() {
+        assert_eq!(std::mem::size_of::<Option<Entry>>(), 32);
         assert_eq!(std::mem::size_of::<Stored>(), 8);
     }
 
@@ -559,5 +620,50 @@ mod tests {
                 (key_len, size, Some(7))
             );
         }
+    }
+
+    /// An expiry lives behind the pointer, which an inline value on the
+    /// device that never expires does without: it survives the value's
+    /// block being written (pending → on the device) and a relocation's
+    /// new entry, and an entry without one stays pointer-free.
+    #[test]
+    fn expiries_survive_the_block_write_and_cost_nothing_without_one() {
+        let e = Entry::new(3, 1, 2, 10, None, Stored::INLINE, 0);
+        assert!(e.data.0.is_none() && e.live() && e.expires_micros().is_none());
+        let mut e = Entry::new(3, 1, 2, 10, Some(9), Stored::INLINE, 0);
+        assert_eq!(e.expires_micros(), Some(9));
+        assert!(e.data.is_inline_on_device() && e.data.at_hand().is_none());
+        assert!(!e.live(), "expired at 9 µs after the epoch");
+        e.data.mark_written();
+        assert_eq!(e.expires_micros(), Some(9));
+        let mut p = Entry::new(
+            3,
+            1,
+            2,
+            4,
+            Some(u64::MAX),
+            Stored::pending(Bytes::from_static(b"abcd")),
+            0,
+        );
+        assert!(p.data.is_pending() && p.live());
+        p.data.mark_written();
+        assert!(p.data.is_inline_on_device() && !p.data.is_pending());
+        assert_eq!(p.expires_micros(), Some(u64::MAX));
+        let mut q = Entry::new(
+            3,
+            1,
+            2,
+            4,
+            None,
+            Stored::pending(Bytes::from_static(b"abcd")),
+            0,
+        );
+        q.data.mark_written();
+        assert!(q.data.0.is_none(), "no pointer left once written");
+        // An expiry of 0 read from a hand-made tuple is kept as long past.
+        assert_eq!(
+            Entry::new(3, 1, 2, 4, Some(0), Stored::INLINE, 0).expires_micros(),
+            Some(1)
+        );
     }
 }

@@ -23,7 +23,6 @@ use crate::meta::block::{
 };
 use crate::options::Durability;
 use crate::store::request::DataWrite;
-use crate::store::Stored;
 
 /// Home slots a group that finds the journal crowded rewrites at least
 /// (the oldest images first); at least twice as many as it takes journal
@@ -170,7 +169,7 @@ impl Committer {
                 return false;
             };
             if blocks.contains(&e.block) {
-                e.data = Stored::INLINE;
+                e.data.mark_written();
                 false
             } else {
                 true
