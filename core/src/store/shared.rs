@@ -183,6 +183,18 @@ impl Shared {
         }
     }
 
+    /// The most metadata a cache store may hold (`Options::eviction`): half
+    /// its bound. Past it the tuple blocks do not grow; a change that needs
+    /// tuple room evicts objects to free it (`store/evict/`), so the other
+    /// half is always there for values, however small the objects cached.
+    pub fn metadata_limit(&self) -> Option<u64> {
+        if self.options.eviction == crate::options::Eviction::None {
+            return None;
+        }
+        self.growth_limit()
+            .map(|l| l / crate::store::evict::METADATA_SHARE)
+    }
+
     pub fn new_extent(&self, pieces: Vec<Piece>) -> Arc<Extent> {
         Arc::new(Extent {
             pieces,

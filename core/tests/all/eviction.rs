@@ -751,3 +751,116 @@ fn a_batch_refused_by_its_condition_evicts_nothing() {
     assert_eq!(s.stats().evictions, evicted);
     assert_eq!(held(&s), before);
 }
+
+/// A cache store on the in-memory device that writes no checkpoint while
+/// it runs: its `metadata_bytes` are the metadata area alone (tuple blocks,
+/// journal), which a cache holds to half its bound.
+fn cache_without_checkpoints(bytes: usize) -> Store {
+    let dev = Arc::new(MemDevice::new(bytes));
+    Store::open_with_engine(dev, cache_options().checkpoint_after(0)).unwrap()
+}
+
+/// A cache of small objects never gets stuck on its metadata: 16 MiB
+/// filled with ten times its size of 1,000-B values (inline, in tuple
+/// blocks), then a 1 MiB value is taken (before, the tuple blocks had
+/// grown to 16.4 MB and the value was `NoSpace` even with every object
+/// evicted), and so is one after everything left is deleted.
+#[test]
+fn a_cache_of_small_objects_still_takes_a_large_value() {
+    let s = mem_cache(16 << 20);
+    for i in 0..40_000u64 {
+        s.put(format!("small/{i}"), pattern(i, 1000))
+            .unwrap_or_else(|e| panic!("small put {i}: {e}"));
+    }
+    let st = s.stats();
+    assert!(st.evictions > 0, "{st:?}");
+    s.put("big", pattern(7, 1 << 20))
+        .unwrap_or_else(|e| panic!("1 MiB after small puts: {e}; {:?}", s.stats()));
+    assert_eq!(s.get("big").unwrap(), pattern(7, 1 << 20));
+    // The small objects still there read back exactly.
+    let kept: Vec<u64> = (0..40_000u64)
+        .filter(|i| s.contains(format!("small/{i}")))
+        .collect();
+    assert!(!kept.is_empty());
+    for &i in kept.iter().rev().take(500) {
+        assert_eq!(s.get(format!("small/{i}")).unwrap(), pattern(i, 1000));
+    }
+}
+
+/// A cache's metadata is held to half its bound: small puts past it evict
+/// small objects for tuple room instead of growing the tuple blocks, and
+/// never a large object, whose tuple frees a few bytes (before, the tuple
+/// blocks grew over the heap and the large objects were evicted for them).
+#[test]
+fn small_puts_at_the_metadata_limit_evict_small_objects_not_large_ones() {
+    let s = cache_without_checkpoints(16 << 20);
+    for i in 0..4u64 {
+        s.put(format!("big/{i}"), pattern(i, 1 << 20)).unwrap();
+    }
+    for i in 0..40_000u64 {
+        s.put(format!("small/{i}"), pattern(i, 1000))
+            .unwrap_or_else(|e| panic!("small put {i}: {e}"));
+        if i % 1000 == 999 {
+            let st = s.stats();
+            assert!(st.metadata_bytes <= 8 << 20, "{i}: {st:?}");
+        }
+    }
+    let st = s.stats();
+    assert!(st.evictions > 0, "{st:?}");
+    // Half of 16 MiB of tuple blocks, three 1,000-B values to a block.
+    assert!(st.objects > 5_000, "{st:?}");
+    for i in 0..4u64 {
+        assert_eq!(s.get(format!("big/{i}")).unwrap(), pattern(i, 1 << 20));
+    }
+    assert!(s.contains("small/39999"));
+}
+
+/// `TooLarge` stays exact after the tuple blocks grew: a value of the
+/// heap room a full cache of small objects would have empty (its bound
+/// less its metadata and superblocks) is taken, evicting what it must; one
+/// a block larger is `TooLarge` before anything is evicted.
+#[test]
+fn a_full_cache_of_small_objects_takes_any_value_it_could_hold_empty() {
+    let s = cache_without_checkpoints(16 << 20);
+    for i in 0..30_000u64 {
+        s.put(format!("small/{i}"), pattern(i, 700)).unwrap();
+    }
+    let st = s.stats();
+    // The metadata area stopped at half the bound: the rest is room.
+    assert!(st.metadata_bytes <= 8 << 20, "{st:?}");
+    let room = (16u64 << 20) - st.metadata_bytes - 2 * 4096;
+    let evicted = st.evictions;
+    let err = s.put("too big", vec![3u8; room as usize + 1]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TooLarge, "{err}");
+    assert_eq!(s.stats().evictions, evicted);
+    // The largest value whose data and checksum table fit the room.
+    let size = room as usize - 8192;
+    s.put("largest", pattern(9, size))
+        .unwrap_or_else(|e| panic!("{size} B into {room} B of room: {e}; {:?}", s.stats()));
+    assert_eq!(s.get("largest").unwrap(), pattern(9, size));
+    assert!(s.stats().metadata_bytes <= 8 << 20);
+}
+
+/// Atomic batches of small values at the metadata limit evict for tuple
+/// room and commit whole; the store is never poisoned by a batch whose
+/// tuples do not fit.
+#[test]
+fn batches_of_small_values_at_the_metadata_limit_commit() {
+    let s = cache_without_checkpoints(4 << 20);
+    for i in 0..300u64 {
+        let mut b = s.batch();
+        for j in 0..40u64 {
+            b.put(format!("b{i}/{j}"), pattern(i * 100 + j, 1000));
+        }
+        b.commit().unwrap_or_else(|e| panic!("batch {i}: {e}"));
+    }
+    let st = s.stats();
+    assert!(st.evictions > 0 && st.metadata_bytes <= 2 << 20, "{st:?}");
+    for j in 0..40u64 {
+        assert_eq!(
+            s.get(format!("b299/{j}")).unwrap(),
+            pattern(29_900 + j, 1000)
+        );
+    }
+    s.put("after", vec![1u8; 1 << 20]).unwrap();
+}

@@ -59,13 +59,46 @@ impl Committer {
             MAX_META_EXTENTS
         };
         if count >= limit {
-            return Err(full());
+            return Err(full().for_tuple_room());
         }
+        // A cache store's metadata stays within its share of the bound: the
+        // largest extent that keeps it there, or none (then the change
+        // evicts objects for tuple room instead).
+        let want = match self.shared.metadata_limit() {
+            None => want,
+            Some(cap) => {
+                // The checkpoint (index image and change map) is not the
+                // area's: written only into free heap, replaced, dropped.
+                let checkpoint = self.checkpoint.as_ref().map_or(0, |c| c.bytes());
+                let area = self
+                    .shared
+                    .metadata_bytes
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(checkpoint);
+                let room = cap.saturating_sub(area);
+                match (1..=want).rev().find(|&k| (BLOCK_SIZE as u64) << k <= room) {
+                    Some(k) => k,
+                    None => {
+                        return Err(Error::new(
+                            ErrorKind::NoSpace,
+                            format!(
+                                "the metadata area is at this cache's limit of {cap} bytes (half \
+                                 its bound) and does not grow"
+                            ),
+                        )
+                        .for_tuple_room())
+                    }
+                }
+            }
+        };
         // A full heap grows the store file first (`grow`).
-        let piece =
-            crate::store::grow::with_room(&self.shared, (BLOCK_SIZE as u64) << want, |a| {
-                (1..=want).rev().find_map(|k| a.alloc(k)).ok_or_else(full)
-            })?;
+        let piece = crate::store::grow::with_room(&self.shared, (BLOCK_SIZE as u64) << want, |a| {
+            (1..=want).rev().find_map(|k| a.alloc(k)).ok_or_else(full)
+        })
+        .map_err(|e| match e.kind() {
+            ErrorKind::NoSpace => e.for_tuple_room(),
+            _ => e,
+        })?;
         let extent = MetaExtent {
             start: piece.start,
             order: piece.order,
