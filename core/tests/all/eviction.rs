@@ -864,3 +864,30 @@ fn batches_of_small_values_at_the_metadata_limit_commit() {
     }
     s.put("after", vec![1u8; 1 << 20]).unwrap();
 }
+
+/// An upload's commit into a cache whose tuple blocks are full and at
+/// their limit evicts for its tuple and commits (before, it failed
+/// `NoSpace` and the upload was lost): values of 1,981 B under 8-B keys
+/// make tuples of 2,016 B, two to a block, no byte left.
+#[test]
+fn an_upload_commit_evicts_for_its_tuple() {
+    let dev = Arc::new(MemDevice::new(4 << 20));
+    let s = Store::open_with_engine(
+        dev,
+        cache_options().inline_threshold(2048).checkpoint_after(0),
+    )
+    .unwrap();
+    let up = s.begin_upload("upload", 1 << 20).unwrap();
+    up.write_part(0, pattern(5, 1 << 20)).unwrap();
+    for i in 0..4_000u64 {
+        s.put(format!("s{i:07}"), pattern(i, 1981))
+            .unwrap_or_else(|e| panic!("small put {i}: {e}"));
+    }
+    let before = s.stats();
+    assert!(before.evictions > 0, "{before:?}");
+    up.commit()
+        .unwrap_or_else(|e| panic!("commit: {e}; {:?}", s.stats()));
+    assert_eq!(s.get("upload").unwrap(), pattern(5, 1 << 20));
+    assert!(s.stats().evictions > before.evictions);
+    assert_eq!(s.get("s0003999").unwrap(), pattern(3999, 1981));
+}

@@ -343,7 +343,7 @@ impl Store {
         sizes: impl Iterator<Item = u64>,
         keys: &'a [&'a [u8]],
     ) -> Need<'a> {
-        use crate::meta::tuple::{inline_len, stored_len, EXPIRY_LEN, TUPLE_HEADER_LEN};
+        use crate::meta::tuple::{inline_len, stored_len, TUPLE_HEADER_LEN};
         let inline = self.shared().settings.inline_threshold as u64;
         let key = keys.iter().map(|k| k.len()).max().unwrap_or(0);
         let (mut bytes, mut heap, mut any) = (0u64, true, false);
@@ -353,17 +353,13 @@ impl Store {
             heap &= size > inline;
             any = true;
             let len = if size <= inline {
-                inline_len(key, size, true)
+                // Without an expiry (a put with one may need a round more).
+                inline_len(key, size, false)
             } else {
                 // A piece per set bit of its block count (more when the
                 // heap is cut up), a checksum per block up to 16.
                 let blocks = size.div_ceil(BLOCK_SIZE as u64);
-                TUPLE_HEADER_LEN
-                    + EXPIRY_LEN
-                    + key
-                    + 2
-                    + 8 * (blocks.count_ones() as usize + 4)
-                    + 65
+                TUPLE_HEADER_LEN + key + 2 + 8 * (blocks.count_ones() as usize + 4) + 65
             };
             tuple = tuple.max(len);
             tuples += len;
