@@ -833,8 +833,9 @@ fn a_full_cache_of_small_objects_takes_any_value_it_could_hold_empty() {
     let err = s.put("too big", vec![3u8; room as usize + 1]).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::TooLarge, "{err}");
     assert_eq!(s.stats().evictions, evicted);
-    // The largest value whose data and checksum table fit the room.
-    let size = room as usize - 8192;
+    // The largest value whose data and checksum table (4 B a block) fit
+    // the room.
+    let size = (room as usize / 4100) * 4096;
     s.put("largest", pattern(9, size))
         .unwrap_or_else(|e| panic!("{size} B into {room} B of room: {e}; {:?}", s.stats()));
     assert_eq!(s.get("largest").unwrap(), pattern(9, size));
@@ -890,4 +891,89 @@ fn an_upload_commit_evicts_for_its_tuple() {
     assert_eq!(s.get("upload").unwrap(), pattern(5, 1 << 20));
     assert!(s.stats().evictions > before.evictions);
     assert_eq!(s.get("s0003999").unwrap(), pattern(3999, 1981));
+}
+
+/// A bulk load into a cache store evicts like puts do: loads of mixed
+/// sizes, each several times the cache, succeed, the bound is kept, the
+/// last objects loaded read back exactly, and so does everything kept
+/// (before, the first load failed `NoSpace` once the heap was full).
+#[test]
+fn a_bulk_load_into_a_cache_evicts_to_make_room() {
+    let s = mem_cache(8 << 20);
+    let mut rng = StdRng::seed_from_u64(43);
+    let mut sizes = BTreeMap::new();
+    for round in 0..3u64 {
+        let items: Vec<(String, Vec<u8>)> = (0..600u64)
+            .map(|i| {
+                let n = round * 1000 + i;
+                let size = mixed_size(&mut rng);
+                sizes.insert(format!("l{n}"), (n, size));
+                (format!("l{n}"), pattern(n, size))
+            })
+            .collect();
+        let report = s
+            .bulk_load(items)
+            .unwrap_or_else(|e| panic!("load {round}: {e}; {:?}", s.stats()));
+        assert_eq!(report.objects, 600);
+        assert!(s.stats().capacity <= 8 << 20);
+    }
+    let st = s.stats();
+    assert!(st.evictions > 0, "{st:?}");
+    assert!(s.contains("l2599"));
+    let mut kept = 0;
+    for (k, &(n, size)) in &sizes {
+        if s.contains(k) {
+            assert_eq!(s.get(k).unwrap(), pattern(n, size), "{k}");
+            kept += 1;
+        }
+    }
+    assert_eq!(kept, st.objects, "{st:?}");
+}
+
+/// A bulk load of small values past a cache's metadata limit evicts for
+/// their tuples and commits the rest of a group the tuple blocks could not
+/// take (before, the load stopped there with `NoSpace`).
+#[test]
+fn a_bulk_load_of_small_values_evicts_for_tuple_room() {
+    let s = cache_without_checkpoints(4 << 20);
+    let items = (0..12_000u64).map(|i| (format!("t{i}"), pattern(i, 1000)));
+    let report = s
+        .bulk_load(items)
+        .unwrap_or_else(|e| panic!("{e}; {:?}", s.stats()));
+    assert_eq!(report.objects, 12_000);
+    let st = s.stats();
+    assert!(st.evictions > 0 && st.metadata_bytes <= 2 << 20, "{st:?}");
+    assert_eq!(st.objects + st.evictions, 12_000, "{st:?}");
+    for i in (0..12_000u64).rev().take(300) {
+        assert_eq!(s.get(format!("t{i}")).unwrap(), pattern(i, 1000));
+    }
+}
+
+/// A cache's metadata journal grows only to an eighth of its metadata
+/// limit (tuple blocks leave it that room), so its batches hold at most
+/// that many operations: in a 4 MiB cache full of small objects, a batch
+/// of 64 inline values commits and one of 65 is `TooLarge`, nothing
+/// evicted for it.
+#[test]
+fn a_cache_batch_fits_the_journal_its_metadata_limit_leaves_room_for() {
+    let s = cache_without_checkpoints(4 << 20);
+    for i in 0..6_000u64 {
+        s.put(format!("s{i}"), pattern(i, 1000)).unwrap();
+    }
+    assert!(s.stats().evictions > 0);
+    let batch = |n: u64| {
+        let mut b = s.batch();
+        for j in 0..n {
+            b.put(format!("b{n}/{j}"), pattern(j, 1000));
+        }
+        b.commit()
+    };
+    let evicted = s.stats().evictions;
+    let err = batch(65).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TooLarge, "{err}");
+    assert_eq!(s.stats().evictions, evicted);
+    batch(64).unwrap_or_else(|e| panic!("{e}; {:?}", s.stats()));
+    assert_eq!(s.get("b64/63").unwrap(), pattern(63, 1000));
+    let st = s.stats();
+    assert!(st.metadata_bytes <= 2 << 20, "{st:?}");
 }

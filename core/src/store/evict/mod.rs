@@ -223,7 +223,8 @@ impl State {
         let mut out = Vec::new();
         let mut held = Vec::new();
         let mut passed = Vec::new();
-        let protected: Vec<EntryId> = need.keys.iter().filter_map(|k| self.index.get(k)).collect();
+        let protected: std::collections::HashSet<EntryId> =
+            need.keys.iter().filter_map(|k| self.index.get(k)).collect();
         let weight_of = |id| self.entry(id).map(weight);
         let heap_bytes = |e: &Entry| e.data.heap().map_or(0, |h| h.extent.bytes());
         let passes = |e: &Entry| match target {
@@ -326,15 +327,19 @@ impl Store {
         Ok(())
     }
 
-    /// The bytes of the metadata area's next extent, when it may still
-    /// grow by one within a cache's share of the bound (`None`: it cannot;
-    /// only freed tuples make room then).
-    fn next_extent_bytes(&self) -> Option<u64> {
+    /// The heap a cache's metadata area lacks to grow by its next extent,
+    /// when it may still grow by one within its limit (counting the
+    /// checkpoint in: never more than `Committer::grow` allows) and the
+    /// heap is what stops it; `None` otherwise (only freed tuples make
+    /// room then).
+    fn heap_for_next_extent(&self, free: u64) -> Option<u64> {
         let s = self.shared();
-        let bytes = (BLOCK_SIZE as u64) << s.superblock.lock().next_extent_order();
-        let cap = s.metadata_limit()?;
-        let used = s.metadata_bytes.load(Ordering::Relaxed);
-        (used + bytes <= cap).then_some(bytes)
+        let (bytes, journal) = {
+            let sb = s.superblock.lock();
+            ((BLOCK_SIZE as u64) << sb.next_extent_order(), sb.journal)
+        };
+        let room = s.metadata_room(s.metadata_bytes.load(Ordering::Relaxed), journal)?;
+        (bytes <= room && free < bytes).then(|| bytes - free)
     }
 
     /// The room values of these sizes take, written under `keys`.
@@ -431,6 +436,35 @@ impl Store {
         }
     }
 
+    /// For a caller that runs its own attempts (a bulk load's commit,
+    /// whose prefix commits and whose rest tries again): the eviction
+    /// rounds finished so far, read before an attempt.
+    pub(crate) fn eviction_rounds(&self) -> u64 {
+        self.shared().evict.rounds.load(Ordering::Acquire)
+    }
+
+    /// For such a caller: after attempt `e` (a `NoSpace`, begun when
+    /// [`eviction_rounds`](Self::eviction_rounds) was `seen`), one round
+    /// evicting for `need`; `Ok` to try again, else the error to give up
+    /// with (`e`, saying nothing is left to evict, or the round's own).
+    pub(crate) async fn evict_after(
+        &self,
+        need: &Need<'_>,
+        e: Error,
+        seen: u64,
+        rounds: &mut Rounds,
+    ) -> Result<()> {
+        if !self.evicts() || e.kind() != ErrorKind::NoSpace || !rounds.more() {
+            return Err(e);
+        }
+        let r = self.evict(need, e.wants_tuple_room(), seen).await?;
+        if rounds.count(r) {
+            Ok(())
+        } else {
+            Err(nothing_to_evict(e))
+        }
+    }
+
     /// One eviction round: objects worth the room `need` looks for beyond
     /// what is free now (at least one object) deleted through the commit
     /// path, all in one group: heap room, or, when the attempt found the
@@ -449,9 +483,7 @@ impl Store {
                 tuple: need.tuple,
                 tuples: need.tuples,
                 count: need.count,
-                heap: self
-                    .next_extent_bytes()
-                    .map(|b| b.saturating_sub(free).max(1)),
+                heap: self.heap_for_next_extent(free),
             }
         } else {
             Target::Bytes {
@@ -518,7 +550,7 @@ enum Round {
 
 /// The rounds one put has run or waited out.
 #[derive(Default)]
-struct Rounds {
+pub(crate) struct Rounds {
     own: usize,
     others: usize,
 }
