@@ -394,9 +394,51 @@ fn every_crash_point_of_a_cache_loses_only_evicted_objects() {
         .collect();
     let total: usize = work.iter().map(|(_, v)| v.len()).sum();
     assert!(total > 2 * DEVICE, "{total}");
-    let opts = || cache_options().inline_threshold(512);
+    cut_a_cache_everywhere(
+        DEVICE,
+        || cache_options().inline_threshold(512),
+        &work,
+        1,
+        20,
+    );
+}
+
+/// The same for a cache of small objects past its metadata limit (half of
+/// 1 MiB): the puts there evict inline objects for tuple room, and a cut
+/// at every seventh write of them, four landings each, loses only objects
+/// being evicted.
+#[test]
+fn every_crash_point_of_a_cache_at_its_metadata_limit_loses_only_evicted_objects() {
+    const DEVICE: usize = 1 << 20;
+    let mut rng = StdRng::seed_from_u64(43);
+    let work: Vec<(String, Vec<u8>)> = (0..700)
+        .map(|i| {
+            let size = rng.random_range(700..1000);
+            (format!("k{}", i % 650), pattern(rng.random(), size))
+        })
+        .collect();
+    cut_a_cache_everywhere(
+        DEVICE,
+        || cache_options().checkpoint_after(0),
+        &work,
+        7,
+        100,
+    );
+}
+
+/// Puts `work` into a cache of `device` bytes opened with `opts`, cut at
+/// every `stride`-th write (the puts made `evictions` at least), four
+/// landings each: every reopen serves only acknowledged bytes, and every
+/// object the store still held at the cut is there.
+fn cut_a_cache_everywhere(
+    device: usize,
+    opts: impl Fn() -> Options,
+    work: &[(String, Vec<u8>)],
+    stride: usize,
+    evictions: u64,
+) {
     let base = {
-        let dev = Arc::new(MemDevice::new(DEVICE));
+        let dev = Arc::new(MemDevice::new(device));
         Store::open_with_engine(dev.clone(), opts())
             .unwrap()
             .close()
@@ -438,17 +480,17 @@ fn every_crash_point_of_a_cache_loses_only_evicted_objects() {
         let dev = Arc::new(MemDevice::from_image(base.clone()));
         let s = Store::open_with_engine(dev.clone(), opts()).unwrap();
         let start = dev.writes();
-        for (k, v) in &work {
+        for (k, v) in work {
             s.put(k, v.clone()).unwrap();
             let _ = s.get(k);
         }
         let n = dev.writes() - start;
-        assert!(s.stats().evictions > 20, "{:?}", s.stats());
+        assert!(s.stats().evictions > evictions, "{:?}", s.stats());
         s.close().unwrap();
         n
     };
     let mut points = 0;
-    for cut in 1..=writes {
+    for cut in (1..=writes).step_by(stride) {
         let dev = Arc::new(MemDevice::from_image(base.clone()));
         let (acked, failed, held) = run(&dev, Some(cut));
         let in_flight = failed.and_then(|i| work.get(i));
