@@ -210,9 +210,10 @@ impl State {
     /// Objects the policy gives up until they free the room `target`
     /// names (at least one, at most `max`), skipping any a read holds and
     /// any of `need`'s keys. For heap room inline objects, which free none,
-    /// are passed over; for tuple room alone heap objects are, unless no
-    /// inline object qualifies (a large value is not given up for the few
-    /// bytes its tuple frees while small ones can go). Those passed over go
+    /// are passed over; for tuple room alone heap objects are, unless the
+    /// inline objects that qualify are not enough (a large value is not
+    /// given up for the few bytes its tuple frees while small ones can
+    /// go). Those passed over go
     /// back to the main queue. Empty when nothing is tracked or nothing
     /// qualifies.
     fn choose_victims(&self, target: Target, max: usize, need: &Need<'_>) -> Vec<Victim> {
@@ -250,8 +251,8 @@ impl State {
                 None => {}
             }
         }
-        // Tuple room with no inline object to give: heap objects after all,
-        // in the policy's order.
+        // Tuple room the inline objects could not give: heap objects after
+        // all, in the policy's order.
         let mut passed = passed.into_iter();
         if matches!(target, Target::Tuples { .. }) {
             while out.len() < max && (out.is_empty() || !freed.enough(target)) {
