@@ -61,6 +61,9 @@ pub struct Error {
     source: Option<std::io::Error>,
     /// The operation of a batch that failed (its index in the batch).
     batch_op: Option<usize>,
+    /// A `NoSpace` for want of tuple room: the metadata area could not
+    /// grow (a cache store's eviction then frees tuple room, not heap).
+    tuple_room: bool,
 }
 
 impl Error {
@@ -70,6 +73,7 @@ impl Error {
             message: message.into(),
             source: None,
             batch_op: None,
+            tuple_room: false,
         }
     }
 
@@ -79,6 +83,7 @@ impl Error {
             message: context.into(),
             source: Some(err),
             batch_op: None,
+            tuple_room: false,
         }
     }
 
@@ -106,6 +111,18 @@ impl Error {
     pub(crate) fn in_batch(mut self, index: usize, op: &str, key: &[u8]) -> Self {
         self.batch_op = Some(index);
         self.context(format!("batch operation {index} ({op} {})", show_key(key)))
+    }
+
+    /// Marks a `NoSpace` as one for tuple room (the metadata area could
+    /// not grow), which a cache store's eviction makes by freeing tuples.
+    pub(crate) fn for_tuple_room(mut self) -> Self {
+        self.tuple_room = true;
+        self
+    }
+
+    /// Whether [`for_tuple_room`](Self::for_tuple_room) marked it.
+    pub(crate) fn wants_tuple_room(&self) -> bool {
+        self.tuple_room
     }
 
     /// Prefixes more context (e.g. the operation and key) to the message.

@@ -461,6 +461,12 @@ impl Options {
     /// failing with `NoSpace`. Objects being read are never chosen. The
     /// store never grows past [`max_capacity`](Self::max_capacity), or,
     /// without one, past the size it has ([`capacity`](Self::capacity)).
+    /// Its metadata area (the tuple blocks, which hold inline values, and
+    /// their journal) is held to half that bound: past it, small puts
+    /// evict small objects rather than grow it, so the other half is
+    /// always room for values; its journal to an eighth of that half (8
+    /// to 256 slots), so an atomic batch holds at most that many
+    /// operations (more is `TooLarge`). A bulk load evicts too.
     /// A value that could never fit is still `TooLarge` (or `NoSpace` when
     /// everything left is being read or written). Not stored: give it at
     /// every open; the policy's state starts afresh at each (every object

@@ -174,6 +174,14 @@ impl TupleBlockTable {
         self.by_free.range((len, 0)..).next().map(|&(_, b)| b)
     }
 
+    /// How many blocks have `len` bytes free, counted up to `up_to`.
+    pub fn blocks_with_room(&self, len: usize, up_to: usize) -> usize {
+        let Ok(len) = u16::try_from(len) else {
+            return 0;
+        };
+        self.by_free.range((len, 0)..).take(up_to).count()
+    }
+
     /// The block numbered `no`. Blocks are never removed, so every number
     /// this table handed out (`push_block`, `place`) has one.
     pub fn block(&self, no: u32) -> Option<&BlockState> {

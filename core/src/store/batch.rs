@@ -276,8 +276,16 @@ impl Store {
 
     /// The most operations a batch of this store may hold: a group must
     /// fit the largest journal (one heap piece of slots).
+    /// A cache store's journal grows only to its largest
+    /// (`Shared::cache_journal_order`), or the one it has if larger.
     fn max_batch_ops(&self) -> usize {
-        let max_order = self.shared().superblock.lock().max_order;
+        let (mut max_order, journal) = {
+            let sb = self.shared().superblock.lock();
+            (sb.max_order, sb.journal.map_or(0, |j| j.order))
+        };
+        if let Some(largest) = self.shared().cache_journal_order() {
+            max_order = max_order.min(largest.max(journal));
+        }
         let slots = 1usize
             .checked_shl(u32::from(max_order))
             .unwrap_or(usize::MAX);

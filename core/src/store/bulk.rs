@@ -36,6 +36,14 @@ const BATCH_OBJECTS: usize = 4096;
 const BATCH_BYTES: u64 = 64 << 20;
 /// Batches being written at once (each with its own I/O depth).
 const WRITE_AHEAD: usize = 2;
+/// In a cache store, a group's (and a batch's) value bytes are at most its
+/// bound divided by this: with the batches written ahead and the group
+/// committing, a load holds about a fifth of the bound uncommitted, which
+/// no eviction can free.
+const CACHE_GROUP_SHARE: u64 = 32;
+/// In a cache store, most objects per group (an eviction round passes over
+/// the keys of the group's uncommitted rest).
+const CACHE_GROUP_OBJECTS: usize = 4096;
 
 type WriteFut<'a> = Pin<Box<dyn Future<Output = (Result<Vec<Staged>>, u64)> + Send + 'a>>;
 /// A batch's commit: (objects, bytes), or the failure and how many of the
@@ -156,8 +164,15 @@ impl Store {
         // Refused up front (read-only store), even for an empty load.
         self.check_open()?;
         self.shared().check_failed()?;
-        let commit_objects = opts.commit_objects.max(1);
-        let commit_bytes = opts.commit_bytes.max(1);
+        let mut commit_objects = opts.commit_objects.max(1);
+        let mut commit_bytes = opts.commit_bytes.max(1);
+        // A cache store evicts for the load (`write_batch`,
+        // `commit_batch`), but not the load's own values not yet
+        // committed: those are held to a small share of its bound.
+        if let Some(limit) = self.shared().growth_limit().filter(|_| self.evicts()) {
+            commit_objects = commit_objects.min(CACHE_GROUP_OBJECTS);
+            commit_bytes = commit_bytes.min((limit / CACHE_GROUP_SHARE).max(1));
+        }
         let (batch_objects, batch_bytes) = (
             BATCH_OBJECTS.min(commit_objects),
             BATCH_BYTES.min(commit_bytes),
@@ -282,7 +297,12 @@ impl Store {
             let data = if self.is_inline(size) {
                 ObjectData::Inline(value)
             } else {
-                let extent = data::allocate(self.shared(), &key, size)
+                // A cache store evicts for it, as for a put.
+                let keys = [&key[..]];
+                let need = self.need(std::iter::once(size), &keys);
+                let extent = self
+                    .making_room(need, || async { data::allocate(self.shared(), &key, size) })
+                    .await
                     .map_err(|e| e.context(show_key(&key)))?;
                 let sums = sums
                     .filter(|s| s.len() as u64 == size.div_ceil(BLOCK_SIZE as u64))
@@ -308,21 +328,58 @@ impl Store {
     /// sync and one tuple sync for the whole batch (more groups when the
     /// metadata journal splits it). A failure comes with how many of the
     /// batch's first objects were committed before it.
+    ///
+    /// In a cache store a `NoSpace` (the tuple blocks at their limit, full)
+    /// evicts for the rest and commits it: the first part is committed,
+    /// each group whole, in order, so the load is still a prefix.
     async fn commit_batch(&self, (items, bytes): (Vec<Staged>, u64)) -> Committed {
-        let n = items.len();
-        let (applied, stop) = self.submit_many(items).await.map_err(|e| (e, 0))?;
-        match stop {
-            None if applied == n => Ok((n as u64, bytes)),
-            Some(e) => Err((e, applied as u64)),
-            None => Err((
-                crate::Error::new(
-                    crate::ErrorKind::Io,
-                    format!("only {applied} of {n} objects of a batch were committed"),
-                ),
-                applied as u64,
-            )),
+        let total = items.len();
+        if !self.evicts() {
+            let (applied, stop) = self.submit_many(items).await.map_err(|e| (e, 0))?;
+            return match stop {
+                None if applied == total => Ok((total as u64, bytes)),
+                Some(e) => Err((e, applied as u64)),
+                None => Err((short(applied, total), applied as u64)),
+            };
+        }
+        let (mut rest, mut done) = (items, 0usize);
+        let mut rounds = super::evict::Rounds::default();
+        loop {
+            let seen = self.eviction_rounds();
+            // The rest's values stay ours (its pieces held) for another try.
+            let n = rest.len();
+            let (applied, stop) = self
+                .submit_many(rest.clone())
+                .await
+                .map_err(|e| (e, done as u64))?;
+            rest.drain(..applied.min(n));
+            done += applied;
+            let e = match stop {
+                None if applied == n => return Ok((total as u64, bytes)),
+                Some(e) => e,
+                None => return Err((short(done, total), done as u64)),
+            };
+            // Room for the rest's tuples: all their bytes, in any blocks
+            // (each commits as soon as it finds a place).
+            let keys: Vec<&[u8]> = rest.iter().map(|s| &*s.0).collect();
+            let need = super::evict::Need {
+                bytes: 0,
+                count: 1,
+                ..self.need(rest.iter().map(|s| s.1), &keys)
+            };
+            self.evict_after(&need, e, seen, &mut rounds)
+                .await
+                .map_err(|e| (e, done as u64))?;
         }
     }
+}
+
+/// A group the commit path answered with fewer objects and no error.
+fn short(applied: usize, n: usize) -> crate::Error {
+    crate::Error::new(
+        crate::ErrorKind::Io,
+        format!("only {applied} of {n} objects of a batch were committed"),
+    )
 }
 
 impl LoadReport {

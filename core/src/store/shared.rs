@@ -183,6 +183,48 @@ impl Shared {
         }
     }
 
+    /// The most metadata a cache store may hold (`Options::eviction`): half
+    /// its bound. Past it the tuple blocks do not grow; a change that needs
+    /// tuple room evicts objects to free it (`store/evict/`), so the other
+    /// half is always there for values, however small the objects cached.
+    pub fn metadata_limit(&self) -> Option<u64> {
+        if self.options.eviction == crate::options::Eviction::None {
+            return None;
+        }
+        self.growth_limit()
+            .map(|l| l / crate::store::evict::METADATA_SHARE)
+    }
+
+    /// The largest metadata journal a cache store grows (its order: that
+    /// many slots, a power of two): an eighth of its metadata limit, 8 to
+    /// 256 slots. Its tuple blocks leave it room within the limit
+    /// (`Committer::grow`), and its batches hold at most that many
+    /// operations (or the journal it has, if larger).
+    pub fn cache_journal_order(&self) -> Option<u8> {
+        let cap = self.metadata_limit()?;
+        let slots = (cap / 8 / crate::format::BLOCK_SIZE as u64).max(1);
+        Some((slots.ilog2() as u8).clamp(3, 8))
+    }
+
+    /// In a cache store, the bytes by which a metadata area of `area`
+    /// bytes (its checkpoint left out) may still grow its tuple blocks,
+    /// with `journal` (the superblock's) and the room it may still grow
+    /// by (to `cache_journal_order`) counted in. `None`: no limit.
+    pub fn metadata_room(
+        &self,
+        area: u64,
+        journal: Option<crate::format::MetaExtent>,
+    ) -> Option<u64> {
+        let cap = self.metadata_limit()?;
+        let journal_room = match (journal, self.cache_journal_order()) {
+            (Some(j), Some(largest)) => {
+                ((crate::format::BLOCK_SIZE as u64) << largest).saturating_sub(j.len_bytes())
+            }
+            _ => 0,
+        };
+        Some(cap.saturating_sub(area.saturating_add(journal_room)))
+    }
+
     pub fn new_extent(&self, pieces: Vec<Piece>) -> Arc<Extent> {
         Arc::new(Extent {
             pieces,

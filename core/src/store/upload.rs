@@ -548,7 +548,19 @@ impl Upload {
                     }
                 }
             };
-            store.commit_object(key, size, data, None, spec).await
+            // A cache store evicts for the tuple when the metadata area
+            // has no room for it (the value's pieces are the upload's
+            // already: it asks for no heap).
+            let keys = [&key[..]];
+            let need = super::evict::Need {
+                bytes: 0,
+                ..store.need(std::iter::once(size), &keys)
+            };
+            store
+                .making_room(need, || {
+                    store.commit_object(key, size, data.clone(), None, spec)
+                })
+                .await
         }
         .await;
         let outcome = if committed.is_ok() {

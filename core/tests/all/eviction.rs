@@ -394,9 +394,51 @@ fn every_crash_point_of_a_cache_loses_only_evicted_objects() {
         .collect();
     let total: usize = work.iter().map(|(_, v)| v.len()).sum();
     assert!(total > 2 * DEVICE, "{total}");
-    let opts = || cache_options().inline_threshold(512);
+    cut_a_cache_everywhere(
+        DEVICE,
+        || cache_options().inline_threshold(512),
+        &work,
+        1,
+        20,
+    );
+}
+
+/// The same for a cache of small objects past its metadata limit (half of
+/// 1 MiB): the puts there evict inline objects for tuple room, and a cut
+/// at every seventh write of them, four landings each, loses only objects
+/// being evicted.
+#[test]
+fn every_crash_point_of_a_cache_at_its_metadata_limit_loses_only_evicted_objects() {
+    const DEVICE: usize = 1 << 20;
+    let mut rng = StdRng::seed_from_u64(43);
+    let work: Vec<(String, Vec<u8>)> = (0..700)
+        .map(|i| {
+            let size = rng.random_range(700..1000);
+            (format!("k{}", i % 650), pattern(rng.random(), size))
+        })
+        .collect();
+    cut_a_cache_everywhere(
+        DEVICE,
+        || cache_options().checkpoint_after(0),
+        &work,
+        7,
+        100,
+    );
+}
+
+/// Puts `work` into a cache of `device` bytes opened with `opts`, cut at
+/// every `stride`-th write (the puts made `evictions` at least), four
+/// landings each: every reopen serves only acknowledged bytes, and every
+/// object the store still held at the cut is there.
+fn cut_a_cache_everywhere(
+    device: usize,
+    opts: impl Fn() -> Options,
+    work: &[(String, Vec<u8>)],
+    stride: usize,
+    evictions: u64,
+) {
     let base = {
-        let dev = Arc::new(MemDevice::new(DEVICE));
+        let dev = Arc::new(MemDevice::new(device));
         Store::open_with_engine(dev.clone(), opts())
             .unwrap()
             .close()
@@ -438,17 +480,17 @@ fn every_crash_point_of_a_cache_loses_only_evicted_objects() {
         let dev = Arc::new(MemDevice::from_image(base.clone()));
         let s = Store::open_with_engine(dev.clone(), opts()).unwrap();
         let start = dev.writes();
-        for (k, v) in &work {
+        for (k, v) in work {
             s.put(k, v.clone()).unwrap();
             let _ = s.get(k);
         }
         let n = dev.writes() - start;
-        assert!(s.stats().evictions > 20, "{:?}", s.stats());
+        assert!(s.stats().evictions > evictions, "{:?}", s.stats());
         s.close().unwrap();
         n
     };
     let mut points = 0;
-    for cut in 1..=writes {
+    for cut in (1..=writes).step_by(stride) {
         let dev = Arc::new(MemDevice::from_image(base.clone()));
         let (acked, failed, held) = run(&dev, Some(cut));
         let in_flight = failed.and_then(|i| work.get(i));
@@ -750,4 +792,230 @@ fn a_batch_refused_by_its_condition_evicts_nothing() {
     assert_eq!(b.commit().unwrap_err().kind(), ErrorKind::VersionMismatch);
     assert_eq!(s.stats().evictions, evicted);
     assert_eq!(held(&s), before);
+}
+
+/// A cache store on the in-memory device that writes no checkpoint while
+/// it runs: its `metadata_bytes` are the metadata area alone (tuple blocks,
+/// journal), which a cache holds to half its bound.
+fn cache_without_checkpoints(bytes: usize) -> Store {
+    let dev = Arc::new(MemDevice::new(bytes));
+    Store::open_with_engine(dev, cache_options().checkpoint_after(0)).unwrap()
+}
+
+/// A cache of small objects never gets stuck on its metadata: 16 MiB
+/// filled with ten times its size of 1,000-B values (inline, in tuple
+/// blocks), then a 1 MiB value is taken (before, the tuple blocks had
+/// grown to 16.4 MB and the value was `NoSpace` even with every object
+/// evicted), and so is one after everything left is deleted.
+#[test]
+fn a_cache_of_small_objects_still_takes_a_large_value() {
+    let s = mem_cache(16 << 20);
+    for i in 0..40_000u64 {
+        s.put(format!("small/{i}"), pattern(i, 1000))
+            .unwrap_or_else(|e| panic!("small put {i}: {e}"));
+    }
+    let st = s.stats();
+    assert!(st.evictions > 0, "{st:?}");
+    s.put("big", pattern(7, 1 << 20))
+        .unwrap_or_else(|e| panic!("1 MiB after small puts: {e}; {:?}", s.stats()));
+    assert_eq!(s.get("big").unwrap(), pattern(7, 1 << 20));
+    // The small objects still there read back exactly.
+    let kept: Vec<u64> = (0..40_000u64)
+        .filter(|i| s.contains(format!("small/{i}")))
+        .collect();
+    assert!(!kept.is_empty());
+    for &i in kept.iter().rev().take(500) {
+        assert_eq!(s.get(format!("small/{i}")).unwrap(), pattern(i, 1000));
+    }
+}
+
+/// A cache's metadata is held to half its bound: small puts past it evict
+/// small objects for tuple room instead of growing the tuple blocks, and
+/// never a large object, whose tuple frees a few bytes (before, the tuple
+/// blocks grew over the heap and the large objects were evicted for them).
+#[test]
+fn small_puts_at_the_metadata_limit_evict_small_objects_not_large_ones() {
+    let s = cache_without_checkpoints(16 << 20);
+    for i in 0..4u64 {
+        s.put(format!("big/{i}"), pattern(i, 1 << 20)).unwrap();
+    }
+    for i in 0..40_000u64 {
+        s.put(format!("small/{i}"), pattern(i, 1000))
+            .unwrap_or_else(|e| panic!("small put {i}: {e}"));
+        if i % 1000 == 999 {
+            let st = s.stats();
+            assert!(st.metadata_bytes <= 8 << 20, "{i}: {st:?}");
+        }
+    }
+    let st = s.stats();
+    assert!(st.evictions > 0, "{st:?}");
+    // Half of 16 MiB of tuple blocks, three 1,000-B values to a block.
+    assert!(st.objects > 5_000, "{st:?}");
+    for i in 0..4u64 {
+        assert_eq!(s.get(format!("big/{i}")).unwrap(), pattern(i, 1 << 20));
+    }
+    assert!(s.contains("small/39999"));
+}
+
+/// `TooLarge` stays exact after the tuple blocks grew: a value of the
+/// heap room a full cache of small objects would have empty (its bound
+/// less its metadata and superblocks) is taken, evicting what it must; one
+/// a block larger is `TooLarge` before anything is evicted.
+#[test]
+fn a_full_cache_of_small_objects_takes_any_value_it_could_hold_empty() {
+    let s = cache_without_checkpoints(16 << 20);
+    for i in 0..30_000u64 {
+        s.put(format!("small/{i}"), pattern(i, 700)).unwrap();
+    }
+    let st = s.stats();
+    // The metadata area stopped at half the bound: the rest is room.
+    assert!(st.metadata_bytes <= 8 << 20, "{st:?}");
+    let room = (16u64 << 20) - st.metadata_bytes - 2 * 4096;
+    let evicted = st.evictions;
+    let err = s.put("too big", vec![3u8; room as usize + 1]).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TooLarge, "{err}");
+    assert_eq!(s.stats().evictions, evicted);
+    // The largest value whose data and checksum table (4 B a block) fit
+    // the room.
+    let size = (room as usize / 4100) * 4096;
+    s.put("largest", pattern(9, size))
+        .unwrap_or_else(|e| panic!("{size} B into {room} B of room: {e}; {:?}", s.stats()));
+    assert_eq!(s.get("largest").unwrap(), pattern(9, size));
+    assert!(s.stats().metadata_bytes <= 8 << 20);
+}
+
+/// Atomic batches of small values at the metadata limit evict for tuple
+/// room and commit whole; the store is never poisoned by a batch whose
+/// tuples do not fit.
+#[test]
+fn batches_of_small_values_at_the_metadata_limit_commit() {
+    let s = cache_without_checkpoints(4 << 20);
+    for i in 0..300u64 {
+        let mut b = s.batch();
+        for j in 0..40u64 {
+            b.put(format!("b{i}/{j}"), pattern(i * 100 + j, 1000));
+        }
+        b.commit().unwrap_or_else(|e| panic!("batch {i}: {e}"));
+    }
+    let st = s.stats();
+    assert!(st.evictions > 0 && st.metadata_bytes <= 2 << 20, "{st:?}");
+    for j in 0..40u64 {
+        assert_eq!(
+            s.get(format!("b299/{j}")).unwrap(),
+            pattern(29_900 + j, 1000)
+        );
+    }
+    s.put("after", vec![1u8; 1 << 20]).unwrap();
+}
+
+/// An upload's commit into a cache whose tuple blocks are full and at
+/// their limit evicts for its tuple and commits (before, it failed
+/// `NoSpace` and the upload was lost): values of 1,981 B under 8-B keys
+/// make tuples of 2,016 B, two to a block, no byte left.
+#[test]
+fn an_upload_commit_evicts_for_its_tuple() {
+    let dev = Arc::new(MemDevice::new(4 << 20));
+    let s = Store::open_with_engine(
+        dev,
+        cache_options().inline_threshold(2048).checkpoint_after(0),
+    )
+    .unwrap();
+    let up = s.begin_upload("upload", 1 << 20).unwrap();
+    up.write_part(0, pattern(5, 1 << 20)).unwrap();
+    for i in 0..4_000u64 {
+        s.put(format!("s{i:07}"), pattern(i, 1981))
+            .unwrap_or_else(|e| panic!("small put {i}: {e}"));
+    }
+    let before = s.stats();
+    assert!(before.evictions > 0, "{before:?}");
+    up.commit()
+        .unwrap_or_else(|e| panic!("commit: {e}; {:?}", s.stats()));
+    assert_eq!(s.get("upload").unwrap(), pattern(5, 1 << 20));
+    assert!(s.stats().evictions > before.evictions);
+    assert_eq!(s.get("s0003999").unwrap(), pattern(3999, 1981));
+}
+
+/// A bulk load into a cache store evicts like puts do: loads of mixed
+/// sizes, each several times the cache, succeed, the bound is kept, the
+/// last objects loaded read back exactly, and so does everything kept
+/// (before, the first load failed `NoSpace` once the heap was full).
+#[test]
+fn a_bulk_load_into_a_cache_evicts_to_make_room() {
+    let s = mem_cache(8 << 20);
+    let mut rng = StdRng::seed_from_u64(43);
+    let mut sizes = BTreeMap::new();
+    for round in 0..3u64 {
+        let items: Vec<(String, Vec<u8>)> = (0..600u64)
+            .map(|i| {
+                let n = round * 1000 + i;
+                let size = mixed_size(&mut rng);
+                sizes.insert(format!("l{n}"), (n, size));
+                (format!("l{n}"), pattern(n, size))
+            })
+            .collect();
+        let report = s
+            .bulk_load(items)
+            .unwrap_or_else(|e| panic!("load {round}: {e}; {:?}", s.stats()));
+        assert_eq!(report.objects, 600);
+        assert!(s.stats().capacity <= 8 << 20);
+    }
+    let st = s.stats();
+    assert!(st.evictions > 0, "{st:?}");
+    assert!(s.contains("l2599"));
+    let mut kept = 0;
+    for (k, &(n, size)) in &sizes {
+        if s.contains(k) {
+            assert_eq!(s.get(k).unwrap(), pattern(n, size), "{k}");
+            kept += 1;
+        }
+    }
+    assert_eq!(kept, st.objects, "{st:?}");
+}
+
+/// A bulk load of small values past a cache's metadata limit evicts for
+/// their tuples and commits the rest of a group the tuple blocks could not
+/// take (before, the load stopped there with `NoSpace`).
+#[test]
+fn a_bulk_load_of_small_values_evicts_for_tuple_room() {
+    let s = cache_without_checkpoints(4 << 20);
+    let items = (0..12_000u64).map(|i| (format!("t{i}"), pattern(i, 1000)));
+    let report = s
+        .bulk_load(items)
+        .unwrap_or_else(|e| panic!("{e}; {:?}", s.stats()));
+    assert_eq!(report.objects, 12_000);
+    let st = s.stats();
+    assert!(st.evictions > 0 && st.metadata_bytes <= 2 << 20, "{st:?}");
+    assert_eq!(st.objects + st.evictions, 12_000, "{st:?}");
+    for i in (0..12_000u64).rev().take(300) {
+        assert_eq!(s.get(format!("t{i}")).unwrap(), pattern(i, 1000));
+    }
+}
+
+/// A cache's metadata journal grows only to an eighth of its metadata
+/// limit (tuple blocks leave it that room), so its batches hold at most
+/// that many operations: in a 4 MiB cache full of small objects, a batch
+/// of 64 inline values commits and one of 65 is `TooLarge`, nothing
+/// evicted for it.
+#[test]
+fn a_cache_batch_fits_the_journal_its_metadata_limit_leaves_room_for() {
+    let s = cache_without_checkpoints(4 << 20);
+    for i in 0..6_000u64 {
+        s.put(format!("s{i}"), pattern(i, 1000)).unwrap();
+    }
+    assert!(s.stats().evictions > 0);
+    let batch = |n: u64| {
+        let mut b = s.batch();
+        for j in 0..n {
+            b.put(format!("b{n}/{j}"), pattern(j, 1000));
+        }
+        b.commit()
+    };
+    let evicted = s.stats().evictions;
+    let err = batch(65).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::TooLarge, "{err}");
+    assert_eq!(s.stats().evictions, evicted);
+    batch(64).unwrap_or_else(|e| panic!("{e}; {:?}", s.stats()));
+    assert_eq!(s.get("b64/63").unwrap(), pattern(63, 1000));
+    let st = s.stats();
+    assert!(st.metadata_bytes <= 2 << 20, "{st:?}");
 }

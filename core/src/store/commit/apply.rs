@@ -326,6 +326,7 @@ impl Committer {
                             ErrorKind::NoSpace,
                             "metadata area has no room for the tuple",
                         )
+                        .for_tuple_room()
                     })?
                 }
             },

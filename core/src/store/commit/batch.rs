@@ -78,6 +78,13 @@ impl Committer {
                 decided.map_err(|e| e.in_batch(i, op.verb(), op.key()))?;
             }
         }
+        // Step 2b. A cache store's metadata area stops growing at its
+        // share of the bound, routinely: the tuple room is made (or the
+        // batch refused, nothing changed, for its eviction to free some)
+        // before anything applies, not found missing half way.
+        if self.shared.metadata_limit().is_some() {
+            self.tuple_room_for(&ops).await?;
+        }
         // Step 3.
         self.pending.atomic = true;
         let mut outcomes = Vec::with_capacity(n);
@@ -129,6 +136,41 @@ impl Committer {
         // Visible all at once (readers never see part of a batch).
         self.link_all(links);
         Ok((outcomes, bytes))
+    }
+
+    /// Grows the metadata area until every put of `ops` is sure to find
+    /// its tuple a place, or refuses with the growth's `NoSpace` (marked
+    /// for tuple room), nothing changed. Sure: a put either replaces its
+    /// key's tuple with one no longer (placed in its block, taking no room
+    /// from any other), or takes a block with room for the largest such
+    /// tuple, and leaves at most that one block with less: so as many
+    /// blocks with that room as such puts always suffice, whatever order
+    /// and blocks the placement picks.
+    async fn tuple_room_for(&mut self, ops: &[BatchItem]) -> Result<()> {
+        let (mut needed, mut largest) = (0usize, 0usize);
+        {
+            let st = self.shared.state.read();
+            for op in ops {
+                if let BatchItem::Put {
+                    key, data, spec, ..
+                } = op
+                {
+                    let len = crate::meta::tuple::encoded_len(
+                        key.len(),
+                        &data.tuple_value(),
+                        spec.expiry.is_some(),
+                    );
+                    if st.lookup_any(key).is_none_or(|e| len > e.tuple_len()) {
+                        needed += 1;
+                        largest = largest.max(len);
+                    }
+                }
+            }
+        }
+        while self.table.blocks_with_room(largest, needed) < needed {
+            self.grow().await?;
+        }
+        Ok(())
     }
 
     /// `apply_delete` for a batch: `key`'s tuple removed from its block's

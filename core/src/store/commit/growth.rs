@@ -42,15 +42,16 @@ impl Committer {
     /// superblock write is durable the extent is just free heap space.
     pub(super) async fn grow(&mut self) -> Result<()> {
         let full = || Error::new(ErrorKind::NoSpace, "metadata area is full and cannot grow");
-        let (count, want, max, journaled) = {
+        let (count, want, max, journal) = {
             let sb = self.shared.superblock.lock();
             (
                 sb.meta_extents.len(),
                 sb.next_extent_order(),
                 sb.max_order,
-                sb.journal.is_some(),
+                sb.journal,
             )
         };
+        let journaled = journal.is_some();
         // Two-slot (format 3) stores are not converted: their superblock's
         // list is all they have.
         let limit = if journaled {
@@ -59,13 +60,45 @@ impl Committer {
             MAX_META_EXTENTS
         };
         if count >= limit {
-            return Err(full());
+            return Err(full().for_tuple_room());
         }
+        // A cache store's metadata area (tuple blocks, journal, extent
+        // table) stays within its share of the bound: the largest extent
+        // that keeps it there, or none (then the change evicts objects for
+        // tuple room instead).
+        // The checkpoint (index image and change map) is not the area's:
+        // written only into free heap, replaced, dropped.
+        let checkpoint = self.checkpoint.as_ref().map_or(0, |c| c.bytes());
+        let area = self
+            .shared
+            .metadata_bytes
+            .load(Ordering::Relaxed)
+            .saturating_sub(checkpoint);
+        let want = match self.shared.metadata_room(area, journal) {
+            None => want,
+            Some(room) => match (1..=want).rev().find(|&k| (BLOCK_SIZE as u64) << k <= room) {
+                Some(k) => k,
+                None => {
+                    return Err(Error::new(
+                        ErrorKind::NoSpace,
+                        format!(
+                            "the metadata area is at this cache's limit of {} bytes (half its \
+                             bound, room for its journal kept) and does not grow",
+                            self.shared.metadata_limit().unwrap_or(0)
+                        ),
+                    )
+                    .for_tuple_room())
+                }
+            },
+        };
         // A full heap grows the store file first (`grow`).
-        let piece =
-            crate::store::grow::with_room(&self.shared, (BLOCK_SIZE as u64) << want, |a| {
-                (1..=want).rev().find_map(|k| a.alloc(k)).ok_or_else(full)
-            })?;
+        let piece = crate::store::grow::with_room(&self.shared, (BLOCK_SIZE as u64) << want, |a| {
+            (1..=want).rev().find_map(|k| a.alloc(k)).ok_or_else(full)
+        })
+        .map_err(|e| match e.kind() {
+            ErrorKind::NoSpace => e.for_tuple_room(),
+            _ => e,
+        })?;
         let extent = MetaExtent {
             start: piece.start,
             order: piece.order,

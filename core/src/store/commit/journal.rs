@@ -189,7 +189,13 @@ impl Committer {
             (sb.journal.map_or(1, |j| j.order), sb.max_order)
         };
         let need = |k: usize| (usize::BITS - (k.max(2) - 1).leading_zeros()) as u8;
-        let order = current.max(need(2 * n)).min(max);
+        let mut order = current.max(need(2 * n)).min(max);
+        // A cache store's journal grows to its largest and no further (its
+        // metadata area has a limit): a group needing more is split, a
+        // batch was refused up front.
+        if let Some(largest) = self.shared.cache_journal_order() {
+            order = order.min(largest.max(current));
+        }
         if (1usize << order) < n {
             return Err(Error::new(
                 ErrorKind::TooLarge,

@@ -16,6 +16,13 @@
 //! * a cache store never grows past its bound: `max_capacity`, or without
 //!   one the size it has (`Shared::growth_limit`), so a put that finds no
 //!   room evicts instead of growing;
+//! * its metadata area (tuple blocks, journal, extent table) stops growing
+//!   at half the bound (`Shared::metadata_limit`, `Committer::grow`): a
+//!   change whose tuple finds no room then gets a `NoSpace` marked for
+//!   tuple room (`Error::for_tuple_room`), and its round evicts objects
+//!   until blocks have that room (inline objects first: a large object's
+//!   tuple frees a few bytes), so the other half is always there for
+//!   values and a cache of small objects never gets stuck (issue 43);
 //! * only one eviction round runs at a time, and a put that waited for
 //!   another's round tries again before evicting more (no eviction storm
 //!   when many writers find the store full at once).
@@ -41,6 +48,9 @@ const MAX_ROUNDS: usize = 64;
 /// room, which others took first (a bound against a bug, not a limit a
 /// working cache meets).
 const MAX_OTHERS: usize = 100_000;
+/// A cache store's metadata (tuple blocks, journal, tables) is held to its
+/// bound divided by this (`Shared::metadata_limit`).
+pub(crate) const METADATA_SHARE: u64 = 2;
 /// Most objects one round evicts (one commit group's worth of deletes).
 const MAX_VICTIMS: usize = 4096;
 
@@ -94,6 +104,51 @@ pub(crate) struct Victim {
     pub version: u64,
 }
 
+/// What the victims chosen so far free.
+#[derive(Default)]
+struct Freed {
+    /// Objects' bytes (sizes).
+    bytes: u64,
+    heap: u64,
+    tuples: usize,
+    /// Tuple bytes per block, and the most in one block.
+    per_block: std::collections::HashMap<u32, usize>,
+    /// Blocks with the target's `tuple` bytes freed in them.
+    blocks_with_room: usize,
+}
+
+impl Freed {
+    fn add(&mut self, target: Target, block: u32, tuple: usize, heap: u64, size: u64) {
+        self.bytes += size;
+        self.heap += heap;
+        self.tuples += tuple;
+        let here = self.per_block.entry(block).or_default();
+        let before = *here;
+        *here += tuple;
+        if let Target::Tuples { tuple: want, .. } = target {
+            if before < want && *here >= want {
+                self.blocks_with_room += 1;
+            }
+        }
+    }
+
+    fn enough(&self, target: Target) -> bool {
+        match target {
+            Target::Bytes { want, heap: true } => self.heap >= want,
+            Target::Bytes { want, heap: false } => self.bytes >= want,
+            Target::Tuples {
+                tuples,
+                count,
+                heap,
+                ..
+            } => {
+                (self.blocks_with_room >= count && self.tuples >= tuples)
+                    || heap.is_some_and(|h| self.heap >= h)
+            }
+        }
+    }
+}
+
 /// The room a put, an upload or a batch looks for: `bytes` as stored,
 /// whether they are heap bytes (a value above the inline threshold: then
 /// evicting inline objects, which free only tuple room, would not help),
@@ -102,7 +157,34 @@ pub(crate) struct Victim {
 pub(crate) struct Need<'a> {
     pub bytes: u64,
     pub heap: bool,
+    /// The largest tuple the change writes, and all its tuples together
+    /// (bytes, estimated from the keys and sizes): the tuple room it looks
+    /// for when the metadata area cannot grow.
+    pub tuple: usize,
+    pub tuples: usize,
+    /// How many tuples it writes.
+    pub count: usize,
     pub keys: &'a [&'a [u8]],
+}
+
+/// What an eviction round frees: heap room (a value's pieces, or a new
+/// metadata extent), or, when the metadata area cannot grow, tuple room in
+/// the tuple blocks.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    /// `want` bytes: of heap, when `heap` (inline objects free none and
+    /// are passed over), else of objects of any kind.
+    Bytes { want: u64, heap: bool },
+    /// `count` blocks with `tuple` bytes freed in each, and `tuples` freed
+    /// in all (what a batch's check, `Committer::apply_batch`, asks for);
+    /// or, when the metadata area may still grow, `heap` bytes of heap for
+    /// its next extent.
+    Tuples {
+        tuple: usize,
+        tuples: usize,
+        count: usize,
+        heap: Option<u64>,
+    },
 }
 
 /// What the commit path did with a victim.
@@ -125,44 +207,67 @@ pub(crate) fn is_held(e: &Entry) -> bool {
 }
 
 impl State {
-    /// Objects the policy gives up until they free `want` bytes of the
-    /// room `need` looks for (at least one, at most `max`), skipping any a
-    /// read holds, any of `need`'s keys and, for heap room, inline objects
-    /// (those go back to the main queue). Empty when nothing is tracked or
-    /// nothing qualifies.
-    fn choose_victims(&self, want: u64, max: usize, need: &Need<'_>) -> Vec<Victim> {
+    /// Objects the policy gives up until they free the room `target`
+    /// names (at least one, at most `max`), skipping any a read holds and
+    /// any of `need`'s keys. For heap room inline objects, which free none,
+    /// are passed over; for tuple room alone heap objects are, unless the
+    /// inline objects that qualify are not enough (a large value is not
+    /// given up for the few bytes its tuple frees while small ones can
+    /// go). Those passed over go
+    /// back to the main queue. Empty when nothing is tracked or nothing
+    /// qualifies.
+    fn choose_victims(&self, target: Target, max: usize, need: &Need<'_>) -> Vec<Victim> {
         let Some(p) = &self.policy else {
             return Vec::new();
         };
         let mut q = p.queues.lock();
         let mut out = Vec::new();
-        let mut freed = 0u64;
         let mut held = Vec::new();
-        let protected: Vec<EntryId> = need.keys.iter().filter_map(|k| self.index.get(k)).collect();
+        let mut passed = Vec::new();
+        let protected: std::collections::HashSet<EntryId> =
+            need.keys.iter().filter_map(|k| self.index.get(k)).collect();
         let weight_of = |id| self.entry(id).map(weight);
-        while out.len() < max && (out.is_empty() || freed < want) {
+        let heap_bytes = |e: &Entry| e.data.heap().map_or(0, |h| h.extent.bytes());
+        let passes = |e: &Entry| match target {
+            Target::Bytes { heap: true, .. } => heap_bytes(e) == 0,
+            Target::Tuples { heap: None, .. } => heap_bytes(e) > 0,
+            _ => false,
+        };
+        let mut freed = Freed::default();
+        while out.len() < max && (out.is_empty() || !freed.enough(target)) {
             let Some(c) = q.next_victim(&p.freq, weight_of) else {
                 break;
             };
-            let heap_bytes = |e: &Entry| e.data.heap().map_or(0, |h| h.extent.bytes());
             match self.entry(c.id) {
-                Some(e)
-                    if !is_held(e)
-                        && !protected.contains(&c.id)
-                        && (!need.heap || heap_bytes(e) > 0) =>
-                {
-                    freed += if need.heap { heap_bytes(e) } else { e.size() };
+                Some(e) if !is_held(e) && !protected.contains(&c.id) && !passes(e) => {
+                    freed.add(target, e.block, e.tuple_len(), heap_bytes(e), e.size());
                     out.push(Victim {
                         id: c.id,
                         version: e.version,
                     });
                 }
+                Some(e) if !is_held(e) && !protected.contains(&c.id) => passed.push(c),
                 Some(_) => held.push(c),
                 None => {}
             }
         }
+        // Tuple room the inline objects could not give: heap objects after
+        // all, in the policy's order.
+        let mut passed = passed.into_iter();
+        if matches!(target, Target::Tuples { .. }) {
+            while out.len() < max && (out.is_empty() || !freed.enough(target)) {
+                let Some(c) = passed.next() else { break };
+                if let Some(e) = self.entry(c.id) {
+                    freed.add(target, e.block, e.tuple_len(), heap_bytes(e), e.size());
+                    out.push(Victim {
+                        id: c.id,
+                        version: e.version,
+                    });
+                }
+            }
+        }
         // Back behind everything else, once the round has chosen.
-        for c in held {
+        for c in held.into_iter().chain(passed) {
             q.keep(c.id, c.weight);
         }
         out
@@ -223,22 +328,55 @@ impl Store {
         Ok(())
     }
 
+    /// The heap a cache's metadata area lacks to grow by its next extent,
+    /// when it may still grow by one within its limit (counting the
+    /// checkpoint in: never more than `Committer::grow` allows) and the
+    /// heap is what stops it; `None` otherwise (only freed tuples make
+    /// room then).
+    fn heap_for_next_extent(&self, free: u64) -> Option<u64> {
+        let s = self.shared();
+        let (bytes, journal) = {
+            let sb = s.superblock.lock();
+            ((BLOCK_SIZE as u64) << sb.next_extent_order(), sb.journal)
+        };
+        let room = s.metadata_room(s.metadata_bytes.load(Ordering::Relaxed), journal)?;
+        (bytes <= room && free < bytes).then(|| bytes - free)
+    }
+
     /// The room values of these sizes take, written under `keys`.
     pub(crate) fn need<'a>(
         &self,
         sizes: impl Iterator<Item = u64>,
         keys: &'a [&'a [u8]],
     ) -> Need<'a> {
+        use crate::meta::tuple::{inline_len, stored_len, TUPLE_HEADER_LEN};
         let inline = self.shared().settings.inline_threshold as u64;
+        let key = keys.iter().map(|k| k.len()).max().unwrap_or(0);
         let (mut bytes, mut heap, mut any) = (0u64, true, false);
+        let (mut tuple, mut tuples, mut count) = (0usize, 0usize, 0usize);
         for size in sizes {
-            bytes += crate::meta::tuple::stored_len(size);
+            bytes += stored_len(size);
             heap &= size > inline;
             any = true;
+            let len = if size <= inline {
+                // Without an expiry (a put with one may need a round more).
+                inline_len(key, size, false)
+            } else {
+                // A piece per set bit of its block count (more when the
+                // heap is cut up), a checksum per block up to 16.
+                let blocks = size.div_ceil(BLOCK_SIZE as u64);
+                TUPLE_HEADER_LEN + key + 2 + 8 * (blocks.count_ones() as usize + 4) + 65
+            };
+            tuple = tuple.max(len);
+            tuples += len;
+            count += 1;
         }
         Need {
             bytes,
             heap: heap && any,
+            tuple,
+            tuples,
+            count,
             keys,
         }
     }
@@ -264,7 +402,7 @@ impl Store {
             let seen = self.shared().evict.rounds.load(Ordering::Acquire);
             match attempt().await {
                 Err(e) if e.kind() == ErrorKind::NoSpace && rounds.more() => {
-                    let r = self.evict(&need, seen).await?;
+                    let r = self.evict(&need, e.wants_tuple_room(), seen).await?;
                     if !rounds.count(r) {
                         return Err(nothing_to_evict(e));
                     }
@@ -289,7 +427,7 @@ impl Store {
             let seen = self.shared().evict.rounds.load(Ordering::Acquire);
             match attempt() {
                 Err(e) if e.kind() == ErrorKind::NoSpace && rounds.more() => {
-                    let r = crate::io::block_on(self.evict(&need, seen))?;
+                    let r = crate::io::block_on(self.evict(&need, e.wants_tuple_room(), seen))?;
                     if !rounds.count(r) {
                         return Err(nothing_to_evict(e));
                     }
@@ -299,19 +437,62 @@ impl Store {
         }
     }
 
-    /// One eviction round: objects worth `needed` bytes beyond what is
-    /// free now (at least one object) deleted through the commit path, all
-    /// in one group. When another round finished since the caller saw
-    /// `seen`, none: the caller tries again first.
-    async fn evict(&self, need: &Need<'_>, seen: u64) -> Result<Round> {
+    /// For a caller that runs its own attempts (a bulk load's commit,
+    /// whose prefix commits and whose rest tries again): the eviction
+    /// rounds finished so far, read before an attempt.
+    pub(crate) fn eviction_rounds(&self) -> u64 {
+        self.shared().evict.rounds.load(Ordering::Acquire)
+    }
+
+    /// For such a caller: after attempt `e` (a `NoSpace`, begun when
+    /// [`eviction_rounds`](Self::eviction_rounds) was `seen`), one round
+    /// evicting for `need`; `Ok` to try again, else the error to give up
+    /// with (`e`, saying nothing is left to evict, or the round's own).
+    pub(crate) async fn evict_after(
+        &self,
+        need: &Need<'_>,
+        e: Error,
+        seen: u64,
+        rounds: &mut Rounds,
+    ) -> Result<()> {
+        if !self.evicts() || e.kind() != ErrorKind::NoSpace || !rounds.more() {
+            return Err(e);
+        }
+        let r = self.evict(need, e.wants_tuple_room(), seen).await?;
+        if rounds.count(r) {
+            Ok(())
+        } else {
+            Err(nothing_to_evict(e))
+        }
+    }
+
+    /// One eviction round: objects worth the room `need` looks for beyond
+    /// what is free now (at least one object) deleted through the commit
+    /// path, all in one group: heap room, or, when the attempt found the
+    /// metadata area unable to grow (`tuple_room`), tuple room. When
+    /// another round finished since the caller saw `seen`, none: the
+    /// caller tries again first.
+    async fn evict(&self, need: &Need<'_>, tuple_room: bool, seen: u64) -> Result<Round> {
         let s = self.shared();
         let _round = s.evict.running.lock().await;
         if s.evict.rounds.load(Ordering::Acquire) != seen {
             return Ok(Round::Others);
         }
         let free = s.alloc.lock().free_blocks() * BLOCK_SIZE as u64;
-        let want = need.bytes.saturating_sub(free).max(1);
-        let victims = s.state.read().choose_victims(want, MAX_VICTIMS, need);
+        let target = if tuple_room {
+            Target::Tuples {
+                tuple: need.tuple,
+                tuples: need.tuples,
+                count: need.count,
+                heap: self.heap_for_next_extent(free),
+            }
+        } else {
+            Target::Bytes {
+                want: need.bytes.saturating_sub(free).max(1),
+                heap: need.heap,
+            }
+        };
+        let victims = s.state.read().choose_victims(target, MAX_VICTIMS, need);
         let asks = victims.iter().map(|&v| async move {
             let r = self
                 .submit(|reply| request::Request::Evict {
@@ -370,7 +551,7 @@ enum Round {
 
 /// The rounds one put has run or waited out.
 #[derive(Default)]
-struct Rounds {
+pub(crate) struct Rounds {
     own: usize,
     others: usize,
 }
@@ -402,7 +583,7 @@ fn nothing_to_evict(e: Error) -> Error {
         format!(
             "{}; the cache has nothing left it may evict for this (it keeps objects being read \
              or written and the keys this change writes, and evicts no inline object for heap \
-             room; the metadata area does not shrink)",
+             room)",
             e.message()
         ),
     )
