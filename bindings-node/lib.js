@@ -728,6 +728,18 @@ class Store {
     const got = await call(() => this.#n.getMany(keys.map((k) => keyOf(k, this.getMany))))
     return got.map((b) => b ?? undefined)
   }
+  /**
+   * Synchronous `getMany` (blocks the event loop; for scripts): the same
+   * answer, each key read as `getSync` reads it.
+   */
+  getManySync(keys) {
+    arity(arguments.length, 1, 'getManySync(keys)', this.getManySync)
+    if (!Array.isArray(keys)) {
+      throw failure('INVALID_ARGUMENT', `getManySync takes an array of keys, not ${describe(keys)}`, this.getManySync)
+    }
+    const got = callSync(() => this.#n.getManySync(keys.map((k) => keyOf(k, this.getManySync))))
+    return got.map((b) => b ?? undefined)
+  }
 }
 
 /**

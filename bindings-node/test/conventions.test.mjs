@@ -79,6 +79,7 @@ test('an extra argument is refused, never ignored', async () => {
     const throwing = {
       'putSync(k, v, c, extra)': () => s.putSync('k', Buffer.from('w'), null, 1),
       'getSync(k, extra)': () => s.getSync('k', 'utf8'),
+      'getManySync(keys, extra)': () => s.getManySync(['k'], 'utf8'),
       'readSync(k, o, l, extra)': () => s.readSync('k', 0, 1, 1),
       'readIntoSync(k, b, o, extra)': () => s.readIntoSync('k', Buffer.alloc(1), 0, 1),
       'statSync(k, extra)': () => s.statSync('k', 1),
