@@ -722,6 +722,7 @@ class Store {
    * keys are read independently, not as one snapshot.
    */
   async getMany(keys) {
+    arity(arguments.length, 1, 'getMany(keys)', this.getMany)
     if (!Array.isArray(keys)) {
       throw failure('INVALID_ARGUMENT', `getMany takes an array of keys, not ${describe(keys)}`, this.getMany)
     }

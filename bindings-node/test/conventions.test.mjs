@@ -72,6 +72,7 @@ test('an extra argument is refused, never ignored', async () => {
       'compact(extra)': () => s.compact(1),
       'Store.open(path, options, extra)': () => Store.open(path + '.2', {}, 1),
       'list(prefix, extra)': async () => { for await (const _ of s.list('', 1)) break },
+      'getMany(keys, extra)': () => s.getMany(['k'], 'utf8'),
     }
     for (const [what, call] of Object.entries(rejecting)) {
       await assert.rejects(call(), extra, what)
