@@ -26,7 +26,8 @@
 //!   `Fst` list from memory), and skip keys that are not valid
 //!   `object_store` paths (written through another API, e.g. non-UTF-8 or
 //!   with empty segments);
-//! * the e-tag is the object's version, `last_modified` its commit time;
+//! * the e-tag is the object's version (quoted on object_store 0.14, see
+//!   below), `last_modified` its commit time;
 //!   `PutMode::Create` and `PutMode::Update` are blobcask's conditional
 //!   puts, decided in commit order;
 //! * a ranged get is one store read; `get_ranges` merges ranges at most
