@@ -186,6 +186,13 @@ export declare class Store {
    */
   getMany(keys: Array<string | Uint8Array>): Promise<Array<Buffer | null>>
   /**
+   * Synchronous `getMany`: the keys read one after another on the
+   * calling thread, each as `getSync` reads it (`null` for a key without
+   * one; lib.js gives `undefined`). Any error but a miss fails the call.
+   * Not one snapshot.
+   */
+  getManySync(keys: Array<string | Uint8Array>): Array<Buffer | null>
+  /**
    * Synchronous `grow` (blocks the event loop while the file system
    * reserves the space; for scripts).
    */

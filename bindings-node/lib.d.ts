@@ -445,6 +445,8 @@ export declare class Store {
   batchSync(operations: BatchOperation[]): Array<ObjectInfo | boolean>
   /** The whole object of each key, in order; `undefined` for a miss. */
   getMany(keys: Key[]): Promise<Array<Buffer | undefined>>
+  /** Synchronous `getMany` (blocks the event loop; for scripts). */
+  getManySync(keys: Key[]): Array<Buffer | undefined>
   /** Whether `key` has an object (no I/O). */
   has(key: Key): boolean
   /**

@@ -748,10 +748,23 @@ class Store {
    * keys are read independently, not as one snapshot.
    */
   async getMany(keys) {
+    arity(arguments.length, 1, 'getMany(keys)', this.getMany)
     if (!Array.isArray(keys)) {
       throw failure('INVALID_ARGUMENT', `getMany takes an array of keys, not ${describe(keys)}`, this.getMany)
     }
     const got = await call(() => this.#n.getMany(keys.map((k) => keyOf(k, this.getMany))))
+    return got.map((b) => b ?? undefined)
+  }
+  /**
+   * Synchronous `getMany` (blocks the event loop; for scripts): the same
+   * answer, each key read as `getSync` reads it.
+   */
+  getManySync(keys) {
+    arity(arguments.length, 1, 'getManySync(keys)', this.getManySync)
+    if (!Array.isArray(keys)) {
+      throw failure('INVALID_ARGUMENT', `getManySync takes an array of keys, not ${describe(keys)}`, this.getManySync)
+    }
+    const got = callSync(() => this.#n.getManySync(keys.map((k) => keyOf(k, this.getManySync))))
     return got.map((b) => b ?? undefined)
   }
 }

@@ -83,6 +83,13 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test (unit, behaviour, model, crash, loop device; DataFusion runs SQL over Parquet in blobcask, answers checked)"
 cargo test --workspace --locked
 
+step "blobcask-object-store on object_store 0.14: clippy, its tests (object_store's conformance suites on 0.14; the run above is 0.13) and docs"
+# One more build of that crate and its test binaries (not of the workspace:
+# the core keeps the workspace's tokio features, see core/Cargo.toml).
+cargo clippy --locked -q -p blobcask-object-store --all-targets --no-default-features --features object_store_014 -- -D warnings
+cargo test --locked -q -p blobcask-object-store --no-default-features --features object_store_014
+RUSTDOCFLAGS="-D warnings" cargo doc --locked -q -p blobcask-object-store --no-deps --no-default-features --features object_store_014
+
 step "criterion micro benches in test mode (each runs once; no timing)"
 micro=$(cargo test --locked -q -p blobcask-bench -p blobcask-object-store --benches 2>&1) || { echo "$micro"; exit 1; }
 echo "micro benches passed: $(grep -c '^Success' <<<"$micro")"

@@ -1,6 +1,7 @@
 //! `Store.batch(operations)`: puts and deletes committed all or nothing,
 //! as classic-level's `batch([{ type: 'put', key, value }, { type: 'del',
-//! key }])`, each with its own conditions; and `Store.getMany(keys)`.
+//! key }])`, each with its own conditions; and `Store.getMany(keys)` /
+//! `getManySync(keys)`.
 //! lib.js checks the array's shape and sets `batchOp` on the error of a
 //! refused batch (the core names the operation in its message).
 
@@ -13,7 +14,7 @@ use crate::errors::{invalid, js_err};
 use crate::host::Promise;
 use crate::records::{js, Js};
 use crate::results::ObjectBytes;
-use crate::store::Store;
+use crate::store::{get_whole_sync, Store};
 
 /// One operation of a batch.
 #[napi(object)]
@@ -120,5 +121,25 @@ impl Store {
                 .map(|b| b.map(|b| ObjectBytes::new(b, copy)))
                 .collect::<Vec<_>>())
         })
+    }
+
+    /// Synchronous `getMany`: the keys read one after another on the
+    /// calling thread, each as `getSync` reads it (`null` for a key without
+    /// one; lib.js gives `undefined`). Any error but a miss fails the call.
+    /// Not one snapshot.
+    #[napi(ts_return_type = "Array<Buffer | null>")]
+    pub fn get_many_sync(
+        &self,
+        keys: Vec<Either<String, Uint8Array>>,
+    ) -> Result<Vec<Option<ObjectBytes>>> {
+        self.check_open()?;
+        let keys: Vec<Bytes> = keys.into_iter().map(key_of).collect();
+        let store = self.blocking();
+        keys.into_iter()
+            .map(|key| match get_whole_sync(&store, key)? {
+                Either::A(bytes) => Ok(Some(bytes)),
+                Either::B(()) => Ok(None),
+            })
+            .collect()
     }
 }

@@ -130,6 +130,21 @@ impl Store {
 
 /// A read's outcome with a miss as `()`, which JavaScript sees as
 /// `undefined` (NOT_FOUND is no error for `get`); any other error as it is.
+/// The whole object of `key`, read on the calling thread (`getSync`, and
+/// each key of `getManySync`): `Either::B` when it has none. Results over
+/// `COPY_UP_TO` are read as owned bytes and lent, not copied.
+pub(crate) fn get_whole_sync(
+    store: &engine::blocking::Store,
+    key: Bytes,
+) -> Result<Either<ObjectBytes, ()>> {
+    let options = read_options(store, &key, 0, u64::MAX);
+    found(
+        store
+            .read_with(key, 0, u64::MAX, options)
+            .map(|bytes| ObjectBytes::new(bytes, options)),
+    )
+}
+
 fn found<T>(read: engine::Result<T>) -> Result<Either<T, ()>> {
     match read {
         Ok(v) => Ok(Either::A(v)),
@@ -422,14 +437,7 @@ impl Store {
     #[napi(ts_return_type = "Buffer | undefined")]
     pub fn get_sync(&self, key: Either<String, Uint8Array>) -> Result<Either<ObjectBytes, ()>> {
         self.check_open()?;
-        let key = key_of(key);
-        let store = self.blocking();
-        let options = read_options(&store, &key, 0, u64::MAX);
-        found(
-            store
-                .read_with(key, 0, u64::MAX, options)
-                .map(|bytes| ObjectBytes::new(bytes, options)),
-        )
+        get_whole_sync(&self.blocking(), key_of(key))
     }
 
     /// Synchronous `read`.

@@ -1,8 +1,9 @@
 // Atomic batches (`store.batch([{ type: 'put', ... }, { type: 'del', ... }])`,
-// as classic-level's) and getMany.
+// as classic-level's) and getMany / getManySync.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 
 import { BlobcaskError } from '../lib.mjs'
 import { withStore } from './helpers.mjs'
@@ -78,4 +79,50 @@ test('getMany returns each value in order and undefined for a miss', async () =>
     assert.deepEqual(await s.getMany([]), [])
     await assert.rejects(s.getMany('abc'), (e) => e.code === 'INVALID_ARGUMENT')
   })
+})
+
+test('getManySync gives what getMany gives: each value in order, undefined for a miss', async () => {
+  await withStore({}, async (s) => {
+    const big = randomBytes(70_000)
+    // Over 1 MiB: lent to JavaScript rather than copied (src/results.rs).
+    const huge = randomBytes(3 << 20)
+    await s.put('a', Buffer.from('1'))
+    await s.put('c', big)
+    await s.put('h', huge)
+    await s.put('empty', Buffer.alloc(0))
+    const keys = ['c', 'b', Buffer.from('a'), 'h', 'empty', 'c']
+    const expected = [big, undefined, Buffer.from('1'), huge, Buffer.alloc(0), big]
+    const got = s.getManySync(keys)
+    assert.ok(Array.isArray(got))
+    assert.deepEqual(got, expected)
+    assert.deepEqual(got, await s.getMany(keys))
+    for (const b of got.filter((b) => b !== undefined)) assert.ok(Buffer.isBuffer(b))
+    // The Buffers are the caller's: writing into them changes nothing stored.
+    got[0][0] ^= 0xff
+    got[3][0] ^= 0xff
+    assert.deepEqual(s.getManySync(['c', 'h']), [big, huge])
+    assert.deepEqual(s.getManySync([]), [])
+  })
+})
+
+test('getManySync refuses what getMany refuses, and extra arguments', async () => {
+  await withStore({}, async (s) => {
+    await s.put('a', Buffer.from('1'))
+    for (const bad of ['abc', undefined, { 0: 'a', length: 1 }]) {
+      assert.throws(() => s.getManySync(bad), (e) => e instanceof BlobcaskError && e.code === 'INVALID_ARGUMENT', String(bad))
+      await assert.rejects(s.getMany(bad), (e) => e.code === 'INVALID_ARGUMENT', String(bad))
+    }
+    // A bad key anywhere refuses the whole call.
+    for (const keys of [['a', ''], ['a', 5]]) {
+      assert.throws(() => s.getManySync(keys), (e) => e.code === 'INVALID_ARGUMENT', String(keys))
+      await assert.rejects(s.getMany(keys), (e) => e.code === 'INVALID_ARGUMENT', String(keys))
+    }
+    assert.throws(() => s.getManySync(['a'], 'utf8'), (e) => e.code === 'INVALID_ARGUMENT')
+  })
+})
+
+test('lib.d.ts declares getManySync beside getMany', () => {
+  const dts = readFileSync(new URL('../lib.d.ts', import.meta.url), 'utf8')
+  assert.match(dts, /\n\s*getMany\(keys: Key\[\]\): Promise<Array<Buffer \| undefined>>\n/)
+  assert.match(dts, /\n\s*getManySync\(keys: Key\[\]\): Array<Buffer \| undefined>\n/)
 })

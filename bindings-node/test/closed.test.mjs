@@ -43,6 +43,7 @@ function storeCalls(s, dir) {
     batch: () => s.batch([{ type: 'put', key: 'k', value: Buffer.from('x') }]),
     batchSync: () => s.batchSync([{ type: 'del', key: 'k' }]),
     getMany: () => s.getMany(['k']),
+    getManySync: () => s.getManySync(['k']),
   }
 }
 
@@ -50,7 +51,7 @@ function storeCalls(s, dir) {
 const NOT_CALLS = new Set(['constructor', 'close', 'closeSync'])
 
 /** Methods that throw; the others return a Promise that rejects. */
-const SYNC = new Set(['has', 'listUploads', 'abortUpload', 'stats', 'putSync', 'getSync', 'readSync', 'readIntoSync', 'statSync', 'deleteSync', 'growSync', 'syncSync', 'backupSync', 'compactSync', 'batchSync'])
+const SYNC = new Set(['has', 'listUploads', 'abortUpload', 'stats', 'putSync', 'getSync', 'readSync', 'readIntoSync', 'statSync', 'deleteSync', 'growSync', 'syncSync', 'backupSync', 'compactSync', 'batchSync', 'getManySync'])
 
 test('the table below covers every Store method', () => {
   const listed = new Set(Object.keys(storeCalls({}, '/nowhere')))

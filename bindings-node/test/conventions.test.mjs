@@ -72,6 +72,7 @@ test('an extra argument is refused, never ignored', async () => {
       'compact(extra)': () => s.compact(1),
       'Store.open(path, options, extra)': () => Store.open(path + '.2', {}, 1),
       'list(prefix, extra)': async () => { for await (const _ of s.list('', 1)) break },
+      'getMany(keys, extra)': () => s.getMany(['k'], 'utf8'),
     }
     for (const [what, call] of Object.entries(rejecting)) {
       await assert.rejects(call(), extra, what)
@@ -79,6 +80,7 @@ test('an extra argument is refused, never ignored', async () => {
     const throwing = {
       'putSync(k, v, c, extra)': () => s.putSync('k', Buffer.from('w'), null, 1),
       'getSync(k, extra)': () => s.getSync('k', 'utf8'),
+      'getManySync(keys, extra)': () => s.getManySync(['k'], 'utf8'),
       'readSync(k, o, l, extra)': () => s.readSync('k', 0, 1, 1),
       'readIntoSync(k, b, o, extra)': () => s.readIntoSync('k', Buffer.alloc(1), 0, 1),
       'statSync(k, extra)': () => s.statSync('k', 1),

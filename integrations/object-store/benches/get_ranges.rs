@@ -8,7 +8,10 @@
 use std::ops::Range;
 
 use blobcask::{Options, Store};
-use blobcask_object_store::BlobcaskObjectStore;
+#[cfg(not(feature = "object_store_014"))]
+use blobcask_object_store::v013::{object_store, BlobcaskObjectStore};
+#[cfg(feature = "object_store_014")]
+use blobcask_object_store::v014::{object_store, BlobcaskObjectStore};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use futures::future::try_join_all;
 use object_store::path::Path;

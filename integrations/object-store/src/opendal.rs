@@ -20,6 +20,8 @@ use async_trait::async_trait;
 use blobcask::Store;
 use bytes::Bytes;
 use futures::stream::BoxStream;
+
+use crate::v013::object_store;
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,

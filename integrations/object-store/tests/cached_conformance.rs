@@ -13,7 +13,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use blobcask::{Options, Store};
-use blobcask_object_store::{CachedObjectStore, Freshness};
+// The object_store version under test: 0.14 when its feature is on (also
+// with both features), else 0.13 (the default build); scripts/test.sh runs
+// the file once per version.
+#[cfg(not(feature = "object_store_014"))]
+use blobcask_object_store::v013::{object_store, CachedObjectStore, Freshness};
+#[cfg(feature = "object_store_014")]
+use blobcask_object_store::v014::{object_store, CachedObjectStore, Freshness};
 use object_store::integration::*;
 use object_store::memory::InMemory;
 

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use blobcask::{Options, Store};
-use blobcask_object_store::{CachedObjectStore, Freshness};
+// S3 through object_store 0.13 (the `s3` feature enables it).
+use blobcask_object_store::v013::{object_store, CachedObjectStore, Freshness};
 use common::Moto;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};

@@ -13,7 +13,8 @@ mod common;
 use std::sync::Arc;
 
 use blobcask::{IndexKind, Options, Store};
-use blobcask_object_store::BlobcaskObjectStore;
+// S3 through object_store 0.13 (the `s3` feature enables it).
+use blobcask_object_store::v013::{object_store, BlobcaskObjectStore};
 use common::Moto;
 use futures::TryStreamExt;
 use object_store::path::Path;

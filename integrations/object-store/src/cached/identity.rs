@@ -14,6 +14,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::object_store;
 use chrono::{DateTime, Utc};
 use object_store::path::Path;
 use object_store::{GetOptions, ObjectMeta};

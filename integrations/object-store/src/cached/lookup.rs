@@ -2,6 +2,7 @@
 //! the cache store, trusted as the freshness rule allows, else the
 //! remote's `head`; and forgetting what the cache holds of an object.
 
+use super::object_store;
 use blobcask::MAX_KEY_LEN;
 use futures::future::join_all;
 use object_store::path::Path;
@@ -9,8 +10,8 @@ use object_store::{ObjectMeta, ObjectStoreExt, Result};
 
 use super::identity::{piece_key, record_key, Identity, Piece, Record};
 use super::options::Freshness;
-use super::stats::Counters;
 use super::Inner;
+use crate::tier::Counters;
 
 /// The version a read serves: its metadata as the remote gave it.
 #[derive(Debug, Clone)]

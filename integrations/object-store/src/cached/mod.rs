@@ -2,11 +2,15 @@
 //! front of any `ObjectStore` (S3, an S3-compatible cluster, …).
 //!
 //! ```no_run
+//! # #[cfg(feature = "object_store_013")]
+//! # use blobcask_object_store::v013::{object_store, CachedObjectStore};
+//! # #[cfg(not(feature = "object_store_013"))]
+//! # use blobcask_object_store::v014::{object_store, CachedObjectStore};
 //! # async fn demo(remote: std::sync::Arc<dyn object_store::ObjectStore>)
 //! #     -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
 //! use blobcask::{Options, Store};
-//! use blobcask_object_store::{CachedObjectStore, Freshness};
+//! use blobcask_object_store::Freshness;
 //! use object_store::{path::Path, ObjectStoreExt};
 //!
 //! let cache = Store::open("cache.bcask", Options::default()).await?;
@@ -65,7 +69,6 @@ mod identity;
 mod lookup;
 mod options;
 mod read;
-mod stats;
 mod write;
 
 use std::fmt;
@@ -76,20 +79,22 @@ use async_trait::async_trait;
 use blobcask::Store;
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt};
+
+use super::{compat, object_store};
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
     ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
 };
 
+pub use crate::tier::TierStats;
 pub use options::{
     CachedObjectStoreBuilder, Clock, Freshness, CHUNK_ALIGN, DEFAULT_CHUNK_SIZE, DEFAULT_FRESHNESS,
     DEFAULT_READ_ATTEMPTS, DEFAULT_WHOLE_OBJECT_LIMIT,
 };
-pub use stats::TierStats;
 
+use crate::tier::Counters;
 use read::Miss;
-use stats::Counters;
 
 /// The name errors of the tier carry as their store.
 const STORE: &str = "blobcask-cache";
@@ -184,12 +189,12 @@ impl Inner {
 }
 
 fn answer(meta: ObjectMeta, range: Range<u64>, data: Bytes) -> GetResult {
-    GetResult {
-        payload: GetResultPayload::Stream(stream::once(async move { Ok(data) }).boxed()),
+    compat::get_result(
+        GetResultPayload::Stream(stream::once(async move { Ok(data) }).boxed()),
         meta,
         range,
-        attributes: Default::default(),
-    }
+        Default::default(),
+    )
 }
 
 #[async_trait]

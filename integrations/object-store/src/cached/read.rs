@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+use super::object_store;
 use blobcask::ErrorKind;
 use bytes::{Bytes, BytesMut};
 use futures::future::{join_all, try_join_all};
@@ -13,8 +14,8 @@ use object_store::{GetOptions, GetRange};
 
 use super::identity::{piece_key, Piece};
 use super::lookup::Version;
-use super::stats::Counters;
 use super::Inner;
+use crate::tier::Counters;
 
 /// Why serving one version failed.
 pub(crate) enum Miss {

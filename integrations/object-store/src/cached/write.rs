@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::object_store;
 use async_trait::async_trait;
 use object_store::path::Path;
 use object_store::{MultipartUpload, PutResult, Result, UploadPart};

@@ -4,7 +4,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 
-use object_store::aws::{AmazonS3, AmazonS3Builder};
+use blobcask_object_store::v013::object_store::aws::{AmazonS3, AmazonS3Builder};
 
 /// moto's S3 server on a free loopback port, with the bucket made; stops
 /// when dropped (its stdin closes).

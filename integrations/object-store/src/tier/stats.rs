@@ -3,8 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Counts since the tier was built (see
-/// [`CachedObjectStore::stats`](super::CachedObjectStore::stats)).
+/// Counts since the tier was built (see `CachedObjectStore::stats`).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct TierStats {
