@@ -202,6 +202,12 @@ impl Store {
                 "bulk_load committed the first {done} objects and stopped"
             ))
         };
+        // A cache store writes one batch at a time and commits it before
+        // the next: the load's own values written and not yet committed
+        // cannot be evicted, so two of them in flight could need more room
+        // than a cache gives, where each alone fits (a put of it does).
+        let one_at_a_time = self.evicts();
+        let write_ahead = if one_at_a_time { 1 } else { WRITE_AHEAD };
         let mut writes: FuturesOrdered<WriteFut<'_>> = FuturesOrdered::new();
         let mut committing: Option<CommitFut<'_>> = None;
         let mut written: (Vec<Staged>, u64) = (Vec::new(), 0);
@@ -217,7 +223,8 @@ impl Store {
             while failure.is_none()
                 && !exhausted
                 && committing.is_none()
-                && writes.len() < WRITE_AHEAD
+                && writes.len() < write_ahead
+                && !(one_at_a_time && !written.0.is_empty())
             {
                 match next_batch() {
                     Some((batch, bytes)) => {
@@ -230,7 +237,7 @@ impl Store {
             }
             let group_ready = written.0.len() >= commit_objects
                 || written.1 >= commit_bytes
-                || (exhausted && writes.is_empty() && !written.0.is_empty());
+                || ((exhausted || one_at_a_time) && writes.is_empty() && !written.0.is_empty());
             if failure.is_none() && committing.is_none() && group_ready {
                 committing = Some(Box::pin(self.commit_batch(std::mem::take(&mut written))));
             }

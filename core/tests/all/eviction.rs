@@ -1019,3 +1019,33 @@ fn a_cache_batch_fits_the_journal_its_metadata_limit_leaves_room_for() {
     let st = s.stats();
     assert!(st.metadata_bytes <= 2 << 20, "{st:?}");
 }
+
+/// A bulk load into a cache full of small objects takes values that a put
+/// takes one at a time: the load writes and commits one batch at a time in
+/// a cache, so its own uncommitted values (which cannot be evicted) never
+/// need room together. Before, the next batch's value was written while
+/// the last one's group committed, and 2–6 loads of 10 failed with
+/// `NoSpace` ("nothing left it may evict"). Found by a hostile tester.
+#[test]
+fn a_bulk_load_into_a_full_cache_takes_values_a_put_takes_alone() {
+    const SIZE: usize = 1_400_000;
+    for attempt in 0..10u64 {
+        let s = mem_cache(4 << 20);
+        let mut i = 0u64;
+        while s.stats().evictions == 0 {
+            s.put(format!("fill/{i}"), pattern(i, 300)).unwrap();
+            i += 1;
+        }
+        for j in 0..4u64 {
+            s.put(format!("p{j}"), pattern(j, SIZE))
+                .unwrap_or_else(|e| panic!("put {j}: {e}"));
+        }
+        let items = (0..4u64).map(|j| (format!("l{j}"), pattern(100 + j, SIZE)));
+        let report = s
+            .bulk_load(items)
+            .unwrap_or_else(|e| panic!("attempt {attempt}: {e}"));
+        assert_eq!(report.objects, 4);
+        // The last value loaded is there and whole.
+        assert_eq!(s.get("l3").unwrap(), pattern(103, SIZE));
+    }
+}
