@@ -304,11 +304,19 @@ impl Store {
         }
         let limit = self.max_batch_ops();
         if ops.len() > limit {
+            // A cache's journal is held within its metadata share, which
+            // grows with its bound.
+            let why = if self.evicts() {
+                "within the metadata journal this cache's bound leaves room for; split the \
+                 batch, or open the cache with a larger max_capacity"
+            } else {
+                "within the largest metadata journal; split the batch"
+            };
             return Err(ctx(Error::new(
                 ErrorKind::TooLarge,
                 format!(
                     "a batch holds at most {limit} operations on this store (one commit group \
-                     within the largest metadata journal); nothing was written"
+                     {why}); nothing was written"
                 ),
             )));
         }

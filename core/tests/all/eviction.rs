@@ -1013,6 +1013,12 @@ fn a_cache_batch_fits_the_journal_its_metadata_limit_leaves_room_for() {
     let evicted = s.stats().evictions;
     let err = batch(65).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::TooLarge, "{err}");
+    // It says what to do about it.
+    assert!(
+        err.to_string().contains("split the batch")
+            && err.to_string().contains("larger max_capacity"),
+        "{err}"
+    );
     assert_eq!(s.stats().evictions, evicted);
     batch(64).unwrap_or_else(|e| panic!("{e}; {:?}", s.stats()));
     assert_eq!(s.get("b64/63").unwrap(), pattern(63, 1000));
