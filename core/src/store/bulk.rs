@@ -224,7 +224,7 @@ impl Store {
                 && !exhausted
                 && committing.is_none()
                 && writes.len() < write_ahead
-                && !(one_at_a_time && !written.0.is_empty())
+                && (!one_at_a_time || written.0.is_empty())
             {
                 match next_batch() {
                     Some((batch, bytes)) => {
