@@ -729,13 +729,18 @@ class Store {
    * that operation. Values are copied before this returns.
    */
   async batch(operations) {
+    const given = arguments.length
     try {
-      return await call(() => this.#n.batch(operationsOf(operations, this.batch)))
+      return await call(() => {
+        arity(given, 1, 'batch(operations)', this.batch)
+        return this.#n.batch(operationsOf(operations, this.batch))
+      })
     } catch (e) {
       throw withBatchOp(e)
     }
   }
   batchSync(operations) {
+    arity(arguments.length, 1, 'batchSync(operations)', this.batchSync)
     try {
       return callSync(() => this.#n.batchSync(operationsOf(operations, this.batchSync)))
     } catch (e) {

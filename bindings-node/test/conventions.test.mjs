@@ -71,6 +71,7 @@ test('an extra argument is refused, never ignored', async () => {
       'backup(dest, extra)': () => s.backup(path + '.copy', { progress() {} }),
       'compact(extra)': () => s.compact(1),
       'Store.open(path, options, extra)': () => Store.open(path + '.2', {}, 1),
+      'batch(operations, options)': () => s.batch([{ type: 'put', key: 'b', value: Buffer.from('v') }], { sync: true }),
       'list(prefix, extra)': async () => { for await (const _ of s.list('', 1)) break },
       'getMany(keys, extra)': () => s.getMany(['k'], 'utf8'),
     }
@@ -81,6 +82,7 @@ test('an extra argument is refused, never ignored', async () => {
       'putSync(k, v, c, extra)': () => s.putSync('k', Buffer.from('w'), null, 1),
       'getSync(k, extra)': () => s.getSync('k', 'utf8'),
       'getManySync(keys, extra)': () => s.getManySync(['k'], 'utf8'),
+      'batchSync(operations, options)': () => s.batchSync([{ type: 'del', key: 'k' }], { sync: true }),
       'readSync(k, o, l, extra)': () => s.readSync('k', 0, 1, 1),
       'readIntoSync(k, b, o, extra)': () => s.readIntoSync('k', Buffer.alloc(1), 0, 1),
       'statSync(k, extra)': () => s.statSync('k', 1),
