@@ -181,7 +181,9 @@ impl KeyIndex for HashIndex {
             .into_iter()
             .map(|(k, id)| (self.of(&k), id))
             .collect();
-        fps.sort_unstable();
+        // Stable, by fingerprint only: a key given twice keeps its last
+        // id, as every backend's `load` does.
+        fps.sort_by_key(|&(fp, _)| fp);
         if self.is_empty() && self.load_sorted(&fps).is_ok() {
             return;
         }
@@ -320,6 +322,20 @@ mod tests {
             let want = (i >= 20_000 || i % 3 != 0).then_some(i);
             assert_eq!(ix.get(format!("key/{i}").as_bytes()), want, "key/{i}");
         }
+    }
+
+    /// `load` with a key given twice keeps the id given last, as the
+    /// ordered backends do (found by a hostile review: it kept the larger).
+    #[test]
+    fn a_key_loaded_twice_keeps_its_last_id() {
+        let mut ix = HashIndex::default();
+        ix.load(vec![
+            (b"a".to_vec().into_boxed_slice(), 9),
+            (b"b".to_vec().into_boxed_slice(), 1),
+            (b"a".to_vec().into_boxed_slice(), 3),
+        ]);
+        assert_eq!((ix.get(b"a"), ix.get(b"b"), ix.len()), (Some(3), Some(1), 2));
+        check(&ix);
     }
 
     /// No key bytes are kept: the index lists none, and two indexes made
