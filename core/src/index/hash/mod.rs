@@ -334,7 +334,10 @@ mod tests {
             (b"b".to_vec().into_boxed_slice(), 1),
             (b"a".to_vec().into_boxed_slice(), 3),
         ]);
-        assert_eq!((ix.get(b"a"), ix.get(b"b"), ix.len()), (Some(3), Some(1), 2));
+        assert_eq!(
+            (ix.get(b"a"), ix.get(b"b"), ix.len()),
+            (Some(3), Some(1), 2)
+        );
         check(&ix);
     }
 
