@@ -9,13 +9,26 @@
 //! BLOBCASK_TEST_PYTHON=/path/to/python-with-moto \
 //!   cargo run --release -p blobcask-datafusion-example --features s3 \
 //!   --bin cache-tier-bench -- [--rows N] [--rounds R]
+//!
+//! AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... \
+//!   cargo run --release -p blobcask-datafusion-example --features s3 \
+//!   --bin cache-tier-bench -- --endpoint http://127.0.0.1:3900 \
+//!   --bucket NAME [--region garage] [--rows N] [--rounds R]
 //! ```
 //!
-//! The S3 endpoint is moto's server on 127.0.0.1, started here (a Python
-//! with `moto[server]` and `boto3`, named by `BLOBCASK_TEST_PYTHON`). Every
-//! row runs once per round, the rows taking turns, and each run has a new
-//! `SessionContext` (no metadata cached by DataFusion between runs); the
-//! table prints each row's median over the rounds.
+//! By default the S3 endpoint is moto's server on 127.0.0.1, started here
+//! (a Python with `moto[server]` and `boto3`, named by
+//! `BLOBCASK_TEST_PYTHON`). With `--endpoint` it is an S3 server already
+//! running (a single-node Garage, for example): the bucket must exist, the
+//! key's credentials come from `AWS_ACCESS_KEY_ID` and
+//! `AWS_SECRET_ACCESS_KEY`, and the region is `--region`'s (default
+//! `us-east-1`; Garage's default `s3_region` is `garage`). The program
+//! writes the object `trips/trips.parquet` there and deletes it at the
+//! end.
+//!
+//! Every row runs once per round, the rows taking turns, and each run has
+//! a new `SessionContext` (no metadata cached by DataFusion between runs);
+//! the table prints each row's median over the rounds.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
@@ -59,15 +72,21 @@ fn main() {
 async fn run() -> Result<(), BoxError> {
     let mut rows: usize = 1_000_000;
     let mut rounds: usize = 5;
+    let mut endpoint: Option<String> = None;
+    let mut bucket = String::from("bucket");
+    let mut region = String::from("us-east-1");
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        let mut number = |name: &str| -> Result<usize, BoxError> {
-            let n = args.next().ok_or(format!("{name} needs a number"))?;
+        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
+        let number = |name: &str, n: String| -> Result<usize, BoxError> {
             Ok(n.parse().map_err(|e| format!("{name} {n:?}: {e}"))?)
         };
         match a.as_str() {
-            "--rows" => rows = number("--rows")?,
-            "--rounds" => rounds = number("--rounds")?,
+            "--rows" => rows = number("--rows", value("--rows")?)?,
+            "--rounds" => rounds = number("--rounds", value("--rounds")?)?,
+            "--endpoint" => endpoint = Some(value("--endpoint")?),
+            "--bucket" => bucket = value("--bucket")?,
+            "--region" => region = value("--region")?,
             other => return Err(format!("unknown argument {other:?}").into()),
         }
     }
@@ -75,17 +94,39 @@ async fn run() -> Result<(), BoxError> {
     let parquet = trips_parquet(rows)?;
     let path = Path::from("trips/trips.parquet");
 
-    let moto = Moto::start()?;
-    let s3: Arc<dyn ObjectStore> = Arc::new(
-        AmazonS3Builder::new()
-            .with_endpoint(format!("http://127.0.0.1:{}", moto.1))
-            .with_allow_http(true)
-            .with_bucket_name("bucket")
-            .with_region("us-east-1")
-            .with_access_key_id("test")
-            .with_secret_access_key("test")
-            .build()?,
-    );
+    // moto, started here and stopped when dropped, unless an endpoint is
+    // given.
+    let moto;
+    let (s3, remote) = match endpoint {
+        None => {
+            moto = Moto::start()?;
+            let s3 = AmazonS3Builder::new()
+                .with_endpoint(format!("http://127.0.0.1:{}", moto.1))
+                .with_allow_http(true)
+                .with_bucket_name("bucket")
+                .with_region("us-east-1")
+                .with_access_key_id("test")
+                .with_secret_access_key("test")
+                .build()?;
+            (s3, format!("moto on 127.0.0.1:{}", moto.1))
+        }
+        Some(endpoint) => {
+            let env = |name: &str| {
+                std::env::var(name)
+                    .map_err(|_| format!("--endpoint needs {name} in the environment"))
+            };
+            let s3 = AmazonS3Builder::new()
+                .with_endpoint(&endpoint)
+                .with_allow_http(true)
+                .with_bucket_name(&bucket)
+                .with_region(&region)
+                .with_access_key_id(env("AWS_ACCESS_KEY_ID")?)
+                .with_secret_access_key(env("AWS_SECRET_ACCESS_KEY")?)
+                .build()?;
+            (s3, format!("{endpoint}, bucket {bucket}, region {region}"))
+        }
+    };
+    let s3: Arc<dyn ObjectStore> = Arc::new(s3);
     s3.put(&path, parquet.clone().into()).await?;
     let local_store = Store::open(
         dir.path().join("local.bcask"),
@@ -95,10 +136,9 @@ async fn run() -> Result<(), BoxError> {
     let local: Arc<dyn ObjectStore> = Arc::new(BlobcaskObjectStore::new(local_store.clone()));
     local.put(&path, parquet.clone().into()).await?;
     println!(
-        "{rows} rows, {:.1} MiB of Parquet, {} row groups; {rounds} rounds; S3: moto on 127.0.0.1:{}",
+        "{rows} rows, {:.1} MiB of Parquet, {} row groups; {rounds} rounds; S3: {remote}",
         parquet.len() as f64 / (1 << 20) as f64,
         rows.div_ceil(ROWS_PER_GROUP),
-        moto.1
     );
     let expected = answers(&local).await?;
 
@@ -180,6 +220,7 @@ async fn run() -> Result<(), BoxError> {
         ms(medians[5]) / ms(medians[0])
     );
     local_store.close().await?;
+    s3.delete(&path).await?;
     Ok(())
 }
 
