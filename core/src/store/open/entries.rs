@@ -104,14 +104,20 @@ impl Rebuilt {
         }
         match fp {
             Some((fp, _)) => {
-                self.fps.push((fp, id));
-                if self.fps.len() >= BATCH {
-                    if let Some(b) = &self.builder {
-                        self.fps = b.send(std::mem::take(&mut self.fps));
-                    }
-                }
+                self.push_fp(fp, id);
             }
             None => self.keys.push((t.key, id)),
+        }
+    }
+
+    /// Queues an entry's key fingerprint for the index; a full batch goes
+    /// to the builder thread (without one, all wait for `finish`).
+    fn push_fp(&mut self, fp: Fingerprint, id: EntryId) {
+        self.fps.push((fp, id));
+        if self.fps.len() >= BATCH {
+            if let Some(b) = &self.builder {
+                self.fps = b.send(std::mem::take(&mut self.fps));
+            }
         }
     }
 
@@ -272,12 +278,7 @@ impl ImageSink for Rebuilt {
             Stored::INLINE,
             o.block,
         ));
-        self.fps.push((o.fp, id));
-        if self.fps.len() >= BATCH {
-            if let Some(b) = &self.builder {
-                self.fps = b.send(std::mem::take(&mut self.fps));
-            }
-        }
+        self.push_fp(o.fp, id);
     }
 
     fn discard(&mut self) {
